@@ -1,0 +1,669 @@
+"""The Collection: one copy of the data (a store) plus many named indexes.
+
+Every write is validated completely (records, vectors, target indexes), embedded, then
+committed to the store as one atomic batch, then applied to the live indexes from the ops
+the store logged. Indexes are derived data: they are saved on :meth:`Collection.flush` /
+:meth:`Collection.close`, caught up from the store's log on open, and rebuilt when missing
+or corrupt.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .errors import ConfigError, DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
+from .filters import parse_filter
+from .fusion import Fusion
+from .index import Index, IndexContext
+from .index_handle import IndexHandle
+from .logging import get_logger
+from .records import Hit, Link, Query, Record, Scope, as_vector, validate_k
+from .registry import Registry
+from .spaces import Space
+from .store import Store, WriteBatch
+
+__all__ = ["Collection"]
+
+log = get_logger("memcore.collection")
+
+INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+RecordInput = Record | Mapping[str, Any] | str
+
+
+class Collection:
+    """One store + named indexes. Use :func:`memcore.open` or :meth:`Collection.create` to get one."""
+
+    def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: Path | None = None):
+        self.store = store
+        self.spaces = dict(spaces)
+        self.registry = registry
+        self.path = Path(path) if path is not None else None
+        self._indexes: dict[str, IndexHandle] = {}
+        self._lock = threading.RLock()
+        self._closed = False
+        self._pin_spaces()
+        for name, definition in store.state_items("indexes").items():
+            handle = self._make_handle(name, definition["kind"], definition["config"])
+            self._indexes[name] = handle
+            self._open_handle(handle)
+
+    # -- construction --------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        path: str | Path | None = None,
+        *,
+        store: Store | None = None,
+        spaces: Mapping[str, Space] | None = None,
+        registry: Registry | None = None,
+    ) -> "Collection":
+        """A collection at ``path`` (SQLite) or in memory (``path=None``) with the hashing space ``default``.
+
+        For a collection declared in settings use :func:`memcore.open`.
+        """
+        from .default_plugins.embedders import HashingEmbedder
+        from .plugins import get_registry
+        from .stores.memory import MemoryStore
+        from .stores.sqlite import SQLiteStore
+
+        if store is None:
+            store = SQLiteStore(path) if path is not None else MemoryStore()
+        if spaces is None:
+            emb = HashingEmbedder()
+            spaces = {"default": Space("default", emb.dim, emb, "hashing")}
+        return cls(store, spaces, registry or get_registry(), path)
+
+    def _pin_spaces(self) -> None:
+        pinned = self.store.state_items("spaces")
+        new = {}
+        for name, space in self.spaces.items():
+            if name in pinned:
+                space.check_pinned(pinned[name])
+            else:
+                new[("spaces", name)] = space.manifest()
+        if new and not self.store.read_only:
+            self.store.apply(WriteBatch(state=new))
+
+    def _make_handle(self, name: str, kind: str, options: Mapping[str, Any]) -> IndexHandle:
+        reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
+        config = reg.parse_config(dict(options), f"indexes.{name}")
+        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()})
+
+        def make() -> Index:
+            index = reg.factory(config, context)
+            if not isinstance(index, Index):
+                raise ConfigError(f"index kind {kind!r} (plugin {reg.plugin}) built a {type(index).__name__}, not a memcore.Index", location=f"indexes.{name}")
+            return index
+
+        index = make()
+        for space in index.requires.spaces:
+            context.space(space)  # raises ConfigError for an undeclared space
+        directory = self.path / "indexes" / name if self.path is not None else None
+        return IndexHandle(name, kind, config, index, make, directory=directory)
+
+    def _open_handle(self, handle: IndexHandle) -> None:
+        saved = handle.load()
+        last = self.store.last_seq()
+        if saved is None or saved < self.store.log_start() or saved > last:
+            handle.rebuild(self.store, self._fill_for(handle))
+            return
+        handle.applied_seq = saved
+        handle.catch_up(self.store)
+
+    # -- indexes -------------------------------------------------------------------------
+
+    def create_index(self, name: str, kind: str, *, exist_ok: bool = False, populate: bool = False, **options: Any) -> None:
+        """Create an empty index ``name`` of a registered ``kind`` with its own options.
+
+        ``exist_ok``: no error when an index with the same kind and options exists.
+        ``populate``: add every record of the collection to it.
+        """
+        with self._lock:
+            self._check_open()
+            if not isinstance(name, str) or not INDEX_NAME.match(name):
+                raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
+            handle = self._make_handle(name, kind, options)
+            existing = self._indexes.get(name)
+            if existing is not None:
+                if exist_ok and existing.definition() == handle.definition():
+                    return
+                raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
+            handle.remove_files()
+            applied = self.store.apply(WriteBatch(state={("indexes", name): handle.definition()}))
+            handle.applied_seq = applied.seq
+            self._indexes[name] = handle
+            log.info("index.created", name=name, kind=kind)
+            if populate:
+                self.insert_to_index(name, self.store.ids())
+
+    def drop_index(self, name: str) -> None:
+        """Remove an index, its membership and its files (records stay)."""
+        with self._lock:
+            handle = self._handle(name)
+            self.store.apply(WriteBatch(drop_indexes=[name], state={("indexes", name): None}))
+            del self._indexes[name]
+            handle.remove_files()
+            log.info("index.dropped", name=name)
+
+    def list_indexes(self) -> list[dict[str, Any]]:
+        """Each index: name, kind, config, size, score name and requirements."""
+        with self._lock:
+            self._sync()
+            return [
+                {
+                    "name": h.name,
+                    "kind": h.kind,
+                    "config": h.config.model_dump(mode="json"),
+                    "size": len(h.index),
+                    "score": h.index.score_name,
+                    "requires": {"spaces": list(h.index.requires.spaces), "text": h.index.requires.text, "links": h.index.requires.links},
+                }
+                for h in self._indexes.values()
+            ]
+
+    def index(self, name: str) -> Index:
+        """The live index object (for kind-specific reads); prefer :meth:`retrieve`."""
+        with self._lock:
+            return self._handle(name).index
+
+    def has_index(self, name: str) -> bool:
+        """True when an index of that name exists."""
+        return name in self._indexes
+
+    def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild an index from the store; returns the number of records indexed."""
+        with self._lock:
+            handle = self._handle(name)
+            count = handle.rebuild(self.store, self._fill_for(handle, persist=True), progress)
+            handle.save()
+            return count
+
+    def _handle(self, name: str) -> IndexHandle:
+        self._check_open()
+        try:
+            handle = self._indexes[name]
+        except KeyError:
+            raise NotFoundError(f"no index named {name!r}; indexes: {sorted(self._indexes) or '(none)'}") from None
+        if handle.stale:
+            handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
+        return handle
+
+    def _targets(self, indexes: str | Iterable[str] | None) -> list[IndexHandle]:
+        if indexes is None:
+            return list(self._indexes.values())
+        if isinstance(indexes, str):
+            indexes = [indexes]
+        return [self._handle(n) for n in dict.fromkeys(indexes)]
+
+    # -- writes --------------------------------------------------------------------------
+
+    def insert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
+        """Insert records into the store and the chosen indexes (all when ``indexes`` is None).
+
+        Items are :class:`Record`, dicts (``text``, ``id``, ``metadata``, ``vectors``,
+        ``links``, ``scope``) or plain strings. Re-inserting identical content is a no-op
+        (besides index membership); a different record under an existing id raises
+        :class:`DuplicateIdError` (use :meth:`upsert`). Returns the ids, in order.
+        """
+        with self._lock:
+            self._check_open()
+            records = self._coerce(items, scope)
+            targets = self._targets(indexes)
+            existing = self._existing(records)
+            for r in records:
+                old = existing.get(r.id)
+                if old is not None and not r.same_content(old):
+                    raise DuplicateIdError(f"record {r.id!r} already exists with different content; use upsert() or update()")
+            fresh = [r for r in records if r.id not in existing]
+            kept = [existing[r.id] for r in records if r.id in existing]
+            self._check_links(fresh, {r.id for r in records})
+            spaces = self._spaces_of(targets)
+            self._fill_vectors(fresh, spaces)
+            changed_old = self._fill_vectors(kept, spaces)
+            self._validate_for(targets, fresh + kept)
+            ids = [r.id for r in records]
+            batch = WriteBatch(upserts=fresh + changed_old, add_membership={h.name: ids for h in targets})
+            self._commit(batch, {r.id: r for r in fresh + kept})
+            return ids
+
+    def upsert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
+        """Insert new records (into ``indexes``, all by default) and replace existing ones.
+
+        A replaced record keeps its index memberships (plus ``indexes`` when given); its
+        vectors are recomputed when its text changed and no vectors were given.
+        """
+        with self._lock:
+            self._check_open()
+            records = self._coerce(items, scope)
+            existing = self._existing(records)
+            self._check_links(records, {r.id for r in records})
+            new_targets = self._targets(indexes)
+            explicit = indexes is not None
+            member_of = self.store.memberships([r.id for r in records if r.id in existing])
+            for r in records:
+                old = existing.get(r.id)
+                if old is not None:
+                    r.created_at = old.created_at
+                    if r.text == old.text:
+                        for space, vec in old.vectors.items():
+                            r.vectors.setdefault(space, vec)
+                handles = [self._indexes[n] for n in member_of.get(r.id, ()) if n in self._indexes]
+                if old is None or explicit:
+                    handles += new_targets
+                self._fill_vectors([r], self._spaces_of(handles))
+                self._validate_for(handles, [r])
+            add = {h.name: [r.id for r in records if r.id not in existing or explicit] for h in new_targets}
+            self._commit(WriteBatch(upserts=records, add_membership={k: v for k, v in add.items() if v}), {r.id: r for r in records})
+            return [r.id for r in records]
+
+    def update(
+        self,
+        id: str,
+        *,
+        text: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        merge_metadata: bool = False,
+        vectors: Mapping[str, Any] | None = None,
+        links: Any = None,
+    ) -> Record:
+        """Change fields of an existing record (NotFoundError when absent); returns the new record."""
+        with self._lock:
+            old = self.get(id)
+            meta = {**old.metadata, **(metadata or {})} if merge_metadata else (old.metadata if metadata is None else metadata)
+            new = Record.create(
+                old.text if text is None else text,
+                id=old.id,
+                metadata=meta,
+                vectors=vectors,
+                links=old.links if links is None else links,
+                scope=old.scope,
+            )
+            self.upsert([new], indexes=[])
+            return self.get(id)
+
+    def delete(self, ids: str | Iterable[str], *, scope: Scope | Mapping[str, Any] | None = None) -> int:
+        """Delete records from the store and every index, with every link to or from them.
+
+        Unknown ids (or ids outside ``scope``) raise NotFoundError and nothing is deleted.
+        """
+        with self._lock:
+            self._check_open()
+            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            scope = Scope.coerce(scope)
+            found = {r.id: r for r in self.store.get(ids, with_vectors=False) if r is not None}
+            missing = [i for i in ids if i not in found or (scope is not None and not scope.covers(found[i].scope))]
+            if missing:
+                raise NotFoundError(f"no record(s) {missing[:5]}{' in this scope' if scope else ''}; nothing was deleted")
+            if ids:
+                self._commit(WriteBatch(deletes=ids), {})
+            return len(ids)
+
+    def insert_to_index(self, index: str, ids: str | Iterable[str]) -> None:
+        """Add existing records to one more index (already-members are left as they are)."""
+        with self._lock:
+            handle = self._handle(index)
+            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            records = self._get_many(ids)
+            members = self.store.memberships(ids)
+            todo = [r for r in records if index not in members.get(r.id, ())]
+            changed = self._fill_vectors(todo, self._spaces_of([handle]))
+            self._validate_for([handle], todo)
+            if todo:
+                self._commit(WriteBatch(upserts=changed, add_membership={index: [r.id for r in todo]}), {r.id: r for r in todo})
+
+    def remove_from_index(self, index: str, ids: str | Iterable[str]) -> None:
+        """Take records out of one index; they stay in the store and other indexes."""
+        with self._lock:
+            self._handle(index)
+            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            members = self.store.memberships(ids)
+            missing = [i for i in ids if index not in members.get(i, ())]
+            if missing:
+                raise NotFoundError(f"record(s) {missing[:5]} are not in index {index!r}; nothing was removed")
+            if ids:
+                self._commit(WriteBatch(remove_membership={index: ids}), {})
+
+    def link(self, source: str, target: str, relation: str = "related", weight: float = 1.0) -> None:
+        """Add (or re-weight) the edge ``source -relation-> target``."""
+        with self._lock:
+            old = self.get(source)
+            self.get(target)
+            links = [l for l in old.links if (l.target, l.relation) != (target, relation)]
+            self.update(source, links=[*links, Link(target, relation, weight)])
+
+    def unlink(self, source: str, target: str, relation: str | None = None) -> int:
+        """Remove edges from ``source`` to ``target`` (of one relation, or all); returns how many."""
+        with self._lock:
+            old = self.get(source)
+            keep = [l for l in old.links if not (l.target == target and (relation is None or l.relation == relation))]
+            if len(keep) != len(old.links):
+                self.update(source, links=keep)
+            return len(old.links) - len(keep)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, id: str) -> Record:
+        """One record (NotFoundError when absent)."""
+        return self._get_many([id])[0]
+
+    def get_many(self, ids: Sequence[str]) -> list[Record | None]:
+        """Records by id in order, None for unknown ids."""
+        with self._lock:
+            self._check_open()
+            return self.store.get(list(ids))
+
+    def count(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> int:
+        """Number of records (in one index, matching a filter and scope)."""
+        with self._lock:
+            self._check_open()
+            if index is not None:
+                self._handle(index)
+            return self.store.count(where=parse_filter(where), scope=Scope.coerce(scope), index=index)
+
+    def ids(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
+        """Ids in insertion order (in one index, matching a filter and scope)."""
+        with self._lock:
+            self._check_open()
+            if index is not None:
+                self._handle(index)
+            return self.store.ids(where=parse_filter(where), scope=Scope.coerce(scope), index=index)
+
+    def retrieve(
+        self,
+        query: Query | str | Mapping[str, Any],
+        *,
+        index: str | None = None,
+        k: int | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        with_records: bool = True,
+    ) -> list[Hit]:
+        """The best ``k`` hits of one index for a query (text, vectors or a :class:`Query`)."""
+        with self._lock:
+            self._check_open()
+            q = self.make_query(query, k=k, where=where, scope=scope)
+            self._sync()
+            handle = self._handle(index) if index is not None else self._only_index()
+            hits = self.search_index(handle.name, q, q.k)
+            return self.attach_records(hits) if with_records else hits
+
+    def retrieve_multi(
+        self,
+        queries_by_index: Mapping[str, Query | str | Mapping[str, Any]],
+        *,
+        fusion: str | Mapping[str, Any] | Fusion = "rrf",
+        k: int = 10,
+        depth: int | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        with_records: bool = True,
+    ) -> list[Hit]:
+        """Query several indexes (``depth`` hits each, default ``max(k, 50)``) and fuse the lists."""
+        with self._lock:
+            self._check_open()
+            validate_k(k)
+            depth = validate_k(depth if depth is not None else max(k, 50))
+            if not queries_by_index:
+                raise ValidationError("retrieve_multi needs at least one index")
+            fuse = self.build_fusion(fusion)
+            self._sync()
+            lists = {}
+            for name, query in queries_by_index.items():
+                q = self.make_query(query, k=depth, where=where, scope=scope)
+                lists[name] = self.search_index(self._handle(name).name, q, depth)
+            hits = fuse(lists, k)
+            return self.attach_records(hits) if with_records else hits
+
+    # -- helpers shared with pipelines and services --------------------------------------
+
+    def make_query(self, query: Query | str | Mapping[str, Any], *, k: int | None = None, where: Any = None, scope: Any = None) -> Query:
+        """Coerce and validate a query, applying overrides."""
+        q = Query.coerce(query)
+        changes: dict[str, Any] = {}
+        if k is not None:
+            changes["k"] = k
+        if where is not None:
+            changes["where"] = where
+        if scope is not None:
+            changes["scope"] = scope
+        q = q.evolve(**changes) if changes else q
+        parse_filter(q.where)
+        return q
+
+    def search_index(self, name: str, query: Query, k: int) -> list[Hit]:
+        """Embed what the index needs, resolve filters to ``allowed``, and search."""
+        handle = self._handle(name)
+        validate_k(k)
+        q = self._prepare_query(query, handle.index)
+        handle.index.validate_query(q)
+        allowed = self._allowed(q, name)
+        if allowed is not None and not allowed:
+            return []
+        return handle.index.search(q, k, allowed)
+
+    def build_fusion(self, fusion: str | Mapping[str, Any] | Fusion) -> Fusion:
+        """A fusion strategy from a registered name, a config dict or an instance."""
+        if isinstance(fusion, Fusion):
+            return fusion
+        data = {"kind": fusion} if isinstance(fusion, str) else dict(fusion)
+        kind = data.pop("kind", None)
+        reg = self.registry.get("fusions", kind, location="fusion")
+        return reg.factory(reg.parse_config(data, "fusion"))
+
+    def attach_records(self, hits: list[Hit]) -> list[Hit]:
+        """Load each hit's record (without vectors); hits whose record vanished are dropped."""
+        records = self.store.get([h.id for h in hits], with_vectors=False)
+        out = []
+        for hit, rec in zip(hits, records):
+            if rec is not None:
+                hit.record = rec
+                out.append(hit)
+        return out
+
+    def query_vector(self, query: Query, space: str) -> Any:
+        """The query's vector in ``space`` (embedded once and cached on the query)."""
+        if space not in query.vectors:
+            self._prepare_query_space(query, space)
+        return query.vectors[space]
+
+    def vectors(self, ids: Sequence[str], space: str) -> tuple[Any, Any]:
+        """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)``."""
+        return self.store.vectors(list(ids), space)
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Save every changed index to disk and prune the operation log they no longer need."""
+        with self._lock:
+            if self._closed or self.store.read_only:
+                return
+            for handle in self._indexes.values():
+                handle.save()
+            if self.path is not None and self._indexes:
+                self.store.prune_log(min(h.applied_seq for h in self._indexes.values()))
+
+    def close(self) -> None:
+        """Flush and release the store (and its writer lock). Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.flush()
+            finally:
+                self._closed = True
+                self.store.close()
+
+    def __enter__(self) -> "Collection":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def info(self) -> dict[str, Any]:
+        """Indexes, counts, kinds and on-disk sizes."""
+        with self._lock:
+            return {
+                "path": str(self.path) if self.path else None,
+                "records": self.count(),
+                "seq": self.store.last_seq(),
+                "store_bytes": self.store.size_bytes(),
+                "spaces": {n: s.manifest() for n, s in self.spaces.items()},
+                "indexes": [
+                    {**entry, "bytes": self._indexes[entry["name"]].size_bytes(), "stats": self._indexes[entry["name"]].index.stats()}
+                    for entry in self.list_indexes()
+                ],
+            }
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValidationError("this collection is closed")
+
+    def _sync(self) -> None:
+        """Readers catch their indexes up with what the writer process committed."""
+        if self.store.read_only:
+            for handle in self._indexes.values():
+                handle.catch_up(self.store)
+
+    def _only_index(self) -> IndexHandle:
+        if len(self._indexes) == 1:
+            return next(iter(self._indexes.values()))
+        raise ValidationError(f"name the index to search (index=...); indexes: {sorted(self._indexes) or '(none)'}")
+
+    def _coerce(self, items: RecordInput | Sequence[RecordInput], scope: Any) -> list[Record]:
+        if isinstance(items, (Record, str, Mapping)):
+            items = [items]
+        scope = Scope.coerce(scope)
+        out: dict[str, Record] = {}
+        for item in items:
+            if isinstance(item, Record):
+                rec = Record.create(item.text, id=item.id, metadata=item.metadata, vectors=item.vectors, links=item.links, scope=item.scope or scope)
+            elif isinstance(item, str):
+                rec = Record.create(item, scope=scope)
+            elif isinstance(item, Mapping):
+                unknown = set(item) - {"id", "text", "metadata", "vectors", "links", "scope"}
+                if unknown:
+                    raise ValidationError(f"unknown record fields {sorted(unknown)}")
+                if "text" not in item:
+                    raise ValidationError("a record needs a 'text'")
+                rec = Record.create(
+                    item["text"], id=item.get("id"), metadata=item.get("metadata"), vectors=item.get("vectors"),
+                    links=item.get("links") or (), scope=item.get("scope") or scope,
+                )
+            else:
+                raise ValidationError(f"cannot insert a {type(item).__name__}; give Records, dicts or strings")
+            for space, vec in rec.vectors.items():
+                if space not in self.spaces:
+                    raise ValidationError(f"record {rec.id!r} has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
+                self.spaces[space].check_vector(vec, f"vector {space!r} of record {rec.id!r}")
+            prev = out.get(rec.id)
+            if prev is not None and not (prev.same_content(rec) and _same_vectors(prev, rec)):
+                raise DuplicateIdError(f"two different records with id {rec.id!r} in one batch")
+            out[rec.id] = rec
+        if not out:
+            raise ValidationError("nothing to write: the batch is empty")
+        return list(out.values())
+
+    def _existing(self, records: Sequence[Record]) -> dict[str, Record]:
+        return {r.id: r for r in self.store.get([r.id for r in records]) if r is not None}
+
+    def _get_many(self, ids: Sequence[str]) -> list[Record]:
+        self._check_open()
+        found = self.store.get(list(ids))
+        missing = [i for i, r in zip(ids, found) if r is None]
+        if missing:
+            raise NotFoundError(f"no record(s) {missing[:5]}")
+        return found  # type: ignore[return-value]
+
+    def _check_links(self, records: Sequence[Record], batch_ids: set[str]) -> None:
+        targets = sorted({l.target for r in records for l in r.links} - batch_ids)
+        if targets:
+            present = self.store.memberships(targets)
+            missing = [t for t in targets if t not in present]
+            if missing:
+                raise NotFoundError(f"link target(s) {missing[:5]} do not exist")
+
+    def _spaces_of(self, handles: Iterable[IndexHandle]) -> list[str]:
+        return list(dict.fromkeys(s for h in handles for s in h.index.requires.spaces))
+
+    def _fill_vectors(self, records: Sequence[Record], spaces: Sequence[str]) -> list[Record]:
+        """Embed the missing vectors of ``spaces`` (batched); returns the records that changed."""
+        changed: dict[str, Record] = {}
+        for name in spaces:
+            space = self.spaces[name]
+            todo = [r for r in records if name not in r.vectors]
+            if not todo:
+                continue
+            vectors = space.embed_documents([r.text for r in todo])
+            for r, v in zip(todo, vectors):
+                r.vectors[name] = v
+                changed[r.id] = r
+        return list(changed.values())
+
+    def _fill_for(self, handle: IndexHandle, persist: bool = False) -> Callable[[list[Record]], list[Record]]:
+        spaces = self._spaces_of([handle])
+
+        def fill(records: list[Record]) -> list[Record]:
+            changed = self._fill_vectors(records, spaces)
+            if changed and persist:
+                self.store.apply(WriteBatch(upserts=changed))
+            return records
+
+        return fill
+
+    def _validate_for(self, handles: Iterable[IndexHandle], records: Sequence[Record]) -> None:
+        for h in handles:
+            if records:
+                h.index.validate(records)
+
+    def _commit(self, batch: WriteBatch, cache: dict[str, Record]) -> None:
+        applied = self.store.apply(batch)
+        failures = []
+        for handle in self._indexes.values():
+            try:
+                handle.apply(applied.ops, self.store, cache)
+                handle.applied_seq = applied.seq
+            except Exception as exc:  # the store has the data; the index is rebuilt on next use
+                handle.stale = True
+                failures.append(f"{handle.name}: {type(exc).__name__}: {exc}")
+                log.error("index.update_failed", name=handle.name, error=str(exc))
+        if failures:
+            raise IndexUpdateError("stored, but index update failed (rebuilt on next use): " + "; ".join(failures))
+
+    def _prepare_query(self, query: Query, index: Index) -> Query:
+        req = index.requires
+        if req.text and not (query.text and query.text.strip()):
+            raise ValidationError("this index searches text: the query text is empty")
+        for space in req.spaces:
+            if space not in query.vectors:
+                self._prepare_query_space(query, space)
+            elif space in self.spaces:
+                self.spaces[space].check_vector(query.vectors[space], f"query vector {space!r}")
+        return query
+
+    def _prepare_query_space(self, query: Query, space: str) -> None:
+        if space not in self.spaces:
+            raise ConfigError(f"embedding space {space!r} is not declared")
+        if not (query.text and query.text.strip()):
+            raise ValidationError(f"the query has neither text nor a vector for space {space!r}")
+        query.vectors[space] = as_vector(self.spaces[space].embed_queries([query.text])[0], what="query vector")
+
+    def _allowed(self, query: Query, index: str) -> set[str] | None:
+        where = parse_filter(query.where)
+        if where is None and (query.scope is None or query.scope.is_empty()):
+            return None
+        return set(self.store.ids(where=where, scope=query.scope, index=index))
+
+
+def _same_vectors(a: Record, b: Record) -> bool:
+    import numpy as np
+
+    return a.vectors.keys() == b.vectors.keys() and all(np.array_equal(a.vectors[k], b.vectors[k]) for k in a.vectors)

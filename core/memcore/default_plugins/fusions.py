@@ -1,0 +1,69 @@
+"""Builtin fusion strategies: ``rrf`` (reciprocal rank fusion) and ``concat``."""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from pydantic import Field
+
+from ..fusion import Fusion, merge_provenance
+from ..hookspecs import hookimpl
+from ..records import Hit
+from ..registry import ComponentConfig
+
+
+class RRFConfig(ComponentConfig):
+    """Settings of ``rrf``: score = sum over lists of weight / (k + rank)."""
+
+    kind: str = "rrf"
+    k: float = Field(60.0, gt=0, description="Rank constant (60 in Cormack et al. 2009).")
+    weights: dict[str, float] = Field(default_factory=dict, description="Per-list weight by list name (default 1).")
+
+
+class ReciprocalRankFusion(Fusion):
+    """Reciprocal rank fusion (Cormack, Clarke, Buettcher 2009), optionally weighted."""
+
+    def __init__(self, config: RRFConfig | None = None):
+        self.config = config or RRFConfig()
+
+    def fuse(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
+        """Sum ``weight / (k + rank)`` per id; ties broken by id."""
+        provenance = merge_provenance(lists)
+        scores = {
+            rid: sum(self.config.weights.get(c.source, 1.0) / (self.config.k + c.rank) for c in contribs)
+            for rid, contribs in provenance.items()
+        }
+        best = sorted(scores, key=lambda rid: (-scores[rid], rid))[:k]
+        return [Hit(rid, scores[rid], raw=scores[rid], source="rrf", provenance=tuple(provenance[rid])) for rid in best]
+
+
+class ConcatConfig(ComponentConfig):
+    """Settings of ``concat`` (none besides ``kind``)."""
+
+    kind: str = "concat"
+
+
+class Concatenate(Fusion):
+    """Lists one after another, first occurrence wins; the score is ``-position``."""
+
+    def __init__(self, config: ConcatConfig | None = None):
+        self.config = config or ConcatConfig()
+
+    def fuse(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
+        """Keep order across lists; duplicates keep their first position."""
+        provenance = merge_provenance(lists)
+        order: list[str] = []
+        seen: set[str] = set()
+        for hits in lists.values():
+            for hit in hits:
+                if hit.id not in seen:
+                    seen.add(hit.id)
+                    order.append(hit.id)
+        return [Hit(rid, -float(pos), raw=None, source="concat", provenance=tuple(provenance[rid])) for pos, rid in enumerate(order[:k])]
+
+
+@hookimpl
+def register_fusions(register):
+    """Register rrf and concat."""
+    register("rrf", ReciprocalRankFusion, RRFConfig)
+    register("concat", Concatenate, ConcatConfig)

@@ -1,0 +1,44 @@
+"""Builtin ``default`` service: insert into the chosen indexes, retrieve through the pipeline."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pydantic import Field
+
+from ..errors import ConfigError
+from ..hookspecs import hookimpl
+from ..registry import ComponentConfig
+from ..service import Service, hit_to_dict
+
+
+class DefaultServiceConfig(ComponentConfig):
+    """Settings of the ``default`` service."""
+
+    kind: str = "default"
+    indexes: list[str] | None = Field(None, description="Indexes new items go to (default: all).")
+    space: str | None = Field(None, description="Space of a bare vector argument (default: the only space).")
+
+
+class DefaultService(Service):
+    """No policy: every item goes to the configured indexes; retrieval is the pipeline."""
+
+    def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+        """Insert one item (``id``, ``scope``, ``links`` may be passed as keywords)."""
+        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **kwargs}
+        if vector is not None:
+            item["vectors"] = {self.vector_space(self.config.space): vector}
+        return self.collection.insert([item], indexes=self.config.indexes)[0]
+
+    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+        """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
+        if self.pipeline is None:
+            raise ConfigError("no pipeline is configured", location="pipeline")
+        q = self.make_query(query, vector, metadata, k, self.config.space)
+        return [hit_to_dict(h) for h in self.pipeline.run(self.collection, q, scope=kwargs.get("scope"))]
+
+
+@hookimpl
+def register_services(register):
+    """Register the default service."""
+    register("default", DefaultService, DefaultServiceConfig)

@@ -1,0 +1,14 @@
+"""Builtin stores: ``sqlite`` (embedded default) and ``memory``."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..stores.memory import MemoryStoreConfig, memory_store_factory
+from ..stores.sqlite import SQLiteStoreConfig, sqlite_store_factory
+
+
+@hookimpl
+def register_stores(register):
+    """Register the SQLite and in-memory stores."""
+    register("sqlite", sqlite_store_factory, SQLiteStoreConfig)
+    register("memory", memory_store_factory, MemoryStoreConfig)

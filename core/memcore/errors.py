@@ -1,0 +1,108 @@
+"""The one exception tree of memcore.
+
+Every error memcore raises on purpose is a :class:`MemcoreError`. The subclasses say
+what kind of thing went wrong so callers can catch precisely; the messages say what to
+do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MemcoreError",
+    "ConfigError",
+    "UnknownComponentError",
+    "PluginError",
+    "NotFoundError",
+    "ValidationError",
+    "DimensionError",
+    "DuplicateIdError",
+    "FilterError",
+    "LockedError",
+    "CorruptError",
+    "IndexUpdateError",
+]
+
+
+class MemcoreError(Exception):
+    """Base class of every error memcore raises on purpose."""
+
+
+class ConfigError(MemcoreError, ValueError):
+    """Settings or a component's configuration are invalid.
+
+    ``location`` is the dotted path of the offending key (e.g. ``indexes.dense.metric``)
+    when it is known.
+    """
+
+    def __init__(self, message: str, location: str | None = None):
+        self.location = location
+        super().__init__(f"{location}: {message}" if location else message)
+
+
+class UnknownComponentError(ConfigError):
+    """A settings entry names a component (index, stage, ...) that no plugin registers."""
+
+    def __init__(
+        self,
+        category: str,
+        name: str,
+        installed: list[str],
+        closest: str | None = None,
+        extra: str | None = None,
+        location: str | None = None,
+    ):
+        self.category = category
+        self.name = name
+        self.installed = installed
+        self.closest = closest
+        self.extra = extra
+        parts = [f"unknown {category[:-1] if category.endswith('s') else category} kind {name!r}."]
+        parts.append(f"Installed: {', '.join(installed) if installed else '(none)'}.")
+        if closest:
+            parts.append(f"Did you mean {closest!r}?")
+        if extra:
+            parts.append(f'It is provided by: pip install "memcore[{extra}]"')
+        super().__init__(" ".join(parts), location=location)
+
+
+class PluginError(MemcoreError):
+    """A plugin failed to load or registered something invalid."""
+
+
+class NotFoundError(MemcoreError, KeyError):
+    """A record, index or collection that was asked for does not exist."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else ""
+
+
+class ValidationError(MemcoreError, ValueError):
+    """Input data is invalid (empty text, NaN vectors, k <= 0, ...). Nothing was changed."""
+
+
+class DimensionError(ValidationError):
+    """A vector has the wrong dimension for its embedding space or index."""
+
+
+class DuplicateIdError(ValidationError):
+    """Two different records share an id (in one batch, or with a stored record on insert)."""
+
+
+class FilterError(ValidationError):
+    """A metadata filter (``where``) is malformed or uses an unknown operator."""
+
+
+class LockedError(MemcoreError):
+    """Another process holds the writer lock of this collection."""
+
+
+class CorruptError(MemcoreError):
+    """Stored data failed a consistency check (checksum, format version, schema)."""
+
+
+class IndexUpdateError(MemcoreError):
+    """An index failed to apply a change that the store has already committed.
+
+    The data is safe in the store; the index is marked stale and rebuilt from the store
+    on its next use.
+    """

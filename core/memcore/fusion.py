@@ -1,0 +1,30 @@
+"""The Fusion interface: named ranked lists -> one ranked list with provenance."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Mapping, Sequence
+
+from .records import Contribution, Hit
+
+__all__ = ["Fusion", "merge_provenance"]
+
+
+class Fusion(ABC):
+    """A fusion strategy. Fused hits keep every contributing list in ``provenance``."""
+
+    @abstractmethod
+    def fuse(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
+        """Fuse ``lists`` (name -> hits, best first) into the best ``k`` hits."""
+
+    def __call__(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
+        return self.fuse(lists, k)
+
+
+def merge_provenance(lists: Mapping[str, Sequence[Hit]]) -> dict[str, list[Contribution]]:
+    """For each id, one contribution per list it appears in (1-based rank, that list's score)."""
+    out: dict[str, list[Contribution]] = {}
+    for name, hits in lists.items():
+        for rank, hit in enumerate(hits, start=1):
+            out.setdefault(hit.id, []).append(Contribution(name, rank, float(hit.score)))
+    return out

@@ -1,0 +1,106 @@
+"""Every hook of memcore: the whole extension surface.
+
+Hooks are callbacks in the style of ``llm`` and ``datasette``: memcore calls
+``register_<things>(register)`` on each plugin, and the plugin calls
+``register(name, factory, config_model)`` once per thing it provides.
+
+- ``name`` is the ``kind`` users write in settings (``[indexes.dense] kind = "exact"``);
+  it must be unique across all installed plugins.
+- ``factory`` builds the component; what it receives is documented per hook below.
+- ``config_model`` is a pydantic model (a subclass of :class:`memcore.ComponentConfig`)
+  that validates the component's settings entry; ``None`` means "no options".
+
+A plugin module implements any subset of these hooks with ``@memcore.hookimpl`` and may
+accept fewer arguments than the spec (pluggy's rule), so hooks can grow without breaking
+plugins.
+"""
+
+from __future__ import annotations
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("memcore")
+hookimpl = pluggy.HookimplMarker("memcore")
+
+# ---------------------------------------------------------------------------------------
+# Storage: where records live
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_stores(register):
+    """Register record stores.
+
+    ``factory(config, path) -> memcore.Store``: ``path`` is the collection directory
+    (``None`` for a purely in-memory collection). The store is the source of truth for
+    records, vectors, links, index membership, service state and the operation log.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Embedding: turning text into vectors of a named space
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_embedders(register):
+    """Register embedders.
+
+    ``factory(config) -> memcore.Embedder``. Only the Collection embeds: it fills
+    ``record.vectors[space]`` and ``query.vectors[space]`` for the spaces an index
+    requires, batched, with the embedder declared for that space in settings.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Indexes: structures over (some) records of a collection
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_indexes(register):
+    """Register index kinds.
+
+    ``factory(config, context) -> memcore.Index`` where ``context`` is a
+    :class:`memcore.IndexContext` (index name, the dimensions of the embedding spaces).
+    An index declares what it ``requires`` (spaces, text, links) and implements
+    ``add``, ``remove``, ``search``, ``search_batch``, ``__len__``, ``save`` and ``load``.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Retrieval: pipeline stages and fusion strategies
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_stages(register):
+    """Register pipeline stage kinds.
+
+    ``factory(config) -> memcore.Stage``. A stage reads and writes a
+    :class:`memcore.PipelineContext` (the ranked lists with their provenance).
+    """
+
+
+@hookspec
+def register_fusions(register):
+    """Register fusion strategies.
+
+    ``factory(config) -> memcore.Fusion``: a callable object turning named ranked lists
+    into one ranked list whose hits keep every contributing list in ``provenance``.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Services: memory policies over one collection
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_services(register):
+    """Register memory services.
+
+    ``factory(config, collection, pipeline) -> memcore.Service``. A service decides what
+    is inserted where, what migrates and what is forgotten; it declares the indexes it
+    needs through its class's ``required_indexes(config)``.
+    """

@@ -1,0 +1,177 @@
+"""One live index of a collection: its definition, persistence, catch-up and rebuild.
+
+On disk an index owns ``<collection>/indexes/<name>/``: the files its ``save`` writes
+plus ``index.json`` (kind, config, format version, the store sequence number it was saved
+at, a SHA-256 per file), written last. On open, an index whose ``index.json`` is missing,
+unreadable, mismatched or behind the pruned log is rebuilt from the store; otherwise it is
+loaded and caught up from the store's operation log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from .errors import CorruptError
+from .index import Index, atomic_write_json
+from .logging import get_logger
+from .records import Record
+from .registry import ComponentConfig
+from .store import Op, Store
+
+__all__ = ["IndexHandle", "fold_ops"]
+
+log = get_logger("memcore.index")
+MANIFEST = "index.json"
+
+
+def fold_ops(ops: Iterable[Op]) -> tuple[list[str], list[str]]:
+    """Reduce a run of one index's ops to ``(ids to remove, ids to (re)add)``.
+
+    An id whose first op is not ``add`` was in the index before the run, so it is removed;
+    an id whose last op is not ``remove`` is a member after the run, so it is (re)added.
+    """
+    first: dict[str, str] = {}
+    last: dict[str, str] = {}
+    for op in ops:
+        first.setdefault(op.record_id, op.op)
+        last[op.record_id] = op.op
+    removes = [rid for rid, o in first.items() if o != "add"]
+    adds = [rid for rid, o in last.items() if o != "remove"]
+    return removes, adds
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class IndexHandle:
+    """A named index with its kind, validated config and sync state against the store."""
+
+    name: str
+    kind: str
+    config: ComponentConfig
+    index: Index
+    make: Callable[[], Index]
+    applied_seq: int = 0
+    dirty: bool = True
+    stale: bool = False
+    directory: Path | None = None
+    loaded_from_disk: bool = field(default=False)
+
+    def definition(self) -> dict[str, Any]:
+        """What the store keeps about this index."""
+        return {"kind": self.kind, "config": self.config.model_dump(mode="json")}
+
+    # -- applying changes ----------------------------------------------------------------
+
+    def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None) -> None:
+        """Apply logged ops, taking records from ``cache`` first and the store otherwise."""
+        removes, adds = fold_ops(op for op in ops if op.index == self.name)
+        if not removes and not adds:
+            return
+        cache = cache or {}
+        missing = [rid for rid in adds if rid not in cache]
+        fetched = {r.id: r for r in store.get(missing) if r is not None} if missing else {}
+        records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
+        if removes:
+            self.index.remove(removes)
+        if records:
+            self.index.add(records)
+        self.dirty = True
+
+    def catch_up(self, store: Store) -> int:
+        """Apply every op logged since ``applied_seq``; returns how many ops were applied."""
+        last = store.last_seq()
+        if last <= self.applied_seq:
+            return 0
+        ops = store.ops_since(self.applied_seq, self.name)
+        self.apply(ops, store)
+        self.applied_seq = last
+        if ops:
+            log.info("index.caught_up", name=self.name, ops=len(ops))
+        return len(ops)
+
+    def rebuild(self, store: Store, fill: Callable[[list[Record]], list[Record]], progress: Callable[[int], None] | None = None) -> int:
+        """Recreate the index from the store's members; ``fill`` completes missing vectors."""
+        started = time.perf_counter()
+        seq = store.last_seq()
+        fresh = self.make()
+        count = 0
+        for batch in store.iter_records(index=self.name):
+            fresh.add(fill(batch))
+            count += len(batch)
+            if progress:
+                progress(len(batch))
+        self.index = fresh
+        self.applied_seq = seq
+        self.dirty = True
+        self.stale = False
+        log.info("index.rebuilt", name=self.name, kind=self.kind, records=count, seconds=round(time.perf_counter() - started, 3))
+        return count
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def save(self) -> None:
+        """Save into ``directory`` (files first, ``index.json`` with checksums last)."""
+        if self.directory is None or not self.dirty or self.stale:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        manifest = self.directory / MANIFEST
+        if manifest.exists():
+            manifest.unlink()  # a crash mid-save leaves no manifest -> rebuild, never a mix
+        self.index.save(self.directory)
+        files = {p.name: _sha256(p) for p in sorted(self.directory.iterdir()) if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")}
+        atomic_write_json(
+            manifest,
+            {**self.definition(), "format_version": self.index.format_version, "seq": self.applied_seq, "files": files, "count": len(self.index)},
+        )
+        self.dirty = False
+
+    def load(self) -> int | None:
+        """Load the saved index; returns its sequence number, or None when it must be rebuilt."""
+        if self.directory is None:
+            return None
+        manifest = self.directory / MANIFEST
+        if not manifest.exists():
+            if self.directory.exists():
+                log.warning("index.no_manifest", name=self.name)
+            return None
+        try:
+            meta = json.loads(manifest.read_text())
+            if meta.get("kind") != self.kind or meta.get("config") != self.definition()["config"]:
+                raise CorruptError("saved kind/config differ from the collection's definition")
+            if meta.get("format_version") != self.index.format_version:
+                raise CorruptError(f"format version {meta.get('format_version')} != {self.index.format_version}")
+            for fname, digest in meta.get("files", {}).items():
+                if _sha256(self.directory / fname) != digest:
+                    raise CorruptError(f"checksum mismatch in {fname}")
+            self.index.load(self.directory)
+        except (OSError, ValueError, KeyError, CorruptError) as exc:
+            log.warning("index.load_failed", name=self.name, error=str(exc), action="rebuild")
+            self.index = self.make()
+            return None
+        self.loaded_from_disk = True
+        self.dirty = False
+        return int(meta["seq"])
+
+    def size_bytes(self) -> int:
+        """Bytes on disk."""
+        if self.directory is None or not self.directory.exists():
+            return 0
+        return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
+
+    def remove_files(self) -> None:
+        """Delete the index directory."""
+        if self.directory is not None and self.directory.exists():
+            shutil.rmtree(self.directory)

@@ -1,0 +1,1 @@
+"""Builtin indexes of the core."""

@@ -1,0 +1,169 @@
+"""The builtin ``exact`` vector index: brute-force numpy search (cosine, inner product, L2).
+
+Exact and dependency-free, fast enough for tens of thousands of vectors; for more, use
+the faiss plugin (``memcore[faiss]``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Collection as AbstractSet, Literal, Sequence
+
+import numpy as np
+from pydantic import Field
+
+from ..errors import CorruptError, DimensionError
+from ..index import Index, IndexContext, Requirements, atomic_write_bytes, atomic_write_json
+from ..records import Hit, Query, Record
+from ..registry import ComponentConfig
+
+__all__ = ["ExactIndex", "ExactIndexConfig", "top_k"]
+
+
+class ExactIndexConfig(ComponentConfig):
+    """Settings of the ``exact`` index."""
+
+    kind: str = "exact"
+    space: str = Field("default", description="Embedding space whose vectors are indexed.")
+    metric: Literal["cosine", "ip", "l2"] = Field("cosine", description="cosine similarity, inner product, or L2 (score = -squared distance).")
+
+
+def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, float]]:
+    """The ``k`` best (id, score) pairs, ties broken by id for determinism."""
+    n = scores.shape[0]
+    if n == 0:
+        return []
+    if k < n:
+        part = np.argpartition(-scores, k - 1)[:k]
+        # include every row tied with the k-th score so the id tie-break is exact
+        kth = scores[part].min()
+        part = np.flatnonzero(scores >= kth)
+    else:
+        part = np.arange(n)
+    order = sorted(part.tolist(), key=lambda i: (-float(scores[i]), ids[i]))[:k]
+    return [(ids[i], float(scores[i])) for i in order]
+
+
+class ExactIndex(Index):
+    """A float32 matrix with one row per id; search is one matrix-vector product."""
+
+    def __init__(self, config: ExactIndexConfig, context: IndexContext):
+        self.config = config
+        self.name = context.name
+        self.dim = context.space(config.space).dim
+        self.requires = Requirements(spaces=(config.space,))
+        self.score_name = {"cosine": "cosine similarity", "ip": "inner product", "l2": "negative squared L2 distance"}[config.metric]
+        self.score_range = {"cosine": (-1.0, 1.0), "ip": (None, None), "l2": (None, 0.0)}[config.metric]
+        self._matrix = np.zeros((0, self.dim), dtype=np.float32)
+        self._ids: list[str] = []
+        self._rows: dict[str, int] = {}
+        self._n = 0
+
+    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {vectors.shape}")
+        if self.config.metric == "cosine":
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        return vectors
+
+    def validate(self, records: Sequence[Record]) -> None:
+        for r in records:
+            v = r.vectors.get(self.config.space)
+            if v is None or v.shape != (self.dim,):
+                raise DimensionError(f"record {r.id!r} needs a {self.dim}-d vector in space {self.config.space!r}")
+
+    def add(self, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        self.validate(records)
+        vectors = self._prepare(np.stack([r.vectors[self.config.space] for r in records]))
+        self.remove([r.id for r in records if r.id in self._rows])
+        need = self._n + len(records)
+        if need > self._matrix.shape[0]:
+            grown = np.zeros((max(need, 2 * self._matrix.shape[0], 64), self.dim), dtype=np.float32)
+            grown[: self._n] = self._matrix[: self._n]
+            self._matrix = grown
+        # a batch may repeat an id: the last one wins
+        latest = {r.id: i for i, r in enumerate(records)}
+        for rid, i in latest.items():
+            self._matrix[self._n] = vectors[i]
+            self._rows[rid] = self._n
+            self._ids.append(rid)
+            self._n += 1
+
+    def remove(self, ids: Sequence[str]) -> None:
+        for rid in ids:
+            row = self._rows.pop(rid, None)
+            if row is None:
+                continue
+            last = self._n - 1
+            if row != last:
+                moved = self._ids[last]
+                self._matrix[row] = self._matrix[last]
+                self._ids[row] = moved
+                self._rows[moved] = row
+            self._ids.pop()
+            self._n -= 1
+
+    def _scores(self, rows: np.ndarray | None, queries: np.ndarray) -> np.ndarray:
+        matrix = self._matrix[: self._n] if rows is None else self._matrix[rows]
+        if self.config.metric == "l2":
+            diff = (matrix * matrix).sum(axis=1)[None, :] - 2.0 * (queries @ matrix.T) + (queries * queries).sum(axis=1)[:, None]
+            return -np.maximum(diff, 0.0)
+        return queries @ matrix.T
+
+    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        return self.search_batch([query], k, allowed)[0]
+
+    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        if not queries:
+            return []
+        q = self._prepare(np.stack([self._query_vector(query) for query in queries]))
+        if allowed is None:
+            rows, ids = None, self._ids
+        else:
+            rows = np.array(sorted(self._rows[i] for i in allowed if i in self._rows), dtype=np.int64)
+            ids = [self._ids[r] for r in rows]
+        if not ids:
+            return [[] for _ in queries]
+        scores = self._scores(rows, q)
+        out = []
+        for row in scores:
+            pairs = top_k(row, ids, k)
+            out.append([Hit(rid, s, raw=(-s if self.config.metric == "l2" else s), source=self.name) for rid, s in pairs])
+        return out
+
+    def _query_vector(self, query: Query) -> np.ndarray:
+        v = query.vectors.get(self.config.space)
+        if v is None:
+            raise DimensionError(f"query has no vector in space {self.config.space!r}")
+        return v
+
+    def __len__(self) -> int:
+        return self._n
+
+    def save(self, directory: Path) -> None:
+        buf = io.BytesIO()
+        np.save(buf, self._matrix[: self._n], allow_pickle=False)
+        atomic_write_bytes(directory / "vectors.npy", buf.getvalue())
+        atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids})
+
+    def load(self, directory: Path) -> None:
+        try:
+            meta = json.loads((directory / "ids.json").read_text())
+            matrix = np.load(directory / "vectors.npy", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise CorruptError(f"exact index {self.name!r}: cannot read {directory}: {exc}") from None
+        if meta.get("dim") != self.dim or matrix.shape != (len(meta["ids"]), self.dim):
+            raise CorruptError(f"exact index {self.name!r}: files do not match dimension {self.dim}")
+        self._matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        self._ids = list(meta["ids"])
+        self._rows = {rid: i for i, rid in enumerate(self._ids)}
+        self._n = len(self._ids)
+
+    def stats(self) -> dict:
+        return {"size": self._n, "dim": self.dim, "metric": self.config.metric, "space": self.config.space}

@@ -1,0 +1,309 @@
+"""The data model: :class:`Record`, :class:`Link`, :class:`Scope`, :class:`Query`, :class:`Hit`.
+
+A record is the one copy of a memory; indexes hold only ids and what they need.
+Scores on hits are always "higher is better"; ``Hit.raw`` keeps the library's own number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+import numpy as np
+
+from .errors import DimensionError, ValidationError
+
+__all__ = ["Scope", "Link", "Record", "Query", "Hit", "Contribution", "content_id", "as_vector"]
+
+MAX_TEXT_CHARS = 1_000_000
+"""Texts longer than this are rejected (a memory is not a book; split it first)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Who a record belongs to. A scoped read never sees another scope's records.
+
+    A query scope matches a record when every field the query sets equals the record's.
+    """
+
+    user_id: str | None = None
+    agent_id: str | None = None
+    run_id: str | None = None
+
+    def as_dict(self) -> dict[str, str]:
+        """The fields that are set."""
+        return {k: v for k, v in (("user_id", self.user_id), ("agent_id", self.agent_id), ("run_id", self.run_id)) if v is not None}
+
+    def is_empty(self) -> bool:
+        """True when no field is set."""
+        return not self.as_dict()
+
+    def covers(self, other: "Scope | None") -> bool:
+        """True when a record with scope ``other`` is visible through this scope."""
+        other = other or Scope()
+        return all(getattr(other, k) == v for k, v in self.as_dict().items())
+
+    @classmethod
+    def coerce(cls, value: "Scope | Mapping[str, Any] | None") -> "Scope | None":
+        """Accept a Scope, a dict with user_id/agent_id/run_id, or None."""
+        if value is None or isinstance(value, Scope):
+            return value
+        if isinstance(value, Mapping):
+            unknown = set(value) - {"user_id", "agent_id", "run_id"}
+            if unknown:
+                raise ValidationError(f"unknown scope fields {sorted(unknown)}; use user_id, agent_id, run_id")
+            for k, v in value.items():
+                if v is not None and not isinstance(v, str):
+                    raise ValidationError(f"scope field {k} must be a string, got {type(v).__name__}")
+            return cls(**value)
+        raise ValidationError(f"scope must be a Scope or a dict, got {type(value).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A typed, weighted edge from the record that holds it to ``target``."""
+
+    target: str
+    relation: str = "related"
+    weight: float = 1.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {"target": self.target, "relation": self.relation, "weight": self.weight}
+
+
+def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np.ndarray:
+    """Convert ``value`` to a 1-d float32 array, rejecting NaN/inf and wrong dimensions."""
+    try:
+        arr = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"{what} is not numeric: {exc}") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise DimensionError(f"{what} must be a non-empty 1-d array, got shape {arr.shape}")
+    if dim is not None and arr.shape[0] != dim:
+        raise DimensionError(f"{what} has dimension {arr.shape[0]}, expected {dim}")
+    if not np.isfinite(arr).all():
+        raise ValidationError(f"{what} contains NaN or infinite values")
+    return arr
+
+
+def _json_safe(metadata: Any) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
+    try:
+        text = json.dumps(metadata, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"metadata is not JSON-safe: {exc}") from None
+    out = json.loads(text)
+    for key in out:
+        if not isinstance(key, str) or not key:
+            raise ValidationError("metadata keys must be non-empty strings")
+    return out
+
+
+def content_id(text: str, metadata: Mapping[str, Any] | None = None, scope: Scope | None = None) -> str:
+    """The id of a record inserted without one: a hash of its text, metadata and scope.
+
+    Inserting identical content twice without an id is therefore idempotent.
+    """
+    payload = json.dumps(
+        {"t": text, "m": metadata or {}, "s": (scope or Scope()).as_dict()}, sort_keys=True, ensure_ascii=False
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(slots=True)
+class Record:
+    """One memory: the single stored copy that every index refers to by ``id``."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    links: tuple[Link, ...] = ()
+    scope: Scope | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+    @classmethod
+    def create(
+        cls,
+        text: str,
+        *,
+        id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        vectors: Mapping[str, Any] | None = None,
+        links: Any = (),
+        scope: Scope | Mapping[str, Any] | None = None,
+    ) -> "Record":
+        """Validate user input and build a record (id derived from content when absent)."""
+        if not isinstance(text, str):
+            raise ValidationError(f"text must be a string, got {type(text).__name__}")
+        if not text.strip():
+            raise ValidationError("text must not be empty")
+        if len(text) > MAX_TEXT_CHARS:
+            raise ValidationError(f"text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+        meta = _json_safe(metadata)
+        scope = Scope.coerce(scope)
+        if scope is not None and scope.is_empty():
+            scope = None
+        if id is None:
+            id = content_id(text, meta, scope)
+        elif not isinstance(id, str) or not id or len(id) > 512:
+            raise ValidationError(f"record id must be a non-empty string of at most 512 characters, got {id!r}")
+        vecs = {}
+        for space, value in (vectors or {}).items():
+            vecs[str(space)] = as_vector(value, what=f"vector {space!r} of record {id!r}")
+        parsed_links = tuple(_coerce_link(link, id) for link in (links or ()))
+        now = time.time()
+        return cls(id=id, text=text, metadata=meta, vectors=vecs, links=parsed_links, scope=scope, created_at=now, updated_at=now)
+
+    def same_content(self, other: "Record") -> bool:
+        """True when text, metadata, scope and links are equal (vectors and times ignored)."""
+        return (
+            self.text == other.text
+            and self.metadata == other.metadata
+            and (self.scope or Scope()) == (other.scope or Scope())
+            and set(self.links) == set(other.links)
+        )
+
+    def evolve(self, **changes: Any) -> "Record":
+        """A copy with some fields replaced."""
+        return replace(self, **changes)
+
+    def to_dict(self, *, with_vectors: bool = False) -> dict[str, Any]:
+        """JSON-safe dict (vectors as lists when asked for)."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "text": self.text,
+            "metadata": self.metadata,
+            "links": [link.as_dict() for link in self.links],
+            "scope": (self.scope.as_dict() if self.scope else {}),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }
+        if with_vectors:
+            out["vectors"] = {k: v.tolist() for k, v in self.vectors.items()}
+        return out
+
+
+def _coerce_link(value: Any, source: str) -> Link:
+    if isinstance(value, Link):
+        link = value
+    elif isinstance(value, str):
+        link = Link(target=value)
+    elif isinstance(value, Mapping):
+        unknown = set(value) - {"target", "relation", "weight"}
+        if unknown:
+            raise ValidationError(f"unknown link fields {sorted(unknown)}")
+        link = Link(**value)
+    else:
+        raise ValidationError(f"a link must be a Link, a target id or a dict, got {type(value).__name__}")
+    if not isinstance(link.target, str) or not link.target:
+        raise ValidationError("link target must be a non-empty record id")
+    if link.target == source:
+        raise ValidationError(f"record {source!r} cannot link to itself")
+    if not isinstance(link.relation, str) or not link.relation:
+        raise ValidationError("link relation must be a non-empty string")
+    if not isinstance(link.weight, (int, float)) or not math.isfinite(link.weight):
+        raise ValidationError("link weight must be a finite number")
+    return Link(link.target, link.relation, float(link.weight))
+
+
+@dataclass(slots=True)
+class Query:
+    """What to retrieve: text and/or vectors per space, ``k``, a ``where`` filter, scope, extras.
+
+    ``extras`` carries kind-specific query modes (graph start nodes, FIFO ``newest``...),
+    validated by the index that reads them.
+    """
+
+    text: str | None = None
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    k: int = 10
+    where: dict[str, Any] | None = None
+    scope: Scope | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_k(self.k)
+        if self.text is not None:
+            if not isinstance(self.text, str):
+                raise ValidationError(f"query text must be a string, got {type(self.text).__name__}")
+            if len(self.text) > MAX_TEXT_CHARS:
+                raise ValidationError(f"query text has {len(self.text)} characters; the limit is {MAX_TEXT_CHARS}")
+        self.vectors = {str(k): as_vector(v, what=f"query vector {k!r}") for k, v in (self.vectors or {}).items()}
+        self.scope = Scope.coerce(self.scope)
+
+    @classmethod
+    def coerce(cls, value: "Query | str | Mapping[str, Any]", **defaults: Any) -> "Query":
+        """Accept a Query, a text, or a dict of Query fields; ``defaults`` fill unset fields."""
+        if isinstance(value, Query):
+            return value
+        if isinstance(value, str):
+            return cls(text=value, **defaults)
+        if isinstance(value, Mapping):
+            return cls(**{**defaults, **value})
+        raise ValidationError(f"a query must be a Query, a string or a dict, got {type(value).__name__}")
+
+    def evolve(self, **changes: Any) -> "Query":
+        """A copy with some fields replaced (validated again)."""
+        return replace(self, **changes)
+
+
+def validate_k(k: Any) -> int:
+    """Reject k that is not a positive int (bools included)."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise ValidationError(f"k must be a positive integer, got {k!r}")
+    return int(k)
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """One ranked list that contributed to a hit: its name, the hit's 1-based rank and score."""
+
+    source: str
+    rank: int
+    score: float
+
+
+@dataclass(slots=True)
+class Hit:
+    """A retrieved id with a score (higher is better) and where it came from.
+
+    ``raw`` is the library's own number (distance, BM25 score...), ``source`` the index or
+    stage that produced this hit, ``provenance`` every list that contributed to it,
+    ``record`` the stored record when the caller asked for it.
+    """
+
+    id: str
+    score: float
+    raw: float | None = None
+    source: str = ""
+    provenance: tuple[Contribution, ...] = ()
+    record: Record | None = None
+
+    def explain(self) -> str:
+        """A one-line human explanation of the score."""
+        parts = ", ".join(f"{c.source}#{c.rank} ({c.score:.4g})" for c in self.provenance)
+        return f"{self.id}: score {self.score:.4g} from {self.source or '?'}" + (f" <- {parts}" if parts else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict, with the record's text and metadata when loaded."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "score": self.score,
+            "raw": self.raw,
+            "source": self.source,
+            "provenance": [{"source": c.source, "rank": c.rank, "score": c.score} for c in self.provenance],
+        }
+        if self.record is not None:
+            out["text"] = self.record.text
+            out["metadata"] = self.record.metadata
+        return out

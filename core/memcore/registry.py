@@ -1,0 +1,139 @@
+"""Registries of named components (indexes, stages, fusions, services, embedders, stores).
+
+Plugins fill them through the ``register_*`` hooks; settings look components up by name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as PydanticValidationError
+
+from .errors import ConfigError, PluginError, UnknownComponentError
+
+__all__ = ["ComponentConfig", "Registration", "Registry", "CATEGORIES", "KNOWN_PROVIDERS"]
+
+CATEGORIES = ("stores", "embedders", "indexes", "stages", "fusions", "services")
+"""The kinds of component a plugin can register, one hook each (``register_<category>``)."""
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_\-.]*$")
+
+KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
+    "indexes": {
+        "faiss": "faiss", "lsh": "lsh", "fifo": "fifo-kv", "sorted": "fifo-kv", "bm25": "fifo-kv",
+        "graph": "graph", "poincare": "poincare", "colbert": "colbert", "colbert-remote": "colbert",
+    },
+    "fusions": {"weighted": "rrf", "dbsf": "rrf", "union": "rrf"},
+    "stages": {"mmr": "mmr", "graph_recall": "graph", "llm_rerank": "embed"},
+    "embedders": {"minilm": "embed", "openai": "embed"},
+    "services": {"hyperamy": "poincare"},
+    "stores": {"chroma": "poincare"},
+}
+"""Names provided by memcore's own plugin distributions, for "pip install" hints."""
+
+
+class ComponentConfig(BaseModel):
+    """Base of every component's config model: ``kind`` plus the component's own fields.
+
+    Unknown fields are rejected so typos in settings surface as errors.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+
+
+class EmptyConfig(ComponentConfig):
+    """Config of a component without options."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One registered component: its name, factory, config model and owning plugin."""
+
+    category: str
+    name: str
+    factory: Callable[..., Any]
+    config_model: type[ComponentConfig]
+    plugin: str
+
+    def parse_config(self, data: Any, location: str) -> ComponentConfig:
+        """Validate a settings entry with this component's config model.
+
+        Errors become :class:`ConfigError` pointing at the offending key
+        (``indexes.dense.metric: ...``).
+        """
+        if isinstance(data, self.config_model):
+            return data
+        if isinstance(data, BaseModel):
+            data = data.model_dump()
+        data = {**dict(data or {}), "kind": self.name}
+        try:
+            return self.config_model.model_validate(data)
+        except PydanticValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in (location, *first["loc"]))
+            more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+            raise ConfigError(f"{first['msg']}{more}", location=loc) from None
+
+
+@dataclass
+class Registry:
+    """All registered components, by category then name."""
+
+    entries: dict[str, dict[str, Registration]] = field(default_factory=lambda: {c: {} for c in CATEGORIES})
+
+    @staticmethod
+    def make_registration(category: str, name: Any, factory: Any, config_model: Any, plugin: str) -> Registration:
+        """Validate one ``register(...)`` call; raises PluginError when malformed."""
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            raise PluginError(f"{category}: invalid name {name!r} (lowercase letters, digits, '_', '-', '.')")
+        if not callable(factory):
+            raise PluginError(f"{category} {name!r}: factory is not callable")
+        if config_model is None:
+            config_model = EmptyConfig
+        if not (isinstance(config_model, type) and issubclass(config_model, BaseModel)):
+            raise PluginError(f"{category} {name!r}: config_model must be a pydantic model class")
+        if "kind" not in config_model.model_fields:
+            raise PluginError(f"{category} {name!r}: config_model must have a 'kind' field (subclass memcore.ComponentConfig)")
+        return Registration(category, name, factory, config_model, plugin)
+
+    def conflicts(self, registrations: list[Registration]) -> list[str]:
+        """Messages for registrations whose names are already taken (or repeated)."""
+        seen: set[tuple[str, str]] = set()
+        problems = []
+        for reg in registrations:
+            key = (reg.category, reg.name)
+            existing = self.entries[reg.category].get(reg.name)
+            if existing is not None:
+                problems.append(f"{reg.category} {reg.name!r} is already registered by {existing.plugin!r}")
+            elif key in seen:
+                problems.append(f"{reg.category} {reg.name!r} is registered twice")
+            seen.add(key)
+        return problems
+
+    def add_all(self, registrations: list[Registration]) -> None:
+        """Accept registrations (callers check :meth:`conflicts` first)."""
+        for reg in registrations:
+            self.entries[reg.category][reg.name] = reg
+
+    def names(self, category: str) -> list[str]:
+        """Registered names of one category, sorted."""
+        return sorted(self.entries[category])
+
+    def get(self, category: str, name: str, *, location: str | None = None) -> Registration:
+        """Look a component up; unknown names raise :class:`UnknownComponentError` with hints."""
+        try:
+            return self.entries[category][name]
+        except KeyError:
+            pass
+        installed = self.names(category)
+        close = difflib.get_close_matches(str(name), installed + list(KNOWN_PROVIDERS.get(category, {})), n=1)
+        extra = KNOWN_PROVIDERS.get(category, {}).get(str(name))
+        if extra is None and close and close[0] not in installed:
+            extra = KNOWN_PROVIDERS[category][close[0]]
+        raise UnknownComponentError(category, str(name), installed, close[0] if close else None, extra, location)

@@ -1,0 +1,81 @@
+"""Memory services: policy over one collection (Service : Collection = 1 : 1).
+
+A service decides what is inserted where, what migrates and what is forgotten. It offers
+the unified interface of memcore's design notes:
+
+- ``insert(text, vector=None, metadata=None) -> id``
+- ``retrieve(query=None, vector=None, metadata=None, k=10) -> [{"id", "text", "score", "metadata"}]``
+  where ``metadata`` is a ``where`` filter.
+
+Indexes a service needs are declared by ``required_indexes(config)`` on its class, named
+under its own prefix (``memoryos.stm``); :func:`memcore.open` creates the missing ones.
+Service state lives in the store (``WriteBatch.state``), never only in Python objects.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Mapping
+
+from .errors import ValidationError
+from .records import Hit, Query
+from .registry import ComponentConfig
+
+if TYPE_CHECKING:
+    from .collection import Collection
+    from .pipeline import Pipeline
+
+__all__ = ["Service", "hit_to_dict"]
+
+
+def hit_to_dict(hit: Hit) -> dict[str, Any]:
+    """The unified result shape: id, text, score, metadata."""
+    return {
+        "id": hit.id,
+        "text": hit.record.text if hit.record else None,
+        "score": hit.score,
+        "metadata": hit.record.metadata if hit.record else {},
+    }
+
+
+class Service(ABC):
+    """Base class of memory services."""
+
+    def __init__(self, config: ComponentConfig, collection: "Collection", pipeline: "Pipeline | None"):
+        self.config = config
+        self.collection = collection
+        self.pipeline = pipeline
+
+    @classmethod
+    def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
+        """Indexes this service needs: ``{name: {"kind": ..., **options}}``."""
+        return {}
+
+    @abstractmethod
+    def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+        """Remember one item; returns its id."""
+
+    @abstractmethod
+    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+        """Recall items for a query text and/or vector, filtered by ``metadata`` (a where filter)."""
+
+    def close(self) -> None:
+        """Release what the service holds (the collection is closed by its owner)."""
+
+    # helpers for subclasses -------------------------------------------------------------
+
+    def vector_space(self, explicit: str | None = None) -> str:
+        """The space a bare ``vector`` argument belongs to: ``explicit`` or the only space."""
+        if explicit:
+            return explicit
+        spaces = list(self.collection.spaces)
+        if len(spaces) != 1:
+            raise ValidationError(f"say which space the vector belongs to (service 'space' option); spaces: {spaces}")
+        return spaces[0]
+
+    def make_query(self, query: str | None, vector: Any, metadata: Mapping[str, Any] | None, k: int, space: str | None = None) -> Query:
+        """A Query from the unified arguments."""
+        if query is None and vector is None:
+            raise ValidationError("retrieve needs a query text or a vector")
+        vectors = {self.vector_space(space): vector} if vector is not None else {}
+        return Query(text=query, vectors=vectors, k=k, where=dict(metadata) if metadata else None)

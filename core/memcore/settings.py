@@ -1,0 +1,149 @@
+"""Settings: a whole memory declared in one place (TOML, YAML, environment or code).
+
+Precedence: init kwargs > environment (``MEMCORE_`` prefix, ``__`` nesting, e.g.
+``MEMCORE_INDEXES__DENSE__METRIC=ip``) > a TOML or YAML file.
+
+Each store / embedder / index / stage / service entry is ``{kind = "<registered name>",
+...its own fields}``, validated by that component's config model when the memory is built
+(:func:`check_settings`), with errors pointing at the offending key.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from pydantic import Field, ValidationError as PydanticValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource, YamlConfigSettingsSource
+
+from .errors import ConfigError
+from .registry import Registry
+
+__all__ = ["MemcoreSettings", "load_settings", "check_settings", "DEFAULT_SETTINGS_FILE"]
+
+DEFAULT_SETTINGS_FILE = "memcore.toml"
+
+
+def _kind_entry(value: Any, what: str) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"kind": value}
+    if isinstance(value, Mapping):
+        if "kind" not in value:
+            raise ValueError(f"{what} needs a 'kind'")
+        return dict(value)
+    raise ValueError(f"{what} must be a kind name or a table with 'kind'")
+
+
+class MemcoreSettings(BaseSettings):
+    """The declared memory: store, embedding spaces, indexes, pipeline, service (and LLM)."""
+
+    model_config = SettingsConfigDict(env_prefix="MEMCORE_", env_nested_delimiter="__", extra="forbid", nested_model_default_partial_update=False)
+
+    path: str | None = Field(None, description="Collection directory (needed by file-backed stores).")
+    store: dict[str, Any] = Field(default_factory=lambda: {"kind": "sqlite"}, description="Store entry, e.g. {kind = \"sqlite\"}.")
+    spaces: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: {"default": {"embedder": {"kind": "hashing"}}},
+        description="Embedding spaces: name -> {embedder = kind or table, dim = n (only without embedder)}.",
+    )
+    indexes: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: {"vector": {"kind": "exact", "space": "default"}},
+        description="Named indexes: name -> {kind = ..., options}.",
+    )
+    pipeline: str | list[dict[str, Any]] = Field("basic", description="A preset name or a list of stage entries.")
+    service: dict[str, Any] = Field(default_factory=lambda: {"kind": "default"}, description="Service entry.")
+    llm: dict[str, Any] | None = Field(None, description="OpenAI-compatible chat client settings (used by LLM steps).")
+
+    @field_validator("store", "service", mode="before")
+    @classmethod
+    def _entry(cls, value: Any, info: Any) -> dict[str, Any]:
+        return _kind_entry(value, info.field_name)
+
+    @field_validator("indexes", mode="before")
+    @classmethod
+    def _indexes(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {name: _kind_entry(entry, f"indexes.{name}") for name, entry in value.items()}
+        return value
+
+    @field_validator("spaces", mode="before")
+    @classmethod
+    def _spaces(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        out = {}
+        for name, entry in value.items():
+            entry = {"embedder": entry} if isinstance(entry, str) else dict(entry)
+            unknown = set(entry) - {"embedder", "dim"}
+            if unknown:
+                raise ValueError(f"spaces.{name}: unknown keys {sorted(unknown)} (use embedder, dim)")
+            if entry.get("embedder") is not None:
+                entry["embedder"] = _kind_entry(entry["embedder"], f"spaces.{name}.embedder")
+            elif not isinstance(entry.get("dim"), int) or entry["dim"] <= 0:
+                raise ValueError(f"spaces.{name}: give an embedder, or a positive dim for caller-given vectors")
+            out[name] = entry
+        return out
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """init > env > TOML/YAML file (set by :func:`load_settings`)."""
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if settings_cls.model_config.get("toml_file"):
+            sources.append(TomlConfigSettingsSource(settings_cls))
+        if settings_cls.model_config.get("yaml_file"):
+            sources.append(YamlConfigSettingsSource(settings_cls))
+        return tuple(sources)
+
+
+def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemcoreSettings:
+    """Settings from a TOML/YAML file (optional), the environment and ``overrides``.
+
+    Invalid settings raise :class:`ConfigError` naming the offending key.
+    """
+    cls: type[MemcoreSettings] = MemcoreSettings
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"settings file {p} does not exist")
+        key = {".toml": "toml_file", ".yaml": "yaml_file", ".yml": "yaml_file"}.get(p.suffix.lower())
+        if key is None:
+            raise ConfigError(f"settings file {p} must end in .toml, .yaml or .yml")
+        cls = type("MemcoreSettingsFromFile", (MemcoreSettings,), {"model_config": {**MemcoreSettings.model_config, key: str(p)}})
+    try:
+        return cls(**overrides)
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"]) or None
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        raise ConfigError(f"{first['msg']}{more}", location=loc) from None
+    except ValueError as exc:  # TOML/YAML parse errors
+        raise ConfigError(f"cannot read settings file {path}: {exc}") from None
+
+
+def check_settings(settings: MemcoreSettings, registry: Registry) -> dict[str, Any]:
+    """Validate every entry with its component's config model; returns the parsed configs."""
+    from .pipeline import Pipeline
+
+    parsed: dict[str, Any] = {"store": None, "spaces": {}, "indexes": {}, "service": None}
+    store = dict(settings.store)
+    parsed["store"] = registry.get("stores", store["kind"], location="store.kind").parse_config({k: v for k, v in store.items() if k != "kind"}, "store")
+    for name, space in settings.spaces.items():
+        emb = space.get("embedder")
+        if emb is not None:
+            reg = registry.get("embedders", emb["kind"], location=f"spaces.{name}.embedder.kind")
+            parsed["spaces"][name] = reg.parse_config({k: v for k, v in emb.items() if k != "kind"}, f"spaces.{name}.embedder")
+    for name, entry in settings.indexes.items():
+        reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
+        parsed["indexes"][name] = reg.parse_config({k: v for k, v in entry.items() if k != "kind"}, f"indexes.{name}")
+    parsed["pipeline"] = Pipeline.from_config(settings.pipeline, registry)
+    service = dict(settings.service)
+    reg = registry.get("services", service["kind"], location="service.kind")
+    parsed["service"] = reg.parse_config({k: v for k, v in service.items() if k != "kind"}, "service")
+    return parsed

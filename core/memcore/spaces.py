@@ -1,0 +1,73 @@
+"""Embedding spaces: named vector spaces, each filled by one embedder.
+
+Only the Collection embeds. A space is declared in settings
+(``spaces.dense = {embedder = "minilm"}``) or, with no embedder, with a fixed ``dim`` for
+caller-given vectors only. The manifest pins each space's embedder, model and dimension.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .embedder import Embedder
+from .errors import ConfigError, DimensionError, ValidationError
+from .index import SpaceInfo
+
+__all__ = ["Space"]
+
+
+@dataclass
+class Space:
+    """One embedding space: its name, dimension and (optional) embedder."""
+
+    name: str
+    dim: int
+    embedder: Embedder | None = None
+    embedder_kind: str = "none"
+
+    @property
+    def info(self) -> SpaceInfo:
+        """The description handed to index factories."""
+        return SpaceInfo(self.name, self.dim, self.embedder_kind)
+
+    def manifest(self) -> dict[str, Any]:
+        """What the store pins about this space."""
+        return {"dim": self.dim, "embedder": self.embedder_kind, "model_id": getattr(self.embedder, "model_id", "") if self.embedder else ""}
+
+    def check_pinned(self, pinned: dict[str, Any]) -> None:
+        """Refuse to open a collection whose space was built with another model or dimension."""
+        mine = self.manifest()
+        if pinned != mine:
+            raise ConfigError(
+                f"space {self.name!r} was created with {pinned}, settings now give {mine}; "
+                "vectors from different models are not comparable: declare a new space (and indexes on it) "
+                "or restore the original embedder",
+                location=f"spaces.{self.name}",
+            )
+
+    def _embed(self, texts: Sequence[str], query: bool) -> np.ndarray:
+        if self.embedder is None:
+            raise ValidationError(f"space {self.name!r} has no embedder: give vectors for it explicitly")
+        fn = self.embedder.embed_queries if query else self.embedder.embed_documents
+        out = np.asarray(fn(list(texts)), dtype=np.float32)
+        if out.shape != (len(texts), self.dim):
+            raise DimensionError(f"embedder of space {self.name!r} returned shape {out.shape}, expected {(len(texts), self.dim)}")
+        if not np.isfinite(out).all():
+            raise ValidationError(f"embedder of space {self.name!r} returned NaN or infinite values")
+        return out
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Document vectors, checked for shape and finiteness."""
+        return self._embed(texts, query=False)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors, checked for shape and finiteness."""
+        return self._embed(texts, query=True)
+
+    def check_vector(self, vector: np.ndarray, what: str) -> None:
+        """Validate a caller-given vector of this space."""
+        if vector.shape != (self.dim,):
+            raise DimensionError(f"{what} has dimension {vector.shape[0]}, space {self.name!r} has {self.dim}")

@@ -1,0 +1,205 @@
+"""The Store interface: the source of truth of a collection.
+
+A store keeps records (with their vectors per space and links), index membership,
+component state (index definitions, service state) and an operation log with sequence
+numbers, so any index can be rebuilt from the store or caught up after a crash.
+
+All writes go through :meth:`Store.apply` with a :class:`WriteBatch`, which is atomic:
+all in or all out.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Sequence
+
+import numpy as np
+
+from .filters import Filter
+from .records import Record, Scope
+
+__all__ = ["Store", "WriteBatch", "Applied", "Op", "OpKind"]
+
+OpKind = Literal["add", "remove", "update"]
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One logged change of one index: ``record_id`` was added to, removed from or updated in ``index``."""
+
+    seq: int
+    index: str
+    record_id: str
+    op: OpKind
+
+
+@dataclass
+class WriteBatch:
+    """Changes applied atomically by :meth:`Store.apply`.
+
+    - ``upserts``: records written whole (text, metadata, scope, vectors, links);
+    - ``deletes``: record ids removed with their vectors, memberships and every link to or
+      from them;
+    - ``add_membership`` / ``remove_membership``: index name -> record ids;
+    - ``state``: ``(namespace, key) -> JSON value`` (``None`` deletes the key);
+    - ``drop_indexes``: indexes whose membership and log are removed entirely.
+    """
+
+    upserts: list[Record] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    add_membership: dict[str, list[str]] = field(default_factory=dict)
+    remove_membership: dict[str, list[str]] = field(default_factory=dict)
+    state: dict[tuple[str, str], Any] = field(default_factory=dict)
+    drop_indexes: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        """True when the batch changes nothing."""
+        return not (self.upserts or self.deletes or self.add_membership or self.remove_membership or self.state or self.drop_indexes)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :meth:`Store.apply` did: the new sequence number and the index ops it logged."""
+
+    seq: int
+    ops: tuple[Op, ...] = ()
+
+
+class Store(ABC):
+    """Where the records of one collection live. Implementations: SQLite, in-memory, ..."""
+
+    read_only: bool = False
+
+    # -- writes --------------------------------------------------------------------------
+
+    @abstractmethod
+    def apply(self, batch: WriteBatch) -> Applied:
+        """Apply a batch atomically and log one op per (index, record) it changes.
+
+        Logged ops: ``add`` when a record joins an index, ``remove`` when it leaves (or is
+        deleted), ``update`` when a member record is rewritten or loses a link because its
+        link target was deleted. Ids in ``add_membership`` must exist after the batch.
+        """
+
+    # -- reads ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
+        """Records by id, in the order asked (``None`` for unknown ids)."""
+
+    @abstractmethod
+    def ids(
+        self,
+        *,
+        where: Filter | None = None,
+        scope: Scope | None = None,
+        index: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Ids of the records matching a parsed filter, a scope and index membership, in insertion order."""
+
+    @abstractmethod
+    def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
+        """How many records match."""
+
+    @abstractmethod
+    def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
+        """For each known id, the names of the indexes it belongs to."""
+
+    @abstractmethod
+    def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
+        """Stored vectors of one space: ``(matrix, present)`` where ``present[i]`` is False
+        when ``ids[i]`` has no vector in that space (its row is zeros)."""
+
+    def iter_records(self, *, index: str | None = None, batch_size: int = 1000) -> Iterator[list[Record]]:
+        """All records (of one index), in insertion order, in batches."""
+        ids = self.ids(index=index)
+        for start in range(0, len(ids), batch_size):
+            chunk = self.get(ids[start : start + batch_size])
+            yield [r for r in chunk if r is not None]
+
+    # -- log and state -------------------------------------------------------------------
+
+    @abstractmethod
+    def last_seq(self) -> int:
+        """The sequence number of the last applied batch (0 for an empty store)."""
+
+    @abstractmethod
+    def ops_since(self, seq: int, index: str) -> list[Op]:
+        """The logged ops of one index with a sequence number above ``seq``, in order."""
+
+    @abstractmethod
+    def prune_log(self, upto: int) -> None:
+        """Forget ops with sequence numbers ``<= upto`` (every index is saved past them)."""
+
+    @abstractmethod
+    def log_start(self) -> int:
+        """The log is complete above this sequence number (it was pruned up to it)."""
+
+    @abstractmethod
+    def get_state(self, namespace: str, key: str, default: Any = None) -> Any:
+        """One JSON value of component state."""
+
+    @abstractmethod
+    def state_items(self, namespace: str) -> dict[str, Any]:
+        """All keys of a state namespace."""
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def size_bytes(self) -> int:
+        """On-disk size (0 for memory stores)."""
+        return 0
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release files and locks. Idempotent."""
+
+
+def plan_ops(batch: WriteBatch, memberships: dict[str, set[str]], link_sources: set[str]) -> list[tuple[str, str, OpKind]]:
+    """The ``(index, record_id, op)`` entries a batch logs, shared by every store.
+
+    ``memberships`` holds each involved id's indexes before the batch; ``link_sources``
+    are the ids of records that link to a record deleted by this batch.
+    """
+    state = {rid: set(ixs) for rid, ixs in memberships.items()}
+    dropped = set(batch.drop_indexes)
+    ops: list[tuple[str, str, OpKind]] = []
+    seen: set[tuple[str, str, str]] = set()
+
+    def emit(index: str, rid: str, op: OpKind) -> None:
+        if index not in dropped and (index, rid, op) not in seen:
+            seen.add((index, rid, op))
+            ops.append((index, rid, op))
+
+    deleted = set(batch.deletes)
+    for rid in batch.deletes:
+        for index in sorted(state.get(rid, ())):
+            emit(index, rid, "remove")
+        state[rid] = set()
+    for rid in sorted(link_sources - deleted):
+        for index in sorted(state.get(rid, ())):
+            emit(index, rid, "update")
+    for record in batch.upserts:
+        for index in sorted(state.get(record.id, ())):
+            emit(index, record.id, "update")
+    for index, ids in batch.remove_membership.items():
+        for rid in ids:
+            if index in state.get(rid, ()):
+                state[rid].discard(index)
+                emit(index, rid, "remove")
+    for index, ids in batch.add_membership.items():
+        for rid in ids:
+            if index not in state.setdefault(rid, set()):
+                state[rid].add(index)
+                emit(index, rid, "add")
+    return ops
+
+
+def involved_ids(batch: WriteBatch) -> set[str]:
+    """Every record id a batch touches directly."""
+    ids = set(batch.deletes) | {r.id for r in batch.upserts}
+    for group in (batch.add_membership, batch.remove_membership):
+        for rids in group.values():
+            ids.update(rids)
+    return ids

@@ -1,0 +1,1 @@
+"""Builtin stores: SQLite (the embedded default) and in-memory."""

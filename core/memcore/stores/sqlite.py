@@ -1,0 +1,351 @@
+"""The SQLite store: one file per collection, WAL, atomic batches, one writer process.
+
+Tables: ``records`` (insertion order is the rowid), ``vectors`` (float32 blobs per
+space), ``links``, ``membership`` (index -> record), ``oplog`` (sequence-numbered index
+ops), ``state`` (JSON per namespace/key) and ``meta`` (schema version, last sequence).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import numpy as np
+from pydantic import Field
+
+from ..errors import ConfigError, CorruptError, LockedError, NotFoundError, ValidationError
+from ..filters import Filter, to_sql
+from ..records import Link, Record, Scope
+from ..registry import ComponentConfig
+from ..store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
+
+__all__ = ["SQLiteStore", "SQLiteStoreConfig"]
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    text TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    user_id TEXT, agent_id TEXT, run_id TEXT,
+    created_at REAL NOT NULL, updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS vectors (
+    record_id TEXT NOT NULL, space TEXT NOT NULL, dim INTEGER NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (record_id, space)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS links (
+    source TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL, weight REAL NOT NULL,
+    PRIMARY KEY (source, target, relation)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS links_target ON links (target);
+CREATE TABLE IF NOT EXISTS membership (
+    index_name TEXT NOT NULL, record_id TEXT NOT NULL, PRIMARY KEY (index_name, record_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS membership_record ON membership (record_id);
+CREATE TABLE IF NOT EXISTS oplog (
+    n INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL,
+    index_name TEXT NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS oplog_index_seq ON oplog (index_name, seq);
+CREATE TABLE IF NOT EXISTS state (
+    namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (namespace, key)
+) WITHOUT ROWID;
+"""
+
+_CHUNK = 500  # SQLite host-parameter batches
+
+
+class SQLiteStoreConfig(ComponentConfig):
+    """Settings of the ``sqlite`` store."""
+
+    kind: str = "sqlite"
+    filename: str = Field("store.sqlite3", description="Database file name inside the collection directory.")
+    synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
+    read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
+
+
+def _chunks(seq: Sequence[str]) -> list[Sequence[str]]:
+    return [seq[i : i + _CHUNK] for i in range(0, len(seq), _CHUNK)]
+
+
+class _WriterLock:
+    """An exclusive ``flock`` on ``writer.lock``: a second writer fails at once."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            holder = ""
+            try:
+                holder = f" (pid {path.read_text().strip()})"
+            except OSError:
+                pass
+            raise LockedError(
+                f"collection at {path.parent} is open for writing by another process{holder}; "
+                "open it read-only or close the other writer"
+            ) from None
+        os.ftruncate(self.fd, 0)
+        os.write(self.fd, str(os.getpid()).encode())
+
+    def release(self) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+class SQLiteStore(Store):
+    """Records in one SQLite file with WAL; see the module docstring for the tables."""
+
+    def __init__(self, path: str | os.PathLike[str], config: SQLiteStoreConfig | None = None):
+        self.config = config or SQLiteStoreConfig()
+        self.read_only = self.config.read_only
+        self.dir = Path(path)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.file = self.dir / self.config.filename
+        self._lock = None if self.read_only else _WriterLock(self.dir / "writer.lock")
+        self._mutex = threading.RLock()
+        try:
+            self.db = sqlite3.connect(self.file, check_same_thread=False, isolation_level=None, timeout=5.0)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute(f"PRAGMA synchronous={self.config.synchronous}")
+            self.db.execute("PRAGMA foreign_keys=OFF")
+            if not self.read_only:
+                self.db.executescript(_SCHEMA)
+                self._check_version()
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise CorruptError(f"cannot open store {self.file}: {exc}") from None
+
+    def _check_version(self) -> None:
+        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise CorruptError(f"store {self.file} has schema version {row[0]}, this memcore reads {SCHEMA_VERSION}")
+
+    # -- writes --------------------------------------------------------------------------
+
+    def apply(self, batch: WriteBatch) -> Applied:
+        if self.read_only:
+            raise ValidationError("this store is open read-only")
+        with self._mutex:
+            cur = self.db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                applied = self._apply(cur, batch)
+                cur.execute("COMMIT")
+                return applied
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+
+    def _apply(self, cur: sqlite3.Cursor, batch: WriteBatch) -> Applied:
+        seq = self.last_seq() + 1
+        ids = sorted(involved_ids(batch))
+        link_sources: set[str] = set()
+        for chunk in _chunks(batch.deletes):
+            marks = ",".join("?" * len(chunk))
+            link_sources.update(r[0] for r in cur.execute(f"SELECT source FROM links WHERE target IN ({marks})", list(chunk)))
+        memberships = self.memberships(sorted(set(ids) | link_sources))
+        ops = plan_ops(batch, memberships, link_sources)
+
+        for chunk in _chunks(batch.deletes):
+            marks = ",".join("?" * len(chunk))
+            args = list(chunk)
+            cur.execute(f"DELETE FROM records WHERE id IN ({marks})", args)
+            cur.execute(f"DELETE FROM vectors WHERE record_id IN ({marks})", args)
+            cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", args + args)
+            cur.execute(f"DELETE FROM membership WHERE record_id IN ({marks})", args)
+        for record in batch.upserts:
+            self._write_record(cur, record)
+        for index, rids in batch.remove_membership.items():
+            cur.executemany("DELETE FROM membership WHERE index_name=? AND record_id=?", [(index, r) for r in rids])
+        for index, rids in batch.add_membership.items():
+            cur.executemany("INSERT OR IGNORE INTO membership VALUES (?, ?)", [(index, r) for r in rids])
+        for index in batch.drop_indexes:
+            cur.execute("DELETE FROM membership WHERE index_name=?", (index,))
+            cur.execute("DELETE FROM oplog WHERE index_name=?", (index,))
+        self._check_references(cur, batch)
+        for (namespace, key), value in batch.state.items():
+            if value is None:
+                cur.execute("DELETE FROM state WHERE namespace=? AND key=?", (namespace, key))
+            else:
+                cur.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
+        cur.executemany("INSERT INTO oplog (seq, index_name, record_id, op) VALUES (?, ?, ?, ?)", [(seq, i, r, o) for i, r, o in ops])
+        cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
+        return Applied(seq, tuple(Op(seq, i, r, o) for i, r, o in ops))
+
+    def _write_record(self, cur: sqlite3.Cursor, r: Record) -> None:
+        scope = r.scope or Scope()
+        cur.execute(
+            "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text=excluded.text, "
+            "metadata=excluded.metadata, user_id=excluded.user_id, agent_id=excluded.agent_id, "
+            "run_id=excluded.run_id, updated_at=excluded.updated_at",
+            (r.id, r.text, json.dumps(r.metadata), scope.user_id, scope.agent_id, scope.run_id, r.created_at, r.updated_at),
+        )
+        cur.execute("DELETE FROM vectors WHERE record_id=?", (r.id,))
+        cur.executemany(
+            "INSERT INTO vectors VALUES (?, ?, ?, ?)",
+            [(r.id, space, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for space, v in r.vectors.items()],
+        )
+        cur.execute("DELETE FROM links WHERE source=?", (r.id,))
+        cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", [(r.id, l.target, l.relation, l.weight) for l in r.links])
+
+    def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch) -> None:
+        members = sorted({rid for rids in batch.add_membership.values() for rid in rids})
+        targets = sorted({l.target for r in batch.upserts for l in r.links})
+        for wanted, what in ((members, "record {!r} does not exist"), (targets, "link target {!r} does not exist")):
+            for chunk in _chunks(wanted):
+                marks = ",".join("?" * len(chunk))
+                found = {row[0] for row in cur.execute(f"SELECT id FROM records WHERE id IN ({marks})", list(chunk))}
+                missing = [rid for rid in chunk if rid not in found]
+                if missing:
+                    raise NotFoundError(what.format(missing[0]))
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
+        with self._mutex:
+            found: dict[str, Record] = {}
+            for chunk in _chunks(list(ids)):
+                marks = ",".join("?" * len(chunk))
+                for row in self.db.execute(
+                    f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at FROM records WHERE id IN ({marks})", list(chunk)
+                ):
+                    scope = Scope(row[3], row[4], row[5])
+                    found[row[0]] = Record(
+                        id=row[0], text=row[1], metadata=json.loads(row[2]), scope=None if scope.is_empty() else scope,
+                        created_at=row[6], updated_at=row[7],
+                    )
+                links: dict[str, list[Link]] = {}
+                for src, tgt, rel, w in self.db.execute(f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)):
+                    links.setdefault(src, []).append(Link(tgt, rel, w))
+                for rid, ls in links.items():
+                    found[rid].links = tuple(ls)
+                if with_vectors:
+                    for rid, space, dim, data in self.db.execute(f"SELECT record_id, space, dim, data FROM vectors WHERE record_id IN ({marks})", list(chunk)):
+                        found[rid].vectors[space] = np.frombuffer(data, dtype=np.float32, count=dim).copy()
+            return [found.get(i) for i in ids]
+
+    def _where(self, where: Filter | None, scope: Scope | None, index: str | None) -> tuple[str, str, list[Any]]:
+        sql, params = to_sql(where, "r.metadata")
+        join = ""
+        if index is not None:
+            join = " JOIN membership m ON m.record_id = r.id AND m.index_name = ?"
+            params = [index] + params
+        for key, value in (scope.as_dict() if scope else {}).items():
+            sql += f" AND r.{key} = ?"
+            params.append(value)
+        return join, sql, params
+
+    def ids(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None, limit: int | None = None) -> list[str]:
+        join, sql, params = self._where(where, scope, index)
+        tail = f" LIMIT {int(limit)}" if limit is not None else ""
+        with self._mutex:
+            return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r{join} WHERE {sql} ORDER BY r.rowid{tail}", params)]
+
+    def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
+        join, sql, params = self._where(where, scope, index)
+        with self._mutex:
+            return int(self.db.execute(f"SELECT COUNT(*) FROM records r{join} WHERE {sql}", params).fetchone()[0])
+
+    def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        with self._mutex:
+            for chunk in _chunks(list(ids)):
+                marks = ",".join("?" * len(chunk))
+                for (rid,) in self.db.execute(f"SELECT id FROM records WHERE id IN ({marks})", list(chunk)):
+                    out[rid] = set()
+                for index, rid in self.db.execute(f"SELECT index_name, record_id FROM membership WHERE record_id IN ({marks})", list(chunk)):
+                    out.setdefault(rid, set()).add(index)
+        return out
+
+    def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
+        rows: dict[str, np.ndarray] = {}
+        with self._mutex:
+            for chunk in _chunks(list(ids)):
+                marks = ",".join("?" * len(chunk))
+                for rid, dim, data in self.db.execute(f"SELECT record_id, dim, data FROM vectors WHERE space = ? AND record_id IN ({marks})", [space, *chunk]):
+                    rows[rid] = np.frombuffer(data, dtype=np.float32, count=dim)
+        dim = next(iter(rows.values())).shape[0] if rows else 0
+        matrix = np.zeros((len(ids), dim), dtype=np.float32)
+        present = np.zeros(len(ids), dtype=bool)
+        for i, rid in enumerate(ids):
+            v = rows.get(rid)
+            if v is not None:
+                matrix[i] = v
+                present[i] = True
+        return matrix, present
+
+    # -- log and state -------------------------------------------------------------------
+
+    def last_seq(self) -> int:
+        with self._mutex:
+            row = self.db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
+        return int(row[0]) if row else 0
+
+    def ops_since(self, seq: int, index: str) -> list[Op]:
+        with self._mutex:
+            rows = self.db.execute("SELECT seq, index_name, record_id, op FROM oplog WHERE index_name=? AND seq>? ORDER BY n", (index, seq)).fetchall()
+        return [Op(*row) for row in rows]
+
+    def prune_log(self, upto: int) -> None:
+        if self.read_only:
+            return
+        with self._mutex:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.execute("DELETE FROM oplog WHERE seq <= ?", (upto,))
+            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('log_start', ?)", (str(max(upto, self.log_start())),))
+            self.db.execute("COMMIT")
+
+    def log_start(self) -> int:
+        with self._mutex:
+            row = self.db.execute("SELECT value FROM meta WHERE key='log_start'").fetchone()
+        return int(row[0]) if row else 0
+
+    def get_state(self, namespace: str, key: str, default: Any = None) -> Any:
+        with self._mutex:
+            row = self.db.execute("SELECT value FROM state WHERE namespace=? AND key=?", (namespace, key)).fetchone()
+        return json.loads(row[0]) if row else default
+
+    def state_items(self, namespace: str) -> dict[str, Any]:
+        with self._mutex:
+            rows = self.db.execute("SELECT key, value FROM state WHERE namespace=? ORDER BY key", (namespace,)).fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.dir.glob(self.config.filename + "*") if p.is_file())
+
+    def close(self) -> None:
+        with self._mutex:
+            db = getattr(self, "db", None)
+            if db is not None:
+                db.close()
+                self.db = None  # type: ignore[assignment]
+            if getattr(self, "_lock", None) is not None:
+                self._lock.release()
+                self._lock = None
+
+
+def sqlite_store_factory(config: SQLiteStoreConfig, path: str | os.PathLike[str] | None) -> SQLiteStore:
+    """Build the SQLite store of the collection at ``path`` (a directory)."""
+    if path is None:
+        raise ConfigError("the sqlite store needs a collection directory (path=...); use kind = \"memory\" for no files", location="store")
+    return SQLiteStore(path, config)
