@@ -105,6 +105,8 @@ def open(
         if clash:
             raise ConfigError(f"index name(s) {clash} are reserved by service {parsed['service'].kind!r}", location="indexes")
         declared = {**{n: dict(e) for n, e in resolved.indexes.items()}, **{n: dict(e) for n, e in required.items()}}
+        for name, entry in declared.items():  # validate every definition before creating any
+            collection.check_index(name, **entry)
         for name, entry in declared.items():
             kind = entry.pop("kind")
             if collection.has_index(name):

@@ -112,7 +112,7 @@ class Collection:
             handle.rebuild(self.store, self._fill_for(handle))
             return
         handle.applied_seq = saved
-        handle.catch_up(self.store)
+        self._catch_up(handle)
 
     # -- indexes -------------------------------------------------------------------------
 
@@ -124,9 +124,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            if not isinstance(name, str) or not INDEX_NAME.match(name):
-                raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
-            handle = self._make_handle(name, kind, options)
+            handle = self._new_handle(name, kind, options)
             existing = self._indexes.get(name)
             if existing is not None:
                 if exist_ok and existing.definition() == handle.definition():
@@ -139,6 +137,15 @@ class Collection:
             log.info("index.created", name=name, kind=kind)
             if populate:
                 self.insert_to_index(name, self.store.ids())
+
+    def check_index(self, name: str, kind: str, **options: Any) -> None:
+        """Validate an index definition (name, kind, options, spaces) without creating anything."""
+        self._new_handle(name, kind, options)
+
+    def _new_handle(self, name: str, kind: str, options: Mapping[str, Any]) -> IndexHandle:
+        if not isinstance(name, str) or not INDEX_NAME.match(name):
+            raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
+        return self._make_handle(name, kind, options)
 
     def drop_index(self, name: str) -> None:
         """Remove an index, its membership and its files (records stay)."""
@@ -531,7 +538,14 @@ class Collection:
         """Readers catch their indexes up with what the writer process committed."""
         if self.store.read_only:
             for handle in self._indexes.values():
-                handle.catch_up(self.store)
+                self._catch_up(handle)
+
+    def _catch_up(self, handle: IndexHandle) -> None:
+        """Apply the logged ops the index has not seen; rebuild when the log no longer has them."""
+        if handle.applied_seq < self.store.log_start():
+            handle.rebuild(self.store, self._fill_for(handle))
+        else:
+            handle.catch_up(self.store)
 
     def _only_index(self) -> IndexHandle:
         if len(self._indexes) == 1:

@@ -56,7 +56,8 @@ class UnknownComponentError(ConfigError):
         self.installed = installed
         self.closest = closest
         self.extra = extra
-        parts = [f"unknown {category[:-1] if category.endswith('s') else category} kind {name!r}."]
+        singular = {"indexes": "index", "stores": "store", "embedders": "embedder", "stages": "stage", "fusions": "fusion", "services": "service"}
+        parts = [f"unknown {singular.get(category, category)} kind {name!r}."]
         parts.append(f"Installed: {', '.join(installed) if installed else '(none)'}.")
         if closest:
             parts.append(f"Did you mean {closest!r}?")

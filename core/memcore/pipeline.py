@@ -72,7 +72,7 @@ class Stage(ABC):
 
 
 PRESETS: dict[str, list[dict[str, Any]]] = {
-    "basic": [{"kind": "recall", "index": "vector", "over_fetch": 2.0}, {"kind": "limit"}],
+    "basic": [{"kind": "recall", "over_fetch": 2.0}, {"kind": "limit"}],
 }
 """Named stage lists that settings can select with ``pipeline = "<name>"``."""
 

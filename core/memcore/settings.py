@@ -10,6 +10,7 @@ Each store / embedder / index / stage / service entry is ``{kind = "<registered 
 
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,12 +26,24 @@ __all__ = ["MemcoreSettings", "load_settings", "check_settings", "DEFAULT_SETTIN
 DEFAULT_SETTINGS_FILE = "memcore.toml"
 
 
-def _kind_entry(value: Any, what: str) -> dict[str, Any]:
+DEFAULTS: dict[str, Any] = {
+    "store": {"kind": "sqlite"},
+    "spaces": {"default": {"embedder": {"kind": "hashing"}}},
+    "indexes": {"vector": {"kind": "exact", "space": "default"}},
+    "service": {"kind": "default"},
+}
+"""The embedded defaults. An entry given without ``kind`` whose name has a default is
+completed from it, so ``MEMCORE_INDEXES__VECTOR__METRIC=ip`` tunes the default index."""
+
+
+def _kind_entry(value: Any, what: str, default: Mapping[str, Any] | None = None) -> dict[str, Any]:
     if isinstance(value, str):
         return {"kind": value}
     if isinstance(value, Mapping):
         if "kind" not in value:
-            raise ValueError(f"{what} needs a 'kind'")
+            if default is None:
+                raise ValueError(f"{what} needs a 'kind'")
+            return {**default, **value}
         return dict(value)
     raise ValueError(f"{what} must be a kind name or a table with 'kind'")
 
@@ -41,29 +54,29 @@ class MemcoreSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMCORE_", env_nested_delimiter="__", extra="forbid", nested_model_default_partial_update=False)
 
     path: str | None = Field(None, description="Collection directory (needed by file-backed stores).")
-    store: dict[str, Any] = Field(default_factory=lambda: {"kind": "sqlite"}, description="Store entry, e.g. {kind = \"sqlite\"}.")
+    store: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["store"]), description="Store entry, e.g. {kind = \"sqlite\"}.")
     spaces: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {"default": {"embedder": {"kind": "hashing"}}},
+        default_factory=lambda: copy.deepcopy(DEFAULTS["spaces"]),
         description="Embedding spaces: name -> {embedder = kind or table, dim = n (only without embedder)}.",
     )
     indexes: dict[str, dict[str, Any]] = Field(
-        default_factory=lambda: {"vector": {"kind": "exact", "space": "default"}},
+        default_factory=lambda: copy.deepcopy(DEFAULTS["indexes"]),
         description="Named indexes: name -> {kind = ..., options}.",
     )
     pipeline: str | list[dict[str, Any]] = Field("basic", description="A preset name or a list of stage entries.")
-    service: dict[str, Any] = Field(default_factory=lambda: {"kind": "default"}, description="Service entry.")
+    service: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["service"]), description="Service entry.")
     llm: dict[str, Any] | None = Field(None, description="OpenAI-compatible chat client settings (used by LLM steps).")
 
     @field_validator("store", "service", mode="before")
     @classmethod
     def _entry(cls, value: Any, info: Any) -> dict[str, Any]:
-        return _kind_entry(value, info.field_name)
+        return _kind_entry(value, info.field_name, DEFAULTS[info.field_name])
 
     @field_validator("indexes", mode="before")
     @classmethod
     def _indexes(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {name: _kind_entry(entry, f"indexes.{name}") for name, entry in value.items()}
+            return {name: _kind_entry(entry, f"indexes.{name}", DEFAULTS["indexes"].get(name)) for name, entry in value.items()}
         return value
 
     @field_validator("spaces", mode="before")
@@ -74,11 +87,14 @@ class MemcoreSettings(BaseSettings):
         out = {}
         for name, entry in value.items():
             entry = {"embedder": entry} if isinstance(entry, str) else dict(entry)
+            if "embedder" not in entry and "dim" not in entry and name in DEFAULTS["spaces"]:
+                entry = {**DEFAULTS["spaces"][name], **entry}
             unknown = set(entry) - {"embedder", "dim"}
             if unknown:
                 raise ValueError(f"spaces.{name}: unknown keys {sorted(unknown)} (use embedder, dim)")
             if entry.get("embedder") is not None:
-                entry["embedder"] = _kind_entry(entry["embedder"], f"spaces.{name}.embedder")
+                default_emb = DEFAULTS["spaces"].get(name, {}).get("embedder")
+                entry["embedder"] = _kind_entry(entry["embedder"], f"spaces.{name}.embedder", default_emb)
             elif not isinstance(entry.get("dim"), int) or entry["dim"] <= 0:
                 raise ValueError(f"spaces.{name}: give an embedder, or a positive dim for caller-given vectors")
             out[name] = entry

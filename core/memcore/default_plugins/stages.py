@@ -19,7 +19,7 @@ class RecallConfig(ComponentConfig):
     """``recall``: search one index and add its ranked list."""
 
     kind: str = "recall"
-    index: str = Field(description="Name of the index to search.")
+    index: str | None = Field(None, description="Name of the index to search (default: the collection's only index).")
     k: int | None = Field(None, gt=0, description="Depth; default ceil(query k * over_fetch).")
     over_fetch: float = Field(1.0, ge=1.0, description="Depth multiplier over the query's k.")
     name: str | None = Field(None, description="Name of the produced list (default: the index name).")
@@ -30,15 +30,24 @@ class Recall(Stage):
 
     def __init__(self, config: RecallConfig):
         self.config = config
-        self.name = config.name or config.index
+        self.index = config.index
+        self.name = config.name or config.index or "recall"
 
     def check(self, collection) -> None:
-        if not collection.has_index(self.config.index):
-            raise ConfigError(f"no index named {self.config.index!r}; indexes: {[i['name'] for i in collection.list_indexes()]}", location="pipeline")
+        names = [i["name"] for i in collection.list_indexes()]
+        if self.index is None:
+            if len(names) != 1:
+                raise ConfigError(f"recall stage: name the index to search (index = ...); indexes: {names}", location="pipeline")
+            self.index = names[0]
+            self.name = self.config.name or self.index
+        elif self.index not in names:
+            raise ConfigError(f"recall stage: no index named {self.index!r}; indexes: {names}", location="pipeline")
 
     def run(self, ctx: PipelineContext) -> None:
+        if self.index is None:
+            self.check(ctx.collection)
         depth = self.config.k or math.ceil(ctx.query.k * self.config.over_fetch)
-        hits = ctx.collection.search_index(self.config.index, ctx.query, depth)
+        hits = ctx.collection.search_index(self.index, ctx.query, depth)
         ctx.add_list(self.name, [_with_provenance(h, self.name, rank) for rank, h in enumerate(hits, start=1)])
 
 
