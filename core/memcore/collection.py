@@ -70,12 +70,18 @@ class Collection:
         from .stores.memory import MemoryStore
         from .stores.sqlite import SQLiteStore
 
+        owned = store is None
         if store is None:
             store = SQLiteStore(path) if path is not None else MemoryStore()
         if spaces is None:
             emb = HashingEmbedder()
             spaces = {"default": Space("default", emb.dim, emb, "hashing")}
-        return cls(store, spaces, registry or get_registry(), path)
+        try:
+            return cls(store, spaces, registry or get_registry(), path)
+        except BaseException:
+            if owned:  # a failed open must not keep the writer lock
+                store.close()
+            raise
 
     def _pin_spaces(self) -> None:
         pinned = self.store.state_items("spaces")
@@ -233,8 +239,11 @@ class Collection:
             changed_old = self._fill_vectors(kept, spaces)
             self._validate_for(targets, fresh + kept)
             ids = [r.id for r in records]
-            batch = WriteBatch(upserts=fresh + changed_old, add_membership={h.name: ids for h in targets})
-            self._commit(batch, {r.id: r for r in fresh + kept})
+            members = self.store.memberships([r.id for r in kept]) if kept else {}
+            add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
+            batch = WriteBatch(upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v})
+            if not batch.is_empty():  # re-inserting what is already there changes nothing
+                self._commit(batch, {r.id: r for r in fresh + kept})
             return ids
 
     def upsert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
@@ -439,18 +448,25 @@ class Collection:
             changes["scope"] = scope
         q = q.evolve(**changes) if changes else q
         parse_filter(q.where)
+        for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
+            if space not in self.spaces:
+                raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
+            self.spaces[space].check_vector(vector, f"query vector {space!r}")
         return q
 
     def search_index(self, name: str, query: Query, k: int) -> list[Hit]:
         """Embed what the index needs, resolve filters to ``allowed``, and search."""
-        handle = self._handle(name)
-        validate_k(k)
-        q = self._prepare_query(query, handle.index)
-        handle.index.validate_query(q)
-        allowed = self._allowed(q, name)
-        if allowed is not None and not allowed:
-            return []
-        return handle.index.search(q, k, allowed)
+        with self._lock:
+            handle = self._handle(name)
+            if self.store.read_only:  # pipelines search through here: readers catch up first
+                self._catch_up(handle)
+            validate_k(k)
+            q = self._prepare_query(query, handle.index)
+            handle.index.validate_query(q)
+            allowed = self._allowed(q, name)
+            if allowed is not None and not allowed:
+                return []
+            return handle.index.search(q, k, allowed)
 
     def build_fusion(self, fusion: str | Mapping[str, Any] | Fusion) -> Fusion:
         """A fusion strategy from a registered name, a config dict or an instance."""

@@ -113,8 +113,12 @@ class SQLiteStore(Store):
         self.config = config or SQLiteStoreConfig()
         self.read_only = self.config.read_only
         self.dir = Path(path)
-        self.dir.mkdir(parents=True, exist_ok=True)
         self.file = self.dir / self.config.filename
+        if self.read_only:
+            if not self.file.is_file():
+                raise NotFoundError(f"no memcore store at {self.file}")
+        else:
+            self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = None if self.read_only else _WriterLock(self.dir / "writer.lock")
         self._mutex = threading.RLock()
         try:
@@ -124,13 +128,18 @@ class SQLiteStore(Store):
             self.db.execute("PRAGMA foreign_keys=OFF")
             if not self.read_only:
                 self.db.executescript(_SCHEMA)
-                self._check_version()
+            self._check_version()
         except sqlite3.DatabaseError as exc:
             self.close()
-            raise CorruptError(f"cannot open store {self.file}: {exc}") from None
+            raise CorruptError(f"{self.file} is not a readable memcore store: {exc}") from None
+        except CorruptError:
+            self.close()
+            raise
 
     def _check_version(self) -> None:
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None and self.read_only:
+            raise CorruptError(f"{self.file} is not an initialised memcore store")
         if row is None:
             self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")

@@ -1,0 +1,156 @@
+"""Shared pieces of the ``memcore`` commands: errors, JSON output, progress bars, opening.
+
+Conventions every command follows:
+
+- results go to stdout (``--json``: one JSON document and nothing else), progress bars and
+  notes to stderr;
+- a :class:`memcore.MemcoreError` becomes ``Error: <message>`` on stderr and exit code 2
+  (the same code click uses for usage errors), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence, TypeVar
+
+import click
+
+from ..errors import NotFoundError
+
+T = TypeVar("T")
+
+EXIT_ERROR = 2
+"""Exit code of a MemcoreError (bad config, bad input, locked collection...)."""
+
+
+class CliError(click.ClickException):
+    """An error shown as ``Error: <message>`` on stderr, exit code 2."""
+
+    exit_code = EXIT_ERROR
+
+
+class JsonParam(click.ParamType):
+    """A JSON object given on the command line (``--where '{"speaker": "Alice"}'``)."""
+
+    name = "JSON"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Mapping):
+            return dict(value)
+        try:
+            data = json.loads(value)
+        except json.JSONDecodeError as exc:
+            self.fail(f"not valid JSON ({exc.msg} at column {exc.colno}): {value!r}", param, ctx)
+        if not isinstance(data, dict):
+            self.fail(f"expected a JSON object ({{...}}), got {type(data).__name__}: {value!r}", param, ctx)
+        return data
+
+
+JSON_OBJECT = JsonParam()
+
+
+def echo_json(data: Any) -> None:
+    """Print one JSON document to stdout."""
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    try:
+        import numpy as np
+
+        if isinstance(value, np.generic):
+            return value.item()
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        pass
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def note(message: str) -> None:
+    """A human note on stderr (never mixed into --json output)."""
+    click.echo(message, err=True)
+
+
+def progress(items: Sequence[T], label: str, *, batch: int) -> Iterator[Sequence[T]]:
+    """Yield ``items`` in batches of ``batch`` while drawing a progress bar on stderr."""
+    with click.progressbar(length=len(items), label=label, file=click.get_text_stream("stderr"), show_pos=True) as bar:
+        for start in range(0, len(items), batch):
+            chunk = items[start : start + batch]
+            yield chunk
+            bar.update(len(chunk))
+
+
+def shorten(text: str, width: int) -> str:
+    """One line of at most ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: max(1, width - 1)] + "…"
+
+
+def human_bytes(n: int | None) -> str:
+    """1536 -> '1.5 KiB'."""
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def dir_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (0 when absent)."""
+    if not path.exists():
+        return 0
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def load_cli_settings(config: str | os.PathLike[str] | None, *, read_only: bool = False) -> Any:
+    """Settings from ``--config`` (or the environment and defaults), optionally read-only.
+
+    ``read_only`` sets ``read_only = true`` on stores that have the option (SQLite), so
+    reading commands never take the writer lock.
+    """
+    from ..plugins import get_registry
+    from ..settings import load_settings
+
+    settings = load_settings(config)
+    if read_only:
+        store = dict(settings.store)
+        reg = get_registry().entries["stores"].get(store.get("kind"))
+        if reg is not None and "read_only" in reg.config_model.model_fields:
+            store["read_only"] = True
+            settings = settings.model_copy(update={"store": store})
+    return settings
+
+
+def require_collection(settings: Any, path: str | os.PathLike[str] | None) -> None:
+    """For a file-backed (SQLite) store: fail clearly when ``path`` holds no collection yet."""
+    store = dict(settings.store)
+    if store.get("kind") != "sqlite":
+        return
+    directory = path if path is not None else settings.path
+    if directory is None:
+        return  # memcore.open explains that the sqlite store needs a directory
+    file = Path(directory) / store.get("filename", "store.sqlite3")
+    if not file.is_file():
+        raise NotFoundError(f"no memcore collection at {directory} (no {file.name}); create one with `memcore ingest` first")
+
+
+def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[str] | None, *, read_only: bool = False) -> Any:
+    """``memcore.open`` for a command (read-only for the reading commands)."""
+    from .. import api
+
+    from ..plugins import get_registry
+    from ..settings import check_settings
+
+    settings = load_cli_settings(config, read_only=read_only)
+    if read_only:
+        check_settings(settings, get_registry())  # a bad config is reported before a missing collection
+        require_collection(settings, path)
+    return api.open(settings, path=path)

@@ -1,0 +1,117 @@
+"""``memcore demo``: the default memory (no settings, no plugin) on a shipped sample conversation."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from contextlib import ExitStack
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ._common import echo_json, note, progress, shorten
+
+K = 3
+
+
+def load_sample() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The sample conversation (records) and its questions, from ``memcore/data``."""
+    data = resources.files("memcore").joinpath("data")
+    with data.joinpath("sample_conversation.jsonl").open("r", encoding="utf-8") as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    questions = json.loads(data.joinpath("sample_questions.json").read_text(encoding="utf-8"))["questions"]
+    return records, questions
+
+
+def _describe(memory: Any) -> dict[str, Any]:
+    settings = memory.settings
+    return {
+        "store": dict(settings.store).get("kind"),
+        "spaces": {name: (entry.get("embedder") or {}).get("kind") for name, entry in settings.spaces.items()},
+        "indexes": {name: entry.get("kind") for name, entry in settings.indexes.items()},
+        "pipeline": settings.pipeline if isinstance(settings.pipeline, str) else [s.get("kind") for s in settings.pipeline],
+        "service": dict(settings.service).get("kind"),
+    }
+
+
+@click.command("demo")
+@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Keep the collection in this directory (default: a temporary directory, deleted afterwards).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every question's hits and hits@3.")
+def demo(path: Path | None, as_json: bool) -> None:
+    """Build a memory with the built-in defaults and query a sample conversation.
+
+    Defaults: SQLite store, the `hashing` embedder (lexical feature hashing, NOT
+    semantic), the `exact` vector index and the `basic` pipeline. The sample is a
+    52-turn, four-session conversation between Alice and Bob shipped in memcore/data;
+    each question's expected turn is checked against the top 3 hits (hits@3). The
+    questions share key words with their answers because the default embedder only
+    matches words; the `minilm` embedder (memcore[embed]) retrieves by meaning.
+    """
+    from .. import api
+
+    records, questions = load_sample()
+    with ExitStack() as stack:
+        directory = path if path is not None else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memcore-demo-")))
+        started = time.perf_counter()
+        memory = stack.enter_context(api.open(path=directory))
+        for batch in progress(records, "Ingesting sample conversation", batch=8):
+            memory.collection.insert(list(batch))
+        ingest_seconds = time.perf_counter() - started
+        components = _describe(memory)
+        results = []
+        query_started = time.perf_counter()
+        for q in questions:
+            hits = memory.query(q["question"], k=K)
+            ids = [h.id for h in hits]
+            found_at = next((rank for rank, rid in enumerate(ids, start=1) if rid in q["evidence"]), None)
+            results.append({
+                "question": q["question"],
+                "answer": q.get("answer"),
+                "expected": q["evidence"],
+                "found": found_at is not None,
+                "rank": found_at,
+                "hits": [
+                    {"rank": rank, "id": h.id, "score": h.score, "speaker": h.record.metadata.get("speaker") if h.record else None,
+                     "date": h.record.metadata.get("date") if h.record else None, "text": h.record.text if h.record else None}
+                    for rank, h in enumerate(hits, start=1)
+                ],
+            })
+        query_seconds = time.perf_counter() - query_started
+        count = memory.collection.count()
+    found = sum(r["found"] for r in results)
+    summary = {
+        "path": str(path) if path is not None else None,
+        "components": components,
+        "records": count,
+        "k": K,
+        "questions": results,
+        "found": found,
+        "total": len(results),
+        f"hits@{K}": found / len(results) if results else 0.0,
+        "ingest_seconds": round(ingest_seconds, 3),
+        "query_seconds": round(query_seconds, 3),
+    }
+    if as_json:
+        echo_json(summary)
+        return
+    c = components
+    click.echo(f"memcore demo: {count} turns, store={c['store']}, embedder={','.join(v or '-' for v in c['spaces'].values())}, "
+               f"index={','.join(c['indexes'].values())}, pipeline={c['pipeline']} (ingest {ingest_seconds:.2f}s)")
+    if path is None:
+        note("(the collection lives in a temporary directory; use --path DIR to keep it)")
+    for number, r in enumerate(results, start=1):
+        click.echo()
+        click.secho(f"Q{number}. {r['question']}", bold=True)
+        for hit in r["hits"]:
+            mark = "*" if hit["id"] in r["expected"] else " "
+            click.echo(f"  {mark}{hit['rank']}. {hit['score']:.3f}  [{hit['id']} {hit['speaker']}, {hit['date']}]  {shorten(hit['text'] or '', 80)}")
+        if r["found"]:
+            click.secho(f"  found expected turn {', '.join(r['expected'])} at rank {r['rank']}", fg="green")
+        else:
+            click.secho(f"  expected turn {', '.join(r['expected'])} NOT in the top {K}", fg="red")
+    click.echo()
+    click.echo(f"hits@{K}: {found}/{len(results)} = {summary[f'hits@{K}']:.2f}  (hashing embedder: lexical matching, not semantic)")

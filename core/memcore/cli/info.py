@@ -1,0 +1,123 @@
+"""``memcore info``: what a collection directory holds, read straight from its store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import NotFoundError
+from ._common import dir_bytes, echo_json, human_bytes, load_cli_settings
+
+
+def _saved_manifest(directory: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((directory / "index.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def collect_info(path: Path, filename: str = "store.sqlite3") -> dict[str, Any]:
+    """Indexes, counts, kinds and on-disk sizes of the SQLite collection at ``path``.
+
+    Needs no settings: the store is opened read-only (no writer lock), so this also
+    works while another process writes.
+    """
+    from ..stores.sqlite import SQLiteStore, SQLiteStoreConfig
+
+    if not path.is_dir():
+        raise NotFoundError(f"{path} is not a directory; give the collection directory with --path")
+    if not (path / filename).is_file():
+        raise NotFoundError(f"no memcore collection at {path} (no {filename}); create one with `memcore ingest` or memcore.open(path=...)")
+    store = SQLiteStore(path, SQLiteStoreConfig(read_only=True, filename=filename))
+    try:
+        return _read(store, path, filename)
+    finally:
+        store.close()
+
+
+def _read(store: Any, path: Path, filename: str) -> dict[str, Any]:
+    """The report, from an open store."""
+    definitions = store.state_items("indexes")
+    spaces = store.state_items("spaces")
+    indexes = []
+    for name, definition in definitions.items():
+        directory = path / "indexes" / name
+        saved = _saved_manifest(directory)
+        indexes.append({
+            "name": name,
+            "kind": definition.get("kind"),
+            "config": definition.get("config", {}),
+            "count": store.count(index=name),
+            "bytes": dir_bytes(directory),
+            "seq": saved.get("seq") if saved else None,
+            "saved_count": saved.get("count") if saved else None,
+        })
+    store_bytes = store.size_bytes()
+    return {
+        "path": str(path),
+        "store": {"kind": "sqlite", "file": filename, "bytes": store_bytes},
+        "records": store.count(),
+        "seq": store.last_seq(),
+        "spaces": spaces,
+        "indexes": indexes,
+        "bytes": store_bytes + sum(i["bytes"] for i in indexes),
+    }
+
+
+@click.command("info")
+@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Collection directory.")
+@click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Settings file: only needed for a non-default store file name, or to add live index statistics.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
+def info(path: Path, config: Path | None, as_json: bool) -> None:
+    """Show a collection: records, embedding spaces, indexes (kind, count, size on disk,
+    saved sequence number) and store size.
+
+    Works without a settings file: the SQLite store is opened read-only. With --config
+    the memory is also built (read-only) and each index reports its live statistics;
+    that checks that the settings still match the collection.
+    """
+    filename = "store.sqlite3"
+    settings = None
+    if config is not None:
+        settings = load_cli_settings(config, read_only=True)
+        store = dict(settings.store)
+        if store.get("kind") != "sqlite":
+            raise NotFoundError(f"memcore info reads SQLite collections; {config} declares store kind {store.get('kind')!r}")
+        filename = store.get("filename", filename)
+    data = collect_info(path, filename)
+    if settings is not None:
+        from .. import api
+
+        with api.open(settings, path=path) as memory:
+            live = {entry["name"]: entry for entry in memory.collection.info()["indexes"]}
+        for entry in data["indexes"]:
+            extra = live.get(entry["name"])
+            if extra is not None:
+                entry.update({"size": extra["size"], "score": extra["score"], "requires": extra["requires"], "stats": extra["stats"]})
+        data["config"] = str(config)
+    if as_json:
+        echo_json(data)
+        return
+    click.echo(f"Collection {data['path']}")
+    click.echo(f"  records: {data['records']}   seq: {data['seq']}   store: {data['store']['file']} ({human_bytes(data['store']['bytes'])})")
+    click.echo(f"  on disk: {human_bytes(data['bytes'])}")
+    if data["spaces"]:
+        click.echo("  spaces:")
+        for name, space in data["spaces"].items():
+            model = space.get("model_id") or space.get("embedder") or "-"
+            click.echo(f"    {name}: dim {space.get('dim')}, embedder {space.get('embedder')} ({model})")
+    if not data["indexes"]:
+        click.echo("  indexes: (none)")
+        return
+    click.echo("  indexes:")
+    width = max(len(i["name"]) for i in data["indexes"])
+    for entry in data["indexes"]:
+        options = ", ".join(f"{k}={v}" for k, v in entry["config"].items() if k != "kind")
+        saved = f"saved at seq {entry['seq']}" if entry["seq"] is not None else "not saved yet"
+        click.echo(f"    {entry['name']:<{width}}  {entry['kind']:<10} {entry['count']:>8} records  {human_bytes(entry['bytes']):>10}  {saved}"
+                   + (f"  [{options}]" if options else ""))
