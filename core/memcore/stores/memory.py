@@ -38,16 +38,20 @@ class MemoryStore(Store):
     def apply(self, batch: WriteBatch) -> Applied:
         with self._mutex:
             deleted = set(batch.deletes)
-            alive = (set(self._records) - deleted) | {r.id for r in batch.upserts}
+            upserted = {r.id for r in batch.upserts}
+
+            def alive(rid: str) -> bool:
+                return rid in upserted or (rid in self._records and rid not in deleted)
+
             for rids in batch.add_membership.values():
                 for rid in rids:
-                    if rid not in alive:
+                    if not alive(rid):
                         raise NotFoundError(f"record {rid!r} does not exist")
             for r in batch.upserts:
                 for link in r.links:
-                    if link.target not in alive:
+                    if not alive(link.target):
                         raise NotFoundError(f"link target {link.target!r} does not exist")
-            link_sources = {rid for rid, rec in self._records.items() if any(l.target in deleted for l in rec.links)}
+            link_sources = {rid for rid, rec in self._records.items() if any(l.target in deleted for l in rec.links)} if deleted else set()
             memberships = self.memberships(sorted(involved_ids(batch) | link_sources))
             ops = plan_ops(batch, memberships, link_sources)
             # -- mutate (nothing below raises on valid input)

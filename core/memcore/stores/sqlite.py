@@ -317,10 +317,15 @@ class SQLiteStore(Store):
         if self.read_only:
             return
         with self._mutex:
+            start = max(upto, self.log_start())
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.execute("DELETE FROM oplog WHERE seq <= ?", (upto,))
-            self.db.execute("INSERT OR REPLACE INTO meta VALUES ('log_start', ?)", (str(max(upto, self.log_start())),))
-            self.db.execute("COMMIT")
+            try:
+                self.db.execute("DELETE FROM oplog WHERE seq <= ?", (upto,))
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('log_start', ?)", (str(start),))
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
 
     def log_start(self) -> int:
         with self._mutex:

@@ -1,0 +1,72 @@
+"""What plugin authors reuse in their tests: contract suites, fixtures and test data.
+
+Contract suites (pytest classes; subclass one with a ``Test`` name and provide its ONE
+fixture — see each class docstring):
+
+- :class:`IndexContract` — fixture ``make_index``: ``callable(IndexContext) -> Index``;
+- :class:`StoreContract` — fixture ``store``: a fresh, empty store;
+- :class:`FusionContract` — fixture ``fusion``: the Fusion under test;
+- :class:`StageContract` — fixture ``stage``: the Stage under test (:func:`build_stage`);
+- :class:`ServiceContract` — fixture ``open_memory``: ``callable(path) -> memcore.Memory``.
+
+The base classes are named ``*Contract`` so pytest never collects them on their own::
+
+    import pytest
+    from memcore.testing import IndexContract
+
+    class TestMyIndex(IndexContract):
+        @pytest.fixture
+        def make_index(self):
+            return lambda context: MyIndex(MyIndexConfig(), context)
+
+Fixtures: :func:`register_plugin` (a context manager) and the pytest plugin
+``memcore.testing.pytest_plugin`` (fixture ``memcore_plugin``), enabled with
+``pytest_plugins = ["memcore.testing.pytest_plugin"]``.
+
+Data: :func:`make_records`, :func:`random_unit_vectors`, :func:`make_texts`.
+
+The contract suites need pytest; the rest of this package does not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .data import WORDS, make_records, make_texts, random_unit_vectors, unique_word
+from .plugin import register_plugin
+
+_CONTRACTS = {
+    "IndexContract": "index_contract",
+    "StoreContract": "store_contract",
+    "FusionContract": "fusion_contract",
+    "make_ranked_lists": "fusion_contract",
+    "StageContract": "stage_contract",
+    "build_stage": "stage_contract",
+    "ServiceContract": "service_contract",
+    "SERVICE_ITEMS": "service_contract",
+}
+
+try:  # rewrite the suites' asserts for readable failures (must run before they are imported)
+    import pytest as _pytest
+
+    _pytest.register_assert_rewrite(*sorted({f"{__name__}.{m}" for m in _CONTRACTS.values()}))
+except ImportError:  # pragma: no cover - pytest is only needed for the contract suites
+    pass
+
+__all__ = ["WORDS", "make_records", "make_texts", "random_unit_vectors", "unique_word", "register_plugin", *_CONTRACTS]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the contract suites (and pytest) on first use."""
+    module = _CONTRACTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_CONTRACTS))

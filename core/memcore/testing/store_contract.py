@@ -1,0 +1,483 @@
+"""``StoreContract``: the behaviour every :class:`memcore.Store` must have."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ..errors import NotFoundError
+from ..filters import parse_filter
+from ..records import Link, Record, Scope
+from ..store import Applied, Op, Store, WriteBatch, plan_ops
+
+__all__ = ["StoreContract"]
+
+
+def _rec(rid: str, text: str | None = None, *, metadata: dict[str, Any] | None = None, vectors: dict[str, Any] | None = None,
+         links: tuple[Link, ...] = (), scope: Scope | None = None, created_at: float = 1000.0, updated_at: float | None = None) -> Record:
+    return Record(
+        id=rid,
+        text=text if text is not None else f"text of {rid}",
+        metadata=dict(metadata or {}),
+        vectors={k: np.asarray(v, dtype=np.float32) for k, v in (vectors or {}).items()},
+        links=tuple(links),
+        scope=scope,
+        created_at=created_at,
+        updated_at=created_at if updated_at is None else updated_at,
+    )
+
+
+FILTER_RECORDS: list[tuple[str, dict[str, Any]]] = [
+    ("f1", {"n": 1, "tag": "a", "flag": True}),
+    ("f2", {"n": 2, "tag": "b", "flag": False, "z": None}),
+    ("f3", {"n": 3, "tag": "a", "my-field": "x"}),
+    ("f4", {"n": 4.5, "tag": "c", "flag": True}),
+    ("f5", {"tag": "b"}),
+    ("f6", {"n": "3"}),
+]
+"""Metadata of the records the filter tests insert, in insertion order."""
+
+FILTER_CASES: list[tuple[dict[str, Any], list[str]]] = [
+    ({"tag": "a"}, ["f1", "f3"]),
+    ({"tag": {"$eq": "b"}}, ["f2", "f5"]),
+    ({"tag": {"$ne": "a"}}, ["f2", "f4", "f5", "f6"]),
+    ({"n": 3}, ["f3"]),
+    ({"n": "3"}, ["f6"]),
+    ({"n": 2.0}, ["f2"]),
+    ({"n": {"$gt": 2}}, ["f3", "f4"]),
+    ({"n": {"$gte": 2}}, ["f2", "f3", "f4"]),
+    ({"n": {"$lt": 3}}, ["f1", "f2"]),
+    ({"n": {"$lte": 3}}, ["f1", "f2", "f3"]),
+    ({"n": {"$gt": 1, "$lt": 4}}, ["f2", "f3"]),
+    ({"tag": {"$gte": "b"}}, ["f2", "f4", "f5"]),
+    ({"tag": {"$in": ["a", "c"]}}, ["f1", "f3", "f4"]),
+    ({"n": {"$in": [1, 4.5]}}, ["f1", "f4"]),
+    ({"tag": {"$nin": ["a", "c"]}}, ["f2", "f5", "f6"]),
+    ({"flag": True}, ["f1", "f4"]),
+    ({"flag": {"$ne": True}}, ["f2", "f3", "f5", "f6"]),
+    ({"n": True}, []),
+    ({"tag": "zzz"}, []),
+    ({"flag": {"$in": [True]}}, ["f1", "f4"]),
+    ({"n": {"$in": [True, 3]}}, ["f3"]),
+    ({"tag": {"$in": []}}, []),
+    ({"tag": {"$nin": []}}, ["f1", "f2", "f3", "f4", "f5", "f6"]),
+    ({"z": None}, ["f2"]),
+    ({"z": {"$ne": None}}, ["f1", "f3", "f4", "f5", "f6"]),
+    ({"my-field": "x"}, ["f3"]),
+    ({"tag": "a", "n": {"$lte": 1}}, ["f1"]),
+    ({"$and": [{"tag": "a"}, {"n": {"$gt": 1}}]}, ["f3"]),
+    ({"$or": [{"tag": "c"}, {"n": {"$lt": 2}}]}, ["f1", "f4"]),
+    ({"$and": [{"$or": [{"tag": "a"}, {"tag": "b"}]}, {"n": {"$gte": 2}}]}, ["f2", "f3"]),
+]
+"""(where, expected ids in insertion order) over :data:`FILTER_RECORDS`."""
+
+
+class StoreContract:
+    """Contract tests for a store. Subclass it and provide ONE fixture, ``store``: a fresh,
+    empty, writable :class:`memcore.Store` (close it after the test)::
+
+        from memcore.testing import StoreContract
+
+        class TestMyStore(StoreContract):
+            @pytest.fixture
+            def store(self, tmp_path):
+                s = MyStore(tmp_path)
+                yield s
+                s.close()
+
+    The suite writes only through :meth:`Store.apply` and checks records, vectors, links,
+    scopes, membership, the operation log (ops exactly as :func:`memcore.store.plan_ops`
+    plans them), state, filters and atomicity. ``close()`` must be idempotent.
+    """
+
+    @pytest.fixture
+    def store(self) -> Store:
+        """Override: return (or yield) a fresh, empty, writable store."""
+        pytest.fail(f"{type(self).__name__} must define the fixture 'store' (see StoreContract)")
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def expected_ops(self, store: Store, batch: WriteBatch) -> list[tuple[str, str, str]]:
+        """The ops ``batch`` must log on ``store``, planned from the store's current content."""
+        deleted = set(batch.deletes)
+        link_sources = {
+            r.id for chunk in store.iter_records() for r in chunk if any(link.target in deleted for link in r.links)
+        }
+        involved = set(batch.deletes) | {r.id for r in batch.upserts} | link_sources
+        for group in (batch.add_membership, batch.remove_membership):
+            for rids in group.values():
+                involved.update(rids)
+        return plan_ops(batch, store.memberships(sorted(involved)), link_sources)
+
+    def apply_checked(self, store: Store, batch: WriteBatch) -> Applied:
+        """Apply ``batch`` and check its seq and logged ops."""
+        expected = self.expected_ops(store, batch)
+        before = store.last_seq()
+        applied = store.apply(batch)
+        assert isinstance(applied, Applied)
+        assert applied.seq == before + 1 == store.last_seq()
+        assert [(op.index, op.record_id, op.op) for op in applied.ops] == expected
+        assert all(isinstance(op, Op) and op.seq == applied.seq for op in applied.ops)
+        for index in {op.index for op in applied.ops}:
+            assert store.ops_since(before, index) == [op for op in applied.ops if op.index == index]
+        return applied
+
+    def snapshot(self, store: Store) -> dict[str, Any]:
+        """Everything observable, to check that a failed batch changed nothing."""
+        ids = store.ids()
+        records = store.get(ids)
+        return {
+            "seq": store.last_seq(),
+            "count": store.count(),
+            "ids": ids,
+            "records": [r.to_dict(with_vectors=True) for r in records if r is not None],
+            "members": {rid: sorted(ixs) for rid, ixs in store.memberships(ids).items()},
+            "log": {ix: store.ops_since(0, ix) for ix in ("ix", "iy")},
+            "state": store.state_items("ns"),
+        }
+
+    def seed_graph(self, store: Store) -> None:
+        """a <- b, a <- c, b -> c; a in ix; b in ix and iy; c in no index; d alone."""
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("d")]))
+        self.apply_checked(store, WriteBatch(upserts=[_rec("c", links=(Link("a", "about"),))]))
+        self.apply_checked(
+            store,
+            WriteBatch(
+                upserts=[_rec("b", links=(Link("a", "cites", 0.5), Link("c", "next")), vectors={"dense": [1, 0, 0]})],
+                add_membership={"ix": ["a", "b"], "iy": ["b"]},
+            ),
+        )
+
+    # -- empty store -------------------------------------------------------------------------
+
+    def test_empty_store(self, store):
+        assert store.last_seq() == 0
+        assert store.count() == 0
+        assert store.ids() == []
+        assert store.get(["nope"]) == [None]
+        assert store.memberships(["nope"]) == {}
+        assert store.log_start() == 0
+        assert store.ops_since(0, "ix") == []
+        assert store.get_state("ns", "k") is None
+        assert store.get_state("ns", "k", 5) == 5
+        assert store.state_items("ns") == {}
+
+    # -- records -------------------------------------------------------------------------------
+
+    def test_apply_get_roundtrip(self, store):
+        meta = {"speaker": "Alice", "n": 3, "x": 1.5, "ok": True, "none": None, "tags": ["a", "b"], "nested": {"k": [1, {"z": "q"}]}}
+        a = _rec("a", "first text", metadata=meta, vectors={"dense": [0.1, 0.2, 0.3], "other": [1.0, -1.0]},
+                 scope=Scope(user_id="u1", agent_id="ag", run_id="r9"), created_at=111.5, updated_at=222.25)
+        b = _rec("b", "second text — ünïcode ✓", links=(Link("a", "cites", 0.5), Link("a", "about", 2.0)), scope=Scope(user_id="u2"))
+        self.apply_checked(store, WriteBatch(upserts=[a, b]))
+        got_b, missing, got_a = store.get(["b", "missing", "a"])
+        assert missing is None
+        assert got_a.id == "a" and got_a.text == "first text"
+        assert got_a.metadata == meta
+        assert got_a.scope == Scope(user_id="u1", agent_id="ag", run_id="r9")
+        assert (got_a.created_at, got_a.updated_at) == (111.5, 222.25)
+        assert set(got_a.vectors) == {"dense", "other"}
+        for space in ("dense", "other"):
+            assert got_a.vectors[space].dtype == np.float32
+            np.testing.assert_array_equal(got_a.vectors[space], a.vectors[space])
+        assert got_a.links == ()
+        assert got_b.text == "second text — ünïcode ✓"
+        assert set(got_b.links) == {Link("a", "cites", 0.5), Link("a", "about", 2.0)}
+        assert got_b.scope == Scope(user_id="u2")
+        assert got_b.vectors == {}
+        assert store.get(["a"], with_vectors=False)[0].vectors == {}
+        assert store.count() == 2
+        assert store.ids() == ["a", "b"]
+
+    def test_record_without_scope_reads_back_none_or_empty(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a")]))
+        scope = store.get(["a"])[0].scope
+        assert scope is None or scope.is_empty()
+
+    def test_returned_records_are_copies(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a", metadata={"k": 1}, vectors={"dense": [1, 2]})]))
+        got = store.get(["a"])[0]
+        got.metadata["k"] = 99
+        got.vectors["dense"][0] = 42
+        again = store.get(["a"])[0]
+        assert again.metadata == {"k": 1}
+        assert again.vectors["dense"][0] == 1
+
+    def test_upsert_keeps_created_at_and_insertion_order(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a", created_at=100.0), _rec("b", created_at=101.0), _rec("c", created_at=102.0)]))
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a", "new text", metadata={"v": 2}, created_at=500.0, updated_at=600.0)]))
+        got = store.get(["a"])[0]
+        assert got.text == "new text" and got.metadata == {"v": 2}
+        assert got.created_at == 100.0
+        assert got.updated_at == 600.0
+        assert store.ids() == ["a", "b", "c"]
+        assert store.count() == 3
+
+    def test_upsert_replaces_vectors_and_links(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("t1"), _rec("t2")]))
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a", vectors={"dense": [1, 2], "other": [3]}, links=(Link("t1"),))]))
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a", vectors={"dense": [5, 6]}, links=(Link("t2", "x"),))]))
+        got = store.get(["a"])[0]
+        assert set(got.vectors) == {"dense"}
+        np.testing.assert_array_equal(got.vectors["dense"], [5, 6])
+        assert got.links == (Link("t2", "x"),)
+        assert not store.vectors(["a"], "other")[1][0]
+
+    def test_upsert_of_member_logs_update(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b")], add_membership={"ix": ["a", "b"], "iy": ["a"]}))
+        applied = self.apply_checked(store, WriteBatch(upserts=[_rec("a", "changed")]))
+        assert {(op.index, op.record_id, op.op) for op in applied.ops} == {("ix", "a", "update"), ("iy", "a", "update")}
+
+    def test_delete_record_vectors_memberships_and_links(self, store):
+        self.seed_graph(store)
+        before = store.last_seq()
+        applied = self.apply_checked(store, WriteBatch(deletes=["a"]))
+        assert sorted((op.index, op.record_id, op.op) for op in applied.ops) == [
+            ("ix", "a", "remove"),
+            ("ix", "b", "update"),
+            ("iy", "b", "update"),
+        ]
+        assert store.get(["a"]) == [None]
+        assert store.ids() == ["d", "c", "b"]
+        assert "a" not in store.memberships(["a"])
+        assert store.ids(index="ix") == ["b"]
+        b, c = store.get(["b", "c"])
+        assert b.links == (Link("c", "next"),)
+        assert c.links == ()
+        assert store.ops_since(before, "ix") == [op for op in applied.ops if op.index == "ix"]
+        # a re-created "a" starts clean: no vectors, links or memberships left behind
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a")]))
+        assert store.memberships(["a"]) == {"a": set()}
+        assert store.ids() == ["d", "c", "b", "a"]
+        assert not store.vectors(["a"], "dense")[1][0]
+        assert all(link.target != "a" for r in store.get(store.ids()) for link in r.links)
+
+    def test_delete_removes_outgoing_links_and_vectors(self, store):
+        self.seed_graph(store)
+        self.apply_checked(store, WriteBatch(deletes=["b"]))
+        assert store.get(["b"]) == [None]
+        matrix, present = store.vectors(["b"], "dense")
+        assert not present[0]
+        assert store.memberships(["a", "b"]) == {"a": {"ix"}}
+        assert store.ids(index="iy") == []
+        # a still exists and can be deleted with nobody linking to it any more but c
+        applied = self.apply_checked(store, WriteBatch(deletes=["a"]))
+        assert [(op.index, op.record_id, op.op) for op in applied.ops] == [("ix", "a", "remove")]
+        assert store.get(["c"])[0].links == ()
+
+    def test_delete_and_upsert_in_one_batch(self, store):
+        self.seed_graph(store)
+        applied = self.apply_checked(store, WriteBatch(deletes=["c"], upserts=[_rec("e", links=(Link("d"),))], add_membership={"ix": ["e"]}))
+        assert ("ix", "e", "add") in [(op.index, op.record_id, op.op) for op in applied.ops]
+        assert store.get(["c"]) == [None]
+        assert store.get(["b"])[0].links == (Link("a", "cites", 0.5),)
+        assert store.ids(index="ix") == ["a", "b", "e"]
+
+    # -- membership --------------------------------------------------------------------------
+
+    def test_membership_add_remove_logged(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b"), _rec("c")]))
+        applied = self.apply_checked(store, WriteBatch(add_membership={"ix": ["b", "a"], "iy": ["c"]}))
+        assert [(op.index, op.record_id, op.op) for op in applied.ops] == [("ix", "b", "add"), ("ix", "a", "add"), ("iy", "c", "add")]
+        assert store.memberships(["a", "b", "c", "zz"]) == {"a": {"ix"}, "b": {"ix"}, "c": {"iy"}}
+        assert store.ids(index="ix") == ["a", "b"]  # insertion order of the records, not of membership
+        assert store.count(index="ix") == 2
+        # adding a member again logs nothing
+        again = self.apply_checked(store, WriteBatch(add_membership={"ix": ["a"]}))
+        assert again.ops == ()
+        removed = self.apply_checked(store, WriteBatch(remove_membership={"ix": ["a", "c"]}))
+        assert [(op.index, op.record_id, op.op) for op in removed.ops] == [("ix", "a", "remove")]
+        assert store.ids(index="ix") == ["b"]
+        assert store.get(["a"])[0] is not None
+        log = [(op.index, op.record_id, op.op) for op in store.ops_since(0, "ix")]
+        assert log == [("ix", "b", "add"), ("ix", "a", "add"), ("ix", "a", "remove")]
+
+    def test_membership_for_record_in_same_batch(self, store):
+        applied = self.apply_checked(store, WriteBatch(upserts=[_rec("n1"), _rec("n2", links=(Link("n1"),))], add_membership={"ix": ["n1", "n2"]}))
+        assert [(op.index, op.record_id, op.op) for op in applied.ops] == [("ix", "n1", "add"), ("ix", "n2", "add")]
+        assert store.ids(index="ix") == ["n1", "n2"]
+
+    # -- atomicity -----------------------------------------------------------------------------
+
+    def test_membership_for_missing_id_changes_nothing(self, store):
+        self.seed_graph(store)
+        self.apply_checked(store, WriteBatch(state={("ns", "k"): 1}))
+        before = self.snapshot(store)
+        batch = WriteBatch(
+            upserts=[_rec("new"), _rec("a", "changed")],
+            deletes=["d"],
+            add_membership={"ix": ["new", "missing"]},
+            remove_membership={"iy": ["b"]},
+            state={("ns", "k"): 2, ("ns", "k2"): 3},
+        )
+        with pytest.raises(NotFoundError):
+            store.apply(batch)
+        assert self.snapshot(store) == before
+        assert store.get(["new"]) == [None]
+
+    def test_link_to_missing_target_changes_nothing(self, store):
+        self.seed_graph(store)
+        before = self.snapshot(store)
+        batch = WriteBatch(upserts=[_rec("new", links=(Link("missing"),)), _rec("a", "changed")], add_membership={"ix": ["new"]}, state={("ns", "k"): 2})
+        with pytest.raises(NotFoundError):
+            store.apply(batch)
+        assert self.snapshot(store) == before
+        # a link to a record deleted by the same batch is a link to a missing target too
+        with pytest.raises(NotFoundError):
+            store.apply(WriteBatch(deletes=["d"], upserts=[_rec("new", links=(Link("d"),))]))
+        assert self.snapshot(store) == before
+
+    # -- reads: filters, scopes, indexes ---------------------------------------------------------
+
+    def insert_filter_records(self, store: Store) -> None:
+        self.apply_checked(store, WriteBatch(upserts=[_rec(rid, metadata=meta) for rid, meta in FILTER_RECORDS]))
+
+    @pytest.mark.parametrize("where, expected", FILTER_CASES, ids=[str(w) for w, _ in FILTER_CASES])
+    def test_filters(self, store, where, expected):
+        self.insert_filter_records(store)
+        node = parse_filter(where)
+        assert store.ids(where=node) == expected
+        assert store.count(where=node) == len(expected)
+
+    def test_no_filter_and_limit(self, store):
+        self.insert_filter_records(store)
+        assert store.ids(where=None) == [rid for rid, _ in FILTER_RECORDS]
+        assert store.ids(limit=2) == ["f1", "f2"]
+        assert store.ids(where=parse_filter({"tag": {"$ne": "zzz"}}), limit=3) == ["f1", "f2", "f3"]
+
+    def test_scope_filtering(self, store):
+        self.apply_checked(
+            store,
+            WriteBatch(
+                upserts=[
+                    _rec("s1", scope=Scope(user_id="u1", agent_id="a1"), metadata={"k": 1}),
+                    _rec("s2", scope=Scope(user_id="u1"), metadata={"k": 2}),
+                    _rec("s3", scope=Scope(user_id="u2", agent_id="a1", run_id="r1"), metadata={"k": 1}),
+                    _rec("s4", metadata={"k": 1}),
+                ]
+            ),
+        )
+        cases = [
+            (Scope(user_id="u1"), ["s1", "s2"]),
+            (Scope(agent_id="a1"), ["s1", "s3"]),
+            (Scope(user_id="u1", agent_id="a1"), ["s1"]),
+            (Scope(run_id="r1"), ["s3"]),
+            (Scope(user_id="nobody"), []),
+            (None, ["s1", "s2", "s3", "s4"]),
+        ]
+        for scope, expected in cases:
+            assert store.ids(scope=scope) == expected, scope
+            assert store.count(scope=scope) == len(expected), scope
+        k1 = parse_filter({"k": 1})
+        assert store.ids(where=k1, scope=Scope(user_id="u1")) == ["s1"]
+        assert store.count(where=k1, scope=Scope(agent_id="a1")) == 2
+
+    def test_index_filtering(self, store):
+        self.insert_filter_records(store)
+        self.apply_checked(store, WriteBatch(add_membership={"ix": ["f4", "f1", "f3"], "iy": ["f2"]}))
+        assert store.ids(index="ix") == ["f1", "f3", "f4"]
+        assert store.count(index="ix") == 3
+        assert store.ids(index="iy") == ["f2"]
+        assert store.ids(index="unknown-index") == []
+        assert store.count(index="unknown-index") == 0
+        tag_a = parse_filter({"tag": "a"})
+        assert store.ids(where=tag_a, index="ix") == ["f1", "f3"]
+        assert store.count(where=tag_a, index="iy") == 0
+        assert store.ids(index="ix", limit=1) == ["f1"]
+        batches = list(store.iter_records(index="ix", batch_size=2))
+        assert [[r.id for r in chunk] for chunk in batches] == [["f1", "f3"], ["f4"]]
+
+    def test_vectors_with_present_mask(self, store):
+        self.apply_checked(
+            store,
+            WriteBatch(upserts=[_rec("v1", vectors={"a": [1, 2, 3, 4], "b": [1, 1, 1]}), _rec("v2", vectors={"a": [5, 6, 7, 8]}), _rec("v3")]),
+        )
+        matrix, present = store.vectors(["v2", "missing", "v1", "v3"], "a")
+        assert matrix.shape == (4, 4)
+        assert matrix.dtype == np.float32
+        assert present.dtype == bool
+        assert present.tolist() == [True, False, True, False]
+        np.testing.assert_array_equal(matrix[0], [5, 6, 7, 8])
+        np.testing.assert_array_equal(matrix[2], [1, 2, 3, 4])
+        assert not matrix[1].any() and not matrix[3].any()
+        matrix, present = store.vectors(["v2"], "b")
+        assert matrix.shape[0] == 1 and present.tolist() == [False]
+        matrix, present = store.vectors([], "a")
+        assert matrix.shape[0] == 0 and present.shape == (0,)
+
+    # -- state, sequence numbers, log ------------------------------------------------------------
+
+    def test_state_set_get_delete(self, store):
+        value = {"tiers": ["stm", "ltm"], "heat": {"x": 1.5}, "ok": True, "none": None}
+        self.apply_checked(store, WriteBatch(state={("ns", "a"): value, ("ns", "b"): 3, ("other", "a"): "o"}))
+        assert store.get_state("ns", "a") == value
+        assert store.get_state("ns", "b") == 3
+        assert store.get_state("other", "a") == "o"
+        assert store.state_items("ns") == {"a": value, "b": 3}
+        self.apply_checked(store, WriteBatch(state={("ns", "a"): None, ("ns", "b"): [1, 2]}))
+        assert store.get_state("ns", "a") is None
+        assert store.get_state("ns", "a", "dflt") == "dflt"
+        assert store.state_items("ns") == {"b": [1, 2]}
+        assert store.state_items("other") == {"a": "o"}
+        got = store.get_state("ns", "b")
+        got.append(3)
+        assert store.get_state("ns", "b") == [1, 2]
+
+    def test_last_seq_increments_per_batch(self, store):
+        assert store.last_seq() == 0
+        seqs = [
+            store.apply(WriteBatch(upserts=[_rec("a")])).seq,
+            store.apply(WriteBatch(state={("ns", "k"): 1})).seq,
+            store.apply(WriteBatch(add_membership={"ix": ["a"]})).seq,
+            store.apply(WriteBatch(deletes=["a"])).seq,
+        ]
+        assert seqs == [1, 2, 3, 4]
+        assert store.last_seq() == 4
+
+    def test_ops_since_prune_log_and_log_start(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b"), _rec("c")]))  # seq 1, no ops
+        self.apply_checked(store, WriteBatch(add_membership={"ix": ["a"]}))  # seq 2
+        self.apply_checked(store, WriteBatch(add_membership={"ix": ["b"], "iy": ["b"]}))  # seq 3
+        self.apply_checked(store, WriteBatch(remove_membership={"ix": ["a"]}))  # seq 4
+        assert [(op.seq, op.record_id, op.op) for op in store.ops_since(0, "ix")] == [(2, "a", "add"), (3, "b", "add"), (4, "a", "remove")]
+        assert [(op.seq, op.record_id) for op in store.ops_since(2, "ix")] == [(3, "b"), (4, "a")]
+        assert store.ops_since(4, "ix") == []
+        assert [op.index for op in store.ops_since(0, "iy")] == ["iy"]
+        store.prune_log(3)
+        assert store.log_start() == 3
+        assert [(op.seq, op.record_id) for op in store.ops_since(0, "ix")] == [(4, "a")]
+        assert store.ops_since(0, "iy") == []
+        store.prune_log(1)  # never moves back
+        assert store.log_start() == 3
+        assert store.last_seq() == 4
+        self.apply_checked(store, WriteBatch(add_membership={"iy": ["c"]}))
+        assert [(op.seq, op.record_id, op.op) for op in store.ops_since(0, "iy")] == [(5, "c", "add")]
+
+    def test_drop_indexes(self, store):
+        self.seed_graph(store)
+        applied = self.apply_checked(store, WriteBatch(drop_indexes=["ix"], state={("indexes", "ix"): None}))
+        assert all(op.index != "ix" for op in applied.ops)
+        assert store.ids(index="ix") == []
+        assert store.count(index="ix") == 0
+        assert store.ops_since(0, "ix") == []
+        assert store.memberships(["a", "b"]) == {"a": set(), "b": {"iy"}}
+        assert store.ids(index="iy") == ["b"]
+        assert [op.record_id for op in store.ops_since(0, "iy")] == ["b"]
+        assert store.count() == 4
+        # the index name can be used again from scratch
+        readd = self.apply_checked(store, WriteBatch(add_membership={"ix": ["d"]}))
+        assert [(op.index, op.record_id, op.op) for op in readd.ops] == [("ix", "d", "add")]
+        assert store.ids(index="ix") == ["d"]
+
+    def test_drop_with_membership_in_same_batch_logs_nothing_for_it(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a")], add_membership={"ix": ["a"]}))
+        applied = self.apply_checked(store, WriteBatch(upserts=[_rec("a", "changed")], drop_indexes=["ix"]))
+        assert applied.ops == ()
+        assert store.ids(index="ix") == []
+
+    def test_close_is_idempotent(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a")]))
+        store.close()
+        store.close()
