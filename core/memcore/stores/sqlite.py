@@ -38,10 +38,11 @@ CREATE TABLE IF NOT EXISTS records (
     user_id TEXT, agent_id TEXT, run_id TEXT,
     created_at REAL NOT NULL, updated_at REAL NOT NULL
 );
+-- a rowid table on purpose: WITHOUT ROWID tables spill every ~1.5 KB vector to its own overflow page
 CREATE TABLE IF NOT EXISTS vectors (
     record_id TEXT NOT NULL, space TEXT NOT NULL, dim INTEGER NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (record_id, space)
-) WITHOUT ROWID;
+);
 CREATE TABLE IF NOT EXISTS links (
     source TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL, weight REAL NOT NULL,
     PRIMARY KEY (source, target, relation)
