@@ -95,8 +95,16 @@ def _cond(name: str, op: str, value: Any) -> Cond:
         value = tuple(value)
     else:
         raise FilterError(f"unknown operator {op!r} for field {name!r}; use $eq $ne $gt $gte $lt $lte $in $nin")
-    if isinstance(value, float) and value != value:
-        raise FilterError(f"{name}: NaN cannot be compared")
+    for v in value if isinstance(value, tuple) else (value,):
+        if isinstance(v, float) and v != v:
+            raise FilterError(f"{name}: NaN cannot be compared")
+        if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+            raise FilterError(f"{name}: integer {v} does not fit in 64 bits")
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise FilterError(f"{name}: {op} value is not valid Unicode (it contains a lone surrogate)") from None
     return Cond(name, op, value)
 
 

@@ -117,6 +117,7 @@ class IndexHandle:
         self.applied_seq = seq
         self.dirty = True
         self.stale = False
+        self.loaded_from_disk = False
         log.info("index.rebuilt", name=self.name, kind=self.kind, records=count, seconds=round(time.perf_counter() - started, 3))
         return count
 
@@ -124,10 +125,21 @@ class IndexHandle:
 
     def save(self) -> None:
         """Save into ``directory`` (files first, ``index.json`` with checksums last)."""
-        if self.directory is None or not self.dirty or self.stale:
+        if self.directory is None or self.stale:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
         manifest = self.directory / MANIFEST
+        if not self.dirty:
+            # Unchanged since loaded/saved while the store moved on without touching this
+            # index: the files are current at ``applied_seq``. Record it, or the log pruned
+            # past the old number would force a needless rebuild on the next open.
+            try:
+                meta = json.loads(manifest.read_text())
+                if meta.get("seq") != self.applied_seq:
+                    atomic_write_json(manifest, {**meta, "seq": self.applied_seq})
+                return
+            except (OSError, ValueError):
+                pass  # no readable manifest: save everything
+        self.directory.mkdir(parents=True, exist_ok=True)
         if manifest.exists():
             manifest.unlink()  # a crash mid-save leaves no manifest -> rebuild, never a mix
         self.index.save(self.directory)

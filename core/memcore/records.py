@@ -11,7 +11,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -33,6 +33,13 @@ class Scope:
     user_id: str | None = None
     agent_id: str | None = None
     run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for k, v in (("user_id", self.user_id), ("agent_id", self.agent_id), ("run_id", self.run_id)):
+            if v is not None:
+                if not isinstance(v, str):
+                    raise ValidationError(f"scope field {k} must be a string, got {type(v).__name__}")
+                check_unicode(v, f"scope field {k}")
 
     def as_dict(self) -> dict[str, str]:
         """The fields that are set."""
@@ -56,9 +63,6 @@ class Scope:
             unknown = set(value) - {"user_id", "agent_id", "run_id"}
             if unknown:
                 raise ValidationError(f"unknown scope fields {sorted(unknown)}; use user_id, agent_id, run_id")
-            for k, v in value.items():
-                if v is not None and not isinstance(v, str):
-                    raise ValidationError(f"scope field {k} must be a string, got {type(v).__name__}")
             return cls(**value)
         raise ValidationError(f"scope must be a Scope or a dict, got {type(value).__name__}")
 
@@ -76,8 +80,18 @@ class Link:
         return {"target": self.target, "relation": self.relation, "weight": self.weight}
 
 
+def check_unicode(value: str, what: str) -> None:
+    """Reject strings that cannot be stored as UTF-8 (lone surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(f"{what} is not valid Unicode (it contains a lone surrogate)") from None
+
+
 def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np.ndarray:
     """Convert ``value`` to a 1-d float32 array, rejecting NaN/inf and wrong dimensions."""
+    if np.iscomplexobj(value):
+        raise ValidationError(f"{what} is complex; vectors are real numbers")
     try:
         arr = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError) as exc:
@@ -97,13 +111,18 @@ def _json_safe(metadata: Any) -> dict[str, Any]:
     if not isinstance(metadata, Mapping):
         raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
     try:
-        text = json.dumps(metadata, sort_keys=True, allow_nan=False)
+        text = json.dumps(metadata, sort_keys=True, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata is not JSON-safe: {exc}") from None
+    check_unicode(text, "metadata")
     out = json.loads(text)
-    for key in out:
+    for key, value in out.items():
         if not isinstance(key, str) or not key:
             raise ValidationError("metadata keys must be non-empty strings")
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+            raise ValidationError(f"metadata field {key!r}: integer {value} does not fit in 64 bits (filters compare 64-bit integers)")
+        if isinstance(value, str) and "\x00" in value:
+            raise ValidationError(f"metadata field {key!r}: text contains a NUL character (SQLite filters cannot compare it)")
     return out
 
 
@@ -149,6 +168,7 @@ class Record:
             raise ValidationError("text must not be empty")
         if len(text) > MAX_TEXT_CHARS:
             raise ValidationError(f"text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+        check_unicode(text, "text")
         meta = _json_safe(metadata)
         scope = Scope.coerce(scope)
         if scope is not None and scope.is_empty():
@@ -157,10 +177,19 @@ class Record:
             id = content_id(text, meta, scope)
         elif not isinstance(id, str) or not id or len(id) > 512:
             raise ValidationError(f"record id must be a non-empty string of at most 512 characters, got {id!r}")
+        check_unicode(id, "record id")
+        if vectors is not None and not isinstance(vectors, Mapping):
+            raise ValidationError(f"vectors must be a dict of space name -> vector, got {type(vectors).__name__}")
+        if links is not None and (isinstance(links, (str, bytes, Mapping, Link)) or not isinstance(links, Iterable)):
+            raise ValidationError(f"links must be a list of links, got {type(links).__name__}")
         vecs = {}
         for space, value in (vectors or {}).items():
             vecs[str(space)] = as_vector(value, what=f"vector {space!r} of record {id!r}")
-        parsed_links = tuple(_coerce_link(link, id) for link in (links or ()))
+        unique: dict[tuple[str, str], Link] = {}  # one edge per (target, relation): the last weight wins
+        for value in links or ():
+            link = _coerce_link(value, id)
+            unique[(link.target, link.relation)] = link
+        parsed_links = tuple(unique.values())
         now = time.time()
         return cls(id=id, text=text, metadata=meta, vectors=vecs, links=parsed_links, scope=scope, created_at=now, updated_at=now)
 
@@ -207,10 +236,12 @@ def _coerce_link(value: Any, source: str) -> Link:
         raise ValidationError(f"a link must be a Link, a target id or a dict, got {type(value).__name__}")
     if not isinstance(link.target, str) or not link.target:
         raise ValidationError("link target must be a non-empty record id")
+    check_unicode(link.target, "link target")
     if link.target == source:
         raise ValidationError(f"record {source!r} cannot link to itself")
     if not isinstance(link.relation, str) or not link.relation:
         raise ValidationError("link relation must be a non-empty string")
+    check_unicode(link.relation, "link relation")
     if not isinstance(link.weight, (int, float)) or not math.isfinite(link.weight):
         raise ValidationError("link weight must be a finite number")
     return Link(link.target, link.relation, float(link.weight))
@@ -238,6 +269,9 @@ class Query:
                 raise ValidationError(f"query text must be a string, got {type(self.text).__name__}")
             if len(self.text) > MAX_TEXT_CHARS:
                 raise ValidationError(f"query text has {len(self.text)} characters; the limit is {MAX_TEXT_CHARS}")
+            check_unicode(self.text, "query text")
+        if self.vectors is not None and not isinstance(self.vectors, Mapping):
+            raise ValidationError(f"query vectors must be a dict of space name -> vector, got {type(self.vectors).__name__}")
         self.vectors = {str(k): as_vector(v, what=f"query vector {k!r}") for k, v in (self.vectors or {}).items()}
         self.scope = Scope.coerce(self.scope)
 
@@ -249,12 +283,18 @@ class Query:
         if isinstance(value, str):
             return cls(text=value, **defaults)
         if isinstance(value, Mapping):
+            unknown = sorted(set(value) - _QUERY_FIELDS)
+            if unknown:
+                raise ValidationError(f"unknown query fields {unknown}; use {sorted(_QUERY_FIELDS)}")
             return cls(**{**defaults, **value})
         raise ValidationError(f"a query must be a Query, a string or a dict, got {type(value).__name__}")
 
     def evolve(self, **changes: Any) -> "Query":
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)
+
+
+_QUERY_FIELDS = frozenset({"text", "vectors", "k", "where", "scope", "extras"})
 
 
 def validate_k(k: Any) -> int:

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+import yaml
 from pydantic import Field, ValidationError as PydanticValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource, YamlConfigSettingsSource
 
@@ -118,8 +119,11 @@ class MemcoreSettings(BaseSettings):
         return tuple(sources)
 
 
-def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> MemcoreSettings:
+def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: Any) -> MemcoreSettings:
     """Settings from a TOML/YAML file (optional), the environment and ``overrides``.
+
+    The file is positional so that ``path=...`` among the overrides sets the collection
+    directory (the ``path`` setting), as in a settings dict given to :func:`memcore.open`.
 
     Invalid settings raise :class:`ConfigError` naming the offending key.
     """
@@ -139,7 +143,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         loc = ".".join(str(x) for x in first["loc"]) or None
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{first['msg']}{more}", location=loc) from None
-    except ValueError as exc:  # TOML/YAML parse errors
+    except (ValueError, yaml.YAMLError) as exc:  # TOML/YAML parse errors
         raise ConfigError(f"cannot read settings file {path}: {exc}") from None
 
 
