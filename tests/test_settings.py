@@ -313,3 +313,17 @@ def test_sqlite_store_needs_a_path():
 @pytest.mark.skip(reason="no builtin service reserves index names yet; the clash check needs one (memoryos-style services)")
 def test_service_reserved_index_clash():
     """A user index named like one the service requires is rejected by memcore.open."""
+
+
+def test_an_override_that_changes_kind_replaces_the_whole_entry(tmp_path):
+    toml = write(tmp_path, "memcore.toml", '[store]\nkind = "sqlite"\nsynchronous = "FULL"\n')
+    s = load_settings(toml, store={"kind": "memory"})
+    assert s.store == {"kind": "memory"}
+    s = load_settings(toml, store={"synchronous": "OFF"})
+    assert s.store == {"kind": "sqlite", "synchronous": "OFF"}
+
+
+def test_a_bad_environment_value_names_the_environment(monkeypatch):
+    monkeypatch.setenv("MEMCORE_STORE", "{not json")
+    with pytest.raises(ConfigError, match="environment"):
+        load_settings()

@@ -20,7 +20,7 @@ from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
 from .logging import get_logger
-from .records import Hit, Link, Query, Record, Scope, as_vector, validate_k
+from .records import Contribution, Hit, Link, Query, Record, Scope, as_vector, validate_k
 from .registry import Registry
 from .spaces import Space
 from .store import Store, WriteBatch
@@ -29,8 +29,22 @@ __all__ = ["Collection"]
 
 log = get_logger("memcore.collection")
 
+RESERVED_STATE = frozenset({"indexes", "spaces"})
 INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
 RecordInput = Record | Mapping[str, Any] | str
+StateChanges = Mapping[tuple[str, str], Any]
+"""Component state written with a change: ``{(namespace, key): JSON value, or None to delete}``."""
+
+
+def _state(changes: StateChanges | None) -> dict[tuple[str, str], Any]:
+    out = {}
+    for key, value in (changes or {}).items():
+        if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(p, str) and p for p in key)):
+            raise ValidationError(f"state keys are (namespace, key) pairs of non-empty strings, got {key!r}")
+        if key[0] in RESERVED_STATE:
+            raise ValidationError(f"state namespace {key[0]!r} is memcore's own")
+        out[key] = value
+    return out
 
 
 class Collection:
@@ -214,7 +228,7 @@ class Collection:
 
     # -- writes --------------------------------------------------------------------------
 
-    def insert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
+    def insert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None, state: StateChanges | None = None) -> list[str]:
         """Insert records into the store and the chosen indexes (all when ``indexes`` is None).
 
         Items are :class:`Record`, dicts (``text``, ``id``, ``metadata``, ``vectors``,
@@ -241,12 +255,12 @@ class Collection:
             ids = [r.id for r in records]
             members = self.store.memberships([r.id for r in kept]) if kept else {}
             add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
-            batch = WriteBatch(upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v})
+            batch = WriteBatch(upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v}, state=_state(state))
             if not batch.is_empty():  # re-inserting what is already there changes nothing
                 self._commit(batch, {r.id: r for r in fresh + kept})
             return ids
 
-    def upsert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
+    def upsert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None, state: StateChanges | None = None) -> list[str]:
         """Insert new records (into ``indexes``, all by default) and replace existing ones.
 
         A replaced record keeps its index memberships (plus ``indexes`` when given); its
@@ -273,7 +287,7 @@ class Collection:
                 self._fill_vectors([r], self._spaces_of(handles))
                 self._validate_for(handles, [r])
             add = {h.name: [r.id for r in records if r.id not in existing or explicit] for h in new_targets}
-            self._commit(WriteBatch(upserts=records, add_membership={k: v for k, v in add.items() if v}), {r.id: r for r in records})
+            self._commit(WriteBatch(upserts=records, add_membership={k: v for k, v in add.items() if v}, state=_state(state)), {r.id: r for r in records})
             return [r.id for r in records]
 
     def update(
@@ -301,7 +315,7 @@ class Collection:
             self.upsert([new], indexes=[])
             return self.get(id)
 
-    def delete(self, ids: str | Iterable[str], *, scope: Scope | Mapping[str, Any] | None = None) -> int:
+    def delete(self, ids: str | Iterable[str], *, scope: Scope | Mapping[str, Any] | None = None, state: StateChanges | None = None) -> int:
         """Delete records from the store and every index, with every link to or from them.
 
         Unknown ids (or ids outside ``scope``) raise NotFoundError and nothing is deleted.
@@ -315,10 +329,10 @@ class Collection:
             if missing:
                 raise NotFoundError(f"no record(s) {missing[:5]}{' in this scope' if scope else ''}; nothing was deleted")
             if ids:
-                self._commit(WriteBatch(deletes=ids), {})
+                self._commit(WriteBatch(deletes=ids, state=_state(state)), {})
             return len(ids)
 
-    def insert_to_index(self, index: str, ids: str | Iterable[str]) -> None:
+    def insert_to_index(self, index: str, ids: str | Iterable[str], *, state: StateChanges | None = None) -> None:
         """Add existing records to one more index (already-members are left as they are)."""
         with self._lock:
             handle = self._handle(index)
@@ -328,10 +342,11 @@ class Collection:
             todo = [r for r in records if index not in members.get(r.id, ())]
             changed = self._fill_vectors(todo, self._spaces_of([handle]))
             self._validate_for([handle], todo)
-            if todo:
-                self._commit(WriteBatch(upserts=changed, add_membership={index: [r.id for r in todo]}), {r.id: r for r in todo})
+            batch = WriteBatch(upserts=changed, add_membership={index: [r.id for r in todo]} if todo else {}, state=_state(state))
+            if not batch.is_empty():
+                self._commit(batch, {r.id: r for r in todo})
 
-    def remove_from_index(self, index: str, ids: str | Iterable[str]) -> None:
+    def remove_from_index(self, index: str, ids: str | Iterable[str], *, state: StateChanges | None = None) -> None:
         """Take records out of one index; they stay in the store and other indexes."""
         with self._lock:
             self._handle(index)
@@ -340,8 +355,34 @@ class Collection:
             missing = [i for i in ids if index not in members.get(i, ())]
             if missing:
                 raise NotFoundError(f"record(s) {missing[:5]} are not in index {index!r}; nothing was removed")
-            if ids:
-                self._commit(WriteBatch(remove_membership={index: ids}), {})
+            if ids or state:
+                self._commit(WriteBatch(remove_membership={index: ids} if ids else {}, state=_state(state)), {})
+
+    def evict(self, index: str, *, state: StateChanges | None = None) -> list[str]:
+        """Take out of ``index`` the ids it reports over its capacity (:meth:`Index.overflow`).
+
+        Returns the evicted ids, oldest first; the records stay in the store so the caller
+        (a service) decides where they go: nothing is silently dropped.
+        """
+        with self._lock:
+            ids = list(self._handle(index).index.overflow())
+            if ids or state:
+                self.remove_from_index(index, ids, state=state)
+            return ids
+
+    def set_state(self, changes: StateChanges) -> None:
+        """Write component state atomically: ``{(namespace, key): JSON value or None to delete}``."""
+        with self._lock:
+            self._check_open()
+            self._commit(WriteBatch(state=_state(changes)), {})
+
+    def get_state(self, namespace: str, key: str, default: Any = None) -> Any:
+        """One value of component state (services keep theirs under their own namespace)."""
+        return self.store.get_state(namespace, key, default)
+
+    def state_items(self, namespace: str) -> dict[str, Any]:
+        """All values of a state namespace."""
+        return self.store.state_items(namespace)
 
     def link(self, source: str, target: str, relation: str = "related", weight: float = 1.0) -> None:
         """Add (or re-weight) the edge ``source -relation-> target``."""
@@ -454,8 +495,12 @@ class Collection:
             self.spaces[space].check_vector(vector, f"query vector {space!r}")
         return q
 
-    def search_index(self, name: str, query: Query, k: int) -> list[Hit]:
-        """Embed what the index needs, resolve filters to ``allowed``, and search."""
+    def search_index(self, name: str, query: Query, k: int, *, list_name: str | None = None) -> list[Hit]:
+        """Embed what the index needs, resolve filters to ``allowed``, and search.
+
+        Each hit's provenance is its rank and score in this list (named ``list_name``,
+        default the index name).
+        """
         with self._lock:
             handle = self._handle(name)
             if self.store.read_only:  # pipelines search through here: readers catch up first
@@ -466,7 +511,12 @@ class Collection:
             allowed = self._allowed(q, name)
             if allowed is not None and not allowed:
                 return []
-            return handle.index.search(q, k, allowed)
+            hits = handle.index.search(q, k, allowed)
+            source = list_name or name
+            for rank, hit in enumerate(hits, start=1):
+                hit.source = hit.source or name
+                hit.provenance = (Contribution(source, rank, float(hit.score)),)
+            return hits
 
     def build_fusion(self, fusion: str | Mapping[str, Any] | Fusion) -> Fusion:
         """A fusion strategy from a registered name, a config dict or an instance."""

@@ -118,6 +118,14 @@ class Index(ABC):
     def load(self, directory: Path) -> None:
         """Replace this index's contents with what ``save`` wrote; CorruptError if unreadable."""
 
+    def overflow(self) -> list[str]:
+        """Ids this index holds beyond its capacity, oldest first (``[]`` for unbounded indexes).
+
+        The index never drops them by itself: :meth:`Collection.evict` takes them out and
+        hands them to the caller.
+        """
+        return []
+
     def stats(self) -> dict[str, Any]:
         """Kind-specific numbers for ``memcore info`` (size, parameters...)."""
         return {"size": len(self)}

@@ -127,10 +127,10 @@ class PluginHost:
             log.warning("plugin.load_failed", plugin=name, error=info.error)
         return info
 
-    def _register(self, name: str, plugin: Any, info: PluginInfo) -> None:
-        if self.pm.has_plugin(name):
-            raise PluginError(f"a plugin named {name!r} is already registered")
-        self.pm.register(plugin, name=name)  # validates hookimpl signatures
+    def _register(self, plugin_name: str, plugin: Any, info: PluginInfo) -> None:
+        if self.pm.has_plugin(plugin_name):
+            raise PluginError(f"a plugin named {plugin_name!r} is already registered")
+        self.pm.register(plugin, name=plugin_name)  # validates hookimpl signatures
         try:
             callers = self.pm.get_hookcallers(plugin) or []
             unknown = [hc.name for hc in callers if hc.spec is None]
@@ -144,8 +144,8 @@ class PluginHost:
                     if impl.plugin is not plugin:
                         continue
 
-                    def register(name_: Any, factory: Any, config_model: Any = None, _c: str = category) -> None:
-                        staged.append(Registry.make_registration(_c, name_, factory, config_model, name))
+                    def register(name: Any, factory: Any, config_model: Any = None, _c: str = category) -> None:
+                        staged.append(Registry.make_registration(_c, name, factory, config_model, plugin_name))
 
                     args = {"register": register}
                     impl.function(*(args[a] for a in impl.argnames))

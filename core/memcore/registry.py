@@ -132,8 +132,9 @@ class Registry:
         except KeyError:
             pass
         installed = self.names(category)
-        close = difflib.get_close_matches(str(name), installed + list(KNOWN_PROVIDERS.get(category, {})), n=1)
-        extra = KNOWN_PROVIDERS.get(category, {}).get(str(name))
+        known = KNOWN_PROVIDERS.get(category, {})
+        extra = known.get(str(name))
+        close = [] if extra else difflib.get_close_matches(str(name), installed + list(known), n=1)
         if extra is None and close and close[0] not in installed:
-            extra = KNOWN_PROVIDERS[category][close[0]]
+            extra = known[close[0]]
         raise UnknownComponentError(category, str(name), installed, close[0] if close else None, extra, location)

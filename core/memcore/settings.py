@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import yaml
 from pydantic import Field, ValidationError as PydanticValidationError, field_validator
@@ -22,9 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from .errors import ConfigError
 from .registry import Registry
 
-__all__ = ["MemcoreSettings", "load_settings", "check_settings", "DEFAULT_SETTINGS_FILE"]
-
-DEFAULT_SETTINGS_FILE = "memcore.toml"
+__all__ = ["MemcoreSettings", "load_settings", "check_settings", "merge_layers"]
 
 
 DEFAULTS: dict[str, Any] = {
@@ -51,6 +49,9 @@ def _kind_entry(value: Any, what: str, default: Mapping[str, Any] | None = None)
 
 class MemcoreSettings(BaseSettings):
     """The declared memory: store, embedding spaces, indexes, pipeline, service (and LLM)."""
+
+    settings_file: ClassVar[Path | None] = None
+    """The TOML/YAML file read by this settings class (set by :func:`load_settings`)."""
 
     model_config = SettingsConfigDict(env_prefix="MEMCORE_", env_nested_delimiter="__", extra="forbid", nested_model_default_partial_update=False)
 
@@ -110,13 +111,52 @@ class MemcoreSettings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """init > env > TOML/YAML file (set by :func:`load_settings`)."""
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if settings_cls.model_config.get("toml_file"):
-            sources.append(TomlConfigSettingsSource(settings_cls))
-        if settings_cls.model_config.get("yaml_file"):
-            sources.append(YamlConfigSettingsSource(settings_cls))
-        return tuple(sources)
+        """init > env > TOML/YAML file (set by :func:`load_settings`), merged by :func:`merge_layers`."""
+        layers: list[tuple[str, Callable[[], PydanticBaseSettingsSource]]] = []
+        file = getattr(settings_cls, "settings_file", None)
+        if file is not None:
+            source_cls = TomlConfigSettingsSource if file.suffix.lower() == ".toml" else YamlConfigSettingsSource
+            layers.append((f"settings file {file}", lambda: source_cls(settings_cls, file)))
+        layers += [("MEMCORE_ environment variables", lambda: env_settings), ("arguments", lambda: init_settings)]
+        return (_LayeredSource(settings_cls, layers),)
+
+
+def merge_layers(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge ``upper`` over ``lower``; a table whose ``kind`` changes is replaced whole.
+
+    So ``store={"kind": "memory"}`` over a file's ``[store] kind = "sqlite" ...`` drops the
+    sqlite options, while ``MEMCORE_INDEXES__VECTOR__METRIC=ip`` only tunes one option.
+    """
+    out = dict(lower)
+    for key, value in upper.items():
+        below = out.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping) and not ("kind" in value and value.get("kind") != below.get("kind")):
+            out[key] = merge_layers(below, value)
+        else:
+            out[key] = value
+    return out
+
+
+class _LayeredSource(PydanticBaseSettingsSource):
+    """One source merging the layers (lowest first) and naming the layer that fails to read."""
+
+    def __init__(self, settings_cls: type[BaseSettings], layers: list[tuple[str, Callable[[], PydanticBaseSettingsSource]]]):
+        super().__init__(settings_cls)
+        self.layers = layers
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: values come from the layers in :meth:`__call__`."""
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        for what, make in self.layers:
+            try:
+                values = make()()
+            except (ValueError, OSError, yaml.YAMLError) as exc:
+                raise ConfigError(f"cannot read {what}: {exc}") from None
+            merged = merge_layers(merged, values)
+        return merged
 
 
 def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: Any) -> MemcoreSettings:
@@ -132,10 +172,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: An
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"settings file {p} does not exist")
-        key = {".toml": "toml_file", ".yaml": "yaml_file", ".yml": "yaml_file"}.get(p.suffix.lower())
-        if key is None:
+        if p.suffix.lower() not in (".toml", ".yaml", ".yml"):
             raise ConfigError(f"settings file {p} must end in .toml, .yaml or .yml")
-        cls = type("MemcoreSettingsFromFile", (MemcoreSettings,), {"model_config": {**MemcoreSettings.model_config, key: str(p)}})
+        cls = type("MemcoreSettingsFromFile", (MemcoreSettings,), {"settings_file": p})
     try:
         return cls(**overrides)
     except PydanticValidationError as exc:
@@ -143,8 +182,6 @@ def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: An
         loc = ".".join(str(x) for x in first["loc"]) or None
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{first['msg']}{more}", location=loc) from None
-    except (ValueError, yaml.YAMLError) as exc:  # TOML/YAML parse errors
-        raise ConfigError(f"cannot read settings file {path}: {exc}") from None
 
 
 def check_settings(settings: MemcoreSettings, registry: Registry) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from ..errors import ConfigError
 from ..filters import matches, parse_filter
 from ..hookspecs import hookimpl
 from ..pipeline import PipelineContext, Stage
-from ..records import Hit
 from ..registry import ComponentConfig
 
 
@@ -47,16 +46,7 @@ class Recall(Stage):
         if self.index is None:
             self.check(ctx.collection)
         depth = self.config.k or math.ceil(ctx.query.k * self.config.over_fetch)
-        hits = ctx.collection.search_index(self.index, ctx.query, depth)
-        ctx.add_list(self.name, [_with_provenance(h, self.name, rank) for rank, h in enumerate(hits, start=1)])
-
-
-def _with_provenance(hit: Hit, name: str, rank: int) -> Hit:
-    from ..records import Contribution
-
-    hit.source = hit.source or name
-    hit.provenance = (Contribution(name, rank, float(hit.score)),)
-    return hit
+        ctx.add_list(self.name, ctx.collection.search_index(self.index, ctx.query, depth, list_name=self.name))
 
 
 class FuseConfig(ComponentConfig):
