@@ -20,9 +20,10 @@ from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
 from .logging import get_logger
-from .records import Contribution, Hit, Link, Query, Record, Scope, as_vector, validate_k
+from .records import Contribution, Hit, Link, Query, Record, Scope, validate_k
 from .registry import Registry
-from .spaces import Space
+from .record_input import RecordInput, coerce_records
+from .spaces import Space, fill_vectors, prepare_query, query_vector
 from .store import Store, WriteBatch
 
 __all__ = ["Collection"]
@@ -31,7 +32,6 @@ log = get_logger("memcore.collection")
 
 RESERVED_STATE = frozenset({"indexes", "spaces"})
 INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
-RecordInput = Record | Mapping[str, Any] | str
 StateChanges = Mapping[tuple[str, str], Any]
 """Component state written with a change: ``{(namespace, key): JSON value, or None to delete}``."""
 
@@ -238,7 +238,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            records = self._coerce(items, scope)
+            records = coerce_records(items, scope, self.spaces)
             targets = self._targets(indexes)
             existing = self._existing(records)
             for r in records:
@@ -249,8 +249,8 @@ class Collection:
             kept = [existing[r.id] for r in records if r.id in existing]
             self._check_links(fresh, {r.id for r in records})
             spaces = self._spaces_of(targets)
-            self._fill_vectors(fresh, spaces)
-            changed_old = self._fill_vectors(kept, spaces)
+            fill_vectors(self.spaces, fresh, spaces)
+            changed_old = fill_vectors(self.spaces, kept, spaces)
             self._validate_for(targets, fresh + kept)
             ids = [r.id for r in records]
             members = self.store.memberships([r.id for r in kept]) if kept else {}
@@ -268,7 +268,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            records = self._coerce(items, scope)
+            records = coerce_records(items, scope, self.spaces)
             existing = self._existing(records)
             self._check_links(records, {r.id for r in records})
             new_targets = self._targets(indexes)
@@ -284,7 +284,7 @@ class Collection:
                 handles = [self._indexes[n] for n in member_of.get(r.id, ()) if n in self._indexes]
                 if old is None or explicit:
                     handles += new_targets
-                self._fill_vectors([r], self._spaces_of(handles))
+                fill_vectors(self.spaces, [r], self._spaces_of(handles))
                 self._validate_for(handles, [r])
             add = {h.name: [r.id for r in records if r.id not in existing or explicit] for h in new_targets}
             self._commit(WriteBatch(upserts=records, add_membership={k: v for k, v in add.items() if v}, state=_state(state)), {r.id: r for r in records})
@@ -340,7 +340,7 @@ class Collection:
             records = self._get_many(ids)
             members = self.store.memberships(ids)
             todo = [r for r in records if index not in members.get(r.id, ())]
-            changed = self._fill_vectors(todo, self._spaces_of([handle]))
+            changed = fill_vectors(self.spaces, todo, self._spaces_of([handle]))
             self._validate_for([handle], todo)
             batch = WriteBatch(upserts=changed, add_membership={index: [r.id for r in todo]} if todo else {}, state=_state(state))
             if not batch.is_empty():
@@ -506,7 +506,7 @@ class Collection:
             if self.store.read_only:  # pipelines search through here: readers catch up first
                 self._catch_up(handle)
             validate_k(k)
-            q = self._prepare_query(query, handle.index)
+            q = prepare_query(self.spaces, query, handle.index.requires)
             handle.index.validate_query(q)
             allowed = self._allowed(q, name)
             if allowed is not None and not allowed:
@@ -539,9 +539,7 @@ class Collection:
 
     def query_vector(self, query: Query, space: str) -> Any:
         """The query's vector in ``space`` (embedded once and cached on the query)."""
-        if space not in query.vectors:
-            self._prepare_query_space(query, space)
-        return query.vectors[space]
+        return query_vector(self.spaces, query, space)
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[Any, Any]:
         """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)``."""
@@ -618,40 +616,6 @@ class Collection:
             return next(iter(self._indexes.values()))
         raise ValidationError(f"name the index to search (index=...); indexes: {sorted(self._indexes) or '(none)'}")
 
-    def _coerce(self, items: RecordInput | Sequence[RecordInput], scope: Any) -> list[Record]:
-        if isinstance(items, (Record, str, Mapping)):
-            items = [items]
-        scope = Scope.coerce(scope)
-        out: dict[str, Record] = {}
-        for item in items:
-            if isinstance(item, Record):
-                rec = Record.create(item.text, id=item.id, metadata=item.metadata, vectors=item.vectors, links=item.links, scope=item.scope or scope)
-            elif isinstance(item, str):
-                rec = Record.create(item, scope=scope)
-            elif isinstance(item, Mapping):
-                unknown = set(item) - {"id", "text", "metadata", "vectors", "links", "scope"}
-                if unknown:
-                    raise ValidationError(f"unknown record fields {sorted(unknown)}")
-                if "text" not in item:
-                    raise ValidationError("a record needs a 'text'")
-                rec = Record.create(
-                    item["text"], id=item.get("id"), metadata=item.get("metadata"), vectors=item.get("vectors"),
-                    links=item.get("links") or (), scope=item.get("scope") or scope,
-                )
-            else:
-                raise ValidationError(f"cannot insert a {type(item).__name__}; give Records, dicts or strings")
-            for space, vec in rec.vectors.items():
-                if space not in self.spaces:
-                    raise ValidationError(f"record {rec.id!r} has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
-                self.spaces[space].check_vector(vec, f"vector {space!r} of record {rec.id!r}")
-            prev = out.get(rec.id)
-            if prev is not None and not (prev.same_content(rec) and _same_vectors(prev, rec)):
-                raise DuplicateIdError(f"two different records with id {rec.id!r} in one batch")
-            out[rec.id] = rec
-        if not out:
-            raise ValidationError("nothing to write: the batch is empty")
-        return list(out.values())
-
     def _existing(self, records: Sequence[Record]) -> dict[str, Record]:
         return {r.id: r for r in self.store.get([r.id for r in records]) if r is not None}
 
@@ -674,25 +638,11 @@ class Collection:
     def _spaces_of(self, handles: Iterable[IndexHandle]) -> list[str]:
         return list(dict.fromkeys(s for h in handles for s in h.index.requires.spaces))
 
-    def _fill_vectors(self, records: Sequence[Record], spaces: Sequence[str]) -> list[Record]:
-        """Embed the missing vectors of ``spaces`` (batched); returns the records that changed."""
-        changed: dict[str, Record] = {}
-        for name in spaces:
-            space = self.spaces[name]
-            todo = [r for r in records if name not in r.vectors]
-            if not todo:
-                continue
-            vectors = space.embed_documents([r.text for r in todo])
-            for r, v in zip(todo, vectors):
-                r.vectors[name] = v
-                changed[r.id] = r
-        return list(changed.values())
-
     def _fill_for(self, handle: IndexHandle, persist: bool = False) -> Callable[[list[Record]], list[Record]]:
         spaces = self._spaces_of([handle])
 
         def fill(records: list[Record]) -> list[Record]:
-            changed = self._fill_vectors(records, spaces)
+            changed = fill_vectors(self.spaces, records, spaces)
             if changed and persist:
                 self.store.apply(WriteBatch(upserts=changed))
             return records
@@ -718,32 +668,9 @@ class Collection:
         if failures:
             raise IndexUpdateError("stored, but index update failed (rebuilt on next use): " + "; ".join(failures))
 
-    def _prepare_query(self, query: Query, index: Index) -> Query:
-        req = index.requires
-        if req.text and not (query.text and query.text.strip()):
-            raise ValidationError("this index searches text: the query text is empty")
-        for space in req.spaces:
-            if space not in query.vectors:
-                self._prepare_query_space(query, space)
-            elif space in self.spaces:
-                self.spaces[space].check_vector(query.vectors[space], f"query vector {space!r}")
-        return query
-
-    def _prepare_query_space(self, query: Query, space: str) -> None:
-        if space not in self.spaces:
-            raise ConfigError(f"embedding space {space!r} is not declared")
-        if not (query.text and query.text.strip()):
-            raise ValidationError(f"the query has neither text nor a vector for space {space!r}")
-        query.vectors[space] = as_vector(self.spaces[space].embed_queries([query.text])[0], what="query vector")
-
     def _allowed(self, query: Query, index: str) -> set[str] | None:
         where = parse_filter(query.where)
         if where is None and (query.scope is None or query.scope.is_empty()):
             return None
         return set(self.store.ids(where=where, scope=query.scope, index=index))
 
-
-def _same_vectors(a: Record, b: Record) -> bool:
-    import numpy as np
-
-    return a.vectors.keys() == b.vectors.keys() and all(np.array_equal(a.vectors[k], b.vectors[k]) for k in a.vectors)

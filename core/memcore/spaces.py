@@ -8,15 +8,16 @@ caller-given vectors only. The manifest pins each space's embedder, model and di
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .embedder import Embedder
 from .errors import ConfigError, DimensionError, ValidationError
-from .index import SpaceInfo
+from .index import Requirements, SpaceInfo
+from .records import Query, Record, as_vector
 
-__all__ = ["Space"]
+__all__ = ["Space", "fill_vectors", "prepare_query", "query_vector"]
 
 
 @dataclass
@@ -71,3 +72,43 @@ class Space:
         """Validate a caller-given vector of this space."""
         if vector.shape != (self.dim,):
             raise DimensionError(f"{what} has dimension {vector.shape[0]}, space {self.name!r} has {self.dim}")
+
+
+def fill_vectors(spaces: Mapping[str, Space], records: Sequence[Record], names: Sequence[str]) -> list[Record]:
+    """Embed the records' missing vectors of the spaces ``names``, one batch per space.
+
+    Returns the records that got a vector (they are changed in place).
+    """
+    changed: dict[str, Record] = {}
+    for name in names:
+        todo = [r for r in records if name not in r.vectors]
+        if not todo:
+            continue
+        for record, vector in zip(todo, spaces[name].embed_documents([r.text for r in todo])):
+            record.vectors[name] = vector
+            changed[record.id] = record
+    return list(changed.values())
+
+
+def query_vector(spaces: Mapping[str, Space], query: Query, name: str) -> np.ndarray:
+    """The query's vector in space ``name``, embedded from its text once and cached on it."""
+    if name in query.vectors:
+        return query.vectors[name]
+    if name not in spaces:
+        raise ConfigError(f"embedding space {name!r} is not declared")
+    if not (query.text and query.text.strip()):
+        raise ValidationError(f"the query has neither text nor a vector for space {name!r}")
+    query.vectors[name] = as_vector(spaces[name].embed_queries([query.text])[0], what="query vector")
+    return query.vectors[name]
+
+
+def prepare_query(spaces: Mapping[str, Space], query: Query, requires: Requirements) -> Query:
+    """Check and complete a query for an index: text when it reads text, vectors of its spaces."""
+    if requires.text and not (query.text and query.text.strip()):
+        raise ValidationError("this index searches text: the query text is empty")
+    for name in requires.spaces:
+        if name in query.vectors and name in spaces:
+            spaces[name].check_vector(query.vectors[name], f"query vector {name!r}")
+        else:
+            query_vector(spaces, query, name)
+    return query
