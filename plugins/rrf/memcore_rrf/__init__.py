@@ -1,15 +1,38 @@
-"""memcore-rrf: rank fusion strategies.
+"""memcore-rrf: score fusion strategies for memcore.
 
-This distribution will provide, through memcore's ``register_*`` hooks:
+Reciprocal rank fusion itself (``rrf``, with ``k`` and per-list ``weights``) is builtin in
+the core; this plugin adds, through the ``register_fusions`` hook:
 
-- fusion kinds `weighted` (weighted rank/score fusion), `dbsf` (distribution-based score
-  fusion) and `union`, complementing reciprocal rank fusion; each keeps every
-  contributing list in `Hit.provenance`
+- ``weighted`` -- weighted score fusion, each list normalised on its own (minmax, zscore,
+  dbsf or none), summed;
+- ``dbsf`` -- distribution-based score fusion (3-sigma normalisation per list), summed;
+- ``union`` -- the union of the lists, each id scored by its best normalised score.
 
-Status: package layout only. The module is installed and announced under the
-``memcore`` entry-point group as ``rrf``, but it registers nothing yet: it has no hook
-implementations, so it never offers a component that does not really work. The
-implementation is tracked in issue 4.
+Every fused hit keeps its rank and score in each input list in ``Hit.provenance``; ties
+are broken by id. Usable wherever a fusion is named: ``Collection.retrieve_multi(...,
+fusion="weighted")`` and the ``fuse`` pipeline stage (``{kind = "fuse", fusion = {kind =
+"dbsf"}}``). Only numpy is needed (it comes with memcore).
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import memcore
+
+from .config import DBSFConfig, ScoreFusionConfig, UnionConfig, WeightedConfig
+from .fusions import DistributionBasedFusion, UnionFusion, WeightedFusion
+from .normalize import NORMALIZERS, NormalizeOptions
+from .score_fusion import AGGREGATORS, ScoreFusion
+
+__all__ = [
+    "WeightedFusion", "WeightedConfig", "DistributionBasedFusion", "DBSFConfig", "UnionFusion", "UnionConfig",
+    "ScoreFusion", "ScoreFusionConfig", "NORMALIZERS", "NormalizeOptions", "AGGREGATORS", "register_fusions",
+]
+__version__ = "0.1.0"
+
+
+@memcore.hookimpl
+def register_fusions(register):
+    """Register the fusion kinds ``weighted``, ``dbsf`` and ``union``."""
+    register("weighted", WeightedFusion, WeightedConfig)
+    register("dbsf", DistributionBasedFusion, DBSFConfig)
+    register("union", UnionFusion, UnionConfig)
