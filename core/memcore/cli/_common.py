@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
@@ -78,7 +79,7 @@ def note(message: str) -> None:
 
 def progress(items: Sequence[T], label: str, *, batch: int) -> Iterator[Sequence[T]]:
     """Yield ``items`` in batches of ``batch`` while drawing a progress bar on stderr."""
-    with click.progressbar(length=len(items), label=label, file=click.get_text_stream("stderr"), show_pos=True) as bar:
+    with click.progressbar(length=len(items), label=label, file=sys.stderr, show_pos=True) as bar:
         for start in range(0, len(items), batch):
             chunk = items[start : start + batch]
             yield chunk
