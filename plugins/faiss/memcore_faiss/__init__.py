@@ -1,17 +1,43 @@
-"""memcore-faiss: vector database index on faiss-cpu.
+"""memcore-faiss: a vector database index on faiss-cpu.
 
-This distribution will provide, through memcore's ``register_*`` hooks:
+Registers the index kind ``faiss`` (:class:`FaissIndex`, settings
+:class:`FaissIndexConfig`): exact and approximate vector search with any faiss
+``index_factory`` string (Flat, HNSW, IVF, PQ...), ``allowed`` id sets pushed down to
+faiss as IDSelectors, tombstones plus compaction where faiss cannot remove ids (HNSW),
+automatic training of IVF/PQ indexes once ``min_train`` vectors have arrived (exact
+search until then), and native faiss files plus a JSON sidecar for persistence.
 
-- index kind `faiss`: approximate and exact vector search with faiss-cpu (Flat, IVF,
-  HNSW)
-- `allowed` id sets pushed down to faiss through an IDSelector
-- tombstones plus rebuild where faiss cannot remove ids (HNSW)
-- native faiss files for persistence (no pickle)
-
-Status: package layout only. The module is installed and announced under the
-``memcore`` entry-point group as ``faiss``, but it registers nothing yet: it has no hook
-implementations, so it never offers a component that does not really work. The
-implementation is tracked in issue 3.
+faiss itself is imported only when an index is built: loading this plugin (which every
+``memcore`` start does) stays cheap.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import memcore
+
+from .config import FaissIndexConfig, FaissQueryMode
+
+__all__ = ["FaissIndex", "FaissIndexConfig", "FaissQueryMode", "register_indexes"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``FaissIndex`` is imported on first access (its module imports no faiss, but is larger)."""
+    if name == "FaissIndex":
+        from .index import FaissIndex
+
+        return FaissIndex
+    raise AttributeError(name)
+
+
+def _build(config: FaissIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+    """Factory of the ``faiss`` index kind."""
+    from .index import FaissIndex
+
+    return FaissIndex(config, context)
+
+
+@memcore.hookimpl
+def register_indexes(register):
+    """Register the ``faiss`` index kind: ``register(name, factory, config_model)``."""
+    register("faiss", _build, FaissIndexConfig)

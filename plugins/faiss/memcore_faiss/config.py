@@ -1,0 +1,128 @@
+"""Settings of the ``faiss`` index and its per-query modes (``Query.extras["faiss"]``).
+
+Both are plain pydantic models: importing this module never imports faiss.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from memcore import ComponentConfig, ValidationError
+
+__all__ = ["FaissIndexConfig", "FaissQueryMode", "QUERY_MODE_KEY", "parse_query_mode"]
+
+QUERY_MODE_KEY = "faiss"
+"""The key of ``Query.extras`` that holds this index kind's query modes."""
+
+
+class FaissIndexConfig(ComponentConfig):
+    """Settings of the ``faiss`` index (``[indexes.<name>] kind = "faiss"``)."""
+
+    kind: str = "faiss"
+    space: str = Field("default", description="Embedding space whose vectors are indexed.")
+    metric: Literal["cosine", "ip", "l2"] = Field(
+        "cosine",
+        description="cosine (vectors normalised, inner-product index), ip (raw inner product) or l2 (score = -squared distance).",
+    )
+    factory: str = Field(
+        "Flat",
+        min_length=1,
+        description='Any faiss index_factory string without "IDMap": "Flat", "HNSW32", "IVF1024,Flat", "IVF256,PQ16", ...',
+    )
+    ef_search: int | None = Field(None, ge=1, description="HNSW efSearch (search-time breadth); faiss default 16.")
+    ef_construction: int | None = Field(None, ge=1, description="HNSW efConstruction (build-time breadth); faiss default 40.")
+    nprobe: int | None = Field(None, ge=1, description="IVF nprobe (inverted lists visited per query); faiss default 1.")
+    params: dict[str, float] = Field(
+        default_factory=dict,
+        description='Extra faiss ParameterSpace settings applied to the index, e.g. {"quantizer_efSearch" = 64}.',
+    )
+    min_train: int | None = Field(
+        None,
+        ge=1,
+        description="Vectors collected (and searched exactly) before a trainable index (IVF, PQ, SQ...) is trained; "
+        "default: 39 per centroid as faiss recommends (39*nlist for IVF, 39*2^nbits for PQ), else 1000.",
+    )
+    compact_fraction: float = Field(
+        0.2,
+        gt=0.0,
+        le=1.0,
+        description="Indexes without remove_ids (HNSW) keep removed vectors as tombstones; above this fraction of "
+        "tombstones the index is rebuilt from its live vectors.",
+    )
+    exact_filter_below: int = Field(
+        2048,
+        ge=0,
+        description="When an allowed-id set holds at most this many live ids, search them exactly (numpy over their "
+        "vectors) instead of a filtered faiss search.",
+    )
+    score_threshold: float | None = Field(None, description="Drop hits whose converted score is below this value.")
+    omp_threads: int | None = Field(
+        None, ge=1, description="OpenMP threads for this index's faiss calls (default: leave faiss' setting)."
+    )
+    blas_min_queries: int | None = Field(
+        16,
+        ge=1,
+        description="Batched exhaustive searches of at least this many queries use BLAS (faiss' distance_compute_blas_threshold, "
+        "set around each batched call); None leaves faiss' own threshold.",
+    )
+
+    @field_validator("factory")
+    @classmethod
+    def _no_idmap(cls, value: str) -> str:
+        value = value.strip()
+        if "IDMap" in value:
+            raise ValueError('leave "IDMap" out of the factory string: the index maps record ids to faiss ids itself')
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _param_names(cls, value: dict[str, float]) -> dict[str, float]:
+        for name in value:
+            if not name or not all(c.isalnum() or c == "_" for c in name):
+                raise ValueError(f"invalid faiss parameter name {name!r}")
+        return value
+
+
+class FaissQueryMode(BaseModel):
+    """Per-query settings read from ``Query.extras["faiss"]`` (all optional).
+
+    ``ef_search`` (HNSW) and ``nprobe`` (IVF) override the index's values for this query,
+    ``exact`` scores every candidate exactly with numpy over the stored vectors (slow on
+    large indexes; meant for measuring recall), ``score_threshold`` overrides the
+    configured threshold.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ef_search: int | None = Field(None, ge=1)
+    nprobe: int | None = Field(None, ge=1)
+    exact: bool = False
+    score_threshold: float | None = None
+
+
+def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str) -> FaissQueryMode | None:
+    """The query mode in ``extras`` (None when absent); ValidationError when malformed."""
+    if not extras:
+        return None
+    raw = extras.get(QUERY_MODE_KEY)
+    if raw is None:
+        return None
+    if isinstance(raw, FaissQueryMode):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise ValidationError(
+            f"index {index_name!r}: Query.extras[{QUERY_MODE_KEY!r}] must be a dict of "
+            f"{sorted(FaissQueryMode.model_fields)}, got {type(raw).__name__}"
+        )
+    try:
+        return FaissQueryMode.model_validate(dict(raw))
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValidationError(
+            f"index {index_name!r}: bad query mode extras[{QUERY_MODE_KEY!r}].{where}: {first['msg']}; "
+            f"allowed: {sorted(FaissQueryMode.model_fields)}"
+        ) from None

@@ -1,0 +1,128 @@
+"""Record ids <-> faiss int64 labels, and tombstones.
+
+Every vector added gets the next label of a monotonic counter (a re-added id gets a new
+label), so a label is never reused: a stale faiss result can never name the wrong record.
+Labels of removed vectors that the faiss index still holds (HNSW cannot remove) are
+tombstones until the next compaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from memcore import CorruptError
+
+__all__ = ["LabelMap"]
+
+
+class LabelMap:
+    """The two-way map of live ids and labels, the label counter and the tombstones."""
+
+    def __init__(self) -> None:
+        self.label_of: dict[str, int] = {}
+        self.id_of: dict[int, str] = {}
+        self.next_label = 0
+        self.dead: set[int] = set()
+        #: bumped whenever ``dead`` changes (cached tombstone selectors compare it)
+        self.dead_version = 0
+
+    def __len__(self) -> int:
+        return len(self.label_of)
+
+    def assign(self, ids: Sequence[str]) -> np.ndarray:
+        """New labels for ``ids`` (which must not be live), as an int64 array."""
+        start = self.next_label
+        labels = np.arange(start, start + len(ids), dtype=np.int64)
+        for offset, rid in enumerate(ids):
+            self.label_of[rid] = start + offset
+            self.id_of[start + offset] = rid
+        self.next_label = start + len(ids)
+        return labels
+
+    def drop(self, ids: Iterable[str]) -> np.ndarray:
+        """Forget the live ``ids`` that are held; returns their labels (unknown ids ignored)."""
+        labels = []
+        for rid in ids:
+            label = self.label_of.pop(rid, None)
+            if label is not None:
+                del self.id_of[label]
+                labels.append(label)
+        return np.asarray(labels, dtype=np.int64)
+
+    def bury(self, labels: np.ndarray) -> None:
+        """Mark ``labels`` (already dropped) as tombstones still inside the faiss index."""
+        if len(labels):
+            self.dead.update(int(x) for x in labels)
+            self.dead_version += 1
+
+    def clear_dead(self) -> None:
+        """After a compaction: no tombstones left."""
+        self.dead.clear()
+        self.dead_version += 1
+
+    def relabel(self, order: np.ndarray) -> None:
+        """Give the live labels ``order`` the new labels 0..n-1 (after a positional rebuild).
+
+        ``order`` lists every live label once, in the order the vectors were re-added;
+        tombstones are gone and the counter restarts at n.
+        """
+        id_of = self.id_of
+        ids = [id_of[int(label)] for label in order]
+        if len(ids) != len(id_of):
+            raise ValueError("relabel needs every live label exactly once")
+        self.id_of = dict(enumerate(ids))
+        self.label_of = {rid: i for i, rid in enumerate(ids)}
+        self.next_label = len(ids)
+        self.clear_dead()
+
+    def labels_for(self, ids: Iterable[str]) -> np.ndarray:
+        """Sorted labels of the live ids among ``ids`` (others ignored)."""
+        get = self.label_of.get
+        found = [label for label in map(get, ids) if label is not None]
+        found.sort()
+        return np.asarray(found, dtype=np.int64)
+
+    def live_labels(self) -> np.ndarray:
+        """Every live label, sorted."""
+        return np.asarray(sorted(self.id_of), dtype=np.int64)
+
+    # -- persistence -------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-safe state (ids and labels as parallel lists, in label order)."""
+        order = sorted(self.id_of)
+        return {
+            "ids": [self.id_of[label] for label in order],
+            "labels": order,
+            "next_label": self.next_label,
+            "tombstones": sorted(self.dead),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> "LabelMap":
+        """Rebuild from :meth:`to_json` output; CorruptError when inconsistent."""
+        try:
+            ids = list(data["ids"])
+            labels = [int(x) for x in data["labels"]]
+            next_label = int(data["next_label"])
+            dead = {int(x) for x in data["tombstones"]}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptError(f"{where}: malformed id map ({exc!r})") from None
+        out = cls()
+        out.label_of = dict(zip(ids, labels))
+        out.id_of = dict(zip(labels, ids))
+        out.next_label = next_label
+        out.dead = dead
+        if (
+            len(ids) != len(labels)
+            or len(out.label_of) != len(ids)
+            or len(out.id_of) != len(ids)
+            or not all(isinstance(i, str) for i in ids)
+            or any(not 0 <= x < next_label for x in labels)
+            or any(not 0 <= x < next_label for x in dead)
+            or dead & out.id_of.keys()
+        ):
+            raise CorruptError(f"{where}: inconsistent id map (duplicate ids or labels, labels past the counter)")
+        return out

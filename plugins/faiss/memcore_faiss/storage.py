@@ -1,0 +1,85 @@
+"""On-disk format of a faiss index directory: native faiss files plus a JSON sidecar.
+
+Files (all written to a temp file in the same directory, fsynced, then ``os.replace``-d):
+
+- ``index.faiss``: the main index, faiss' own format (``faiss.write_index``);
+- ``pending.faiss``: only while a trainable index is untrained, the exact IDMap2(Flat)
+  buffer holding the vectors collected so far;
+- ``state.json``, written last: format version, dimension, metric, factory, trained
+  flag, id map (ids, labels, label counter, tombstones) and the expected ``ntotal`` of
+  each faiss file, so a mismatched set of files is refused with CorruptError.
+
+No pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from memcore import CorruptError
+from memcore.index import atomic_write_json
+
+__all__ = ["MAIN_FILE", "PENDING_FILE", "STATE_FILE", "write_faiss", "read_faiss", "write_state", "read_state", "remove_stale"]
+
+MAIN_FILE = "index.faiss"
+PENDING_FILE = "pending.faiss"
+STATE_FILE = "state.json"
+
+
+def write_faiss(faiss: Any, index: Any, path: Path) -> None:
+    """``faiss.write_index`` to a temp file beside ``path``, fsync, then ``os.replace``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        faiss.write_index(index, tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_faiss(faiss: Any, path: Path, where: str) -> Any:
+    """``faiss.read_index``; CorruptError when the file is missing or unreadable."""
+    if not Path(path).is_file():
+        raise CorruptError(f"{where}: {Path(path).name} is missing")
+    try:
+        return faiss.read_index(str(path))
+    except RuntimeError as exc:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        raise CorruptError(f"{where}: cannot read {Path(path).name}: {lines[-1] if lines else exc}") from None
+
+
+def write_state(directory: Path, state: dict[str, Any]) -> None:
+    """Write the JSON sidecar (last, after the faiss files)."""
+    atomic_write_json(Path(directory) / STATE_FILE, state)
+
+
+def read_state(directory: Path, where: str) -> dict[str, Any]:
+    """Read the JSON sidecar; CorruptError when missing or not a JSON object."""
+    try:
+        state = json.loads((Path(directory) / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorruptError(f"{where}: cannot read {STATE_FILE}: {exc}") from None
+    if not isinstance(state, dict):
+        raise CorruptError(f"{where}: {STATE_FILE} is not a JSON object")
+    return state
+
+
+def remove_stale(directory: Path, keep: set[str]) -> None:
+    """Delete files this index wrote before that the current state no longer lists."""
+    for name in (MAIN_FILE, PENDING_FILE):
+        if name not in keep:
+            try:
+                (Path(directory) / name).unlink()
+            except FileNotFoundError:
+                pass

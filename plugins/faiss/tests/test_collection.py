@@ -1,0 +1,104 @@
+"""The faiss index through real SQLite-backed collections, declared in settings."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import memcore
+from memcore import Collection, Query
+from memcore.spaces import Space
+
+WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
+
+
+def texts(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=6)) + f" item{i}" for i in range(n)]
+
+
+def settings(**index):
+    return {
+        "spaces": {"default": {"embedder": {"kind": "hashing", "dim": 64}}},
+        "indexes": {"vec": {"kind": "faiss", **index}},
+    }
+
+
+def _hits(memory, text, **kwargs):
+    return [(h.id, round(float(h.score), 6)) for h in memory.query(text, k=5, **kwargs)]
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        {"factory": "Flat"},
+        {"factory": "HNSW32", "ef_search": 64, "compact_fraction": 0.5},
+        {"factory": "IVF4,Flat", "min_train": 40, "nprobe": 4, "metric": "l2"},
+    ],
+    ids=["flat", "hnsw", "ivf"],
+)
+def test_insert_retrieve_close_reopen(tmp_path, index):
+    items = texts(120)
+    memory = memcore.open(settings(**index), path=tmp_path)
+    ids = memory.collection.insert([{"text": t, "metadata": {"n": i, "even": i % 2 == 0}} for i, t in enumerate(items)])
+    assert memory.collection.index("vec").stats()["size"] == 120
+    if "IVF" in index["factory"]:
+        assert memory.collection.index("vec").trained
+    first = memory.query(items[7], k=3)
+    assert first[0].record.text == items[7]
+    memory.collection.delete(ids[:10])
+    filtered = memory.query(items[21], k=5, where={"even": False})
+    assert filtered[0].record.text == items[21] and all(h.record.metadata["even"] is False for h in filtered)
+    probes = [items[3], items[50], "alpha bravo", "zulu unknown words"]
+    before = {p: _hits(memory, p) for p in probes}
+    before_where = {p: _hits(memory, p, where={"n": {"$gte": 60}}) for p in probes}
+    memory.close()
+    files = sorted(p.name for p in (tmp_path / "indexes" / "vec").iterdir())
+    assert "index.faiss" in files and "state.json" in files
+    again = memcore.open(settings(**index), path=tmp_path)
+    assert again.collection.index("vec").stats()["size"] == 110
+    assert {p: _hits(again, p) for p in probes} == before
+    assert {p: _hits(again, p, where={"n": {"$gte": 60}}) for p in probes} == before_where
+    again.close()
+
+
+def test_reopen_loads_the_saved_index_instead_of_rebuilding(tmp_path):
+    memory = memcore.open(settings(factory="HNSW32"), path=tmp_path)
+    memory.collection.insert(texts(30))
+    memory.close()
+    manifest = json.loads((tmp_path / "indexes" / "vec" / "index.json").read_text())
+    assert manifest["kind"] == "faiss" and manifest["count"] == 30
+    again = memcore.open(settings(factory="HNSW32"), path=tmp_path)
+    handle = again.collection._handle("vec")
+    assert handle.loaded_from_disk and handle.applied_seq == manifest["seq"]
+    again.close()
+
+
+def test_corrupt_index_file_is_rebuilt_from_the_store(tmp_path):
+    items = texts(40)
+    memory = memcore.open(settings(factory="Flat"), path=tmp_path)
+    memory.collection.insert(items)
+    expected = _hits(memory, items[4])
+    memory.close()
+    (tmp_path / "indexes" / "vec" / "index.faiss").write_bytes(b"garbage")
+    again = memcore.open(settings(factory="Flat"), path=tmp_path)
+    assert _hits(again, items[4]) == expected
+    again.close()
+
+
+def test_caller_vectors_and_query_modes_through_a_collection(tmp_path):
+    rng = np.random.default_rng(1)
+    vectors = rng.standard_normal((200, 8)).astype(np.float32)
+    collection = Collection.create(tmp_path, spaces={"default": Space("default", 8)})
+    collection.create_index("vec", "faiss", factory="HNSW32")
+    collection.insert([{"id": f"v{i}", "text": f"vector {i}", "vectors": {"default": v}} for i, v in enumerate(vectors)])
+    q = Query(vectors={"default": vectors[17]}, k=3, extras={"faiss": {"ef_search": 100}})
+    assert collection.retrieve(q, index="vec")[0].id == "v17"
+    with pytest.raises(memcore.ValidationError, match="nprobe applies to IVF"):
+        collection.retrieve(Query(vectors={"default": vectors[17]}, extras={"faiss": {"nprobe": 2}}), index="vec")
+    with pytest.raises(memcore.DimensionError):
+        collection.insert({"id": "bad", "text": "bad", "vectors": {"default": np.ones(9, dtype=np.float32)}})
+    assert collection.count() == 200
+    collection.close()

@@ -1,0 +1,153 @@
+"""save/load: native faiss files + JSON sidecar, identical results after reopening, CorruptError."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memcore import CorruptError
+
+VARIANTS = {
+    "flat-l2": {"factory": "Flat", "metric": "l2"},
+    "hnsw-tombstones": {"factory": "HNSW32", "compact_fraction": 0.9},
+    "ivf-pending": {"factory": "IVF8,Flat", "min_train": 1000, "nprobe": 2},
+    "ivf-trained": {"factory": "IVF8,Flat", "min_train": 200, "nprobe": 2},
+    "ivfpq": {"factory": "IVF4,PQ4x4", "min_train": 200, "metric": "l2"},
+    "hnsw-sq8": {"factory": "HNSW16_SQ8", "min_train": 200},
+}
+
+
+def _queries(kit, base):
+    return [kit.query(q) for q in base[:5]] + [kit.query(q) for q in kit.clustered(5, 16, seed=7)]
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_roundtrip_gives_identical_results(make, kit, tmp_path, name):
+    options = VARIANTS[name]
+    base = kit.clustered(400, 16)
+    index = make(16, **options)
+    index.add(kit.records(base[:300]))
+    index.remove([f"r{i}" for i in range(0, 300, 9)])
+    index.add(kit.records(base[300:], start=300))
+    index.save(tmp_path)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == (["index.faiss", "pending.faiss", "state.json"] if name == "ivf-pending" else ["index.faiss", "state.json"])
+    state = json.loads((tmp_path / "state.json").read_text())
+    assert state["trained"] is (name != "ivf-pending") and len(state["ids"]) == len(index)
+    fresh = make(16, **options)
+    fresh.load(tmp_path)
+    assert len(fresh) == len(index) and fresh.stats() == index.stats()
+    allowed = {f"r{i}" for i in range(0, 400, 3)}
+    for restrict in (None, allowed):
+        before = index.search_batch(_queries(kit, base), 8, restrict)
+        after = fresh.search_batch(_queries(kit, base), 8, restrict)
+        assert [[(h.id, h.score, h.raw) for h in hits] for hits in after] == [[(h.id, h.score, h.raw) for h in hits] for hits in before]
+    # and it keeps working: more adds, removals, training where it was pending
+    more = kit.clustered(800, 16, seed=5)
+    fresh.add(kit.records(more, start=1000))
+    fresh.remove(["r1", "r1000"])
+    assert len(fresh) == len(index) + 800 - 2
+    assert fresh.search(kit.query(more[5]), 1)[0].id == "r1005"
+
+
+def test_training_survives_save_and_load(make, kit, tmp_path):
+    base = kit.clustered(300, 16)
+    index = make(16, factory="IVF8,Flat", min_train=250, nprobe=8)
+    index.add(kit.records(base[:200]))
+    index.save(tmp_path)
+    assert (tmp_path / "pending.faiss").exists()
+    reopened = make(16, factory="IVF8,Flat", min_train=250, nprobe=8)
+    reopened.load(tmp_path)
+    assert not reopened.trained and reopened.stats()["pending"] == 200
+    reopened.add(kit.records(base[200:], start=200))  # crosses the threshold after the reload
+    assert reopened.trained
+    reopened.save(tmp_path)
+    assert not (tmp_path / "pending.faiss").exists()  # the stale buffer file is gone
+    again = make(16, factory="IVF8,Flat", min_train=250, nprobe=8)
+    again.load(tmp_path)
+    assert again.trained and again.stats()["faiss_ntotal"] == 300
+    assert again.search(kit.query(base[250]), 1)[0].id == "r250"
+
+
+def test_saving_twice_overwrites_atomically(make, kit, tmp_path):
+    index = make(16, factory="HNSW32")
+    index.add(kit.records(kit.clustered(50, 16)))
+    index.save(tmp_path)
+    index.remove(["r3"])
+    index.save(tmp_path)
+    fresh = make(16, factory="HNSW32")
+    fresh.load(tmp_path)
+    assert len(fresh) == 49 and fresh.stats()["tombstones"] == 1
+
+
+@pytest.fixture
+def saved(make, kit, tmp_path):
+    index = make(16, factory="HNSW32")
+    index.add(kit.records(kit.clustered(60, 16)))
+    index.save(tmp_path)
+    return tmp_path
+
+
+def _load_fails(make, directory, match, **options):
+    fresh = make(16, **{"factory": "HNSW32", **options})
+    fresh.add([])
+    with pytest.raises(CorruptError, match=match):
+        fresh.load(directory)
+    assert len(fresh) == 0  # a failed load leaves the index as it was
+
+
+def test_missing_or_garbled_files(make, saved):
+    (saved / "state.json").write_text("{not json")
+    _load_fails(make, saved, "state.json")
+    (saved / "state.json").write_text("[]")
+    _load_fails(make, saved, "not a JSON object")
+
+
+def test_truncated_faiss_file(make, saved):
+    data = (saved / "index.faiss").read_bytes()
+    (saved / "index.faiss").write_bytes(data[: len(data) // 2])
+    _load_fails(make, saved, "cannot read index.faiss")
+    (saved / "index.faiss").unlink()
+    _load_fails(make, saved, "missing")
+
+
+def test_mismatched_settings(make, saved):
+    _load_fails(make, saved, "factory", factory="Flat")
+    _load_fails(make, saved, "metric", metric="l2")
+    fresh = make(8, factory="HNSW32")
+    with pytest.raises(CorruptError, match="dim"):
+        fresh.load(saved)
+
+
+def test_files_from_another_save(make, kit, saved, tmp_path_factory):
+    other = tmp_path_factory.mktemp("other")
+    index = make(16, factory="HNSW32")
+    index.add(kit.records(kit.clustered(10, 16)))
+    index.save(other)
+    (saved / "index.faiss").write_bytes((other / "index.faiss").read_bytes())
+    _load_fails(make, saved, "does not match the sidecar")
+
+
+def test_inconsistent_id_map(make, saved):
+    state = json.loads((saved / "state.json").read_text())
+    state["labels"][1] = state["labels"][0]
+    (saved / "state.json").write_text(json.dumps(state))
+    _load_fails(make, saved, "inconsistent id map")
+    del state["labels"]
+    (saved / "state.json").write_text(json.dumps(state))
+    _load_fails(make, saved, "malformed id map")
+
+
+def test_format_version_is_checked(make, saved):
+    state = json.loads((saved / "state.json").read_text())
+    state["format_version"] = 99
+    (saved / "state.json").write_text(json.dumps(state))
+    _load_fails(make, saved, "format_version")
+
+
+def test_files_are_faiss_native_and_json(saved):
+    assert sorted(p.name for p in saved.iterdir()) == ["index.faiss", "state.json"]
+    assert (saved / "index.faiss").read_bytes()[:4] == b"IHNf"  # faiss' IndexHNSWFlat fourcc, not a pickle
+    json.loads((saved / "state.json").read_text())
