@@ -349,3 +349,15 @@ def test_subprocess_ingest_query_and_errors(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"Error: {bad}:2: invalid JSON (Expecting property name enclosed in double quotes at column 2)"
     assert not (tmp_path / "mem2").exists()
+
+
+def test_ingest_keeps_links(runner, tmp_path):
+    data = tmp_path / "linked.jsonl"
+    data.write_text(
+        '{"id": "a", "text": "Alice went to Lisbon"}\n'
+        '{"id": "b", "text": "She loved the tiles", "links": [{"target": "a", "relation": "follows"}]}\n'
+    )
+    invoke(runner, "ingest", "-p", tmp_path / "mem", data)
+    with memcore.open(path=tmp_path / "mem") as memory:
+        [link] = memory.collection.get("b").links
+    assert (link.target, link.relation) == ("a", "follows")

@@ -117,3 +117,14 @@ def test_unknown_known_plugin_name_does_not_suggest_itself():
     with pytest.raises(memcore.UnknownComponentError) as err:
         registry.get("indexes", "bm25")
     assert "Did you mean" not in str(err.value) and 'memcore[fifo-kv]' in str(err.value)
+
+
+def test_a_text_index_takes_an_extras_only_query_and_decides_itself():
+    from memcore.index import Requirements
+    from memcore.spaces import prepare_query
+
+    needs_text = Requirements(text=True)
+    with pytest.raises(ValidationError, match="query text is empty"):
+        prepare_query({}, memcore.Query(text="  "), needs_text)
+    query = memcore.Query(extras={"graph": {"mode": "traverse"}})
+    assert prepare_query({}, query, needs_text) is query

@@ -35,11 +35,14 @@ def fold_ops(ops: Iterable[Op]) -> tuple[list[str], list[str]]:
 
     An id whose first op is not ``add`` was in the index before the run, so it is removed;
     an id whose last op is not ``remove`` is a member after the run, so it is (re)added.
+    Ids to add come in the order of their last op, as a live index received them
+    (order-sensitive indexes such as a FIFO queue rely on it).
     """
     first: dict[str, str] = {}
     last: dict[str, str] = {}
     for op in ops:
         first.setdefault(op.record_id, op.op)
+        last.pop(op.record_id, None)  # keep ``last`` in order of each id's latest op
         last[op.record_id] = op.op
     removes = [rid for rid, o in first.items() if o != "add"]
     adds = [rid for rid, o in last.items() if o != "remove"]

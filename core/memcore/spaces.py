@@ -103,8 +103,12 @@ def query_vector(spaces: Mapping[str, Space], query: Query, name: str) -> np.nda
 
 
 def prepare_query(spaces: Mapping[str, Space], query: Query, requires: Requirements) -> Query:
-    """Check and complete a query for an index: text when it reads text, vectors of its spaces."""
-    if requires.text and not (query.text and query.text.strip()):
+    """Check and complete a query for an index: text when it reads text, vectors of its spaces.
+
+    A query carrying ``extras`` (kind-specific query modes) may omit the text: the index's
+    ``validate_query`` decides whether its mode needs it.
+    """
+    if requires.text and not query.extras and not (query.text and query.text.strip()):
         raise ValidationError("this index searches text: the query text is empty")
     for name in requires.spaces:
         if name in query.vectors and name in spaces:

@@ -13,7 +13,7 @@ from ..errors import DuplicateIdError, MemcoreError, ValidationError
 from ..records import Record
 from ._common import CliError, echo_json, note, open_memory, progress
 
-RECORD_FIELDS = frozenset({"id", "text", "metadata", "scope"})
+RECORD_FIELDS = frozenset({"id", "text", "metadata", "scope", "links"})
 
 
 def read_records(path: Path) -> tuple[list[Record], int]:
@@ -45,11 +45,13 @@ def read_records(path: Path) -> tuple[list[Record], int]:
                 raise ValidationError(f"{where}: expected a JSON object with a \"text\", got {type(item).__name__}")
             unknown = sorted(set(item) - RECORD_FIELDS)
             if unknown:
-                raise ValidationError(f"{where}: unknown field(s) {unknown}; a record has id, text, metadata, scope")
+                raise ValidationError(f"{where}: unknown field(s) {unknown}; a record has id, text, metadata, scope, links")
             if "text" not in item:
                 raise ValidationError(f"{where}: missing required field \"text\"")
             try:
-                record = Record.create(item["text"], id=item.get("id"), metadata=item.get("metadata"), scope=item.get("scope"))
+                record = Record.create(
+                    item["text"], id=item.get("id"), metadata=item.get("metadata"), scope=item.get("scope"), links=item.get("links") or ()
+                )
             except MemcoreError as exc:
                 raise ValidationError(f"{where}: {exc}") from None
             previous = records.get(record.id)

@@ -1,0 +1,32 @@
+"""Builtin rule-based pipeline stages beyond the basics: ``rerank`` and ``intent``.
+
+Small modules, one concern each:
+
+- :mod:`.text`: tokens and stopwords shared by the stages;
+- :mod:`.signals`: the scoring signals (min-max normalisation, recency decay, term overlap,
+  metadata boosts) and the ``Query.extras["recency"]`` query mode;
+- :mod:`.rerank`: the ``rerank`` stage (base score + recency + boosts + keyword overlap);
+- :mod:`.intent_rules`: the documented rules that classify a query (temporal, entity,
+  factual, default);
+- :mod:`.intent`: the ``intent`` stage, which applies per-intent scoring settings.
+
+They are registered by :mod:`memcore.default_plugins.stages`.
+"""
+
+from __future__ import annotations
+
+from .intent import IntentAction, IntentConfig, IntentStage
+from .intent_rules import INTENTS, QueryIntent, classify
+from .rerank import Boost, RerankConfig, RerankStage
+
+__all__ = [
+    "Boost",
+    "RerankConfig",
+    "RerankStage",
+    "IntentAction",
+    "IntentConfig",
+    "IntentStage",
+    "INTENTS",
+    "QueryIntent",
+    "classify",
+]

@@ -1,0 +1,41 @@
+"""Tokens for the rule-based stages: lowercase ``\\w+`` runs, and a small English stopword list."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+__all__ = ["tokenize", "content_tokens", "STOPWORDS"]
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom whose why will with would you your yours yourself yourselves s t don
+    """.split()
+)
+"""Function words ignored by keyword overlap (question words included)."""
+
+
+def tokenize(text: str | None) -> list[str]:
+    """The lowercase ``\\w+`` tokens of ``text`` in order (empty for None)."""
+    return _TOKEN.findall(text.lower()) if text else []
+
+
+def content_tokens(text: str | None) -> set[str]:
+    """The distinct tokens of ``text`` minus :data:`STOPWORDS`; all its tokens when every one
+    is a stopword (so "who is it" still has something to match)."""
+    tokens = set(tokenize(text))
+    content = tokens - STOPWORDS
+    return content or tokens
+
+
+def token_sets(texts: Iterable[str | None]) -> list[set[str]]:
+    """The token set of each text (empty for None)."""
+    return [set(tokenize(t)) for t in texts]
