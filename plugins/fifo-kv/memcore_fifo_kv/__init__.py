@@ -1,16 +1,34 @@
 """memcore-fifo-kv: FIFO queue, sorted key-value and BM25 text indexes.
 
-This distribution will provide, through memcore's ``register_*`` hooks:
+Registered through memcore's ``register_indexes`` hook:
 
-- index kind `fifo`: a bounded first-in-first-out queue with `oldest`/`newest` query
-  modes
-- index kind `sorted`: records ordered by a metadata key, with range queries
-- index kind `bm25`: BM25 text search on bm25s with incremental segments and merges
+- index kind ``fifo``: an arrival-ordered queue with an optional ``capacity`` and
+  ``newest``/``oldest`` query modes (short-term memory); the Collection's ``evict`` drops
+  what lies beyond the capacity (:mod:`memcore_fifo_kv.fifo`)
+- index kind ``sorted``: records ordered by a metadata field, with ``range`` and ``top``
+  query modes (:mod:`memcore_fifo_kv.sorted_index`)
+- index kind ``bm25``: BM25 text search (:mod:`memcore_fifo_kv.bm25`)
 
-Status: package layout only. The module is installed and announced under the
-``memcore`` entry-point group as ``fifo-kv``, but it registers nothing yet: it has no hook
-implementations, so it never offers a component that does not really work. The
-implementation is tracked in issue 3.
+The index modules use only the standard library and pydantic at import time; heavy
+libraries are imported lazily inside the indexes that need them.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import memcore
+
+from .fifo import FifoIndex, FifoIndexConfig
+from .sorted_index import SortedIndex, SortedIndexConfig
+
+__all__ = ["FifoIndex", "FifoIndexConfig", "SortedIndex", "SortedIndexConfig", "register_indexes"]
+__version__ = "0.1.0"
+
+
+@memcore.hookimpl
+def register_indexes(register):
+    """Register the index kinds of this plugin: ``register(name, factory, config_model)``."""
+    register("fifo", FifoIndex, FifoIndexConfig)
+    register("sorted", SortedIndex, SortedIndexConfig)
+    from .bm25 import BM25Config, BM25Index  # bm25s itself is imported lazily, by the index
+
+    register("bm25", BM25Index, BM25Config)
