@@ -1,15 +1,53 @@
-"""memcore-graph: graph index over record links (networkx).
+"""memcore-graph: a graph index over record links (networkx).
 
-This distribution will provide, through memcore's ``register_*`` hooks:
+Registers, through memcore's hooks:
 
-- index kind `graph`: a networkx graph built from `Record.links`, searched from seed
-  records with score = seed score x decay^hops
-- stage kind `graph_recall`: expands the hits of earlier stages along links
+- ``register_indexes``: the index kind ``graph`` (:class:`~memcore_graph.index.GraphIndex`,
+  settings :class:`~memcore_graph.config.GraphIndexConfig`): records are nodes,
+  ``Record.links`` are edges (plus optional entity nodes found in the texts), searched by
+  traversal, multi-hop expansion, shortest path (query modes in ``Query.extras["graph"]``)
+  or the names in a query text; score = seed score x decay^hops;
+- ``register_stages``: the pipeline stage ``graph_recall``
+  (:class:`~memcore_graph.stage.GraphRecall`), which expands earlier hits along a graph index.
 
-Status: package layout only. The module is installed and announced under the
-``memcore`` entry-point group as ``graph``, but it registers nothing yet: it has no hook
-implementations, so it never offers a component that does not really work. The
-implementation is tracked in issue 3.
+This module imports no heavy library: networkx (and spaCy, when configured) are imported
+by the index when one is built.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import memcore
+
+from .config import GraphIndexConfig
+from .stage import GraphRecall, GraphRecallConfig
+
+__all__ = ["GraphIndexConfig", "GraphIndex", "GraphRecall", "GraphRecallConfig", "register_indexes", "register_stages"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``GraphIndex`` on first use (keeps ``import memcore_graph`` light)."""
+    if name == "GraphIndex":
+        from .index import GraphIndex
+
+        return GraphIndex
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _graph_index(config: GraphIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+    """Factory of the ``graph`` index (imports networkx on first use)."""
+    from .index import GraphIndex
+
+    return GraphIndex(config, context)
+
+
+@memcore.hookimpl
+def register_indexes(register):
+    """Register the ``graph`` index kind."""
+    register("graph", _graph_index, GraphIndexConfig)
+
+
+@memcore.hookimpl
+def register_stages(register):
+    """Register the ``graph_recall`` pipeline stage."""
+    register("graph_recall", GraphRecall, GraphRecallConfig)

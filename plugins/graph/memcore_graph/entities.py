@@ -1,0 +1,206 @@
+"""Entity extraction: the names a text mentions, as matching keys (see :mod:`.names`).
+
+Three extractors, chosen by the index config ``entity_extraction`` through
+:data:`EXTRACTORS` (a name -> factory table, no branches):
+
+- ``rule`` (:class:`RuleExtractor`): capitalised phrases ("Alice", "Bank of America") and
+  quoted terms ("'deep work'", "\u201cProject X\u201d"). Dependency-free and deterministic.
+- ``spacy`` (:class:`SpacyExtractor`): the named entities of a spaCy pipeline, loaded
+  lazily; a missing spaCy or model is a :class:`memcore.ConfigError` saying what to install.
+- ``none`` (:class:`NoExtractor`): no entities (only links and ``name_field`` connect records).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Callable, Iterable
+
+from memcore import ConfigError
+
+from .names import MAX_NAME_TOKENS, WORD, name_key
+
+__all__ = ["Extractor", "RuleExtractor", "SpacyExtractor", "NoExtractor", "EXTRACTORS", "make_extractor", "unique_keys"]
+
+
+class Extractor:
+    """Turns a text into the ordered, de-duplicated keys of the entities it mentions."""
+
+    def extract(self, text: str) -> list[str]:
+        """Entity keys of ``text``, in order of first mention."""
+        raise NotImplementedError
+
+
+def unique_keys(names: Iterable[str]) -> list[str]:
+    """Keys of ``names`` (surface forms) in first-seen order, without duplicates or unusable names."""
+    seen: dict[str, None] = {}
+    for name in names:
+        key = name_key(name)
+        if key is not None:
+            seen.setdefault(key, None)
+    return list(seen)
+
+
+class NoExtractor(Extractor):
+    """``entity_extraction = "none"``: records mention no entities."""
+
+    def extract(self, text: str) -> list[str]:
+        return []
+
+
+# Words that are capitalised because they start a sentence (or are "I"), not because they
+# name something. A phrase loses them at its edges; a phrase made only of them is dropped.
+STOPWORDS = frozenset(
+    """
+    a about above after again against all also although always am an and another any anyway
+    are around as at be because been before being below besides between both but by can
+    cannot could did do does doing done down during each either else even ever every
+    everyone everything few first for from further had has have having he hello her here
+    hers herself hey hi him himself his how however i i'd i'll i'm i've if in indeed
+    instead into is it it's its itself just last later let let's like maybe me meanwhile
+    might mine more moreover most much must my myself never next no nobody none nor not
+    nothing now of off often oh ok okay on once one only or other others otherwise our ours
+    ourselves out over perhaps please quite rather really same says she should since so
+    some someone something sometimes soon still such sure than thank thanks that that's the
+    their theirs them themselves then there there's therefore these they they're this those
+    though through thus to today together tomorrow tonight too under unless until up upon
+    us usually very was we we're well were what what's when whenever where whether which
+    while who whoever whom whose why will with within without would yes yesterday yet you
+    you're your yours yourself yourselves dear great good nice wow yeah yep nope sorry
+    anyway btw lol
+    """.split()
+)
+
+# Lowercase words that may sit inside a name between capitalised words ("Bank of America").
+CONNECTORS = frozenset("of the de del der den di da du van von la le los las y al bin ibn".split())
+
+_SENTENCE_BREAK = re.compile(r"[.!?:;\n\"“”«»()\[\]]")
+_QUOTED = re.compile(
+    r"\"([^\"\n]{1,200})\""  # "straight double"
+    r"|“([^”\n]{1,200})”"  # “curly double”
+    r"|«([^»\n]{1,200})»"  # «guillemets»
+    r"|(?<![\w'’])'([^'\n]{1,200})'(?![\w])"  # 'single', not an apostrophe inside a word
+    r"|(?<![\w'’])‘([^’\n]{1,200})’(?![\w])"  # ‘curly single’
+)
+
+
+class RuleExtractor(Extractor):
+    """Capitalised phrases and quoted terms (``entity_extraction = "rule"``).
+
+    A capitalised phrase is a run of capitalised words separated only by spaces, which may
+    contain lowercase connectors (``of``, ``de``, ``van``...) between capitalised words.
+    Common words (``The``, ``What``, ``I``, ``Yesterday``...) are trimmed from a phrase's
+    ends, so a sentence-initial capital does not make an entity. Quoted terms (double,
+    curly, guillemets, single quotes not used as apostrophes) are entities as written.
+    Only the text itself is used, so the result never depends on other records.
+    """
+
+    def extract(self, text: str) -> list[str]:
+        names = [next(g for g in m.groups() if g is not None) for m in _QUOTED.finditer(text)]
+        names.extend(capitalised_phrases(text))
+        return unique_keys(names)
+
+
+def capitalised_phrases(text: str) -> list[str]:
+    """The capitalised phrases of ``text`` (surface forms, common words trimmed)."""
+    phrases: list[str] = []
+    current: list[str] = []  # words of the phrase being built (may end with connectors)
+    prev_end = 0
+
+    def close() -> None:
+        while current and current[-1].casefold() in CONNECTORS:
+            current.pop()
+        words = list(current)
+        current.clear()
+        while words and words[0].casefold() in STOPWORDS:
+            words.pop(0)
+        while words and words[-1].casefold() in STOPWORDS:
+            words.pop()
+        if words and len(words) <= MAX_NAME_TOKENS:
+            phrases.append(" ".join(words))
+
+    for match in WORD.finditer(text):
+        word = match.group()
+        gap = text[prev_end : match.start()]
+        prev_end = match.end()
+        joined = bool(current) and gap.isspace() and not _SENTENCE_BREAK.search(gap)
+        if word[0].isupper():
+            if not joined:
+                close()
+            current.append(word)
+        elif joined and word in CONNECTORS:
+            current.append(word)
+        else:
+            close()
+    close()
+    return phrases
+
+
+_SPACY_LABELS = frozenset(
+    "PERSON NORP FAC ORG GPE LOC PRODUCT EVENT WORK_OF_ART LAW LANGUAGE".split()
+)
+_SPACY_CACHE: dict[str, object] = {}
+_SPACY_LOCK = threading.Lock()
+
+SPACY_HINT = (
+    'install spaCy and a model: pip install -c constraints.txt "memcore-graph[spacy]" '
+    "&& python -m spacy download en_core_web_sm (or set spacy_model to an installed "
+    'pipeline or a pipeline directory), or use entity_extraction = "rule"'
+)
+
+
+def load_spacy(model: str) -> object:
+    """The spaCy pipeline ``model`` (package name or directory), loaded once per process.
+
+    Raises :class:`memcore.ConfigError` with the install hint when spaCy or the model is
+    not installed.
+    """
+    with _SPACY_LOCK:
+        nlp = _SPACY_CACHE.get(model)
+        if nlp is not None:
+            return nlp
+        try:
+            import spacy
+        except ImportError:
+            raise ConfigError(f"entity_extraction = \"spacy\" needs spaCy, which is not installed: {SPACY_HINT}", location="entity_extraction") from None
+        try:
+            nlp = spacy.load(model, exclude=["lemmatizer"])
+        except (OSError, ImportError, ValueError) as exc:
+            raise ConfigError(f"spaCy model {model!r} cannot be loaded ({exc.__class__.__name__}: {str(exc)[:200]}): {SPACY_HINT}", location="spacy_model") from None
+        if not any(name in ("ner", "entity_ruler") or type(pipe).__name__ in ("EntityRecognizer", "EntityRuler") for name, pipe in nlp.pipeline):
+            raise ConfigError(f"spaCy pipeline {model!r} has no entity recognizer ('ner' or 'entity_ruler'); pipes: {nlp.pipe_names}", location="spacy_model")
+        _SPACY_CACHE[model] = nlp
+        return nlp
+
+
+class SpacyExtractor(Extractor):
+    """Named entities of a spaCy pipeline (``entity_extraction = "spacy"``).
+
+    Entities labelled PERSON, NORP, FAC, ORG, GPE, LOC, PRODUCT, EVENT, WORK_OF_ART, LAW
+    or LANGUAGE are kept (dates, times, numbers and amounts are not names).
+    """
+
+    def __init__(self, model: str):
+        self.model = model
+        self.nlp = load_spacy(model)
+
+    def extract(self, text: str) -> list[str]:
+        doc = self.nlp(text)  # type: ignore[operator]
+        return unique_keys(ent.text for ent in doc.ents if ent.label_ in _SPACY_LABELS)
+
+
+EXTRACTORS: dict[str, Callable[[str], Extractor]] = {
+    "rule": lambda model: RuleExtractor(),
+    "spacy": SpacyExtractor,
+    "none": lambda model: NoExtractor(),
+}
+"""``entity_extraction`` name -> factory taking the configured ``spacy_model``."""
+
+
+def make_extractor(kind: str, spacy_model: str) -> Extractor:
+    """The extractor named ``kind`` (a ConfigError for an unknown name)."""
+    try:
+        factory = EXTRACTORS[kind]
+    except KeyError:
+        raise ConfigError(f"unknown entity_extraction {kind!r}; choose one of {sorted(EXTRACTORS)}", location="entity_extraction") from None
+    return factory(spacy_model)
