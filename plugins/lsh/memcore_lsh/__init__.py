@@ -1,15 +1,27 @@
-"""memcore-lsh: locality-sensitive hashing of vectors.
+"""memcore-lsh: locality-sensitive hashing of vectors (the vector-hash memory of TiM).
 
-This distribution will provide, through memcore's ``register_*`` hooks:
+Registers the index kind ``lsh`` (:class:`LSHIndex`, settings :class:`LSHIndexConfig`):
+random-hyperplane (SimHash) codes of one embedding space in ``tables`` hash tables of
+``bits`` bits, multi-probe bucket lookup (Hamming radius ``multi_probe``, optionally only
+the likeliest ``probes`` buckets), exact cosine re-ranking of the candidates, incremental
+add/remove, and pickle-free persistence (``.npy`` + JSON, hyperplanes included).
 
-- index kind `lsh`: random-hyperplane hashing of an embedding space into buckets, the
-  vector-hash memory that TiM-style services build on
-- candidate lookup by hash bucket, re-ranked by exact similarity
-
-Status: package layout only. The module is installed and announced under the
-``memcore`` entry-point group as ``lsh``, but it registers nothing yet: it has no hook
-implementations, so it never offers a component that does not really work. The
-implementation is tracked in issue 3.
+Per-query modes go in ``Query.extras["lsh"]`` (:class:`LSHQueryMode`). The plugin needs
+only numpy, which the core already imports: loading it stays cheap.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import memcore
+
+from .config import LSHIndexConfig, LSHQueryMode
+from .index import LSHIndex
+
+__all__ = ["LSHIndex", "LSHIndexConfig", "LSHQueryMode", "register_indexes"]
+__version__ = "0.1.0"
+
+
+@memcore.hookimpl
+def register_indexes(register):
+    """Register the ``lsh`` index kind."""
+    register("lsh", LSHIndex, LSHIndexConfig)

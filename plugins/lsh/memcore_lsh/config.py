@@ -1,0 +1,129 @@
+"""Settings of the ``lsh`` index and its per-query modes (``Query.extras["lsh"]``).
+
+Both are plain pydantic models; importing this module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+from math import comb
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ValidationError as PydanticValidationError
+
+from memcore import ComponentConfig, ValidationError
+
+__all__ = [
+    "LSHIndexConfig", "LSHQueryMode", "QUERY_MODE_KEY", "MAX_PROBE_MASKS", "check_probe_radius", "parse_query_mode", "probe_mask_count",
+]
+
+QUERY_MODE_KEY = "lsh"
+"""The key of ``Query.extras`` that holds this index kind's query modes."""
+
+MAX_PROBE_MASKS = 4096
+"""Upper bound on the bucket perturbations (codes within the probe radius) per table."""
+
+
+def probe_mask_count(bits: int, radius: int) -> int:
+    """How many codes lie within Hamming distance ``radius`` of a ``bits``-bit code (itself included)."""
+    return sum(comb(bits, i) for i in range(min(radius, bits) + 1))
+
+
+def check_probe_radius(bits: int, radius: int) -> None:
+    """ValueError when probing ``radius`` around a ``bits``-bit code means too many buckets."""
+    count = probe_mask_count(bits, radius)
+    if count > MAX_PROBE_MASKS:
+        raise ValueError(
+            f"multi_probe={radius} with bits={bits} means {count} buckets per table (limit {MAX_PROBE_MASKS}); "
+            "lower multi_probe or bits"
+        )
+
+
+class LSHIndexConfig(ComponentConfig):
+    """Settings of the ``lsh`` index (``[indexes.<name>] kind = "lsh"``)."""
+
+    kind: str = "lsh"
+    space: str = Field("default", description="Embedding space whose vectors are hashed.")
+    bits: int = Field(10, ge=1, le=64, description="Hyperplanes (code bits) per hash table; a bucket is one code.")
+    tables: int = Field(16, ge=1, le=64, description="Independent hash tables; candidates are the union over tables.")
+    seed: int = Field(0, ge=0, description="Seed of the random hyperplanes (persisted with the index).")
+    multi_probe: int = Field(
+        1, ge=0, le=3, description="Hamming radius of the probed buckets per table: 0 = only the query's own bucket."
+    )
+    probes: int | None = Field(
+        None,
+        ge=1,
+        description="Probe at most this many buckets per table besides the query's own, the likeliest first "
+        "(smallest hyperplane margins); None = every bucket within multi_probe.",
+    )
+    rerank: bool = Field(True, description="Score candidates by exact cosine (else by Hamming distance of the full code).")
+    store_vectors: bool = Field(
+        True, description="Keep the normalised float32 vectors (needed by rerank); False keeps only the codes."
+    )
+    max_candidates: int | None = Field(
+        None,
+        ge=1,
+        description="Score at most this many candidates per query (never fewer than k): the nearest by full-code "
+        "Hamming distance. None = score every candidate.",
+    )
+    fallback_exact: bool = Field(
+        False, description="When the buckets yield fewer than k hits, score every held (allowed) id instead."
+    )
+    exact_filter_below: int = Field(
+        2048,
+        ge=0,
+        description="A filtered search whose allowed set holds at most this many of the index's ids scores them all "
+        "instead of looking up buckets; 0 = never.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "LSHIndexConfig":
+        if self.rerank and not self.store_vectors:
+            raise ValueError("rerank = true needs store_vectors = true (the exact cosine needs the vectors)")
+        check_probe_radius(self.bits, self.multi_probe)
+        return self
+
+
+class LSHQueryMode(BaseModel):
+    """Per-query settings read from ``Query.extras["lsh"]`` (all optional).
+
+    ``multi_probe``, ``probes``, ``max_candidates`` and ``fallback_exact`` override the
+    index's values for this query; ``exact`` scores every held (allowed) id, skipping the
+    buckets (the ground truth the buckets approximate; slow on large indexes).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    multi_probe: int | None = Field(None, ge=0, le=3)
+    probes: int | None = Field(None, ge=1)
+    max_candidates: int | None = Field(None, ge=1)
+    fallback_exact: bool | None = None
+    exact: bool = False
+
+
+def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str) -> LSHQueryMode | None:
+    """The query mode in ``extras`` (None when absent); ValidationError when malformed.
+
+    Other keys of ``extras`` belong to other indexes or stages and are left alone.
+    """
+    if not extras:
+        return None
+    raw = extras.get(QUERY_MODE_KEY)
+    if raw is None:
+        return None
+    if isinstance(raw, LSHQueryMode):
+        return raw
+    if not isinstance(raw, Mapping):
+        raise ValidationError(
+            f"index {index_name!r}: Query.extras[{QUERY_MODE_KEY!r}] must be a dict of "
+            f"{sorted(LSHQueryMode.model_fields)}, got {type(raw).__name__}"
+        )
+    try:
+        return LSHQueryMode.model_validate(dict(raw))
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValidationError(
+            f"index {index_name!r}: bad query mode extras[{QUERY_MODE_KEY!r}].{where}: {first['msg']}; "
+            f"allowed: {sorted(LSHQueryMode.model_fields)}"
+        ) from None

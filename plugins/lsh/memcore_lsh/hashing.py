@@ -1,0 +1,142 @@
+"""Random-hyperplane hashing (SimHash): vectors -> one ``bits``-bit code per table.
+
+Bit ``j`` of table ``t`` is 1 when the vector lies on the positive side of hyperplane
+``t * bits + j`` (a standard-normal direction). Two vectors at angle ``θ`` agree on a bit
+with probability ``1 - θ/π`` (Charikar 2002), so near vectors tend to share codes.
+Codes are ``uint64`` (bit ``j`` = ``1 << j``); a table is one column of the code matrix.
+
+Multi-probe: the buckets near the query's own are the codes at small Hamming distance.
+:class:`ProbePlan` enumerates them (XOR masks up to a radius) and, when a probe budget is
+given, keeps for each query the masks whose flipped hyperplanes have the smallest margins
+``|q·h|`` (query-directed probing, Lv et al. 2007): the buckets a near neighbour most likely
+fell into.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import combinations
+
+import numpy as np
+
+__all__ = ["Hyperplanes", "ProbePlan", "popcount", "normalize_rows"]
+
+
+def normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm (zero rows stay zero), as float32."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+
+
+if hasattr(np, "bitwise_count"):  # numpy >= 2.0
+
+    def popcount(values: np.ndarray) -> np.ndarray:
+        """Number of set bits of each uint64 element (as uint8)."""
+        return np.bitwise_count(values)
+
+else:  # pragma: no cover - numpy 1.26
+    _BYTE_COUNTS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+    def popcount(values: np.ndarray) -> np.ndarray:
+        """Number of set bits of each uint64 element (as uint8)."""
+        values = np.ascontiguousarray(values, dtype=np.uint64)
+        return _BYTE_COUNTS[values.view(np.uint8)].reshape(*values.shape, 8).sum(axis=-1, dtype=np.uint8)
+
+
+class Hyperplanes:
+    """``tables * bits`` hyperplanes through the origin, as a ``(dim, tables * bits)`` float32 matrix."""
+
+    def __init__(self, planes: np.ndarray, tables: int, bits: int):
+        planes = np.ascontiguousarray(planes, dtype=np.float32)
+        if planes.ndim != 2 or planes.shape[1] != tables * bits:
+            raise ValueError(f"hyperplane matrix has shape {planes.shape}, expected (dim, {tables * bits})")
+        self.planes = planes
+        self.tables = tables
+        self.bits = bits
+        self.dim = planes.shape[0]
+        self._shifts = np.arange(bits, dtype=np.uint64)
+
+    @classmethod
+    def random(cls, dim: int, tables: int, bits: int, seed: int) -> "Hyperplanes":
+        """Standard-normal hyperplanes drawn from ``numpy.random.default_rng(seed)``."""
+        rng = np.random.default_rng(seed)
+        return cls(rng.standard_normal((dim, tables * bits), dtype=np.float32), tables, bits)
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        """Signed distances to every hyperplane: ``(n, tables, bits)``."""
+        return (vectors @ self.planes).reshape(vectors.shape[0], self.tables, self.bits)
+
+    def codes(self, projections: np.ndarray) -> np.ndarray:
+        """The ``(n, tables)`` uint64 codes of projections from :meth:`project` (bit = positive side)."""
+        bits = (projections > 0).astype(np.uint64)
+        return np.bitwise_or.reduce(bits << self._shifts, axis=2)
+
+    def hash(self, vectors: np.ndarray) -> np.ndarray:
+        """``codes(project(vectors))``."""
+        return self.codes(self.project(vectors))
+
+    def pack(self, codes: np.ndarray) -> np.ndarray:
+        """The ``tables * bits`` code bits of each row, packed densely into ``(n, words)`` uint64.
+
+        Per-table codes use ``bits`` of their 64; packed, a full-code Hamming distance reads
+        ``ceil(tables * bits / 64)`` words instead of ``tables``.
+        """
+        n = codes.shape[0]
+        bits = ((codes[:, :, None] >> self._shifts) & np.uint64(1)).astype(np.uint8).reshape(n, self.tables * self.bits)
+        packed = np.packbits(bits, axis=1, bitorder="little")
+        words = -(-packed.shape[1] // 8)
+        out = np.zeros((n, words * 8), dtype=np.uint8)
+        out[:, : packed.shape[1]] = packed
+        return out.view(np.uint64)
+
+
+@lru_cache(maxsize=32)
+def _masks(bits: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
+    """XOR masks of every code within ``radius`` of another (0 first, then by weight) and their bit matrix."""
+    rows = [()]
+    for weight in range(1, min(radius, bits) + 1):
+        rows.extend(combinations(range(bits), weight))
+    matrix = np.zeros((len(rows), bits), dtype=np.float32)
+    masks = np.zeros(len(rows), dtype=np.uint64)
+    for i, flipped in enumerate(rows):
+        for j in flipped:
+            matrix[i, j] = 1.0
+            masks[i] |= np.uint64(1) << np.uint64(j)
+    masks.setflags(write=False)
+    matrix.setflags(write=False)
+    return masks, matrix
+
+
+class ProbePlan:
+    """Which buckets to visit per table: the query's own plus perturbations within ``radius``.
+
+    With ``probes`` set, only that many perturbations per table (the likeliest, by the sum
+    of the margins ``|q·h|`` of the flipped hyperplanes) are visited.
+    """
+
+    def __init__(self, bits: int, radius: int, probes: int | None):
+        self.bits = bits
+        self.radius = radius
+        masks, matrix = _masks(bits, radius)
+        self._masks = masks
+        self._others = masks[1:]
+        self._matrix = matrix[1:]
+        self.probes = None if probes is None or probes >= len(self._others) else probes
+
+    @property
+    def per_table(self) -> int:
+        """Buckets visited per table and query (the query's own included)."""
+        return 1 + (len(self._others) if self.probes is None else self.probes)
+
+    def keys(self, codes: np.ndarray, projections: np.ndarray) -> np.ndarray:
+        """Bucket keys to look up: ``(n, tables, per_table)`` uint64, the query's own code first."""
+        if self.probes is None:
+            return codes[:, :, None] ^ self._masks[None, None, :]
+        n, tables, bits = projections.shape
+        cost = np.abs(projections).reshape(n * tables, bits) @ self._matrix.T  # margin sum of each perturbation
+        chosen = np.argpartition(cost, self.probes - 1, axis=1)[:, : self.probes].reshape(n, tables, self.probes)
+        keys = np.empty((*codes.shape, 1 + self.probes), dtype=np.uint64)
+        keys[:, :, 0] = codes
+        keys[:, :, 1:] = codes[:, :, None] ^ self._others[chosen]
+        return keys
