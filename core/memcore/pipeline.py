@@ -7,6 +7,7 @@ the working list. Every hit keeps ``provenance`` so it can explain its score.
 
 from __future__ import annotations
 
+import copy
 import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -72,25 +73,108 @@ class Stage(ABC):
 
 
 PRESETS: dict[str, list[dict[str, Any]]] = {
-    "basic": [{"kind": "recall", "over_fetch": 2.0}, {"kind": "limit"}],
+    "basic": [
+        {"kind": "recall", "over_fetch": 2.0},
+        {"kind": "rerank"},
+        {"kind": "limit"},
+    ],
+    "advanced": [
+        {"kind": "recall", "index": "vector", "over_fetch": 2.0},
+        {"kind": "recall", "index": "bm25", "over_fetch": 2.0},
+        {"kind": "fuse", "fusion": {"kind": "rrf", "k": 60.0}},
+        {"kind": "rerank"},
+        {"kind": "limit"},
+    ],
+    "semantic": [
+        {"kind": "recall", "index": "vector", "over_fetch": 3.0},
+        {"kind": "intent"},
+        {"kind": "rerank"},
+        {"kind": "mmr", "lambda": 0.7, "relevance": "score"},
+        {"kind": "limit"},
+    ],
 }
-"""Named stage lists that settings can select with ``pipeline = "<name>"``."""
+"""Named stage lists that settings select with ``pipeline = "<name>"``, or with
+``pipeline = {preset = "<name>", overrides = {<stage> = {...}}}`` to change some stages.
+
+- ``basic``: recall on the only index (else the one named ``vector``) -> rerank -> limit;
+- ``advanced``: recall ``vector`` + recall ``bm25`` -> fuse (RRF) -> rerank -> limit;
+- ``semantic``: recall ``vector`` -> intent -> rerank -> mmr (memcore-mmr) -> limit.
+"""
+
+PIPELINE_SPEC_KEYS = ("preset", "overrides")
+"""The keys of the table form of the ``pipeline`` setting."""
+
+
+def stage_addresses(entry: Mapping[str, Any]) -> tuple[str | None, str | None, str]:
+    """How an override can address a stage entry: its ``name``, its ``index`` (recall
+    stages), its ``kind`` -- most specific first."""
+    name, index = entry.get("name"), entry.get("index")
+    return (name if isinstance(name, str) else None, index if isinstance(index, str) else None, str(entry.get("kind")))
+
+
+def apply_overrides(entries: Sequence[Mapping[str, Any]], overrides: Mapping[str, Any], location: str) -> list[dict[str, Any]]:
+    """The stage entries with ``overrides`` applied.
+
+    Each key addresses one stage by its ``name``, else its ``index``, else its ``kind`` (the
+    first of these that some stage has is used, and must match exactly one stage). A table
+    is deep-merged into the entry (a nested table whose ``kind`` changes is replaced whole);
+    ``false`` removes the stage.
+    """
+    from .settings import merge_layers
+
+    out: list[dict[str, Any] | None] = [dict(e) for e in entries]
+    for key, change in overrides.items():
+        loc = f"{location}.overrides.{key}"
+        matched: list[int] = []
+        for tier in range(3):
+            matched = [i for i, e in enumerate(out) if e is not None and stage_addresses(e)[tier] == key]
+            if matched:
+                break
+        if not matched:
+            known = sorted({a for e in out if e is not None for a in stage_addresses(e) if a})
+            raise ConfigError(f"no stage of the preset is addressed by {key!r}; use one of {known}", location=loc)
+        if len(matched) > 1:
+            names = [stage_addresses(out[i])[1] or stage_addresses(out[i])[0] for i in matched]  # type: ignore[index]
+            raise ConfigError(f"{key!r} addresses {len(matched)} stages; address one by its index or name: {names}", location=loc)
+        i = matched[0]
+        if change is False:
+            out[i] = None
+        elif isinstance(change, Mapping):
+            if "kind" in change and change["kind"] != out[i]["kind"]:  # type: ignore[index]
+                out[i] = dict(change)
+            else:
+                out[i] = merge_layers(out[i], change)  # type: ignore[arg-type]
+        else:
+            raise ConfigError(f"an override is a table of stage options, or false to remove the stage; got {change!r}", location=loc)
+    return [e for e in out if e is not None]
 
 
 class Pipeline:
     """An ordered list of stages; :meth:`run` returns the final hits."""
 
-    def __init__(self, stages: Sequence[Stage]):
+    def __init__(self, stages: Sequence[Stage], *, preset: str | None = None):
         self.stages = list(stages)
+        self.preset = preset
 
     @classmethod
-    def from_config(cls, entries: str | Sequence[Mapping[str, Any]], registry: Registry, location: str = "pipeline") -> "Pipeline":
-        """Build from settings: a preset name or a list of ``{kind = ..., ...}`` entries."""
-        if isinstance(entries, str):
-            try:
-                entries = PRESETS[entries]
-            except KeyError:
-                raise ConfigError(f"unknown preset {entries!r}; presets: {sorted(PRESETS)}", location=location) from None
+    def from_config(
+        cls, entries: str | Sequence[Mapping[str, Any]] | Mapping[str, Any], registry: Registry, location: str = "pipeline"
+    ) -> "Pipeline":
+        """Build from settings: a preset name, ``{preset = ..., overrides = {...}}`` (see
+        :func:`apply_overrides`), or a list of ``{kind = ..., ...}`` entries."""
+        preset = None
+        if isinstance(entries, Mapping):
+            unknown = sorted(set(entries) - set(PIPELINE_SPEC_KEYS))
+            if unknown or "preset" not in entries:
+                raise ConfigError(
+                    f"a pipeline table has the keys 'preset' (required) and 'overrides'; got {sorted(entries)}", location=location
+                )
+            preset, overrides = entries["preset"], entries.get("overrides") or {}
+            if not isinstance(overrides, Mapping):
+                raise ConfigError("overrides must be a table: stage -> options", location=f"{location}.overrides")
+            entries = apply_overrides(cls._preset(preset, location), overrides, location)
+        elif isinstance(entries, str):
+            preset, entries = entries, cls._preset(entries, location)
         stages = []
         for i, entry in enumerate(entries):
             loc = f"{location}[{i}]"
@@ -104,14 +188,31 @@ class Pipeline:
                 raise ConfigError(f"stage kind {kind!r} built a {type(stage).__name__}, not a memcore.Stage", location=loc)
             stage.name = getattr(stage, "name", "") or kind
             stages.append(stage)
-        return cls(stages)
+        return cls(stages, preset=preset)
+
+    @staticmethod
+    def _preset(name: Any, location: str) -> list[dict[str, Any]]:
+        try:
+            return copy.deepcopy(PRESETS[name])
+        except (KeyError, TypeError):
+            raise ConfigError(f"unknown preset {name!r}; presets: {sorted(PRESETS)}", location=location) from None
 
     def check(self, collection: "Collection") -> None:
         """Check every stage against the collection (indexes exist, spaces declared...)."""
         if not self.stages:
             raise ConfigError("the pipeline has no stages", location="pipeline")
         for stage in self.stages:
-            stage.check(collection)
+            try:
+                stage.check(collection)
+            except ConfigError as exc:
+                if self.preset is None:
+                    raise
+                wanted = sorted({e["index"] for e in PRESETS.get(self.preset, []) if "index" in e})
+                searched = f"its recall stages search the indexes {wanted}" if wanted else "its recall stage searches the only index (else 'vector')"
+                raise ConfigError(
+                    f"{exc} (pipeline preset {self.preset!r}: {searched}; declare them, or adapt a stage with "
+                    f'pipeline = {{preset = "{self.preset}", overrides = {{<stage> = {{index = "<your index>"}}}}}})'
+                ) from None
 
     def run_context(self, collection: "Collection", query: Query) -> PipelineContext:
         """Run every stage and return the context (all lists, trace, final list)."""

@@ -65,7 +65,7 @@ class MemcoreSettings(BaseSettings):
         default_factory=lambda: copy.deepcopy(DEFAULTS["indexes"]),
         description="Named indexes: name -> {kind = ..., options}.",
     )
-    pipeline: str | list[dict[str, Any]] = Field("basic", description="A preset name or a list of stage entries.")
+    pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field("basic", description="A preset name, {preset = ..., overrides = {...}}, or a list of stage entries.")
     service: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["service"]), description="Service entry.")
     llm: dict[str, Any] | None = Field(None, description="OpenAI-compatible chat client settings (used by LLM steps).")
 

@@ -1,4 +1,4 @@
-"""The ``memcore`` command line: ``plugins``, ``ingest``, ``query``, ``info``, ``demo``.
+"""The ``memcore`` command line: ``plugins``, ``ingest``, ``query``, ``info``, ``demo``, ``eval``.
 
 Every command has ``--help``. Machine output with ``--json`` (stdout holds exactly one
 JSON document); progress bars and notes go to stderr. A :class:`memcore.MemcoreError`
@@ -72,6 +72,7 @@ def main(log_mode: str | None, log_level: str | None) -> None:
       memcore ingest --config memcore.toml --path ./mem data.jsonl
       memcore query  --config memcore.toml --path ./mem "where did Alice travel?"
       memcore info   --path ./mem
+      memcore eval beir --data ./scifact --split test --config memcore.toml
     """
     from ..logging import configure_logging
 
@@ -88,9 +89,11 @@ from .demo import demo  # noqa: E402
 from .ingest import ingest  # noqa: E402
 from .query import query  # noqa: E402
 from .info import info  # noqa: E402
+from .eval_cmd import eval_group  # noqa: E402
 
 main.add_command(plugins)
 main.add_command(demo)
 main.add_command(ingest)
 main.add_command(query)
 main.add_command(info)
+main.add_command(eval_group)

@@ -26,13 +26,20 @@ def load_sample() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return records, questions
 
 
+def _pipeline_label(pipeline: Any) -> Any:
+    """A preset name, ``{"preset", "overrides"}`` as given, or the list of stage kinds."""
+    if isinstance(pipeline, (str, dict)):
+        return pipeline
+    return [entry.get("kind") for entry in pipeline]
+
+
 def _describe(memory: Any) -> dict[str, Any]:
     settings = memory.settings
     return {
         "store": dict(settings.store).get("kind"),
         "spaces": {name: (entry.get("embedder") or {}).get("kind") for name, entry in settings.spaces.items()},
         "indexes": {name: entry.get("kind") for name, entry in settings.indexes.items()},
-        "pipeline": settings.pipeline if isinstance(settings.pipeline, str) else [s.get("kind") for s in settings.pipeline],
+        "pipeline": _pipeline_label(settings.pipeline),
         "service": dict(settings.service).get("kind"),
     }
 

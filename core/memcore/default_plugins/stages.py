@@ -1,4 +1,7 @@
-"""Builtin pipeline stages: recall, fuse, filter, threshold, limit."""
+"""Builtin pipeline stages: recall, fuse, filter, threshold, limit, rerank, intent.
+
+``rerank`` and ``intent`` live in :mod:`memcore.stages` (one module each).
+"""
 
 from __future__ import annotations
 
@@ -12,13 +15,14 @@ from ..filters import matches, parse_filter
 from ..hookspecs import hookimpl
 from ..pipeline import PipelineContext, Stage
 from ..registry import ComponentConfig
+from ..stages import IntentConfig, IntentStage, RerankConfig, RerankStage
 
 
 class RecallConfig(ComponentConfig):
     """``recall``: search one index and add its ranked list."""
 
     kind: str = "recall"
-    index: str | None = Field(None, description="Name of the index to search (default: the collection's only index).")
+    index: str | None = Field(None, description="Name of the index to search (default: the collection's only index, else the one named vector).")
     k: int | None = Field(None, gt=0, description="Depth; default ceil(query k * over_fetch).")
     over_fetch: float = Field(1.0, ge=1.0, description="Depth multiplier over the query's k.")
     name: str | None = Field(None, description="Name of the produced list (default: the index name).")
@@ -35,9 +39,12 @@ class Recall(Stage):
     def check(self, collection) -> None:
         names = [i["name"] for i in collection.list_indexes()]
         if self.index is None:
-            if len(names) != 1:
+            if len(names) == 1:
+                self.index = names[0]
+            elif "vector" in names:
+                self.index = "vector"
+            else:
                 raise ConfigError(f"recall stage: name the index to search (index = ...); indexes: {names}", location="pipeline")
-            self.index = names[0]
             self.name = self.config.name or self.index
         elif self.index not in names:
             raise ConfigError(f"recall stage: no index named {self.index!r}; indexes: {names}", location="pipeline")
@@ -148,3 +155,5 @@ def register_stages(register):
     register("filter", MetadataFilter, FilterConfig)
     register("threshold", Threshold, ThresholdConfig)
     register("limit", Limit, LimitConfig)
+    register("rerank", RerankStage, RerankConfig)
+    register("intent", IntentStage, IntentConfig)

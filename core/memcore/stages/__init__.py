@@ -5,6 +5,7 @@ Small modules, one concern each:
 - :mod:`.text`: tokens and stopwords shared by the stages;
 - :mod:`.signals`: the scoring signals (min-max normalisation, recency decay, term overlap,
   metadata boosts) and the ``Query.extras["recency"]`` query mode;
+- :mod:`.hits`: de-duplicating the working list and emitting re-scored hits;
 - :mod:`.rerank`: the ``rerank`` stage (base score + recency + boosts + keyword overlap);
 - :mod:`.intent_rules`: the documented rules that classify a query (temporal, entity,
   factual, default);

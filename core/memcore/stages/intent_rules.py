@@ -11,7 +11,8 @@ Checked in this order; the first that fires wins:
    or asks ``when`` / ``what time`` / ``what date`` / ``what year`` / ``which year`` /
    ``how long ago``. Its terms are those time expressions.
 2. **entity**: the query names something: a capitalised word that does not start a sentence
-   (``what does Alice do``), an all-capitals acronym of 2+ letters anywhere (``NASA``), or a
+   (``what does Alice do``; the period of ``Mr.``, ``Dr.``, ``St.``... ends no sentence),
+   an all-capitals acronym of 2+ letters anywhere (``NASA``), or a
    run of such words (``New York``; a capitalised sentence-start word joins a run that
    follows it). Question words, stopwords, ``I``, month and weekday names are not entities;
    a trailing ``'s`` is dropped. Its terms are the entities.
@@ -51,6 +52,7 @@ _TIME_PATTERNS = [
 _MAY = re.compile(r"(?<=\S\s)May\b")
 _WHEN = re.compile(r"\b(?:when|what\s+time|what\s+date|what\s+year|which\s+year|how\s+long\s+ago)\b", re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_][\w'’\-]*|[.!?]+", re.UNICODE)
+_ABBREVIATIONS = frozenset("mr mrs ms dr prof st jr sr mt vs".split())
 _NOT_ENTITY = STOPWORDS | set(QUESTION_WORDS) | set(MONTHS) | set(WEEKDAYS) | set(RELATIVE_WORDS) | {"may", "i"}
 
 
@@ -130,7 +132,11 @@ def entities(text: str) -> list[str]:
                 out.append(name)
         run = []
 
+    previous = ""
     for raw in words:
+        if raw == "." and previous.lower() in _ABBREVIATIONS:
+            continue  # "Mr. Smith": the period of an abbreviation ends no sentence
+        previous = raw
         if raw[0] in ".!?":
             close()
             pending, at_start = None, True

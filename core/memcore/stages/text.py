@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-__all__ = ["tokenize", "content_tokens", "STOPWORDS"]
+__all__ = ["tokenize", "content_tokens", "token_sets", "STOPWORDS"]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 

@@ -1,0 +1,222 @@
+#!/usr/bin/env python
+"""Pipeline presets on BEIR SciFact: quality per preset / variant, and the pipeline overhead.
+
+Uses the precomputed all-MiniLM-L6-v2 vectors of ``../shared/data/scifact/minilm`` (no
+model is loaded): the corpus goes into an in-memory collection with a caller-given 384-d
+space ``default``, an ``exact`` cosine index ``vector`` and a ``bm25`` index ``bm25``
+(memcore-fifo-kv; stopwords en, English stemmer, k1 1.2, b 0.75), and every query carries
+its precomputed vector. Each variant (a preset, a preset with overrides, or a stage list)
+runs every judged query of the split at depth 100 through ``Pipeline.run`` and is scored
+with :mod:`memcore.eval.metrics` (nDCG@10, recall@100, MRR@10).
+
+Overhead (the issue's target: full hybrid query time <= 1.2 x the sum of its recall
+stages' times): the ``advanced`` preset is run with ``Pipeline.run_context`` and each
+query's total time is compared with the time its two recall stages took inside the same
+run (from ``ctx.trace``); medians over ``--repeat`` passes. With precomputed query vectors
+the recall stages are only index searches (the worst case for the ratio); with
+``--live-query-embedding`` the vector recall embeds each query with MiniLM, as a real
+application and ``memcore eval beir`` do.
+
+    python bench/bench_presets.py --quick                 # 200 queries
+    python bench/bench_presets.py                         # all 809 train queries
+    python bench/bench_presets.py --variants all             # every tuning variant
+    python bench/bench_presets.py --variants advanced,rrf20 --repeat 5
+
+Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+try:
+    import memcore  # noqa: F401
+except ImportError:  # run without an install
+    sys.path.insert(0, str(REPO / "core"))
+
+import memcore  # noqa: E402
+from memcore.eval import evaluate_run, load_beir  # noqa: E402
+from memcore.pipeline import Pipeline  # noqa: E402
+from memcore.plugins import get_registry  # noqa: E402
+from memcore.records import Query  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data" / "scifact"
+
+VARIANTS: dict[str, Any] = {
+    "dense": [{"kind": "recall", "index": "vector"}, {"kind": "limit"}],
+    "bm25": [{"kind": "recall", "index": "bm25"}, {"kind": "limit"}],
+    "basic": "basic",
+    "basic_kw0.1": {"preset": "basic", "overrides": {"rerank": {"keyword_weight": 0.1}}},
+    "basic_kw0.2": {"preset": "basic", "overrides": {"rerank": {"keyword_weight": 0.2}}},
+    "basic_kw0.3": {"preset": "basic", "overrides": {"rerank": {"keyword_weight": 0.3}}},
+    "basic_kw0.5": {"preset": "basic", "overrides": {"rerank": {"keyword_weight": 0.5}}},
+    "advanced": "advanced",
+    "rrf10": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10}}}},
+    "rrf20": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20}}}},
+    "rrf30": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 30}}}},
+    "rrf60_depth1": {"preset": "advanced", "overrides": {"vector": {"over_fetch": 1.0}, "bm25": {"over_fetch": 1.0}}},
+    "rrf20_bm25w1.5": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20, "weights": {"bm25": 1.5}}}}},
+    "advanced_kw0.1": {"preset": "advanced", "overrides": {"rerank": {"keyword_weight": 0.1}}},
+    "advanced_kw0.2": {"preset": "advanced", "overrides": {"rerank": {"keyword_weight": 0.2}}},
+    "rrf10_kw0.1": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10}}, "rerank": {"keyword_weight": 0.1}}},
+    "rrf20_kw0.1": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20}}, "rerank": {"keyword_weight": 0.1}}},
+    "rrf20_depth2": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20}}, "vector": {"over_fetch": 2.0}, "bm25": {"over_fetch": 2.0}}},
+    "semantic_kw0.3": {"preset": "semantic", "overrides": {"rerank": {"keyword_weight": 0.3}}},
+    "rrf5": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 5}}}},
+    "rrf10_kw0.2": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10}}, "rerank": {"keyword_weight": 0.2}}},
+    "rrf10_kw0.3": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10}}, "rerank": {"keyword_weight": 0.3}}},
+    "rrf10_bm25w1.3_kw0.1": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10, "weights": {"bm25": 1.3}}}, "rerank": {"keyword_weight": 0.1}}},
+    "rrf20_none_kw0.005": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20}}, "rerank": {"keyword_weight": 0.005, "normalize": "none"}}},
+    "dbsf": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "dbsf"}}}},
+    "dbsf_bm25w1.5": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "dbsf", "weights": {"bm25": 1.5}}}}},
+    "weighted_minmax": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "weighted", "normalization": "minmax"}}}},
+    "weighted_zscore": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "weighted", "normalization": "zscore"}}}},
+    "dbsf_kw0.1": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "dbsf"}}, "rerank": {"keyword_weight": 0.1}}},
+    "semantic": "semantic",
+    "semantic_mmr0.9": {"preset": "semantic", "overrides": {"mmr": {"lambda": 0.9}}},
+    "semantic_no_mmr": {"preset": "semantic", "overrides": {"mmr": False}},
+}
+
+
+DEFAULT_VARIANTS = ("dense", "bm25", "basic", "basic_kw0.5", "advanced", "rrf10_kw0.3", "dbsf", "semantic", "semantic_mmr0.9", "semantic_no_mmr")
+"""The variants documented in docs/concepts.md (rrf10_kw0.3 is examples/beir_hybrid.toml)."""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def build(split: str, registry, live: bool = False) -> tuple[Any, list[tuple[str, str, np.ndarray]], dict]:
+    data = load_beir(DATA, split)
+    ids = json.loads((DATA / "minilm" / "corpus_ids.json").read_text())
+    vectors = np.load(DATA / "minilm" / "corpus.npy", allow_pickle=False)
+    qids = json.loads((DATA / "minilm" / "query_ids.json").read_text())
+    qvecs = np.load(DATA / "minilm" / "queries.npy", allow_pickle=False)
+    qrow = {q: i for i, q in enumerate(qids)}
+    row = {d: i for i, d in enumerate(ids)}
+    settings = {
+        "store": {"kind": "memory"},
+        "spaces": {"default": {"embedder": {"kind": "minilm"}} if live else {"dim": int(vectors.shape[1])}},
+        "indexes": {
+            "vector": {"kind": "exact", "space": "default", "metric": "cosine"},
+            "bm25": {"kind": "bm25", "k1": 1.2, "b": 0.75, "stopwords": "en", "stemmer": "english"},
+        },
+        "pipeline": "advanced",
+    }
+    memory = memcore.open(settings)
+    docs = [
+        {"id": d["_id"], "text": f"{d['title']} {d['text']}".strip(), "metadata": {"title": d["title"]}, "vectors": {"default": vectors[row[d["_id"]]]}}
+        for d in data.corpus
+    ]
+    for start in range(0, len(docs), 1000):
+        memory.collection.insert(docs[start : start + 1000])
+    queries = [(qid, text, qvecs[qrow[qid]]) for qid, text in data.judged_queries() if qid in qrow]
+    return memory, queries, data.qrels
+
+
+def evaluate(memory, pipeline: Pipeline, queries, qrels) -> dict[str, float]:
+    run = {}
+    for qid, text, vec in queries:
+        hits = pipeline.run(memory.collection, Query(text=text, vectors={"default": vec}, k=100), with_records=False)
+        run[qid] = {h.id: h.score for h in hits}
+    return evaluate_run(run, {q: qrels[q] for q, _, _ in queries}, k=10, recall_k=100)
+
+
+def overhead(memory, registry, queries, repeat: int, live: bool = False) -> dict[str, float]:
+    pipeline = Pipeline.from_config("advanced", registry)
+    pipeline.check(memory.collection)
+    ratios, totals, recalls = [], [], []
+    stages: dict[str, list[float]] = {}
+    for _ in range(repeat):
+        total = recall = 0.0
+        per_stage: dict[str, float] = {}
+        for _, text, vec in queries:
+            q = Query(text=text, k=100) if live else Query(text=text, vectors={"default": vec}, k=100)
+            started = time.perf_counter()
+            ctx = pipeline.run_context(memory.collection, q)
+            hits = ctx.current[: q.k]
+            total += time.perf_counter() - started
+            recall += sum(t["seconds"] for t in ctx.trace if t["stage"] in ("vector", "bm25"))
+            for t in ctx.trace:
+                per_stage[t["stage"]] = per_stage.get(t["stage"], 0.0) + t["seconds"]
+            assert hits
+        totals.append(total)
+        recalls.append(recall)
+        ratios.append(total / recall)
+        for name, seconds in per_stage.items():
+            stages.setdefault(name, []).append(seconds)
+    return {
+        "stage_seconds_median": {name: statistics.median(v) for name, v in stages.items()},
+        "pipeline_seconds_median": statistics.median(totals),
+        "recall_stages_seconds_median": statistics.median(recalls),
+        "ratio_pipeline_over_recalls_median": statistics.median(ratios),
+        "ratios": ratios,
+        "queries": len(queries),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--queries", type=int, default=None, help="Use only the first N judged queries.")
+    parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"Comma-separated variant names, or 'all': {', '.join(VARIANTS)}.")
+    parser.add_argument("--repeat", type=int, default=3, help="Passes of the overhead measurement.")
+    parser.add_argument("--quick", action="store_true", help="200 queries, 1 overhead pass.")
+    parser.add_argument(
+        "--live-query-embedding", action="store_true",
+        help="Overhead only: embed each query with MiniLM inside the vector recall (memcore-embed), as `memcore eval beir` does.",
+    )
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        print(json.dumps({"skipped": f"no SciFact data at {DATA}"}))
+        return
+    if args.quick:
+        args.queries = args.queries or 200
+        args.repeat = 1
+    load_start = os.getloadavg()
+    registry = get_registry()
+    log("building the collection (precomputed MiniLM vectors + bm25)...")
+    started = time.perf_counter()
+    memory, queries, qrels = build(args.split, registry, live=args.live_query_embedding)
+    build_seconds = time.perf_counter() - started
+    queries = queries[: args.queries] if args.queries else queries
+    results: dict[str, Any] = {}
+    names = list(VARIANTS) if args.variants == "all" else args.variants.split(",")
+    for name in names:
+        pipeline = Pipeline.from_config(VARIANTS[name], registry)
+        pipeline.check(memory.collection)
+        t0 = time.perf_counter()
+        metrics = evaluate(memory, pipeline, queries, qrels)
+        metrics["qps"] = len(queries) / (time.perf_counter() - t0)
+        results[name] = {k: round(v, 4) if isinstance(v, float) else v for k, v in metrics.items()}
+        log(f"{name:<18} ndcg@10 {metrics['ndcg@10']:.4f}  recall@100 {metrics['recall@100']:.4f}  mrr@10 {metrics['mrr@10']:.4f}")
+    log("overhead of the advanced preset...")
+    if args.live_query_embedding:
+        memory.query("warm up the model", k=1)
+    over = overhead(memory, registry, queries, args.repeat, live=args.live_query_embedding)
+    over["live_query_embedding"] = args.live_query_embedding
+    memory.close()
+    print(json.dumps({
+        "split": args.split,
+        "queries": len(queries),
+        "build_seconds": round(build_seconds, 2),
+        "variants": results,
+        "overhead": over,
+        "variant_settings": {k: VARIANTS[k] for k in names},
+        "loadavg_start": load_start,
+        "loadavg_end": os.getloadavg(),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
