@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 from .records import Contribution, Hit
 
@@ -21,10 +21,12 @@ class Fusion(ABC):
         return self.fuse(lists, k)
 
 
-def merge_provenance(lists: Mapping[str, Sequence[Hit]]) -> dict[str, list[Contribution]]:
-    """For each id, one contribution per list it appears in (1-based rank, that list's score)."""
+def merge_provenance(lists: Mapping[str, Sequence[Hit]], ids: Collection[str] | None = None) -> dict[str, list[Contribution]]:
+    """For each id (of ``ids``, or all), one contribution per list it appears in
+    (1-based rank, that list's score). Fusions pass their top ``k`` ids to skip the rest."""
     out: dict[str, list[Contribution]] = {}
     for name, hits in lists.items():
         for rank, hit in enumerate(hits, start=1):
-            out.setdefault(hit.id, []).append(Contribution(name, rank, float(hit.score)))
+            if ids is None or hit.id in ids:
+                out.setdefault(hit.id, []).append(Contribution(name, rank, float(hit.score)))
     return out

