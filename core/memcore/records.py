@@ -11,7 +11,7 @@ import json
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -304,9 +304,11 @@ def validate_k(k: Any) -> int:
     return int(k)
 
 
-@dataclass(frozen=True, slots=True)
-class Contribution:
-    """One ranked list that contributed to a hit: its name, the hit's 1-based rank and score."""
+class Contribution(NamedTuple):
+    """One ranked list that contributed to a hit: its name, the hit's 1-based rank and score.
+
+    A named tuple: created for every hit of every fused list, so it must be cheap.
+    """
 
     source: str
     rank: int

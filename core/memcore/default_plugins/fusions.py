@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
 from typing import Mapping, Sequence
 
 from pydantic import Field
@@ -11,6 +10,10 @@ from ..fusion import Fusion, merge_provenance
 from ..hookspecs import hookimpl
 from ..records import Hit
 from ..registry import ComponentConfig
+
+
+def _best_first(item: tuple[str, float]) -> tuple[float, str]:
+    return (-item[1], item[0])
 
 
 class RRFConfig(ComponentConfig):
@@ -34,8 +37,9 @@ class ReciprocalRankFusion(Fusion):
             weight, offset = self.config.weights.get(name, 1.0), self.config.k
             for rank, hit in enumerate(hits, start=1):
                 scores[hit.id] = scores.get(hit.id, 0.0) + weight / (offset + rank)
-        best = heapq.nsmallest(k, scores, key=lambda rid: (-scores[rid], rid))
-        provenance = merge_provenance(lists, set(best))
+        order = sorted(scores.items(), key=_best_first)
+        best = [rid for rid, _ in order[:k]]
+        provenance = merge_provenance(lists, set(best) if k < len(order) else None)
         return [Hit(rid, scores[rid], raw=scores[rid], source="rrf", provenance=tuple(provenance[rid])) for rid in best]
 
 
