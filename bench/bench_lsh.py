@@ -71,13 +71,19 @@ DEFAULT_CONFIGS: list[dict[str, Any]] = [
     {"tables": 16, "bits": 16, "multi_probe": 2, "probes": 32, "max_candidates": 64},  # 256 bits
     {"tables": 32, "bits": 8, "multi_probe": 0, "max_candidates": 64},  # 256 bits
     {"tables": 16, "bits": 16, "multi_probe": 1, "rerank": False, "store_vectors": False},  # 256 bits, codes only
+    # ~100k vectors: 16-bit buckets, a margin-ordered radius-2 probe budget and a small cap
+    {"tables": 4, "bits": 16, "multi_probe": 2, "probes": 96, "max_candidates": 24},  # 64 bits
+    {"tables": 8, "bits": 16, "multi_probe": 2, "probes": 64, "max_candidates": 24},  # 128 bits
+    {"tables": 10, "bits": 16, "multi_probe": 2, "probes": 48, "max_candidates": 32},  # 160 bits
+    {"tables": 16, "bits": 16, "multi_probe": 2, "probes": 32, "max_candidates": 24},  # 256 bits
 ]
-QUICK_CONFIGS = [DEFAULT_CONFIGS[i] for i in (1, 4, 7, 8, 9)]
+QUICK_CONFIGS = [DEFAULT_CONFIGS[i] for i in (1, 4, 7, 8, 9, 11, 13)]
 LARGE_CONFIGS: list[dict[str, Any]] = [  # ~1M vectors: wider codes keep the buckets small
     {"tables": 16, "bits": 16, "multi_probe": 2, "probes": 32, "max_candidates": 64},
     {"tables": 16, "bits": 18, "multi_probe": 1, "max_candidates": 64},
     {"tables": 16, "bits": 18, "multi_probe": 2, "probes": 32, "max_candidates": 64},
     {"tables": 16, "bits": 20, "multi_probe": 2, "probes": 32, "max_candidates": 64},
+    {"tables": 16, "bits": 16, "multi_probe": 2, "probes": 32, "max_candidates": 24},
 ]
 GRIDS = {"default": DEFAULT_CONFIGS, "quick": QUICK_CONFIGS, "large": LARGE_CONFIGS}
 
@@ -374,7 +380,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--single-queries", type=int, default=200, help="one-query calls timed for the p50 latency")
     p.add_argument("--batch", type=int, default=10_000, help="records per add() while building")
     p.add_argument("--configs", help="JSON list of lsh config dicts (overrides --grid)")
-    p.add_argument("--grid", choices=sorted(GRIDS), default="default", help="built-in config list: default (10 configs), quick (5), large (bits for ~1M vectors)")
+    p.add_argument("--grid", choices=sorted(GRIDS), default="default", help="built-in config list: default (14 configs), quick (7), large (bits for ~1M vectors)")
     p.add_argument("--reference-bits", default="128,256", help="IndexLSH sizes every config is also compared with (comma-separated; empty: none)")
     p.add_argument("--quick", action="store_true", help="N=20,000, 200 queries, 200 SciFact queries, the quick grid, 2 repeats")
     p.add_argument("--out", type=Path, help="also write the JSON here")

@@ -1,10 +1,13 @@
 """Candidate generation: the union of a query's probed buckets over all tables.
 
-Works on a chunk of queries at once, without a Python loop over queries: the bucket
-entries of every query are gathered, de-duplicated per query (one sort of
-``query * slots + slot`` keys), filtered by the ``allowed`` mask and, with a
-``max_candidates`` cap, reduced to the candidates nearest the query by full-code Hamming
-distance (ties to the lower slot, so the choice is deterministic and survives save/load).
+Works on a chunk of queries at once, without a Python loop over queries or candidates:
+the bucket entries of every query are gathered, filtered by the ``allowed`` mask and
+de-duplicated per query with one sort of packed integer keys. Without a cap the key is
+``(query, slot)``. With a ``max_candidates`` cap it is ``(query, distance, slot)``, the
+distance being the full-code Hamming distance to the query: after the same one sort each
+query's entries run nearest first, ties to the lower slot, and its first ``cap`` distinct
+entries are the ones kept (deterministic, and unchanged by save/load, which keep slot
+order).
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ import numpy as np
 from .hashing import popcount
 from .tables import BucketTables
 
-__all__ = ["CandidateLists", "bucket_candidates", "single_list", "GATHER_LIMIT"]
+__all__ = ["CandidateLists", "bucket_candidates", "single_list", "hamming", "GATHER_LIMIT"]
 
 GATHER_LIMIT = 1 << 16
 """Bucket entries gathered at once (a chunk of queries): small enough to stay in cache."""
+
+_KEY_BITS = 63
+"""Bits of a packed sort key (int64, non-negative)."""
 
 
 @dataclass
@@ -39,12 +45,27 @@ class CandidateLists:
 
     def owners(self) -> np.ndarray:
         """For every candidate, the index of its query in the chunk."""
-        return np.repeat(np.arange(len(self), dtype=np.int64), self.sizes())
+        return np.arange(len(self), dtype=np.int64).repeat(self.sizes())
 
 
 def single_list(slots: np.ndarray) -> CandidateLists:
     """The candidate lists of one query."""
     return CandidateLists(np.array([0, slots.size], dtype=np.int64), slots)
+
+
+def hamming(stored_packed: np.ndarray, slots: np.ndarray, query_packed: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Full-code Hamming distance (int64) between each slot and the query that owns it.
+
+    ``numpy.take`` rows (much faster than fancy indexing of 2-d arrays) and one add per
+    64-bit word (a reduction over a short last axis is slow in numpy).
+    """
+    codes = stored_packed.take(slots, axis=0)
+    codes ^= query_packed.take(owner, axis=0)
+    counts = popcount(codes)
+    distance = counts[:, 0].astype(np.int64)
+    for w in range(1, counts.shape[1]):
+        distance += counts[:, w]
+    return distance
 
 
 def bucket_candidates(
@@ -59,68 +80,98 @@ def bucket_candidates(
     """Yield ``(first query, lists)`` chunk by chunk for the probe ``keys`` ``(q, tables, p)``.
 
     ``query_packed`` are the queries' packed full codes, ``stored_packed`` those of every
-    slot, ``used`` the number of slots, ``mask`` the allowed slots (or None).
+    slot, ``used`` the number of slots, ``mask`` the allowed slots (or None), ``cap`` the
+    most candidates kept per query (the nearest by full-code Hamming distance) or None.
     """
     starts, counts = tables.bucket_ranges(keys)
     per_query = counts.sum(axis=1)
     n_queries = per_query.size
+    slot_bits = max(1, int(used).bit_length())
+    distance_bits = 0 if cap is None else int(stored_packed.shape[1] * 64).bit_length()
+    owner_bits = _KEY_BITS - slot_bits - distance_bits
+    if owner_bits < 1:  # pragma: no cover - more than 2**50 slots
+        raise ValueError(f"lsh: {used} slots do not fit a sort key")
+    most = 1 << owner_bits  # queries per chunk, so that the owner fits its key field
+    ends = per_query.cumsum()
     first = 0
+    limit = GATHER_LIMIT
     while first < n_queries:
-        last = first + 1  # at least one query per chunk, however large its buckets
-        total = int(per_query[first])
-        while last < n_queries and total + per_query[last] <= GATHER_LIMIT:
-            total += int(per_query[last])
-            last += 1
-        raw = tables.gather(starts[first:last], counts[first:last])
-        owner = np.repeat(np.arange(last - first, dtype=np.int64), per_query[first:last])
-        owner, slots = np.divmod(_distinct(owner * used + raw), used)  # by (query, slot)
-        if mask is not None:
-            keep = mask[slots]
-            owner, slots = owner[keep], slots[keep]
-        if cap is not None:
-            owner, slots = _nearest(owner, slots, query_packed[first:last], stored_packed, cap, last - first)
-        bounds = np.searchsorted(owner, np.arange(last - first + 1, dtype=np.int64))
-        yield first, CandidateLists(bounds, slots)
+        before = int(ends[first - 1]) if first else 0
+        # as many queries as fit the limit, at least one however large its buckets
+        last = max(first + 1, int(ends.searchsorted(before + limit, side="right")))
+        last = min(last, first + most, n_queries)
+        yield first, _chunk(
+            tables, starts[first:last], counts[first:last], per_query[first:last], query_packed[first:last],
+            stored_packed, slot_bits, distance_bits, mask, cap,
+        )
         first = last
+
+
+def _chunk(
+    tables: BucketTables,
+    starts: np.ndarray,
+    counts: np.ndarray,
+    per_query: np.ndarray,
+    query_packed: np.ndarray,
+    stored_packed: np.ndarray,
+    slot_bits: int,
+    distance_bits: int,
+    mask: np.ndarray | None,
+    cap: int | None,
+) -> CandidateLists:
+    n = per_query.size
+    slots = tables.gather(starts, counts)
+    owner = np.arange(n, dtype=np.int64).repeat(per_query)
+    if mask is not None:
+        keep = np.flatnonzero(mask[slots])
+        owner, slots = owner.take(keep), slots.take(keep)
+    if cap is None:
+        key = _distinct((owner << slot_bits) | slots)
+        owner = key >> slot_bits
+        slots = key & ((1 << slot_bits) - 1)
+    else:
+        key = (hamming(stored_packed, slots, query_packed, owner) << slot_bits) | slots
+        key = _distinct(key | (owner << (slot_bits + distance_bits)))  # by query, distance, slot
+        owner = key >> (slot_bits + distance_bits)
+        first = owner.searchsorted(np.arange(n, dtype=np.int64))
+        rank = np.arange(key.size, dtype=np.int64) - first.take(owner)
+        if rank.size and int(rank.max()) >= cap:
+            keep = np.flatnonzero(rank < cap)
+            key, owner = key.take(keep), owner.take(keep)
+        # back to (query, slot) order: the lists are ascending by slot
+        key = np.sort((owner << slot_bits) | (key & ((1 << slot_bits) - 1)))
+        owner = key >> slot_bits
+        slots = key & ((1 << slot_bits) - 1)
+    bounds = owner.searchsorted(np.arange(n + 1, dtype=np.int64))
+    return CandidateLists(bounds, slots)
 
 
 def _distinct(values: np.ndarray) -> np.ndarray:
     """Sorted distinct values (a sort, faster than numpy.unique's hashing on these sizes)."""
     values = np.sort(values)
     if values.size > 1:
-        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+        new = np.empty(values.size, dtype=bool)
+        new[0] = True
+        np.not_equal(values[1:], values[:-1], out=new[1:])
+        values = values.take(np.flatnonzero(new))  # (faster than a boolean mask)
     return values
 
 
 def _nearest(owner: np.ndarray, slots: np.ndarray, query_packed: np.ndarray, stored_packed: np.ndarray, cap: int, n: int):
     """Keep, per query, the ``cap`` slots nearest by Hamming distance (ties: lower slot).
 
-    No sort: a histogram of distances per query gives the distance ``d*`` of the
-    ``cap``-th nearest; all nearer slots are kept, and the lowest slots at ``d*`` fill up.
+    ``owner``/``slots`` are distinct pairs sorted by (owner, slot); so is the result. The
+    reference of the cut :func:`bucket_candidates` applies (with one sort for both the
+    de-duplication and the cut).
     """
-    sizes = np.bincount(owner, minlength=n)
-    if (sizes <= cap).all():
+    if owner.size == 0:
         return owner, slots
-    codes = stored_packed[slots] ^ query_packed[owner]
-    distance = popcount(codes[:, 0]).astype(np.int64)
-    for w in range(1, codes.shape[1]):
-        distance += popcount(codes[:, w])
-    if n == 1:  # one query (a single search): a partition is cheaper than the histogram
-        order = distance * (int(slots[-1]) + 1) + slots  # distinct, by (distance, slot)
-        chosen = np.sort(np.argpartition(order, cap - 1)[:cap])
-        return owner[chosen], slots[chosen]
-    width = int(distance.max()) + 1
-    histogram = np.bincount(owner * width + distance, minlength=n * width).reshape(n, width)
-    cumulative = np.cumsum(histogram, axis=1)
-    cut = np.argmax(cumulative >= cap, axis=1)  # distance of the cap-th nearest (0 when fewer than cap)
-    cut[sizes <= cap] = width  # keep everything
-    below = np.where(cut > 0, cumulative[np.arange(n), np.maximum(cut - 1, 0)], 0)
-    need = cap - below  # slots to take at distance == cut
-    d_cut = cut[owner]
-    keep = distance < d_cut
-    at_cut = distance == d_cut
-    before = np.concatenate(([0], np.cumsum(at_cut)))  # entries at the cut before each position
-    first = np.concatenate(([0], np.cumsum(sizes)))[:-1]  # each query's first position
-    rank = before[:-1] - before[first][owner]  # ... counted within the query (its entries are by slot)
-    keep |= at_cut & (rank < need[owner])
-    return owner[keep], slots[keep]
+    slot_bits = max(1, int(slots.max()).bit_length())
+    distance_bits = int(stored_packed.shape[1] * 64).bit_length()
+    key = (hamming(stored_packed, slots, query_packed, owner) << slot_bits) | slots
+    key = np.sort(key | (owner << (slot_bits + distance_bits)))
+    by_owner = key >> (slot_bits + distance_bits)
+    first = by_owner.searchsorted(np.arange(n, dtype=np.int64))
+    keep = np.arange(key.size, dtype=np.int64) - first[by_owner] < cap
+    key = np.sort((by_owner[keep] << slot_bits) | (key[keep] & ((1 << slot_bits) - 1)))
+    return key >> slot_bits, key & ((1 << slot_bits) - 1)

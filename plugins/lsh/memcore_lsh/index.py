@@ -104,6 +104,18 @@ class LSHIndex(Index):
             raise ValidationError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
         return self._check_vector(vector, f"query vector {self.config.space!r}")
 
+    def _query_vectors(self, queries: Sequence[Query]) -> np.ndarray:
+        """The ``(q, dim)`` float32 query vectors, checked like :meth:`_query_vector` (finiteness in one pass)."""
+        space, shape = self.config.space, (self.dim,)
+        rows = [query.vectors.get(space) for query in queries]
+        if all(row is not None and np.shape(row) == shape for row in rows):
+            stacked = np.asarray(rows[0], dtype=np.float32)[None, :] if len(rows) == 1 else np.asarray(np.stack(rows), dtype=np.float32)
+            if np.isfinite(stacked).all():
+                return stacked
+        for query in queries:  # something is wrong: the error of the first bad query, as one by one
+            self._query_vector(query)
+        raise AssertionError("unreachable: a query vector failed the batch check but passed alone")  # pragma: no cover
+
     def _mode(self, query: Query) -> _Mode:
         mode = parse_query_mode(query.extras, self.name)
         if mode is None:
@@ -164,7 +176,7 @@ class LSHIndex(Index):
             raise ValidationError(f"k must be a positive integer, got {k!r}")
         k = int(k)
         modes = [self._mode(q) for q in queries]
-        vectors = normalize_rows(np.stack([self._query_vector(q) for q in queries]))
+        vectors = normalize_rows(self._query_vectors(queries))
         results: list[list[Hit]] = [[] for _ in queries]
         if self._rows.live == 0:
             return results
@@ -173,7 +185,7 @@ class LSHIndex(Index):
             return results
         projections = self._planes.project(vectors)
         codes = self._planes.codes(projections)
-        packed = self._planes.pack(codes)
+        packed = self._planes.pack_signs(projections)
         groups: dict[_Mode, list[int]] = {}
         for i, mode in enumerate(modes):
             groups.setdefault(mode, []).append(i)
@@ -199,9 +211,7 @@ class LSHIndex(Index):
         return results
 
     def _rank(self, lists: CandidateLists, vectors: np.ndarray, packed: np.ndarray, k: int) -> list[list[Hit]]:
-        scores, raw = self._scorer.score(lists, vectors, packed)
-        name = self.name
-        return [[Hit(rid, s, raw=r, source=name) for rid, s, r in best] for best in best_k(lists, scores, raw, k, self._rows.ids)]
+        return best_k(self._scorer, lists, vectors, packed, k, self._rows.ids, self.name)
 
     def _exhaustive(self, restrict: _Filter | None, vector: np.ndarray, packed: np.ndarray, k: int) -> list[Hit]:
         """Score every held (allowed) slot: the exact answer the buckets approximate."""

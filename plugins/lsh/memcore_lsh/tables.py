@@ -1,6 +1,6 @@
 """Hash tables as numpy arrays: every table lists the held slots grouped by bucket.
 
-Table ``t`` is one row of the ``(tables, n)`` int64 matrix ``slots``, ordered by code
+Table ``t`` is one row of the ``(tables, n)`` int32 matrix ``slots``, ordered by code
 (every held slot appears exactly once per table); a bucket is a run of that row. Two
 directories say where each run lies, chosen by :func:`make_tables` from ``bits``:
 
@@ -19,7 +19,11 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-__all__ = ["BucketTables", "DirectTables", "SortedTables", "make_tables", "DIRECT_MAX_BITS"]
+__all__ = ["BucketTables", "DirectTables", "SortedTables", "make_tables", "DIRECT_MAX_BITS", "SLOT_DTYPE"]
+
+SLOT_DTYPE = np.int32
+"""Slot numbers in the tables (and bucket offsets): half the memory and cache footprint of
+int64, which the random reads of a lookup feel; an index holds fewer than 2**31 records."""
 
 DIRECT_MAX_BITS = 16
 """Widest code that gets a direct-address directory (``2**16 + 1`` offsets per table)."""
@@ -36,7 +40,7 @@ class BucketTables(ABC):
     def __init__(self, tables: int, bits: int):
         self.tables = tables
         self.bits = bits
-        self.slots = np.zeros((tables, 0), dtype=np.int64)
+        self.slots = np.zeros((tables, 0), dtype=SLOT_DTYPE)
 
     def __len__(self) -> int:
         return self.slots.shape[1]
@@ -72,8 +76,8 @@ class BucketTables(ABC):
 
     def rebuild(self, slots: np.ndarray, codes: np.ndarray) -> None:
         """Replace the contents by ``slots`` with their ``(n, tables)`` codes."""
-        slots = np.asarray(slots, dtype=np.int64)
-        rows = np.empty((self.tables, slots.size), dtype=np.int64)
+        slots = _slot_array(slots)
+        rows = np.empty((self.tables, slots.size), dtype=SLOT_DTYPE)
         sorted_keys = []
         for t in range(self.tables):
             order = np.argsort(codes[:, t], kind="stable")
@@ -84,10 +88,10 @@ class BucketTables(ABC):
 
     def insert(self, slots: np.ndarray, codes: np.ndarray) -> None:
         """Add new ``slots`` (not held yet) with their ``(m, tables)`` codes, each at the end of its bucket."""
-        slots = np.asarray(slots, dtype=np.int64)
+        slots = _slot_array(slots)
         if slots.size == 0:
             return
-        rows = np.empty((self.tables, len(self) + slots.size), dtype=np.int64)
+        rows = np.empty((self.tables, len(self) + slots.size), dtype=SLOT_DTYPE)
         for t in range(self.tables):
             order = np.argsort(codes[:, t], kind="stable")
             keys = codes[order, t]
@@ -98,11 +102,11 @@ class BucketTables(ABC):
 
     def delete(self, slots: np.ndarray, codes: np.ndarray) -> None:
         """Remove held ``slots`` whose ``(m, tables)`` codes are given."""
-        slots = np.asarray(slots, dtype=np.int64)
+        slots = _slot_array(slots)
         if slots.size == 0:
             return
         remaining = len(self) - slots.size
-        rows = np.empty((self.tables, remaining), dtype=np.int64)
+        rows = np.empty((self.tables, remaining), dtype=SLOT_DTYPE)
         for t in range(self.tables):
             start, end = self._runs(t, codes[:, t])
             positions = _ranges(start, end - start)
@@ -117,7 +121,7 @@ class BucketTables(ABC):
 
     def renumber(self, mapping: np.ndarray) -> None:
         """Map every slot ``s`` to ``mapping[s]`` (an increasing map, so runs keep their order)."""
-        self.slots = mapping[self.slots]
+        self.slots = mapping[self.slots].astype(SLOT_DTYPE)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -138,7 +142,7 @@ class BucketTables(ABC):
 
     def gather(self, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
         """The slots in the ranges ``(starts, counts)``, concatenated in order."""
-        return self.slots.reshape(-1)[_ranges(starts, counts)]
+        return self.slots.reshape(-1).take(_ranges(starts, counts))
 
 
 class DirectTables(BucketTables):
@@ -148,7 +152,7 @@ class DirectTables(BucketTables):
         if bits > DIRECT_MAX_BITS:
             raise ValueError(f"direct tables take at most {DIRECT_MAX_BITS} bits, got {bits}")
         super().__init__(tables, bits)
-        self.offsets = np.zeros((tables, (1 << bits) + 1), dtype=np.int64)
+        self.offsets = np.zeros((tables, (1 << bits) + 1), dtype=SLOT_DTYPE)
 
     def _runs(self, t: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         keys = keys.astype(np.intp)
@@ -199,14 +203,14 @@ class SortedTables(BucketTables):
         row = self.keys[t]
         flat = keys.reshape(-1)
         if flat.size < 64:
-            return np.searchsorted(row, keys, side="left"), np.searchsorted(row, keys, side="right")
+            return row.searchsorted(keys, side="left"), row.searchsorted(keys, side="right")
         # sorted needles: numpy's binary search then starts from the previous answer, which
         # turns scattered cache misses over a large table into a forward sweep
         order = np.argsort(flat, kind="stable")
         needles = flat[order]
         start, end = np.empty(flat.size, dtype=np.int64), np.empty(flat.size, dtype=np.int64)
-        start[order] = np.searchsorted(row, needles, side="left")
-        end[order] = np.searchsorted(row, needles, side="right")
+        start[order] = row.searchsorted(needles, side="left")
+        end[order] = row.searchsorted(needles, side="right")
         return start.reshape(keys.shape), end.reshape(keys.shape)
 
     def _index(self, sorted_keys: list[np.ndarray]) -> None:
@@ -233,12 +237,28 @@ class SortedTables(BucketTables):
         return int(self.slots.nbytes + sum(row.nbytes for row in self.keys))
 
 
+def _slot_array(slots) -> np.ndarray:
+    """``slots`` as :data:`SLOT_DTYPE` (ValueError past its range, never a silent wrap)."""
+    slots = np.asarray(slots)
+    if slots.size and int(slots.max()) > np.iinfo(SLOT_DTYPE).max:
+        raise ValueError(f"lsh tables hold at most {np.iinfo(SLOT_DTYPE).max + 1} slots")
+    return slots.astype(SLOT_DTYPE, copy=False)
+
+
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(start, start + count)`` for each pair, without a Python loop."""
+    """Concatenated ``arange(start, start + count)`` for each pair, without a Python loop.
+
+    The cumulative sum of steps: 1 inside a range, the jump to the next range's start at
+    its first position (faster than ``repeat`` + ``arange`` for many short ranges).
+    """
     starts = np.asarray(starts, dtype=np.int64).reshape(-1)
     counts = np.asarray(counts, dtype=np.int64).reshape(-1)
-    total = int(counts.sum())
-    if total == 0:
+    some = np.flatnonzero(counts > 0)  # (then take: faster than a boolean mask here)
+    starts, counts = starts.take(some), counts.take(some)
+    if counts.size == 0:
         return np.zeros(0, dtype=np.int64)
-    offsets = np.cumsum(counts) - counts
-    return np.repeat(starts - offsets, counts) + np.arange(total, dtype=np.int64)
+    ends = counts.cumsum()
+    steps = np.ones(int(ends[-1]), dtype=np.int64)
+    steps[0] = starts[0]
+    steps[ends[:-1]] = starts[1:] - (starts[:-1] + counts[:-1] - 1)
+    return steps.cumsum()
