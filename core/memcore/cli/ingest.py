@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import click
 
 from ..errors import DuplicateIdError, MemcoreError, ValidationError
+from ..jsonl import read_jsonl
 from ..records import Record
 from ._common import CliError, echo_json, note, open_memory, progress
 
@@ -27,40 +27,26 @@ def read_records(path: Path) -> tuple[list[Record], int]:
     records: dict[str, Record] = {}
     first_line: dict[str, int] = {}
     lines = 0
-    with open(path, "rb") as fh:
-        for number, data in enumerate(fh, start=1):
-            where = f"{path}:{number}"
-            try:
-                raw = data.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValidationError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-            if not raw.strip():
-                continue
-            lines += 1
-            try:
-                item = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise ValidationError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(item, dict):
-                raise ValidationError(f"{where}: expected a JSON object with a \"text\", got {type(item).__name__}")
-            unknown = sorted(set(item) - RECORD_FIELDS)
-            if unknown:
-                raise ValidationError(f"{where}: unknown field(s) {unknown}; a record has id, text, metadata, scope, links")
-            if "text" not in item:
-                raise ValidationError(f"{where}: missing required field \"text\"")
-            try:
-                record = Record.create(
-                    item["text"], id=item.get("id"), metadata=item.get("metadata"), scope=item.get("scope"), links=item.get("links") or ()
-                )
-            except MemcoreError as exc:
-                raise ValidationError(f"{where}: {exc}") from None
-            previous = records.get(record.id)
-            if previous is not None:
-                if not previous.same_content(record):
-                    raise DuplicateIdError(f"{where}: id {record.id!r} was already used on line {first_line[record.id]} for a different record")
-                continue
-            records[record.id] = record
-            first_line[record.id] = number
+    for number, where, item in read_jsonl(path):
+        lines += 1
+        unknown = sorted(set(item) - RECORD_FIELDS)
+        if unknown:
+            raise ValidationError(f"{where}: unknown field(s) {unknown}; a record has id, text, metadata, scope, links")
+        if "text" not in item:
+            raise ValidationError(f"{where}: missing required field \"text\"")
+        try:
+            record = Record.create(
+                item["text"], id=item.get("id"), metadata=item.get("metadata"), scope=item.get("scope"), links=item.get("links") or ()
+            )
+        except MemcoreError as exc:
+            raise ValidationError(f"{where}: {exc}") from None
+        previous = records.get(record.id)
+        if previous is not None:
+            if not previous.same_content(record):
+                raise DuplicateIdError(f"{where}: id {record.id!r} was already used on line {first_line[record.id]} for a different record")
+            continue
+        records[record.id] = record
+        first_line[record.id] = number
     return list(records.values()), lines
 
 

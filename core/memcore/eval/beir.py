@@ -12,15 +12,15 @@ id used twice for different documents (:class:`DuplicateIdError`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import DuplicateIdError, NotFoundError, ValidationError
+from ..jsonl import read_jsonl
 from ..records import Record
 
-__all__ = ["BeirData", "load_beir", "read_jsonl", "read_qrels", "corpus_records"]
+__all__ = ["BeirData", "load_beir", "read_qrels", "corpus_records"]
 
 
 @dataclass
@@ -46,26 +46,6 @@ def _need(path: Path, what: str) -> Path:
     if not path.is_file():
         raise NotFoundError(f"{what} not found: {path} (a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/<split>.tsv)")
     return path
-
-
-def read_jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-    """``(location, object)`` for each non-blank line of a JSON Lines file."""
-    with open(path, "rb") as fh:
-        for number, data in enumerate(fh, start=1):
-            where = f"{path}:{number}"
-            try:
-                line = data.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                raise ValidationError(f"{where}: not UTF-8 text ({exc.reason})") from None
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValidationError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
-            if not isinstance(item, dict):
-                raise ValidationError(f"{where}: expected a JSON object, got {type(item).__name__}")
-            yield where, item
 
 
 def _field(item: dict[str, Any], name: str, where: str, *, required: bool = True) -> str:
@@ -114,7 +94,7 @@ def load_beir(data_dir: str | Path, split: str = "test") -> BeirData:
     qrels_path = _need(root / "qrels" / f"{split}.tsv", f"qrels of split {split!r}")
     corpus: list[dict[str, str]] = []
     seen: dict[str, tuple[str, str]] = {}
-    for where, item in read_jsonl(_need(root / "corpus.jsonl", "corpus")):
+    for _, where, item in read_jsonl(_need(root / "corpus.jsonl", "corpus")):
         doc_id = _field(item, "_id", where)
         title, text = _field(item, "title", where, required=False), _field(item, "text", where, required=False)
         if doc_id in seen:
@@ -124,7 +104,7 @@ def load_beir(data_dir: str | Path, split: str = "test") -> BeirData:
         seen[doc_id] = (title, text)
         corpus.append({"_id": doc_id, "title": title, "text": text})
     queries: dict[str, str] = {}
-    for where, item in read_jsonl(_need(root / "queries.jsonl", "queries")):
+    for _, where, item in read_jsonl(_need(root / "queries.jsonl", "queries")):
         queries[_field(item, "_id", where)] = _field(item, "text", where)
     qrels = read_qrels(qrels_path)
     missing = sorted(q for q in qrels if q not in queries)
