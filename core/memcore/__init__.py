@@ -25,7 +25,7 @@ from .errors import (
 )
 from .fusion import Fusion
 from .hookspecs import hookimpl
-from .index import Index, IndexContext, Requirements, SpaceInfo
+from .index import Index, IndexContext, Requirements, SpaceInfo, query_mode
 from .pipeline import Pipeline, PipelineContext, Stage
 from .records import Contribution, Hit, Link, Query, Record, Scope
 from .registry import ComponentConfig
@@ -36,7 +36,7 @@ from .store import Store, WriteBatch
 __all__ = [
     "open", "Memory", "Collection", "MemcoreSettings", "load_settings",
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
-    "Index", "IndexContext", "Requirements", "SpaceInfo", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
+    "Index", "IndexContext", "Requirements", "SpaceInfo", "query_mode", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
     "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl",
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",

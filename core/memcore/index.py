@@ -13,11 +13,14 @@ import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection as AbstractSet, Sequence
+from typing import Any, Collection as AbstractSet, Mapping, Sequence, TypeVar
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
 
 from .records import Hit, Query, Record
 
-__all__ = ["Index", "IndexContext", "Requirements", "SpaceInfo", "atomic_write_bytes", "atomic_write_json"]
+__all__ = ["Index", "IndexContext", "Requirements", "SpaceInfo", "atomic_write_bytes", "atomic_write_json", "query_mode"]
 
 
 @dataclass(frozen=True)
@@ -152,3 +155,29 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def atomic_write_json(path: Path, value: Any) -> None:
     """Atomically write a JSON document."""
     atomic_write_bytes(Path(path), json.dumps(value, sort_keys=True, indent=1).encode("utf-8"))
+
+
+ModeT = TypeVar("ModeT", bound=BaseModel)
+
+
+def query_mode(extras: Mapping[str, Any] | None, key: str, model: type[ModeT], index_name: str) -> ModeT | None:
+    """An index's query mode: ``extras[key]`` validated by ``model`` (None when absent).
+
+    The convention of every index: its modes live under its kind (``{"faiss": {...}}``);
+    other keys belong to other indexes or stages and are ignored. A non-dict value or a
+    value ``model`` rejects raises :class:`ValidationError` naming ``extras[key].field``.
+    """
+    from .errors import ValidationError
+
+    raw = extras.get(key) if extras else None
+    if raw is None or isinstance(raw, model):
+        return raw
+    allowed = sorted(model.model_fields)
+    if not isinstance(raw, Mapping):
+        raise ValidationError(f"index {index_name!r}: Query.extras[{key!r}] must be a dict of {allowed}, got {type(raw).__name__}")
+    try:
+        return model.model_validate(dict(raw))
+    except PydanticValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValidationError(f"index {index_name!r}: bad query mode extras[{key!r}].{where}: {first['msg']}; allowed: {allowed}") from None

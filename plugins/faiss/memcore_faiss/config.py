@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic import ValidationError as PydanticValidationError
 
-from memcore import ComponentConfig, ValidationError
+from memcore import ComponentConfig, query_mode
 
 __all__ = ["FaissIndexConfig", "FaissQueryMode", "QUERY_MODE_KEY", "parse_query_mode"]
 
@@ -104,25 +103,5 @@ class FaissQueryMode(BaseModel):
 
 
 def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str) -> FaissQueryMode | None:
-    """The query mode in ``extras`` (None when absent); ValidationError when malformed."""
-    if not extras:
-        return None
-    raw = extras.get(QUERY_MODE_KEY)
-    if raw is None:
-        return None
-    if isinstance(raw, FaissQueryMode):
-        return raw
-    if not isinstance(raw, Mapping):
-        raise ValidationError(
-            f"index {index_name!r}: Query.extras[{QUERY_MODE_KEY!r}] must be a dict of "
-            f"{sorted(FaissQueryMode.model_fields)}, got {type(raw).__name__}"
-        )
-    try:
-        return FaissQueryMode.model_validate(dict(raw))
-    except PydanticValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValidationError(
-            f"index {index_name!r}: bad query mode extras[{QUERY_MODE_KEY!r}].{where}: {first['msg']}; "
-            f"allowed: {sorted(FaissQueryMode.model_fields)}"
-        ) from None
+    """The query mode in ``extras[QUERY_MODE_KEY]`` (None when absent); ValidationError when malformed."""
+    return query_mode(extras, QUERY_MODE_KEY, FaissQueryMode, index_name)

@@ -9,9 +9,8 @@ from math import comb
 from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic import ValidationError as PydanticValidationError
 
-from memcore import ComponentConfig, ValidationError
+from memcore import ComponentConfig, query_mode
 
 __all__ = [
     "LSHIndexConfig", "LSHQueryMode", "QUERY_MODE_KEY", "MAX_PROBE_MASKS", "check_probe_radius", "parse_query_mode", "probe_mask_count",
@@ -102,28 +101,5 @@ class LSHQueryMode(BaseModel):
 
 
 def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str) -> LSHQueryMode | None:
-    """The query mode in ``extras`` (None when absent); ValidationError when malformed.
-
-    Other keys of ``extras`` belong to other indexes or stages and are left alone.
-    """
-    if not extras:
-        return None
-    raw = extras.get(QUERY_MODE_KEY)
-    if raw is None:
-        return None
-    if isinstance(raw, LSHQueryMode):
-        return raw
-    if not isinstance(raw, Mapping):
-        raise ValidationError(
-            f"index {index_name!r}: Query.extras[{QUERY_MODE_KEY!r}] must be a dict of "
-            f"{sorted(LSHQueryMode.model_fields)}, got {type(raw).__name__}"
-        )
-    try:
-        return LSHQueryMode.model_validate(dict(raw))
-    except PydanticValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValidationError(
-            f"index {index_name!r}: bad query mode extras[{QUERY_MODE_KEY!r}].{where}: {first['msg']}; "
-            f"allowed: {sorted(LSHQueryMode.model_fields)}"
-        ) from None
+    """The query mode in ``extras[QUERY_MODE_KEY]`` (None when absent); ValidationError when malformed."""
+    return query_mode(extras, QUERY_MODE_KEY, LSHQueryMode, index_name)
