@@ -132,21 +132,30 @@ def evaluate(memory, pipeline: Pipeline, queries, qrels) -> dict[str, float]:
     return evaluate_run(run, {q: qrels[q] for q, _, _ in queries}, k=10, recall_k=100)
 
 
-def overhead(memory, registry, queries, repeat: int, live: bool = False) -> dict[str, float]:
+def overhead(memory, registry, queries, repeat: int, k: int = 100, live: bool = False) -> dict[str, Any]:
+    """The advanced preset's query time against the time of its two recall stages, at depth k.
+
+    ``ratio_pipeline_over_recalls_median``: per pass, summed pipeline time / summed recall
+    time, median over passes; ``per_query_ratio_median``: the median over every query of
+    every pass of that query's own ratio (robust to a few slow searches on a loaded machine).
+    """
     pipeline = Pipeline.from_config("advanced", registry)
     pipeline.check(memory.collection)
-    ratios, totals, recalls = [], [], []
+    ratios, totals, recalls, per_query = [], [], [], []
     stages: dict[str, list[float]] = {}
     for _ in range(repeat):
         total = recall = 0.0
         per_stage: dict[str, float] = {}
         for _, text, vec in queries:
-            q = Query(text=text, k=100) if live else Query(text=text, vectors={"default": vec}, k=100)
+            q = Query(text=text, k=k) if live else Query(text=text, vectors={"default": vec}, k=k)
             started = time.perf_counter()
             ctx = pipeline.run_context(memory.collection, q)
             hits = ctx.current[: q.k]
-            total += time.perf_counter() - started
-            recall += sum(t["seconds"] for t in ctx.trace if t["stage"] in ("vector", "bm25"))
+            seconds = time.perf_counter() - started
+            recall_seconds = sum(t["seconds"] for t in ctx.trace if t["stage"] in ("vector", "bm25"))
+            total += seconds
+            recall += recall_seconds
+            per_query.append(seconds / recall_seconds)
             for t in ctx.trace:
                 per_stage[t["stage"]] = per_stage.get(t["stage"], 0.0) + t["seconds"]
             assert hits
@@ -156,10 +165,12 @@ def overhead(memory, registry, queries, repeat: int, live: bool = False) -> dict
         for name, seconds in per_stage.items():
             stages.setdefault(name, []).append(seconds)
     return {
-        "stage_seconds_median": {name: statistics.median(v) for name, v in stages.items()},
+        "k": k,
+        "stage_ms_per_query_median": {name: 1000 * statistics.median(v) / len(queries) for name, v in stages.items()},
         "pipeline_seconds_median": statistics.median(totals),
         "recall_stages_seconds_median": statistics.median(recalls),
         "ratio_pipeline_over_recalls_median": statistics.median(ratios),
+        "per_query_ratio_median": statistics.median(per_query),
         "ratios": ratios,
         "queries": len(queries),
     }
@@ -172,6 +183,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"Comma-separated variant names, or 'all': {', '.join(VARIANTS)}.")
     parser.add_argument("--repeat", type=int, default=3, help="Passes of the overhead measurement.")
     parser.add_argument("--quick", action="store_true", help="200 queries, 1 overhead pass.")
+    parser.add_argument("--overhead-k", default="10,100", help="Comma-separated query depths of the overhead measurement.")
     parser.add_argument(
         "--live-query-embedding", action="store_true",
         help="Overhead only: embed each query with MiniLM inside the vector recall (memcore-embed), as `memcore eval beir` does.",
@@ -203,7 +215,10 @@ def main() -> None:
     log("overhead of the advanced preset...")
     if args.live_query_embedding:
         memory.query("warm up the model", k=1)
-    over = overhead(memory, registry, queries, args.repeat, live=args.live_query_embedding)
+    over = {
+        f"k={k}": overhead(memory, registry, queries, args.repeat, k=int(k), live=args.live_query_embedding)
+        for k in args.overhead_k.split(",")
+    }
     over["live_query_embedding"] = args.live_query_embedding
     memory.close()
     print(json.dumps({

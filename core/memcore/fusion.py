@@ -7,7 +7,7 @@ from typing import Collection, Mapping, Sequence
 
 from .records import Contribution, Hit
 
-__all__ = ["Fusion", "merge_provenance"]
+__all__ = ["Fusion", "merge_provenance", "distinct_ids"]
 
 
 class Fusion(ABC):
@@ -19,6 +19,17 @@ class Fusion(ABC):
 
     def __call__(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
         return self.fuse(lists, k)
+
+    def default_depth(self, lists: Mapping[str, Sequence[Hit]]) -> int:
+        """How many hits a ``fuse`` stage without ``k`` asks for: the longest input list
+        (each recall already over-fetched for the stages after it). Fusions whose meaning is
+        "every id" (concatenation, union) return the number of distinct ids."""
+        return max((len(hits) for hits in lists.values()), default=0)
+
+
+def distinct_ids(lists: Mapping[str, Sequence[Hit]]) -> int:
+    """How many distinct ids ``lists`` hold together."""
+    return len({hit.id for hits in lists.values() for hit in hits})
 
 
 def merge_provenance(lists: Mapping[str, Sequence[Hit]], ids: Collection[str] | None = None) -> dict[str, list[Contribution]]:

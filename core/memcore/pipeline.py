@@ -23,7 +23,12 @@ __all__ = ["Stage", "Pipeline", "PipelineContext", "PRESETS"]
 
 
 class PipelineContext:
-    """What stages read and write: the query, every ranked list by name, the working list."""
+    """What stages read and write: the query, every ranked list by name, the working list.
+
+    ``trace`` has one entry per stage run (name, hits in/out, seconds, and the stage's
+    ``notes`` when it left some); ``notes`` maps a stage name to what that stage reported
+    about its run (which path it took, a fallback and why...), see :meth:`note`.
+    """
 
     def __init__(self, collection: "Collection", query: Query):
         self.collection = collection
@@ -31,7 +36,13 @@ class PipelineContext:
         self.lists: dict[str, list[Hit]] = {}
         self.current: list[Hit] = []
         self.trace: list[dict[str, Any]] = []
+        self.notes: dict[str, dict[str, Any]] = {}
         self._records: dict[str, Record] = {}
+
+    def note(self, stage: str, **facts: Any) -> None:
+        """Record JSON-safe facts about the run of the stage named ``stage`` (merged into
+        ``notes[stage]`` and copied into that stage's trace entry)."""
+        self.notes.setdefault(stage, {}).update(facts)
 
     def add_list(self, name: str, hits: list[Hit], *, make_current: bool = True) -> None:
         """Record a ranked list under ``name`` (unique) and, by default, make it the working list."""
@@ -221,7 +232,10 @@ class Pipeline:
             started = time.perf_counter()
             before = len(ctx.current)
             stage.run(ctx)
-            ctx.trace.append({"stage": stage.name, "in": before, "out": len(ctx.current), "seconds": time.perf_counter() - started})
+            entry = {"stage": stage.name, "in": before, "out": len(ctx.current), "seconds": time.perf_counter() - started}
+            if stage.name in ctx.notes:
+                entry["notes"] = dict(ctx.notes[stage.name])
+            ctx.trace.append(entry)
         return ctx
 
     def run(self, collection: "Collection", query: Query | str | Mapping[str, Any], *, k: int | None = None, where: Any = None, scope: Any = None, with_records: bool = True) -> list[Hit]:

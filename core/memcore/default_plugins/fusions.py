@@ -6,14 +6,10 @@ from typing import Mapping, Sequence
 
 from pydantic import Field
 
-from ..fusion import Fusion, merge_provenance
+from ..fusion import Fusion, distinct_ids, merge_provenance
 from ..hookspecs import hookimpl
 from ..records import Hit
 from ..registry import ComponentConfig
-
-
-def _best_first(item: tuple[str, float]) -> tuple[float, str]:
-    return (-item[1], item[0])
 
 
 class RRFConfig(ComponentConfig):
@@ -33,14 +29,15 @@ class ReciprocalRankFusion(Fusion):
     def fuse(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
         """Sum ``weight / (k + rank)`` per id; ties broken by id."""
         scores: dict[str, float] = {}
+        get = scores.get
         for name, hits in lists.items():
             weight, offset = self.config.weights.get(name, 1.0), self.config.k
             for rank, hit in enumerate(hits, start=1):
-                scores[hit.id] = scores.get(hit.id, 0.0) + weight / (offset + rank)
-        order = sorted(scores.items(), key=_best_first)
-        best = [rid for rid, _ in order[:k]]
-        provenance = merge_provenance(lists, set(best) if k < len(order) else None)
-        return [Hit(rid, scores[rid], raw=scores[rid], source="rrf", provenance=tuple(provenance[rid])) for rid in best]
+                scores[hit.id] = get(hit.id, 0.0) + weight / (offset + rank)
+        # two C-level sorts instead of a key tuple per id: by id, then (stable) by score
+        best = sorted(sorted(scores), key=scores.__getitem__, reverse=True)[:k]
+        provenance = merge_provenance(lists, set(best) if k < len(scores) else None)
+        return [Hit(rid, scores[rid], scores[rid], "rrf", tuple(provenance[rid])) for rid in best]
 
 
 class ConcatConfig(ComponentConfig):
@@ -54,6 +51,10 @@ class Concatenate(Fusion):
 
     def __init__(self, config: ConcatConfig | None = None):
         self.config = config or ConcatConfig()
+
+    def default_depth(self, lists: Mapping[str, Sequence[Hit]]) -> int:
+        """Every distinct id."""
+        return distinct_ids(lists)
 
     def fuse(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
         """Keep order across lists; duplicates keep their first position."""

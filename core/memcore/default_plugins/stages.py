@@ -62,7 +62,9 @@ class FuseConfig(ComponentConfig):
     kind: str = "fuse"
     fusion: str | dict[str, Any] = Field("rrf", description="Fusion kind, or a table with kind and its options.")
     lists: list[str] | None = Field(None, description="Lists to fuse (default: every list so far).")
-    k: int | None = Field(None, gt=0, description="Output depth (default: all fused ids).")
+    k: int | None = Field(
+        None, gt=0, description="Output depth (default: the fusion's default depth, the longest input list; every id for concat and union)."
+    )
     name: str = Field("fused", description="Name of the produced list.")
 
 
@@ -84,7 +86,7 @@ class Fuse(Stage):
         if missing:
             raise ConfigError(f"fuse stage: no list(s) {missing}; lists so far: {list(ctx.lists)}", location="pipeline")
         lists = {n: ctx.lists[n] for n in names}
-        depth = self.config.k or max(1, len({h.id for hits in lists.values() for h in hits}))
+        depth = self.config.k or max(1, fusion.default_depth(lists))
         ctx.add_list(self.name, fusion(lists, depth))
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
+from memcore import Hit
+from memcore.fusion import distinct_ids
+
 from .config import DBSFConfig, UnionConfig, WeightedConfig
 from .score_fusion import ScoreFusion
 
@@ -48,3 +53,7 @@ class UnionFusion(ScoreFusion):
 
     def __init__(self, config: UnionConfig | None = None):
         super().__init__(config or UnionConfig())
+
+    def default_depth(self, lists: Mapping[str, Sequence[Hit]]) -> int:
+        """Every distinct id (a union keeps them all)."""
+        return distinct_ids(lists)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from memcore import Contribution, Fusion, Hit, ValidationError
+from memcore import Fusion, Hit, ValidationError
+from memcore.fusion import merge_provenance
 
 from .config import ScoreFusionConfig
 from .normalize import NORMALIZERS, NormalizeOptions
 
-__all__ = ["ScoreFusion", "AGGREGATORS", "Aggregator", "list_weights", "top_k", "contributions"]
+__all__ = ["ScoreFusion", "AGGREGATORS", "Aggregator", "list_weights", "top_k"]
 
 Aggregator = Callable[[np.ndarray, np.ndarray, int], np.ndarray]
 """``aggregator(positions, values, n_ids) -> fused score per id`` (every id occurs at least once)."""
@@ -81,18 +82,6 @@ def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[int]:
     return sorted(candidates.tolist(), key=lambda i: (-values[i], ids[i]))[:k]
 
 
-def contributions(lists: Mapping[str, Sequence[Hit]], wanted: Iterable[str]) -> dict[str, list[Contribution]]:
-    """:func:`memcore.fusion.merge_provenance` restricted to the ``wanted`` ids: one
-    contribution (list name, 1-based rank, score there) per list an id appears in."""
-    out: dict[str, list[Contribution]] = {rid: [] for rid in wanted}
-    for name, hits in lists.items():
-        for rank, hit in enumerate(hits, start=1):
-            found = out.get(hit.id)
-            if found is not None:
-                found.append(Contribution(name, rank, float(hit.score)))
-    return out
-
-
 class ScoreFusion(Fusion):
     """Normalise each list, weight it, aggregate per id, keep the best ``k`` (ties by id).
 
@@ -131,7 +120,7 @@ class ScoreFusion(Fusion):
         fused = self._aggregate(np.asarray(positions, dtype=np.intp), np.concatenate(values), len(slot))
         ids = list(slot)
         best = top_k(fused, ids, k)
-        provenance = contributions(lists, (ids[i] for i in best))
+        provenance = merge_provenance(lists, {ids[i] for i in best})
         return [
             Hit(ids[i], float(fused[i]), raw=float(fused[i]), source=self.source, provenance=tuple(provenance[ids[i]]))
             for i in best
