@@ -38,27 +38,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from _common import SHARED, emit, finish_environment, header, log, use_checkout
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO / ".." / "shared"
-SCIFACT = SHARED / "data" / "scifact"
+use_checkout("fifo-kv")
 
 from memcore import IndexContext, Query, Record  # noqa: E402
 
 from memcore_fifo_kv.bm25 import BM25Config, BM25Index  # noqa: E402
 
-
-def log(*parts: Any) -> None:
-    print("[bench_bm25]", *parts, file=sys.stderr, flush=True)
+SCIFACT = SHARED / "data" / "scifact"
 
 
 # -- metrics --------------------------------------------------------------------------------
@@ -409,19 +403,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     import bm25s
 
     started = time.perf_counter()
-    out: dict[str, Any] = {
-        "benchmark": "bm25",
-        "command": " ".join(["python", "bench/bench_bm25.py", *(sys.argv[1:] if argv is None else argv)]),
-        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
-        "versions": {"bm25s": bm25s.__version__, "numpy": np.__version__},
-    }
+    out = header("bm25", args, argv=argv, bm25s=bm25s.__version__)
     if "scifact" in parts:
         out["scifact"] = part_scifact(args)
     if "interleaved" in parts:
         out["interleaved"] = part_interleaved(args)
-    out["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    finish_environment(out["environment"])
     out["seconds"] = round(time.perf_counter() - started, 1)
-    print(json.dumps(out, indent=1))
+    emit(out)
     return 0
 
 

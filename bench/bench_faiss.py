@@ -32,38 +32,22 @@ Never run as a test: timings belong here (DESIGN.md section 8).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from _common import SHARED, emit, finish_environment, header, log, use_checkout
 
-REPO = Path(__file__).resolve().parent.parent
-try:
-    import memcore  # noqa: F401
-except ImportError:  # run without an install
-    sys.path.insert(0, str(REPO / "core"))
-    sys.path.insert(0, str(REPO / "plugins" / "faiss"))
+use_checkout("faiss")
 
 import faiss  # noqa: E402
 
 from memcore import IndexContext, Query, Record, SpaceInfo  # noqa: E402
 from memcore_faiss import FaissIndexConfig  # noqa: E402
 from memcore_faiss.index import FaissIndex  # noqa: E402
-
-SHARED = REPO / ".." / "shared"
-_T0 = time.perf_counter()
-
-
-def log(msg: str) -> None:
-    """Progress on stderr (stdout carries only the JSON)."""
-    print(f"[{time.perf_counter() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -266,20 +250,8 @@ def main() -> None:
     if args.omp_threads:
         faiss.omp_set_num_threads(args.omp_threads)
 
-    result: dict[str, Any] = {
-        "benchmark": "faiss",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "environment": {
-            "python": platform.python_version(),
-            "faiss": faiss.__version__,
-            "numpy": np.__version__,
-            "cpu_count": os.cpu_count(),
-            "faiss_omp_threads": faiss.omp_get_max_threads(),
-            "load_average_start": list(os.getloadavg()),
-        },
-        "parameters": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "datasets": {},
-    }
+    result = header("faiss", args, faiss=faiss.__version__, faiss_omp_threads=faiss.omp_get_max_threads())
+    result["datasets"] = {}
     wanted = [d.strip() for d in args.datasets.split(",") if d.strip()]
     if "scifact" in wanted:
         data = scifact()
@@ -292,17 +264,13 @@ def main() -> None:
         log(f"synthetic: generating {args.n} x {args.dim}, {args.clusters} clusters")
         base, queries = synthetic(args.n, args.queries, args.dim, args.clusters, args.seed)
         result["datasets"]["synthetic"] = run_dataset("synthetic", base, queries, args)
-    result["environment"]["load_average_end"] = list(os.getloadavg())
-    result["seconds"] = round(time.perf_counter() - _T0, 1)
+    result["seconds"] = finish_environment(result["environment"])["seconds"]
     summary = {}
     for dname, d in result["datasets"].items():
         for cname, c in d.get("configs", {}).items():
             summary[f"{dname}/{cname}"] = {"single": c["single"]["ratio"], "batched": c["batched"]["ratio"], "recall_memcore": c[f"recall@{args.k}_memcore"], "recall_raw": c[f"recall@{args.k}_raw"]}
     result["ratios"] = summary
-    text = json.dumps(result, indent=1)
-    if args.out:
-        args.out.write_text(text)
-    print(text)
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

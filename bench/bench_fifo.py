@@ -22,9 +22,6 @@ Progress goes to stderr; stdout holds one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
 import statistics
 import sys
@@ -34,12 +31,12 @@ from collections import OrderedDict
 from itertools import islice
 from typing import Any, Callable
 
-from memcore import IndexContext, Query, Record
-from memcore_fifo_kv import FifoIndex, FifoIndexConfig, SortedIndex, SortedIndexConfig
+from _common import emit, finish_environment, header, log, use_checkout
 
+use_checkout("fifo-kv")
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+from memcore import IndexContext, Query, Record  # noqa: E402
+from memcore_fifo_kv import FifoIndex, FifoIndexConfig, SortedIndex, SortedIndexConfig  # noqa: E402
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -249,20 +246,15 @@ def main(argv: list[str] | None = None) -> int:
         args.n, args.queries = 10_000, 200
     parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     started = time.perf_counter()
-    load_start = os.getloadavg()
-    result: dict[str, Any] = {
-        "benchmark": "fifo-kv: fifo and sorted indexes vs stdlib structures",
-        "params": {"n": args.n, "queries": args.queries, "capacity": args.capacity, "repeat": args.repeat, "seed": args.seed, "quick": args.quick},
-        "env": {"python": platform.python_version(), "cpus": os.cpu_count(), "loadavg_start": [round(x, 2) for x in load_start]},
-        "note": "ratio = memcore seconds / raw seconds (median of alternating rounds); raw = OrderedDict (fifo), bisect list (sorted)",
-    }
+    result = header("fifo-kv: fifo and sorted indexes vs stdlib structures", args, argv=argv)
+    result["note"] = "ratio = memcore seconds / raw seconds (median of alternating rounds); raw = OrderedDict (fifo), bisect list (sorted)"
     if "fifo" in parts:
         result["fifo"] = bench_fifo(args.n, args.queries, args.capacity, args.repeat, args.seed)
     if "sorted" in parts:
         result["sorted"] = bench_sorted(args.n, args.queries, args.repeat, args.seed)
-    result["env"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    finish_environment(result["environment"])
     result["seconds"] = round(time.perf_counter() - started, 2)
-    print(json.dumps(result, indent=1))
+    emit(result)
     return 0
 
 

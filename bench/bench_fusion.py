@@ -19,31 +19,21 @@ Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from _common import emit, finish_environment, header, log, use_checkout
 
-REPO = Path(__file__).resolve().parent.parent
-try:
-    import memcore  # noqa: F401
-except ImportError:  # run without an install
-    sys.path.insert(0, str(REPO / "core"))
+use_checkout("rrf")
 
 import memcore  # noqa: E402
 from memcore import Collection, Contribution, Hit  # noqa: E402
 
 Pairs = list[tuple[str, float]]
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -210,28 +200,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result: dict[str, Any] = {
-        "benchmark": "bench_fusion",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "environment": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "memcore": getattr(memcore, "__version__", None),
-            "cpu_count": os.cpu_count(),
-            "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-            "env": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
-        },
-        "ratio_note": "raw seconds per call / memcore seconds per call, medians of --repeat runs interleaving the two call by call (1.0 = no overhead)",
-    }
+    result = header("bench_fusion", args, argv=argv)
+    result["ratio_note"] = "raw seconds per call / memcore seconds per call, medians of --repeat runs interleaving the two call by call (1.0 = no overhead)"
     started = time.perf_counter()
     result["fusions"] = bench(args)
-    result["environment"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    finish_environment(result["environment"])
     result["seconds"] = round(time.perf_counter() - started, 2)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

@@ -37,45 +37,22 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
-import platform
-import resource
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from _common import emit, finish_environment, header, log, pct, use_checkout
 
-REPO = Path(__file__).resolve().parent.parent
-try:
-    import memcore  # noqa: F401
-except ImportError:  # run without an install
-    sys.path.insert(0, str(REPO / "core"))
-try:
-    import memcore_graph  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO / "plugins" / "graph"))
+use_checkout("graph")
 
 import networkx as nx  # noqa: E402
 
 from memcore import IndexContext, Link, Query, Record  # noqa: E402
 from memcore_graph import GraphIndexConfig  # noqa: E402
 from memcore_graph.index import GraphIndex  # noqa: E402
-
-_T0 = time.perf_counter()
-
-
-def log(msg: str) -> None:
-    """Progress on stderr (stdout carries only the JSON)."""
-    print(f"[{time.perf_counter() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
-def pct(values: list[float], q: float) -> float:
-    """The q-th percentile (linear interpolation)."""
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
 
 def make_edges(nodes: int, edges: int, seed: int) -> np.ndarray:
@@ -152,8 +129,8 @@ def main() -> None:
     if args.quick:
         args.nodes, args.edges, args.queries, args.build_repeat = 10_000, 50_000, 100, 1
     directed = not args.undirected
-    load_start = os.getloadavg()
-    log(f"graph: {args.nodes:,} nodes, {args.edges:,} edges, directed={directed}, load average {load_start}")
+    result = header("graph", args, networkx=nx.__version__)
+    log(f"graph: {args.nodes:,} nodes, {args.edges:,} edges, directed={directed}, load average {result['environment']['loadavg_at_start']}")
 
     pairs = make_edges(args.nodes, args.edges, args.seed)
     records = make_records(args.nodes, pairs)
@@ -284,27 +261,10 @@ def main() -> None:
             "reloaded_results_identical": same,
         }
 
-    out = {
-        "benchmark": "graph",
-        "command": " ".join([Path(sys.argv[0]).as_posix(), *sys.argv[1:]]),
-        "graph": {"nodes": args.nodes, "edges": args.edges, "directed": directed, "seed": args.seed},
-        "build": build_out,
-        "traverse": traverse,
-        "persist": persist,
-        "environment": {
-            "python": platform.python_version(),
-            "networkx": nx.__version__,
-            "cpus": os.cpu_count(),
-            "load_average_start": [round(x, 2) for x in load_start],
-            "load_average_end": [round(x, 2) for x in os.getloadavg()],
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "seconds": round(time.perf_counter() - _T0, 1),
-        },
-    }
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    result["graph"] = {"nodes": args.nodes, "edges": args.edges, "directed": directed, "seed": args.seed}
+    result.update(build=build_out, traverse=traverse, persist=persist)
+    finish_environment(result["environment"])
+    emit(result, args.out)
 
 
 if __name__ == "__main__":

@@ -37,27 +37,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from _common import SHARED, emit, finish_environment, header, log, use_checkout
 
-REPO = Path(__file__).resolve().parent.parent
-for extra in (REPO / "core", REPO / "plugins" / "lsh"):
-    if str(extra) not in sys.path:
-        sys.path.insert(0, str(extra))
+use_checkout("lsh")
 
-import memcore  # noqa: E402
 from memcore import IndexContext, Query, Record, SpaceInfo  # noqa: E402
 from memcore_lsh import LSHIndex, LSHIndexConfig  # noqa: E402
 
-SHARED = REPO / ".." / "shared"
 SCIFACT = SHARED / "data" / "scifact" / "minilm"
 
 DEFAULT_CONFIGS: list[dict[str, Any]] = [
@@ -86,14 +79,6 @@ LARGE_CONFIGS: list[dict[str, Any]] = [  # ~1M vectors: wider codes keep the buc
     {"tables": 16, "bits": 16, "multi_probe": 2, "probes": 32, "max_candidates": 24},
 ]
 GRIDS = {"default": DEFAULT_CONFIGS, "quick": QUICK_CONFIGS, "large": LARGE_CONFIGS}
-
-_T0 = time.perf_counter()
-
-
-def log(msg: str) -> None:
-    """Progress on stderr (stdout carries only the JSON)."""
-    print(f"[{time.perf_counter() - _T0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
 
 # -- data --------------------------------------------------------------------------------------
 
@@ -342,25 +327,7 @@ def run_dataset(name: str, corpus: np.ndarray, queries: np.ndarray, info: dict[s
     }
 
 
-# -- environment and main ----------------------------------------------------------------------
-
-
-def environment(faiss: Any) -> dict[str, Any]:
-    env: dict[str, Any] = {
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "numpy": np.__version__,
-        "faiss": getattr(faiss, "__version__", None),
-        "memcore": getattr(memcore, "__version__", None),
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-        "env": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
-    }
-    try:
-        env["git_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10).stdout.strip()
-    except Exception:  # noqa: BLE001 - not a git checkout
-        env["git_commit"] = None
-    return env
+# -- main ----------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -402,13 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print(json.dumps({"benchmark": "lsh", "skipped": "faiss-cpu is not installed: pip install -c constraints.txt 'memcore-lsh[bench] @ ./plugins/lsh'"}))
         return 0
-    result: dict[str, Any] = {
-        "benchmark": "lsh",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "args": {k: v for k, v in vars(args).items() if k not in ("out", "config_list", "reference_bits_list")} | {"configs": args.config_list},
-        "environment": environment(faiss),
-        "datasets": {},
-    }
+    params = {k: v for k, v in vars(args).items() if k not in ("out", "config_list", "reference_bits_list")} | {"configs": args.config_list}
+    result = header("lsh", argv=argv, params=params, faiss=getattr(faiss, "__version__", None))
+    result["datasets"] = {}
     for name in [d.strip() for d in args.datasets.split(",") if d.strip()]:
         if name == "scifact":
             data = scifact(args)
@@ -422,13 +385,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             raise SystemExit(f"unknown dataset {name!r}; use scifact, synthetic")
         result["datasets"][name] = run_dataset(name, *data, args, faiss)
-    result["environment"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    result["total_s"] = round(time.perf_counter() - _T0, 1)
-    result["max_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out is not None:
-        args.out.write_text(text + "\n")
+    result["total_s"] = finish_environment(result["environment"])["seconds"]
+    emit(result, args.out)
     log(f"done in {result['total_s']} s")
     return 0
 

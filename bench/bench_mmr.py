@@ -28,9 +28,6 @@ Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -38,20 +35,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _common import emit, finish_environment, header, log, use_checkout
 
-REPO = Path(__file__).resolve().parent.parent
-try:
-    import memcore  # noqa: F401
-except ImportError:  # run without an install
-    sys.path.insert(0, str(REPO / "core"))
+use_checkout("mmr")
 
-import memcore  # noqa: E402
 from memcore import Collection, PipelineContext, Query  # noqa: E402
 from memcore.spaces import Space  # noqa: E402
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def raw_mmr(matrix: np.ndarray, rows: np.ndarray, q: np.ndarray, top_n: int, lam: float, floor: bool = True) -> list[int]:
@@ -176,29 +165,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    result: dict[str, Any] = {
-        "benchmark": "bench_mmr",
-        "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "params": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "environment": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "memcore": getattr(memcore, "__version__", None),
-            "cpu_count": os.cpu_count(),
-            "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-            "env": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")},
-        },
-        "ratio_note": "raw ms per query / memcore ms per query, medians (1.0 = no overhead); stage includes reading the candidates' vectors from SQLite",
-    }
+    result = header("bench_mmr", args, argv=argv)
+    result["ratio_note"] = "raw ms per query / memcore ms per query, medians (1.0 = no overhead); stage includes reading the candidates' vectors from SQLite"
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="memcore-bench-mmr-") as tmp:
         result["mmr"] = bench(args, Path(tmp))
-    result["environment"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    finish_environment(result["environment"])
     result["seconds"] = round(time.perf_counter() - started, 2)
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    emit(result, args.out)
     return 0
 
 

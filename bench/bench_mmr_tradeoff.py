@@ -23,15 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from _common import emit, finish_environment, header, log, use_checkout
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+use_checkout("mmr")
 
-from bench_presets import DATA, build, log  # noqa: E402
+from bench_presets import DATA, build  # noqa: E402
 from memcore.eval import evaluate_run  # noqa: E402
 from memcore.pipeline import Pipeline  # noqa: E402
 from memcore.plugins import get_registry  # noqa: E402
@@ -88,13 +87,14 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=None, help="Use only the first N judged queries.")
     parser.add_argument("--quick", action="store_true", help="200 queries.")
     args = parser.parse_args()
-    if not (DATA / "minilm" / "corpus.npy").is_file():
-        msg = f"skipped: no SciFact data with precomputed MiniLM vectors at {DATA}"
-        log(msg)
-        print(json.dumps({"skipped": msg}))
-        return
     if args.quick:
         args.queries = args.queries or 200
+    result = header("mmr_tradeoff", args)
+    if not (DATA / "minilm" / "corpus.npy").is_file():
+        result["skipped"] = f"no SciFact data with precomputed MiniLM vectors at {DATA}"
+        log(f"skipped: {result['skipped']}")
+        emit(result)
+        return
     registry = get_registry()
     log("building the collection (precomputed MiniLM vectors)...")
     started = time.perf_counter()
@@ -126,7 +126,7 @@ def main() -> None:
             r["delta_ild@10"] = r["ild@10"] - base["ild@10"]
             r["delta_ndcg@10_rel"] = r["delta_ndcg@10"] / base["ndcg@10"] if base["ndcg@10"] else 0.0
             r["delta_ild@10_rel"] = r["delta_ild@10"] / base["ild@10"] if base["ild@10"] else 0.0
-    print(json.dumps({
+    result.update({
         "split": args.split,
         "queries": len(queries),
         "k": K,
@@ -135,7 +135,9 @@ def main() -> None:
         "diversity": "ild@10 = mean over the 45 pairs of the top 10 of (1 - cosine) of the MiniLM doc vectors, averaged over queries",
         "settings": {n: {k: round(v, 4) for k, v in r.items()} for n, r in results.items()},
         "pipelines": configs,
-    }, indent=2))
+    })
+    finish_environment(result["environment"])
+    emit(result)
 
 
 if __name__ == "__main__":

@@ -12,13 +12,21 @@ Small modules, one concern each:
 - :mod:`.intent`: the ``intent`` stage, which applies per-intent scoring settings.
 
 They are registered by :mod:`memcore.default_plugins.stages`.
+
+Helpers for stage authors (plugins use them instead of writing their own):
+:func:`unique_hits` (drop repeated ids from the working list), :func:`rescored` (emit
+re-scored hits that keep their provenance), :func:`minmax` (scores to [0, 1] within the
+list) and :func:`tokenize` (lowercase ``\\w+`` tokens).
 """
 
 from __future__ import annotations
 
+from .hits import rescored, unique_hits
 from .intent import IntentAction, IntentConfig, IntentStage
 from .intent_rules import INTENTS, QueryIntent, classify
 from .rerank import Boost, RerankConfig, RerankStage
+from .signals import minmax
+from .text import tokenize
 
 __all__ = [
     "Boost",
@@ -30,4 +38,8 @@ __all__ = [
     "INTENTS",
     "QueryIntent",
     "classify",
+    "unique_hits",
+    "rescored",
+    "minmax",
+    "tokenize",
 ]

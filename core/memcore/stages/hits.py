@@ -1,4 +1,8 @@
-"""Helpers shared by the reranking stages: de-duplicate the working list, emit re-scored hits."""
+"""Helpers for stages that re-score the working list: de-duplicate it, emit re-scored hits.
+
+Public (``from memcore.stages import unique_hits, rescored``): the builtin ``rerank`` and
+``intent`` stages use them, and so do plugin stages (``mmr``).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,11 @@ __all__ = ["unique_hits", "rescored"]
 
 
 def unique_hits(hits: Sequence[Hit]) -> list[Hit]:
-    """The hits with repeated ids dropped (the first occurrence is kept)."""
+    """The hits with repeated ids dropped (the first occurrence is kept), in their order.
+
+    A stage's working list (``ctx.current``) can hold an id more than once (after a
+    ``concat`` fusion, for example); a stage that scores each record once starts here.
+    """
     seen: set[str] = set()
     out = []
     for hit in hits:

@@ -7,7 +7,9 @@ fixture — see each class docstring):
 - :class:`StoreContract` — fixture ``store``: a fresh, empty store;
 - :class:`FusionContract` — fixture ``fusion``: the Fusion under test;
 - :class:`StageContract` — fixture ``stage``: the Stage under test (:func:`build_stage`);
-- :class:`ServiceContract` — fixture ``open_memory``: ``callable(path) -> memcore.Memory``.
+- :class:`ServiceContract` — fixture ``open_memory``: ``callable(path) -> memcore.Memory``;
+- :class:`PluginRegistrationContract` — no fixture, class attributes: an installed plugin
+  distribution loads, registers what it declares and imports no heavy library on load.
 
 The base classes are named ``*Contract`` so pytest never collects them on their own::
 
@@ -44,6 +46,8 @@ _CONTRACTS = {
     "build_stage": "stage_contract",
     "ServiceContract": "service_contract",
     "SERVICE_ITEMS": "service_contract",
+    "PluginRegistrationContract": "registration_contract",
+    "HEAVY_MODULES": "registration_contract",
 }
 
 try:  # rewrite the suites' asserts for readable failures (must run before they are imported)

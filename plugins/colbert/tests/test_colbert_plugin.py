@@ -1,22 +1,8 @@
-"""The ``colbert`` plugin is installed and loads through the plugin host."""
+"""The ``colbert`` plugin is installed and loads through the plugin host (it registers nothing yet)."""
 
-from importlib.metadata import entry_points
-
-from memcore.plugins import PluginHost
+from memcore.testing import PluginRegistrationContract
 
 
-def test_entry_point_is_installed():
-    found = [ep for ep in entry_points(group="memcore") if ep.name == "colbert"]
-    assert found, "memcore-colbert is not installed (pip install -e ./plugins/colbert)"
-    assert found[0].value == "memcore_colbert"
-    assert found[0].dist.metadata["Name"] == "memcore-colbert"
-
-
-def test_plugin_host_loads_it(monkeypatch):
-    monkeypatch.delenv("MEMCORE_PLUGINS", raising=False)
-    monkeypatch.delenv("MEMCORE_DISABLE_PLUGINS", raising=False)
-    host = PluginHost()
-    info = host.infos["colbert"]
-    assert info.error is None
-    assert info.builtin is False
-    assert info.distribution == "memcore-colbert"
+class TestColbertRegistration(PluginRegistrationContract):
+    plugin = "colbert"
+    registers = {}

@@ -20,12 +20,11 @@ live document (:meth:`BM25Index.merge`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Collection as AbstractSet, Literal, Mapping, Sequence
+from typing import Any, Collection as AbstractSet, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic import ValidationError as PydanticValidationError
 
-from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError
+from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode
 from memcore.index import atomic_write_json
 from memcore.records import validate_k
 
@@ -162,18 +161,7 @@ class BM25Index(Index):
         """The query's modes, after checking it has text (ValidationError otherwise)."""
         if not isinstance(query.text, str) or not query.text.strip():
             raise ValidationError(f"index {self.name!r} (bm25) searches text: the query text is empty")
-        extras = query.extras or {}
-        if not isinstance(extras, Mapping):
-            raise ValidationError(f"index {self.name!r} (bm25): query extras must be a dict, got {type(extras).__name__}")
-        raw = extras.get(QUERY_MODES_KEY)
-        if raw is None:
-            return _NO_MODES
-        try:
-            return BM25QueryModes.model_validate(raw)
-        except PydanticValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in ("extras", QUERY_MODES_KEY, *first["loc"]))
-            raise ValidationError(f"index {self.name!r} (bm25): {where}: {first['msg']}") from None
+        return query_mode(query.extras, QUERY_MODES_KEY, BM25QueryModes, self.name, defaults={})
 
     # -- writing ------------------------------------------------------------------------
 
@@ -379,5 +367,3 @@ class BM25Index(Index):
         self._fresh = fresh
         self.merges = int(state.get("merges", 0))
 
-
-_NO_MODES = BM25QueryModes()

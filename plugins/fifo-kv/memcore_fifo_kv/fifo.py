@@ -28,13 +28,13 @@ import math
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Literal, Sequence
 
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 
-from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError
+from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError, query_mode
 from memcore.index import atomic_write_json
 
 from .ordered import OrderedIds
-from .query_modes import ModeModel, check_k, parse_mode
+from .query_modes import ModeModel, check_k
 
 __all__ = ["FifoIndex", "FifoIndexConfig", "FifoQuery", "QUERY_MODES_KEY"]
 
@@ -69,7 +69,8 @@ class FifoQuery(ModeModel):
         return self.mode == "newest"
 
 
-_QUERY = TypeAdapter(FifoQuery)
+
+_DEFAULT_MODE = {"mode": "newest"}
 
 
 class FifoIndex(Index):
@@ -109,7 +110,7 @@ class FifoIndex(Index):
         self._mode(query)
 
     def _mode(self, query: Query) -> FifoQuery:
-        return parse_mode(_QUERY, query.extras, key=QUERY_MODES_KEY, index=self.name, default_mode="newest")
+        return query_mode(query.extras, QUERY_MODES_KEY, FifoQuery, self.name, defaults=_DEFAULT_MODE)
 
     # -- writing ----------------------------------------------------------------------
 

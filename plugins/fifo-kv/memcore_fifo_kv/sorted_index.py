@@ -31,13 +31,13 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Collection as AbstractSet, Literal, Sequence, Union
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import Field, model_validator
 
-from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError
+from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError, query_mode
 from memcore.index import atomic_write_json
 
 from .ordered import OrderedIds
-from .query_modes import ModeModel, check_k, parse_mode
+from .query_modes import ModeModel, check_k
 
 __all__ = ["SortedIndex", "SortedIndexConfig", "TopQuery", "RangeQuery", "QUERY_MODES_KEY", "value_type"]
 
@@ -112,7 +112,9 @@ class RangeQuery(ModeModel):
 
 
 SortedQuery = Annotated[Union[TopQuery, RangeQuery], Field(discriminator="mode")]
-_QUERY: TypeAdapter[TopQuery | RangeQuery] = TypeAdapter(SortedQuery)
+"""The modes of ``extras["sorted"]``, told apart by ``mode`` (``"top"`` when not given)."""
+
+_DEFAULT_MODE = {"mode": "top"}
 
 
 class SortedIndex(Index):
@@ -178,7 +180,7 @@ class SortedIndex(Index):
         self._mode(query)
 
     def _mode(self, query: Query) -> TopQuery | RangeQuery:
-        mode = parse_mode(_QUERY, query.extras, key=QUERY_MODES_KEY, index=self.name, default_mode="top")
+        mode: TopQuery | RangeQuery = query_mode(query.extras, QUERY_MODES_KEY, SortedQuery, self.name, defaults=_DEFAULT_MODE)
         held = self.value_type
         for name, bound in mode.bounds().items():
             if held is not None and value_type(bound) != held:
@@ -223,7 +225,7 @@ class SortedIndex(Index):
 
     def top(self, n: int, order: Literal["asc", "desc"] = "desc", allowed: AbstractSet[str] | None = None) -> list[str]:
         """The ids of the ``n`` largest (``desc``) or smallest (``asc``) values."""
-        mode = parse_mode(_QUERY, {QUERY_MODES_KEY: {"order": order}}, key=QUERY_MODES_KEY, index=self.name, default_mode="top")
+        mode = query_mode({QUERY_MODES_KEY: {"order": order}}, QUERY_MODES_KEY, SortedQuery, self.name, defaults=_DEFAULT_MODE)
         return [rid for _, _, rid in self._select(mode, check_k(n), allowed)]
 
     def between(

@@ -211,6 +211,30 @@ def test_bad_extras_raise_validation_error(numbers, modes, match):
         numbers.search(Query(extras={"sorted": modes}), 3)
 
 
+def test_bad_extras_name_the_fields_allowed_in_the_mode(numbers):
+    with pytest.raises(ValidationError, match=r"extras\.sorted\.from: .*; allowed in mode 'range': \['gt', 'gte', 'lt', 'lte', 'mode', 'order'\]"):
+        numbers.validate_query(Query(extras={"sorted": {"mode": "range", "from": 1}}))
+    with pytest.raises(ValidationError, match=r"extras\.sorted\.mode: .*; allowed mode values: \['range', 'top'\]"):
+        numbers.validate_query(Query(extras={"sorted": {"mode": "bottom"}}))
+    with pytest.raises(ValidationError, match=r"extras\.sorted must be a dict of query modes \(allowed mode values: \['range', 'top'\]\), got str"):
+        numbers.validate_query(Query(extras={"sorted": "top"}))
+
+
+def test_parsed_modes_are_cached_by_content_and_value_type(numbers):
+    def mode(**modes):
+        return numbers._mode(Query(extras={"sorted": modes}))
+
+    first = mode(mode="range", gte=1)
+    assert mode(mode="range", gte=1) is first  # the same entry again: the cached mode
+    assert mode(gte=1, mode="range") is first  # key order does not matter
+    as_float = mode(mode="range", gte=1.0)
+    assert as_float is not first and type(as_float.gte) is float and type(first.gte) is int
+    with pytest.raises(ValidationError, match="finite numbers or strings"):
+        mode(mode="range", gte=True)  # True == 1, but it is not taken for the cached 1
+    assert mode() is mode(mode="top")  # no entry: the default mode, cached like the explicit one
+    assert ids(search(numbers, 2, mode="range", gte=1)) == ids(search(numbers, 2, mode="range", gte=1))
+
+
 def test_foreign_extras_keys_are_ignored(numbers):
     """Only ``extras["sorted"]`` is read: one Query can carry the modes of several indexes."""
     extras = {

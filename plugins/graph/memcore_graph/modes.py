@@ -15,10 +15,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Collection as AbstractSet, Literal, Mapping, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, TypeAdapter
-from pydantic import ValidationError as PydanticValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from memcore import Hit, ValidationError
+from memcore import Hit, query_mode
 
 if TYPE_CHECKING:
     from .index import GraphIndex
@@ -117,37 +116,14 @@ class TextMode(_Walk):
 
 
 GraphMode = Annotated[Union[TraverseMode, ExpandMode, PathMode, TextMode], Field(discriminator="mode")]
-_ADAPTER: TypeAdapter[Any] = TypeAdapter(GraphMode)
+_DEFAULT_MODE = {"mode": "text"}
 
 
 def parse_mode(extras: Mapping[str, Any] | None, index_name: str) -> _Mode:
     """Validate ``extras["graph"]`` into a mode (``text`` when absent or without ``mode``).
 
     Every other key of ``extras`` is ignored (it belongs to other indexes or stages).
-    ValidationError when ``extras`` or ``extras["graph"]`` is not a dict or the mode is malformed.
+    ValidationError (from :func:`memcore.query_mode`) when ``extras`` or ``extras["graph"]``
+    is not a dict or the mode is malformed.
     """
-    if extras is None:
-        extras = {}
-    if not isinstance(extras, Mapping):
-        raise ValidationError(f"graph index {index_name!r}: query extras must be a dict, got {type(extras).__name__}")
-    raw = extras.get(QUERY_MODE_KEY)
-    if raw is None:
-        raw = {}
-    elif not isinstance(raw, Mapping):
-        raise ValidationError(
-            f"graph index {index_name!r}: bad query extras: extras.{QUERY_MODE_KEY} must be a dict "
-            f"(a graph query mode), got {type(raw).__name__}"
-        )
-    data = dict(raw)
-    data.setdefault("mode", "text")
-    try:
-        return _ADAPTER.validate_python(data)
-    except PydanticValidationError as exc:
-        first = exc.errors()[0]
-        # the discriminated union puts the mode's tag first in ``loc`` ("traverse", "start"):
-        # name the key as given, extras.graph.start; an unknown mode is extras.graph.mode
-        loc = first["loc"][1:] if first["loc"] else ("mode",)
-        where = ".".join(str(p) for p in ("extras", QUERY_MODE_KEY, *loc))
-        in_mode = f" (mode {data['mode']!r})" if first["loc"] else ""
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ValidationError(f"graph index {index_name!r}: bad query extras: {where}{in_mode}: {first['msg']}{more}") from None
+    return query_mode(extras, QUERY_MODE_KEY, GraphMode, index_name, defaults=_DEFAULT_MODE, label=f"graph index {index_name!r}")

@@ -394,6 +394,14 @@ def test_bad_keys_inside_graph_are_named(chain, mode, where):
         chain.search(query, 5)
 
 
+def test_bad_keys_name_the_fields_of_the_mode_given(chain):
+    query = Query(extras={"graph": {"mode": "path", "source": "a", "target": "b", "algorithm": "bfs"}})
+    with pytest.raises(ValidationError, match=re.escape("allowed in mode 'path': ['direction', 'max_depth', 'mode', 'pass_through', 'relations', 'source', 'target']")):
+        chain.validate_query(query)
+    with pytest.raises(ValidationError, match=re.escape("extras.graph.mode: ") + ".*" + re.escape("allowed mode values: ['expand', 'path', 'text', 'traverse']")):
+        chain.validate_query(Query(extras={"graph": {"mode": "walk"}}))
+
+
 def test_text_mode_needs_text(chain):
     for query in (Query(), Query(text="   ")):
         with pytest.raises(ValidationError, match="no text"):

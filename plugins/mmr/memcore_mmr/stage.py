@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from memcore import ConfigError, Hit, PipelineContext, Stage, ValidationError
+from memcore.stages import minmax, unique_hits
 
 from .config import MMRConfig
 from .select import mmr_select
@@ -11,22 +12,6 @@ from .similarity import CandidateSimilarity
 from .tokens import TokenSets
 
 __all__ = ["MMRStage"]
-
-
-def _unique(hits: list[Hit]) -> list[Hit]:
-    """The hits with repeated ids dropped (first occurrence kept)."""
-    seen: set[str] = set()
-    out = []
-    for hit in hits:
-        if hit.id not in seen:
-            seen.add(hit.id)
-            out.append(hit)
-    return out
-
-
-def _minmax(scores: np.ndarray) -> np.ndarray:
-    lo, hi = float(scores.min()), float(scores.max())
-    return (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores)
 
 
 class MMRStage(Stage):
@@ -51,7 +36,7 @@ class MMRStage(Stage):
 
     def _relevance(self, ctx: PipelineContext, hits: list[Hit], sim: CandidateSimilarity) -> np.ndarray:
         if self.config.relevance == "score":
-            return _minmax(np.asarray([float(h.score) for h in hits], dtype=np.float64))
+            return minmax(np.asarray([float(h.score) for h in hits], dtype=np.float64))
         query_vector = None
         if sim.present.any():
             try:
@@ -67,7 +52,7 @@ class MMRStage(Stage):
     def run(self, ctx: PipelineContext) -> None:
         """Replace the working list by the MMR selection."""
         self.check(ctx.collection)
-        hits = _unique(ctx.current)[: self.config.fetch_k]
+        hits = unique_hits(ctx.current)[: self.config.fetch_k]
         if not hits:
             ctx.current = []
             return

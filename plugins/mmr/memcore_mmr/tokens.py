@@ -1,24 +1,22 @@
 """Token sets and vectorised Jaccard similarities: the fallback for records without a vector.
 
-Tokens are the lowercase ``\\w+`` runs of a text; J(A, B) = |A & B| / |A | B| (0 when both
-are empty).
+Tokens are the lowercase ``\\w+`` runs of a text (:func:`memcore.stages.tokenize`, the
+tokens of the builtin ``rerank`` stage); J(A, B) = |A & B| / |A | B| (0 when both are empty).
 """
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, Sequence
 
 import numpy as np
+from memcore.stages import tokenize as _tokens
 
 __all__ = ["tokenize", "TokenSets"]
-
-_TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 def tokenize(text: str | None) -> set[str]:
     """The set of lowercase ``\\w+`` tokens of ``text`` (empty for None)."""
-    return set(_TOKEN.findall(text.lower())) if text else set()
+    return set(_tokens(text))
 
 
 class TokenSets:

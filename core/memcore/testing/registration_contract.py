@@ -1,0 +1,181 @@
+"""``PluginRegistrationContract``: an installed plugin loads and registers what it says it does."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, Sequence
+
+import pytest
+
+from ..plugins import ENTRY_POINT_GROUP, PluginHost, PluginInfo
+
+__all__ = ["PluginRegistrationContract", "HEAVY_MODULES"]
+
+HEAVY_MODULES: tuple[str, ...] = (
+    "faiss",
+    "torch",
+    "sentence_transformers",
+    "transformers",
+    "bm25s",
+    "Stemmer",
+    "networkx",
+    "spacy",
+    "scipy",
+    "sklearn",
+)
+"""Libraries no plugin may import when it is loaded (every ``memcore`` start loads them all)."""
+
+_ENV = ("MEMCORE_PLUGINS", "MEMCORE_DISABLE_PLUGINS")
+
+# Run in a fresh interpreter: load only the plugin, import what the test names, report
+# which heavy modules got imported.
+_PROBE = """
+import importlib, json, sys
+from memcore.plugins import PluginHost
+plugin, imports, heavy = json.loads(sys.argv[1])
+info = PluginHost().infos.get(plugin)
+for name in imports:
+    module, _, attribute = name.partition(":")
+    value = importlib.import_module(module)
+    if attribute:
+        getattr(value, attribute)
+print(json.dumps({"error": None if info is None else info.error, "loaded": info is not None,
+                  "heavy": sorted(m for m in heavy if m in sys.modules)}))
+"""
+
+
+class PluginRegistrationContract:
+    """Contract tests for an installed plugin distribution. Subclass it and set the class
+    attributes (no fixture to write)::
+
+        from memcore.testing import PluginRegistrationContract
+        from memcore_keyword import KeywordIndex, KeywordIndexConfig
+
+        class TestRegistration(PluginRegistrationContract):
+            plugin = "keyword"  # the entry-point name
+            registers = {"indexes": {"keyword": (KeywordIndex, KeywordIndexConfig)}}
+
+    ``registers`` maps a category (``stores``, ``embedders``, ``indexes``, ``stages``,
+    ``fusions``, ``services``) to the names registered there, each with the expected
+    ``(factory, config_model)``; either may be None to leave it unchecked (a factory that
+    is a private builder function, say).
+
+    Checked: the entry point ``plugin`` of group ``memcore`` is installed and points at
+    ``module`` (default ``memcore_<plugin>``) of the distribution ``distribution`` (default
+    ``memcore-<plugin>``); the plugin host loads it without error, as a third-party plugin
+    with the distribution's version; it implements exactly the hooks of the categories in
+    ``registers`` and registers exactly those names, each owned by the plugin, with the
+    expected factory and config model, whose defaults validate; with
+    ``MEMCORE_PLUGINS=<plugin>`` it is the only third-party plugin loaded. In a fresh
+    interpreter, loading the plugin (and importing each of ``light_imports``: module
+    names, or ``module:attribute``) imports none of ``heavy_modules`` (default
+    :data:`HEAVY_MODULES`). When ``allowed_imports`` is set, the plugin's modules import
+    only those top-level packages (read from their source).
+    """
+
+    plugin: ClassVar[str] = ""
+    module: ClassVar[str | None] = None
+    distribution: ClassVar[str | None] = None
+    registers: ClassVar[Mapping[str, Mapping[str, tuple[Any, Any] | None]]] = {}
+    heavy_modules: ClassVar[Sequence[str]] = HEAVY_MODULES
+    light_imports: ClassVar[Sequence[str]] = ()
+    allowed_imports: ClassVar[frozenset[str] | set[str] | None] = None
+
+    # -- helpers ------------------------------------------------------------------------
+
+    @classmethod
+    def _names(cls) -> tuple[str, str, str]:
+        if not cls.plugin:
+            pytest.fail(f"{cls.__name__} must set the class attribute 'plugin' (see PluginRegistrationContract)")
+        module = cls.module or f"memcore_{cls.plugin.replace('-', '_')}"
+        return cls.plugin, module, cls.distribution or f"memcore-{cls.plugin}"
+
+    def _info(self, host: PluginHost) -> PluginInfo:
+        plugin, _, distribution = self._names()
+        assert plugin in host.infos, f"the plugin host did not load {plugin!r}; is {distribution} installed?"
+        return host.infos[plugin]
+
+    @pytest.fixture
+    def plugin_host(self, monkeypatch) -> PluginHost:
+        """A fresh plugin host loading every installed plugin (the allow/deny lists unset)."""
+        for name in _ENV:
+            monkeypatch.delenv(name, raising=False)
+        return PluginHost()
+
+    # -- the tests ----------------------------------------------------------------------
+
+    def test_entry_point_is_installed(self):
+        plugin, module, distribution = self._names()
+        found = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == plugin]
+        assert found, f"{distribution} is not installed (pip install -e ./plugins/{plugin})"
+        assert found[0].value == module
+        assert found[0].dist.metadata["Name"] == distribution
+
+    def test_plugin_host_loads_it(self, plugin_host):
+        _, _, distribution = self._names()
+        info = self._info(plugin_host)
+        assert info.error is None
+        assert info.builtin is False
+        assert info.distribution == distribution
+        assert info.version == metadata.version(distribution)
+
+    def test_it_registers_exactly_what_it_declares(self, plugin_host):
+        info = self._info(plugin_host)
+        assert {c: sorted(names) for c, names in info.registers.items()} == {c: sorted(names) for c, names in self.registers.items() if names}
+        assert info.hooks == sorted(f"register_{c}" for c, names in self.registers.items() if names)
+
+    def test_registrations_have_the_declared_factories_and_config_models(self, plugin_host):
+        plugin, _, _ = self._names()
+        for category, names in self.registers.items():
+            for name, expected in names.items():
+                reg = plugin_host.registry.get(category, name)
+                assert reg.plugin == plugin, (category, name)
+                factory, config_model = expected or (None, None)
+                if factory is not None:
+                    assert reg.factory is factory, (category, name, reg.factory)
+                if config_model is not None:
+                    assert reg.config_model is config_model, (category, name, reg.config_model)
+                defaults = reg.config_model.model_fields
+                if all(not field.is_required() for key, field in defaults.items() if key != "kind"):
+                    assert reg.parse_config({}, f"{category}.{name}").kind == name
+
+    def test_the_allow_list_loads_only_this_plugin(self, monkeypatch):
+        plugin, _, _ = self._names()
+        monkeypatch.setenv("MEMCORE_PLUGINS", plugin)
+        monkeypatch.delenv("MEMCORE_DISABLE_PLUGINS", raising=False)
+        host = PluginHost()
+        assert {n for n, i in host.infos.items() if not i.builtin} == {plugin}
+        for category, names in self.registers.items():
+            assert set(names) <= set(host.registry.names(category))
+
+    def test_loading_it_imports_no_heavy_library(self):
+        plugin, _, _ = self._names()
+        env = {k: v for k, v in os.environ.items() if k not in _ENV}
+        env["MEMCORE_PLUGINS"] = plugin  # this plugin only: another one's imports are not its fault
+        args = json.dumps([plugin, list(self.light_imports), list(self.heavy_modules)])
+        result = subprocess.run([sys.executable, "-c", _PROBE, args], capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["loaded"] and report["error"] is None, report
+        assert report["heavy"] == [], f"loading {plugin} imported {report['heavy']}; import them inside the factory that needs them"
+
+    def test_its_modules_import_only_the_allowed_packages(self):
+        if self.allowed_imports is None:
+            pytest.skip("allowed_imports is not set")
+        _, module, _ = self._names()
+        package = importlib.import_module(module)
+        for path in sorted(Path(package.__file__).parent.glob("*.py")):
+            roots = set()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    roots.update(a.name.split(".")[0] for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    roots.add(node.module.split(".")[0])
+            assert roots <= set(self.allowed_imports), (path.name, sorted(roots - set(self.allowed_imports)))
