@@ -31,97 +31,79 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-import numpy as np
+from _common import log, use_checkout
 
-REPO = Path(__file__).resolve().parent.parent
-try:
-    import memcore  # noqa: F401
-except ImportError:  # run without an install
-    sys.path.insert(0, str(REPO / "core"))
+use_checkout("fifo-kv")
 
-import memcore  # noqa: E402
-from memcore.eval import evaluate_run, load_beir  # noqa: E402
+from _scifact import DATA, hybrid_memory  # noqa: E402
+
+from memcore.eval import evaluate_run  # noqa: E402
 from memcore.pipeline import Pipeline  # noqa: E402
 from memcore.plugins import get_registry  # noqa: E402
 from memcore.records import Query  # noqa: E402
 
-DATA = REPO.parent / "shared" / "data" / "scifact"
+def _single(index: str, kw: float | None = None) -> list[dict[str, Any]]:
+    """One recall stage (2 x k deep when re-ranked), an optional keyword rerank, limit."""
+    if kw is None:
+        return [{"kind": "recall", "index": index}, {"kind": "limit"}]
+    return [{"kind": "recall", "index": index, "over_fetch": 2.0}, {"kind": "rerank", "keyword_weight": kw}, {"kind": "limit"}]
+
+
+def _hybrid(fusion: dict[str, Any], kw: float = 0.0, depth: float | None = None) -> dict[str, Any]:
+    """The advanced preset with this fusion, keyword weight (0 = no rerank signal) and
+    recall depth (over_fetch; None keeps the preset's 2)."""
+    overrides: dict[str, Any] = {"fuse": {"fusion": fusion}, "rerank": {"keyword_weight": kw}}
+    if depth is not None:
+        overrides.update({"vector": {"over_fetch": depth}, "bm25": {"over_fetch": depth}})
+    return {"preset": "advanced", "overrides": overrides}
+
+
+RRF = lambda k, **more: {"kind": "rrf", "k": k, **more}  # noqa: E731
+WEIGHTED_MINMAX = {"kind": "weighted", "normalization": "minmax"}
 
 VARIANTS: dict[str, Any] = {
-    "dense": [{"kind": "recall", "index": "vector"}, {"kind": "limit"}],
-    "bm25": [{"kind": "recall", "index": "bm25"}, {"kind": "limit"}],
+    # the shipped presets, as they are
     "basic": "basic",
-    "basic_kw0.1": {"preset": "basic", "overrides": {"rerank": {"keyword_weight": 0.1}}},
-    "basic_kw0.2": {"preset": "basic", "overrides": {"rerank": {"keyword_weight": 0.2}}},
-    "basic_kw0.3": {"preset": "basic", "overrides": {"rerank": {"keyword_weight": 0.3}}},
-    "basic_kw0.5": {"preset": "basic", "overrides": {"rerank": {"keyword_weight": 0.5}}},
     "advanced": "advanced",
-    "rrf10": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10}}}},
-    "rrf20": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20}}}},
-    "rrf30": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 30}}}},
-    "rrf60_depth1": {"preset": "advanced", "overrides": {"vector": {"over_fetch": 1.0}, "bm25": {"over_fetch": 1.0}}},
-    "rrf20_bm25w1.5": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20, "weights": {"bm25": 1.5}}}}},
-    "advanced_kw0.1": {"preset": "advanced", "overrides": {"rerank": {"keyword_weight": 0.1}}},
-    "advanced_kw0.2": {"preset": "advanced", "overrides": {"rerank": {"keyword_weight": 0.2}}},
-    "rrf10_kw0.1": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10}}, "rerank": {"keyword_weight": 0.1}}},
-    "rrf20_kw0.1": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20}}, "rerank": {"keyword_weight": 0.1}}},
-    "rrf20_depth2": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20}}, "vector": {"over_fetch": 2.0}, "bm25": {"over_fetch": 2.0}}},
-    "semantic_kw0.3": {"preset": "semantic", "overrides": {"rerank": {"keyword_weight": 0.3}}},
-    "rrf5": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 5}}}},
-    "rrf10_kw0.2": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10}}, "rerank": {"keyword_weight": 0.2}}},
-    "rrf10_kw0.3": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10}}, "rerank": {"keyword_weight": 0.3}}},
-    "rrf10_bm25w1.3_kw0.1": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 10, "weights": {"bm25": 1.3}}}, "rerank": {"keyword_weight": 0.1}}},
-    "rrf20_none_kw0.005": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"k": 20}}, "rerank": {"keyword_weight": 0.005, "normalize": "none"}}},
-    "dbsf": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "dbsf"}}}},
-    "dbsf_bm25w1.5": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "dbsf", "weights": {"bm25": 1.5}}}}},
-    "weighted_minmax": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "weighted", "normalization": "minmax"}}}},
-    "weighted_zscore": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "weighted", "normalization": "zscore"}}}},
-    "dbsf_kw0.1": {"preset": "advanced", "overrides": {"fuse": {"fusion": {"kind": "dbsf"}}, "rerank": {"keyword_weight": 0.1}}},
     "semantic": "semantic",
+    # single retrievers: no rerank, or a keyword rerank of weight w (dense_kw0.5 = basic on `vector`)
+    "dense": _single("vector"),
+    **{f"dense_kw{w}": _single("vector", w) for w in (0.1, 0.2, 0.3, 0.5)},
+    "bm25": _single("bm25"),
+    **{f"bm25_kw{w}": _single("bm25", w) for w in (0.3, 0.5)},
+    # hybrids: <fusion>[_kw<w>][_depth<d>]; without _kw the rerank has no signal
+    **{f"rrf{k}": _hybrid(RRF(k)) for k in (5, 10, 20, 30, 60)},
+    **{f"rrf{k}_kw{w}": _hybrid(RRF(k), w) for k in (10, 20, 60) for w in (0.1, 0.2, 0.3, 0.5)},
+    "rrf10_depth1": _hybrid(RRF(10), depth=1.0),
+    "rrf10_kw0.3_depth1": _hybrid(RRF(10), 0.3, 1.0),
+    "rrf10_kw0.3_depth3": _hybrid(RRF(10), 0.3, 3.0),
+    "rrf60_depth1": _hybrid(RRF(60), depth=1.0),
+    "rrf20_bm25w1.5": _hybrid(RRF(20, weights={"bm25": 1.5})),
+    "rrf10_bm25w1.3_kw0.1": _hybrid(RRF(10, weights={"bm25": 1.3}), 0.1),
+    "dbsf": _hybrid({"kind": "dbsf"}),
+    "dbsf_kw0.3": _hybrid({"kind": "dbsf"}, 0.3),
+    "dbsf_bm25w1.5": _hybrid({"kind": "dbsf", "weights": {"bm25": 1.5}}),
+    "weighted_minmax": _hybrid(WEIGHTED_MINMAX),
+    "weighted_minmax_kw0.3": _hybrid(WEIGHTED_MINMAX, 0.3),
+    "weighted_zscore": _hybrid({"kind": "weighted", "normalization": "zscore"}),
+    # semantic: the preset has keyword_weight 0.5 and MMR lambda 0.7
+    "semantic_kw0": {"preset": "semantic", "overrides": {"rerank": {"keyword_weight": 0.0}}},
+    "semantic_kw0.3": {"preset": "semantic", "overrides": {"rerank": {"keyword_weight": 0.3}}},
     "semantic_mmr0.9": {"preset": "semantic", "overrides": {"mmr": {"lambda": 0.9}}},
+    "semantic_mmr0.5": {"preset": "semantic", "overrides": {"mmr": {"lambda": 0.5}}},
     "semantic_no_mmr": {"preset": "semantic", "overrides": {"mmr": False}},
 }
+"""Named pipeline specs: a preset, a preset with overrides, or a stage list."""
 
 
-DEFAULT_VARIANTS = ("dense", "bm25", "basic", "basic_kw0.5", "advanced", "rrf10_kw0.3", "dbsf", "semantic", "semantic_mmr0.9", "semantic_no_mmr")
-"""The variants documented in docs/concepts.md (rrf10_kw0.3 is examples/beir_hybrid.toml)."""
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def build(split: str, registry, live: bool = False) -> tuple[Any, list[tuple[str, str, np.ndarray]], dict]:
-    data = load_beir(DATA, split)
-    ids = json.loads((DATA / "minilm" / "corpus_ids.json").read_text())
-    vectors = np.load(DATA / "minilm" / "corpus.npy", allow_pickle=False)
-    qids = json.loads((DATA / "minilm" / "query_ids.json").read_text())
-    qvecs = np.load(DATA / "minilm" / "queries.npy", allow_pickle=False)
-    qrow = {q: i for i, q in enumerate(qids)}
-    row = {d: i for i, d in enumerate(ids)}
-    settings = {
-        "store": {"kind": "memory"},
-        "spaces": {"default": {"embedder": {"kind": "minilm"}} if live else {"dim": int(vectors.shape[1])}},
-        "indexes": {
-            "vector": {"kind": "exact", "space": "default", "metric": "cosine"},
-            "bm25": {"kind": "bm25", "k1": 1.2, "b": 0.75, "stopwords": "en", "stemmer": "english"},
-        },
-        "pipeline": "advanced",
-    }
-    memory = memcore.open(settings)
-    docs = [
-        {"id": d["_id"], "text": f"{d['title']} {d['text']}".strip(), "metadata": {"title": d["title"]}, "vectors": {"default": vectors[row[d["_id"]]]}}
-        for d in data.corpus
-    ]
-    for start in range(0, len(docs), 1000):
-        memory.collection.insert(docs[start : start + 1000])
-    queries = [(qid, text, qvecs[qrow[qid]]) for qid, text in data.judged_queries() if qid in qrow]
-    return memory, queries, data.qrels
+DEFAULT_VARIANTS = (
+    "dense", "bm25", "basic", "bm25_kw0.5", "rrf60", "rrf10", "advanced", "weighted_minmax_kw0.3", "dbsf",
+    "semantic", "semantic_kw0", "semantic_mmr0.9", "semantic_no_mmr",
+)
+"""The variants documented in docs/concepts.md (``advanced`` is examples/beir_hybrid.toml)."""
 
 
 def evaluate(memory, pipeline: Pipeline, queries, qrels) -> dict[str, float]:
@@ -132,14 +114,14 @@ def evaluate(memory, pipeline: Pipeline, queries, qrels) -> dict[str, float]:
     return evaluate_run(run, {q: qrels[q] for q, _, _ in queries}, k=10, recall_k=100)
 
 
-def overhead(memory, registry, queries, repeat: int, k: int = 100, live: bool = False) -> dict[str, Any]:
-    """The advanced preset's query time against the time of its two recall stages, at depth k.
+def overhead(memory, registry, queries, repeat: int, k: int = 100, live: bool = False, spec: Any = "advanced") -> dict[str, Any]:
+    """A hybrid pipeline's (``spec``, default the advanced preset) query time against the time of its two recall stages, at depth k.
 
     ``ratio_pipeline_over_recalls_median``: per pass, summed pipeline time / summed recall
     time, median over passes; ``per_query_ratio_median``: the median over every query of
     every pass of that query's own ratio (robust to a few slow searches on a loaded machine).
     """
-    pipeline = Pipeline.from_config("advanced", registry)
+    pipeline = Pipeline.from_config(spec, registry)
     pipeline.check(memory.collection)
     ratios, totals, recalls, per_query = [], [], [], []
     stages: dict[str, list[float]] = {}
@@ -183,6 +165,7 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"Comma-separated variant names, or 'all': {', '.join(VARIANTS)}.")
     parser.add_argument("--repeat", type=int, default=3, help="Passes of the overhead measurement.")
     parser.add_argument("--quick", action="store_true", help="200 queries, 1 overhead pass.")
+    parser.add_argument("--overhead-variant", default="advanced", help="The variant whose overhead is measured (its recall stages must be named vector and bm25).")
     parser.add_argument("--overhead-k", default="10,100", help="Comma-separated query depths of the overhead measurement.")
     parser.add_argument(
         "--live-query-embedding", action="store_true",
@@ -199,7 +182,7 @@ def main() -> None:
     registry = get_registry()
     log("building the collection (precomputed MiniLM vectors + bm25)...")
     started = time.perf_counter()
-    memory, queries, qrels = build(args.split, registry, live=args.live_query_embedding)
+    memory, queries, qrels = hybrid_memory(args.split, live=args.live_query_embedding)
     build_seconds = time.perf_counter() - started
     queries = queries[: args.queries] if args.queries else queries
     results: dict[str, Any] = {}
@@ -216,10 +199,11 @@ def main() -> None:
     if args.live_query_embedding:
         memory.query("warm up the model", k=1)
     over = {
-        f"k={k}": overhead(memory, registry, queries, args.repeat, k=int(k), live=args.live_query_embedding)
+        f"k={k}": overhead(memory, registry, queries, args.repeat, k=int(k), live=args.live_query_embedding, spec=VARIANTS[args.overhead_variant])
         for k in args.overhead_k.split(",")
     }
     over["live_query_embedding"] = args.live_query_embedding
+    over["variant"] = args.overhead_variant
     memory.close()
     print(json.dumps({
         "split": args.split,

@@ -41,6 +41,9 @@ def test_presets_are_the_documented_stage_lists():
     assert [e["kind"] for e in PRESETS["advanced"]] == ["recall", "recall", "fuse", "rerank", "limit"]
     assert [e.get("index") for e in PRESETS["advanced"][:2]] == ["vector", "bm25"]
     assert [e["kind"] for e in PRESETS["semantic"]] == ["recall", "intent", "rerank", "mmr", "limit"]
+    # the tuned options documented in docs/settings.md and docs/concepts.md
+    assert PRESETS["advanced"][2]["fusion"] == {"kind": "rrf", "k": 10.0}
+    assert [e["keyword_weight"] for p in ("basic", "advanced", "semantic") for e in PRESETS[p] if e["kind"] == "rerank"] == [0.5, 0.3, 0.5]
 
 
 @pytest.mark.parametrize("name", ["basic", "advanced"])
@@ -79,7 +82,7 @@ def test_override_by_kind_by_index_and_removal():
         {"kind": "fuse", "fusion": {"kind": "rrf", "k": 20}},
         {"kind": "limit", "k": 5},
     ]
-    assert PRESETS["advanced"][2]["fusion"] == {"kind": "rrf", "k": 60.0}  # the preset itself is untouched
+    assert PRESETS["advanced"][2]["fusion"] == {"kind": "rrf", "k": 10.0}  # the preset itself is untouched
 
 
 def test_override_changing_a_nested_kind_replaces_that_table():
@@ -183,7 +186,8 @@ def test_advanced_preset_with_an_override_end_to_end(tmp_path):
     with memcore.open(settings, path=tmp_path) as memory:
         hit = memory.query(QUESTIONS[2], k=1)[0]
         assert hit.id == "t4" and {c.source for c in hit.provenance} == {"vector", "words"}
-        assert hit.score == pytest.approx(2 / 21)  # rank 1 in both lists, rrf k = 20
+        assert hit.raw == pytest.approx(2 / 21)  # rank 1 in both lists, rrf k = 20 (before the rerank)
+        assert hit.source == "rerank" and hit.score == pytest.approx(1.0 + 0.3 * 1.0)  # top of the list + every query word
     assert first[2][0][0] == "t4"
 
 

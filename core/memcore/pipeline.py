@@ -38,6 +38,7 @@ class PipelineContext:
         self.trace: list[dict[str, Any]] = []
         self.notes: dict[str, dict[str, Any]] = {}
         self._records: dict[str, Record] = {}
+        self._texts: dict[str, str] = {}
 
     def note(self, stage: str, **facts: Any) -> None:
         """Record JSON-safe facts about the run of the stage named ``stage`` (merged into
@@ -60,6 +61,16 @@ class PipelineContext:
         """The query's vector in ``space``, embedded once per pipeline run."""
         return self.collection.query_vector(self.query, space)
 
+    def texts(self, ids: Sequence[str]) -> list[str | None]:
+        """The stored texts of ``ids`` (``None`` for unknown ids), cached for the run; lighter
+        than :meth:`records` when a stage needs nothing else."""
+        missing = [i for i in ids if i not in self._texts]
+        if missing:
+            for rid, text in zip(missing, self.collection.store.texts(missing)):
+                if text is not None:
+                    self._texts[rid] = text
+        return [self._texts.get(i) for i in ids]
+
     def records(self, ids: Sequence[str]) -> list[Record | None]:
         """Stored records (without vectors), cached for the run."""
         missing = [i for i in ids if i not in self._records]
@@ -67,6 +78,7 @@ class PipelineContext:
             for rec in self.collection.store.get(missing, with_vectors=False):
                 if rec is not None:
                     self._records[rec.id] = rec
+                    self._texts[rec.id] = rec.text
         return [self._records.get(i) for i in ids]
 
 
@@ -86,20 +98,20 @@ class Stage(ABC):
 PRESETS: dict[str, list[dict[str, Any]]] = {
     "basic": [
         {"kind": "recall", "over_fetch": 2.0},
-        {"kind": "rerank"},
+        {"kind": "rerank", "keyword_weight": 0.5},
         {"kind": "limit"},
     ],
     "advanced": [
         {"kind": "recall", "index": "vector", "over_fetch": 2.0},
         {"kind": "recall", "index": "bm25", "over_fetch": 2.0},
-        {"kind": "fuse", "fusion": {"kind": "rrf", "k": 60.0}},
-        {"kind": "rerank"},
+        {"kind": "fuse", "fusion": {"kind": "rrf", "k": 10.0}},
+        {"kind": "rerank", "keyword_weight": 0.3},
         {"kind": "limit"},
     ],
     "semantic": [
         {"kind": "recall", "index": "vector", "over_fetch": 3.0},
         {"kind": "intent"},
-        {"kind": "rerank"},
+        {"kind": "rerank", "keyword_weight": 0.5},
         {"kind": "mmr", "lambda": 0.7, "relevance": "score"},
         {"kind": "limit"},
     ],
@@ -110,6 +122,11 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
 - ``basic``: recall on the only index (else the one named ``vector``) -> rerank -> limit;
 - ``advanced``: recall ``vector`` + recall ``bm25`` -> fuse (RRF) -> rerank -> limit;
 - ``semantic``: recall ``vector`` -> intent -> rerank -> mmr (memcore-mmr) -> limit.
+
+The options were chosen on two data sets (BEIR SciFact train, LoCoMo dev; see
+docs/concepts.md): RRF ``k = 10`` rather than the usual 60, and a keyword-overlap rerank
+(the share of the query's content words in the record) added to the min-max normalised
+score -- 0.5 after a single retriever, 0.3 after the hybrid fusion, which already has BM25.
 """
 
 PIPELINE_SPEC_KEYS = ("preset", "overrides")

@@ -88,6 +88,13 @@ class Store(ABC):
     def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
         """Records by id, in the order asked (``None`` for unknown ids)."""
 
+    def texts(self, ids: Sequence[str]) -> list[str | None]:
+        """The text of each record, in the order asked (``None`` for unknown ids).
+
+        What rerank-like stages read for every candidate of every query: stores override it
+        with a lighter read than :meth:`get` (no metadata, links, or copies)."""
+        return [None if r is None else r.text for r in self.get(ids, with_vectors=False)]
+
     @abstractmethod
     def ids(
         self,

@@ -36,10 +36,14 @@ def rescored(hits: Sequence[Hit], scores: np.ndarray, source: str, top_n: int | 
     Each keeps its id, provenance and record; ``raw`` is its incoming score and ``source``
     the stage that re-scored it.
     """
-    order = sorted(range(len(hits)), key=lambda i: (-float(scores[i]), hits[i].id))
+    values = np.asarray(scores, dtype=np.float64).tolist()
+    ids = [h.id for h in hits]
+    # two C-level sorts instead of a key tuple per hit: by id, then (stable) by score
+    order = sorted(sorted(range(len(hits)), key=ids.__getitem__), key=values.__getitem__, reverse=True)
     if top_n is not None:
         order = order[:top_n]
-    return [
-        Hit(hits[i].id, float(scores[i]), raw=float(hits[i].score), source=source, provenance=hits[i].provenance, record=hits[i].record)
-        for i in order
-    ]
+    out = []
+    for i in order:
+        hit = hits[i]
+        out.append(Hit(hit.id, values[i], float(hit.score), source, hit.provenance, hit.record))
+    return out

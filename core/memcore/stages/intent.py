@@ -142,11 +142,12 @@ class IntentStage(Stage):
         c = self.config
         base = np.asarray([float(h.score) for h in hits], dtype=np.float64)
         total = minmax(base) if c.normalize == "minmax" else base.copy()
-        records = ctx.records([h.id for h in hits])
+        ids = [h.id for h in hits]
         if action.match_weight > 0 and intent.terms:
-            texts = token_sets(r.text if r is not None else None for r in records)
+            texts = token_sets(ctx.texts(ids))
             total += action.match_weight * phrase_fraction(intent.terms, texts)
         if action.recency_weight > 0 and c.time_field:
+            records = ctx.records(ids)
             mode = RecencyMode.from_extras(ctx.query.extras)
             times = np.asarray([parse_time(r.metadata.get(c.time_field)) if r is not None else np.nan for r in records])
             total += action.recency_weight * recency_decay(times, c.half_life, reference_time(times, c.reference, mode))

@@ -104,10 +104,12 @@ class RerankStage(Stage):
         c = self.config
         base = np.asarray([float(h.score) for h in hits], dtype=np.float64)
         total = minmax(base) if c.normalize == "minmax" else base.copy()
-        records = ctx.records([h.id for h in hits])
+        ids = [h.id for h in hits]
         if c.keyword_weight > 0:
-            texts = token_sets(r.text if r is not None else None for r in records)
+            texts = token_sets(ctx.texts(ids))
             total += c.keyword_weight * term_overlap(content_tokens(ctx.query.text), texts, c.keyword_mode)
+        needs_metadata = (c.recency_weight > 0 and c.time_field) or self._boosts
+        records = ctx.records(ids) if needs_metadata else []
         if c.recency_weight > 0 and c.time_field:
             mode = RecencyMode.from_extras(ctx.query.extras)
             times = np.asarray([parse_time(r.metadata.get(c.time_field)) if r is not None else np.nan for r in records])

@@ -121,7 +121,7 @@ def recency_decay(times: np.ndarray, half_life: float, reference: float) -> np.n
     return out
 
 
-def term_overlap(query_terms: set[str], texts: Sequence[set[str]], mode: Literal["query_fraction", "jaccard"]) -> np.ndarray:
+def term_overlap(query_terms: set[str], texts: Sequence[frozenset[str] | set[str]], mode: Literal["query_fraction", "jaccard"]) -> np.ndarray:
     """Per text: the fraction of ``query_terms`` it contains (``query_fraction``), or the
     Jaccard similarity of the two token sets (``jaccard``); 0 when the query has no terms."""
     out = np.zeros(len(texts))
@@ -134,7 +134,7 @@ def term_overlap(query_terms: set[str], texts: Sequence[set[str]], mode: Literal
     return out
 
 
-def phrase_fraction(phrases: Sequence[Sequence[str]], texts: Sequence[set[str]]) -> np.ndarray:
+def phrase_fraction(phrases: Sequence[Sequence[str]], texts: Sequence[frozenset[str] | set[str]]) -> np.ndarray:
     """Per text: the fraction of ``phrases`` (each a list of tokens) whose tokens all occur in
     it; 0 when there are no phrases."""
     out = np.zeros(len(texts))

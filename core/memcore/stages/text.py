@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable
 
-__all__ = ["tokenize", "content_tokens", "token_sets", "STOPWORDS"]
+__all__ = ["tokenize", "content_tokens", "token_set", "token_sets", "STOPWORDS", "TOKEN_SET_CACHE_SIZE"]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -36,6 +37,21 @@ def content_tokens(text: str | None) -> set[str]:
     return content or tokens
 
 
-def token_sets(texts: Iterable[str | None]) -> list[set[str]]:
-    """The token set of each text (empty for None)."""
-    return [set(tokenize(t)) for t in texts]
+TOKEN_SET_CACHE_SIZE = 8192
+"""How many texts' token sets :func:`token_set` keeps (least recently used dropped): the
+rerank and intent stages see the same candidates over and over across queries."""
+
+
+@lru_cache(maxsize=TOKEN_SET_CACHE_SIZE)
+def token_set(text: str) -> frozenset[str]:
+    """The distinct tokens of ``text``, cached by the text itself (so an updated record's
+    new text is tokenised afresh)."""
+    return frozenset(tokenize(text))
+
+
+_EMPTY: frozenset[str] = frozenset()
+
+
+def token_sets(texts: Iterable[str | None]) -> list[frozenset[str]]:
+    """The token set of each text (empty for None or empty text)."""
+    return [token_set(t) if t else _EMPTY for t in texts]

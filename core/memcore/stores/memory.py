@@ -94,12 +94,14 @@ class MemoryStore(Store):
             out = []
             for rid in ids:
                 rec = self._records.get(rid)
-                if rec is not None:
-                    rec = _copy(rec)
-                    if not with_vectors:
-                        rec.vectors = {}
-                out.append(rec)
+                out.append(None if rec is None else _copy(rec, with_vectors))
             return out
+
+    def texts(self, ids: Sequence[str]) -> list[str | None]:
+        """Texts straight from the stored records (strings are immutable: no copy)."""
+        with self._mutex:
+            records = self._records
+            return [None if (rec := records.get(rid)) is None else rec.text for rid in ids]
 
     def _select(self, where: Filter | None, scope: Scope | None, index: str | None) -> list[str]:
         with self._mutex:
@@ -162,9 +164,20 @@ class MemoryStore(Store):
         """Nothing to release."""
 
 
-def _copy(r: Record) -> Record:
+def _json_copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, scalars): what record metadata is."""
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_json_copy(v) for v in value)
+    return value
+
+
+def _copy(r: Record, with_vectors: bool = True) -> Record:
+    """A copy the caller may change without touching the store (vectors only when asked)."""
     return Record(
-        id=r.id, text=r.text, metadata=copy.deepcopy(r.metadata), vectors={k: v.copy() for k, v in r.vectors.items()},
+        id=r.id, text=r.text, metadata=_json_copy(r.metadata),
+        vectors={k: v.copy() for k, v in r.vectors.items()} if with_vectors else {},
         links=tuple(r.links), scope=r.scope, created_at=r.created_at, updated_at=r.updated_at,
     )
 

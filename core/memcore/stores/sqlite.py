@@ -252,6 +252,15 @@ class SQLiteStore(Store):
                         found[rid].vectors[space] = np.frombuffer(data, dtype=np.float32, count=dim).copy()
             return [found.get(i) for i in ids]
 
+    def texts(self, ids: Sequence[str]) -> list[str | None]:
+        """One ``SELECT id, text`` per chunk of ids: no metadata parsing, links or vectors."""
+        with self._mutex:
+            found: dict[str, str] = {}
+            for chunk in _chunks(list(ids)):
+                marks = ",".join("?" * len(chunk))
+                found.update(self.db.execute(f"SELECT id, text FROM records WHERE id IN ({marks})", list(chunk)).fetchall())
+            return [found.get(i) for i in ids]
+
     def _where(self, where: Filter | None, scope: Scope | None, index: str | None) -> tuple[str, str, list[Any]]:
         sql, params = to_sql(where, "r.metadata")
         join = ""

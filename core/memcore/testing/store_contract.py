@@ -191,6 +191,14 @@ class StoreContract:
         assert store.count() == 2
         assert store.ids() == ["a", "b"]
 
+    def test_texts_in_the_order_asked_and_after_updates_and_deletes(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a", "alpha"), _rec("b", "beta — ü"), _rec("c", "gamma")]))
+        assert store.texts(["c", "missing", "a", "b", "a"]) == ["gamma", None, "alpha", "beta — ü", "alpha"]
+        assert store.texts([]) == []
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a", "alpha two")], deletes=["c"]))
+        assert store.texts(["a", "c"]) == ["alpha two", None]
+        assert store.texts(["a", "b"]) == [r.text for r in store.get(["a", "b"], with_vectors=False)]
+
     def test_record_without_scope_reads_back_none_or_empty(self, store):
         self.apply_checked(store, WriteBatch(upserts=[_rec("a")]))
         scope = store.get(["a"])[0].scope

@@ -7,18 +7,27 @@ batch is reordered by its ranking (passages it leaves out follow the ranked ones
 incoming order); hits never move between batches, and hits beyond ``top_n`` follow in
 their incoming order.
 
-When the query has no text, or a call fails after the client's retries, or a reply holds
-no valid ranking (no JSON object, no ``ranking`` list, a number out of range, a repeated
-number), the stage uses its deterministic ``fallback`` for the whole list: ``keep`` (the
-incoming order) or ``keyword`` (share of the query's content words in the passage, ties
-in incoming order). It never raises for these.
+A reply is read by :func:`read_reply`: its JSON object (fenced or inside prose), else a
+*bare ranking* -- the whole reply (or one line labelled ``ranking``) is nothing but passage
+numbers separated by commas, semicolons, ``>``, ``->`` or spaces, optionally in brackets:
+``[3, 1, 2]``, ``3,1,2``, ``Ranking: 3 > 1 > 2``, ``[3] > [1] > [2]``. Numbers are never
+fished out of prose. ``response_format`` (e.g. ``{type = "json_object"}``) is passed to
+the server to ask for constrained JSON when it supports it.
 
-Which path ran is recorded for each run in ``ctx.llm_rerank[<stage name>]`` (see
-:func:`rerank_report`) and logged as the structlog event ``stage.llm_rerank``.
+When the query has no text, or a call fails after the client's retries, or a reply holds
+no valid ranking (neither a JSON object nor a bare ranking, no ``ranking`` list, a number
+out of range, a repeated number), the stage uses its deterministic ``fallback`` for the
+whole list: ``keep`` (the incoming order) or ``keyword`` (share of the query's content
+words in the passage, ties in incoming order). It never raises for these.
+
+Which path ran is recorded for each run with ``ctx.note(<stage name>, **report)``, so it is
+in ``ctx.notes[<stage name>]`` and in the stage's ``ctx.trace`` entry under ``"notes"`` (read
+it with :func:`rerank_report`), and logged as the structlog event ``stage.llm_rerank``.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Sequence
 
 from memcore import ValidationError
@@ -31,15 +40,21 @@ from memcore.stages.signals import term_overlap
 from memcore.stages.text import content_tokens, token_sets
 from pydantic import Field, model_validator
 
-from .chat import ChatClient, ChatConfig
+from .chat import ChatClient, ChatConfig, parse_json_reply
 from .errors import EmbeddingServiceError
 
-__all__ = ["LLMRerankConfig", "LLMRerankStage", "rerank_report", "parse_ranking", "SYSTEM_PROMPT"]
+__all__ = [
+    "LLMRerankConfig",
+    "LLMRerankStage",
+    "rerank_report",
+    "read_reply",
+    "bare_ranking",
+    "parse_ranking",
+    "parse_reply",
+    "SYSTEM_PROMPT",
+]
 
 log = get_logger("memcore_embed.llm_rerank")
-
-REPORT_ATTRIBUTE = "llm_rerank"
-"""The PipelineContext attribute holding ``{stage name: report}`` (see :func:`rerank_report`)."""
 
 SYSTEM_PROMPT = (
     "You rank passages by how well they answer a search query. "
@@ -58,6 +73,11 @@ class LLMRerankConfig(ComponentConfig):
         "keep", description="Used when there is no query text, a call fails, or a reply holds no valid ranking: keep the incoming order, or rank by keyword overlap."
     )
     max_chars: int = Field(500, gt=0, description="Longest passage sent, in characters (longer texts are cut and end with ' ...').")
+    response_format: dict[str, Any] | None = Field(
+        None,
+        description='Sent as the request\'s response_format when set, e.g. {type = "json_object"} (JSON mode of OpenAI, vLLM, '
+        "llama.cpp); a server that refuses it makes every call a service_error.",
+    )
     name: str | None = Field(None, description="Name of the stage (the hits' source and the report key); default llm_rerank.")
 
     @model_validator(mode="after")
@@ -84,13 +104,59 @@ def build_messages(query: str, passages: Sequence[str]) -> list[dict[str, str]]:
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
+_NUMBER = r'(?:\[\s*\d+\s*\]|"\d+"|\d+)'
+_SEPARATOR = r"(?:\s*(?:,|;|->|>)\s*|\s+)"
+_NUMBERS = rf"\[?\s*{_NUMBER}(?:{_SEPARATOR}{_NUMBER})*(?:\s*,)?\s*\]?\.?"
+# Unambiguous on purpose (no two ways to match the same spaces): linear on long replies.
+_BARE = re.compile(rf"\s*({_NUMBERS})\s*")
+_LABELLED = re.compile(rf"\s*(?:the\s+|final\s+)?ranking(?:\s+is)?\s*[:=]?\s*({_NUMBERS})\s*", re.IGNORECASE)
+_FENCE = re.compile(r"```[ \t]*\w*[ \t]*\r?\n?(.*?)```", re.DOTALL)
+
+
+def bare_ranking(text: str) -> list[int] | None:
+    """The passage numbers of a reply that is only a ranking, or None.
+
+    Accepted: the whole reply (or the content of a ``` fence) is numbers separated by ``,``
+    ``;`` ``>`` ``->`` or spaces, each number optionally ``[n]`` or ``"n"``, the list
+    optionally in brackets and ended by a period (``[3, 1, 2]``, ``3,1,2``, ``3 > 1 > 2``,
+    ``[3] > [1]``); or one line ``Ranking: <such numbers>`` (``ranking is``, ``ranking =``;
+    markdown ``*``/``_`` ignored) anywhere in the reply. Numbers are never taken from prose:
+    ``"I think passage 3 is best"`` gives None."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    for candidate in candidates:
+        match = _BARE.fullmatch(candidate)
+        if match:
+            return [int(d) for d in re.findall(r"\d+", match.group(1))]
+    for line in text.splitlines():
+        match = _LABELLED.fullmatch(re.sub(r"[*_`]", "", line))
+        if match:
+            return [int(d) for d in re.findall(r"\d+", match.group(1))]
+    return None
+
+
+def read_reply(text: str) -> dict[str, Any]:
+    """The reply as ``{"ranking": ...}``: its JSON object (see
+    :func:`memcore_embed.chat.parse_json_reply`), else ``{"ranking": [numbers]}`` from a
+    :func:`bare_ranking`. :class:`memcore.ValidationError` when it holds neither."""
+    try:
+        return parse_json_reply(text)
+    except ValidationError as exc:
+        numbers = bare_ranking(text)
+        if numbers is None:
+            raise ValidationError(f"{exc} (nor a bare ranking such as '3, 1, 2' or 'Ranking: 3 > 1 > 2')") from None
+        return {"ranking": numbers}
+
+
 def parse_ranking(reply: Any, n: int) -> list[int]:
     """The 0-based order of ``n`` passages from a parsed reply ``{"ranking": [numbers]}``.
 
     Numbers are 1-based integers (or strings of digits) in ``1..n``, each at most once;
-    passages not named follow in their incoming order. :class:`memcore.ValidationError`
+    passages not named follow in their incoming order. A string ranking is read as a
+    :func:`bare_ranking` (``{"ranking": "3, 1, 2"}``). :class:`memcore.ValidationError`
     otherwise (also for an empty ranking)."""
     ranking = reply.get("ranking") if isinstance(reply, dict) else None
+    if isinstance(ranking, str):
+        ranking = bare_ranking(ranking)
     if not isinstance(ranking, list) or not ranking:
         raise ValidationError(f"the reply has no non-empty 'ranking' list: {str(reply)[:200]!r}")
     order: list[int] = []
@@ -108,12 +174,19 @@ def parse_ranking(reply: Any, n: int) -> list[int]:
     return order + [i for i in range(n) if i not in named]
 
 
+def parse_reply(text: str, n: int) -> list[int]:
+    """The 0-based order of ``n`` passages from a model's reply text:
+    ``parse_ranking(read_reply(text), n)``."""
+    return parse_ranking(read_reply(text), n)
+
+
 def rerank_report(ctx: PipelineContext, name: str = "llm_rerank") -> dict[str, Any] | None:
     """What the ``llm_rerank`` stage called ``name`` did in this run, or None if it did not run:
     ``{"used": "llm" | "fallback", "reason": None | str, "fallback": "keep" | "keyword",
     "sent": int, "calls": int}``. ``reason`` is ``no_query_text``, ``service_error``,
-    ``invalid_reply`` or ``invalid_ranking`` for the fallback."""
-    return getattr(ctx, REPORT_ATTRIBUTE, {}).get(name)
+    ``invalid_reply`` or ``invalid_ranking`` for the fallback. It is ``ctx.notes.get(name)``
+    (the stage records it with :meth:`memcore.pipeline.PipelineContext.note`)."""
+    return ctx.notes.get(name)
 
 
 class LLMRerankStage(Stage):
@@ -127,6 +200,7 @@ class LLMRerankStage(Stage):
         self.config = config
         self.name = config.name or "llm_rerank"
         self.client = ChatClient(config.llm)
+        self._options = {"response_format": config.response_format} if config.response_format is not None else {}
 
     def run(self, ctx: PipelineContext) -> None:
         hits = unique_hits(ctx.current)
@@ -159,7 +233,7 @@ class LLMRerankStage(Stage):
             passages = [truncate(t, self.config.max_chars) for t in chunk]
             calls += 1
             try:
-                reply = self.client.complete_json(build_messages(query, passages))
+                reply = read_reply(self.client.complete(build_messages(query, passages), **self._options))
             except EmbeddingServiceError as exc:
                 log.warning("stage.llm_rerank_failed", stage=self.name, reason="service_error", error=str(exc))
                 return None, "service_error", calls
@@ -181,9 +255,6 @@ class LLMRerankStage(Stage):
         return sorted(range(len(texts)), key=lambda i: -float(overlap[i]))
 
     def _record(self, ctx: PipelineContext, report: dict[str, Any]) -> None:
-        reports = getattr(ctx, REPORT_ATTRIBUTE, None)
-        if reports is None:
-            reports = {}
-            setattr(ctx, REPORT_ATTRIBUTE, reports)
-        reports[self.name] = report
+        """Note the report on the context (``ctx.notes[self.name]``) and log it."""
+        ctx.note(self.name, **report)
         log.info("stage.llm_rerank", stage=self.name, **report)

@@ -18,7 +18,7 @@ from memcore.testing import StageContract, build_stage
 import memcore
 import memcore_embed.llm_rerank as llm_rerank_module
 from memcore_embed import LLMRerankConfig, LLMRerankStage, rerank_report
-from memcore_embed.llm_rerank import parse_ranking, truncate
+from memcore_embed.llm_rerank import bare_ranking, parse_ranking, parse_reply, read_reply, truncate
 
 TEXTS = {
     "a": "alpha apples grow on the orchard hill",
@@ -98,6 +98,8 @@ def test_scripted_ranking_reorders_hits_and_keeps_provenance(server, collection,
         assert hit.provenance == by_id[hit.id].provenance
     assert [h.id for h in ctx.lists["seed"]] == list("abcde")  # the seeded list is untouched
     assert rerank_report(ctx) == {"used": "llm", "reason": None, "fallback": "keep", "sent": 5, "calls": 1}
+    assert ctx.notes == {"llm_rerank": rerank_report(ctx)}  # recorded through ctx.note
+    assert not hasattr(ctx, "llm_rerank")  # no private attribute on the context any more
     assert events == [("info", "stage.llm_rerank", {"stage": "llm_rerank", **rerank_report(ctx)})]
 
 
@@ -203,7 +205,10 @@ def test_keyword_fallback_ranks_by_query_words(server, collection):
         '{"ranking": [1.5]}',
         '{"ranking": [true]}',
         '{"order": [1, 2]}',
-        '{"ranking": "2, 1"}',
+        '{"ranking": "two, one"}',  # a string ranking must be a bare ranking
+        "[3, 9]",  # a bare ranking is checked like a JSON one
+        "Ranking: 2 > 2",
+        '[{"id": 1, "title": "x"}]',  # the object inside is read: it has no ranking (seen from SmolLM2-135M)
     ],
 )
 def test_invalid_rankings_fall_back(server, collection, reply):
@@ -213,11 +218,52 @@ def test_invalid_rankings_fall_back(server, collection, reply):
     assert rerank_report(ctx)["reason"] == "invalid_ranking"
 
 
-def test_json_list_reply_falls_back(server, collection):
-    server.chat_reply = "[3, 1, 2]"
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "[3, 1, 2]",  # a JSON list instead of the object
+        "3,1,2",
+        "Ranking: 3 > 1 > 2",
+        "[3] > [1] > [2]",
+        "```\n3 1 2\n```",
+        "Sure.\n**Ranking:** 3, 1, 2\nPassage 3 mentions pasta.",  # one labelled line in prose
+        '{"ranking": "3, 1, 2"}',
+    ],
+)
+def test_bare_rankings_are_accepted(server, collection, reply):
+    server.chat_reply = reply
+    ctx = seeded(collection)
+    assert run(make_stage(server), ctx) == ["c", "a", "b", "d", "e"]
+    assert rerank_report(ctx) == {"used": "llm", "reason": None, "fallback": "keep", "sent": 5, "calls": 1}
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "I think passage 3 is best, then 1.",  # numbers are never taken from prose
+        "1. Periosteal bone formation\n2. Epithelial subpopulations",  # a numbered list of texts (seen from SmolLM2-135M)
+        "1. 1-2\n2. 3-4",
+        "ranking: first 3 then 1",
+    ],
+)
+def test_prose_and_lists_of_texts_are_not_rankings(server, collection, reply):
+    server.chat_reply = reply
     ctx = seeded(collection)
     assert run(make_stage(server), ctx) == list("abcde")
     assert rerank_report(ctx)["reason"] == "invalid_reply"
+
+
+def test_response_format_is_sent_only_when_set(server, collection):
+    server.chat_reply = '{"ranking": [2]}'
+    run(make_stage(server), seeded(collection))
+    assert "response_format" not in server.requests[-1].body
+    schema = {"type": "object", "properties": {"ranking": {"type": "array", "items": {"type": "integer"}}}}
+    stage = make_stage(server, response_format={"type": "json_object", "schema": schema})
+    ctx = seeded(collection)
+    assert run(stage, ctx) == ["b", "a", "c", "d", "e"]
+    assert server.requests[-1].body["response_format"] == {"type": "json_object", "schema": schema}
+    with pytest.raises(ConfigError, match=r"pipeline\[0\]\.response_format"):
+        make_stage(server, response_format="json")
 
 
 def test_server_errors_beyond_retries_fall_back_without_raising(server, collection, events):
@@ -278,6 +324,7 @@ def test_named_stage_reports_under_its_name(server, collection):
     ctx = seeded(collection)
     run(make_stage(server, name="judge"), ctx)
     assert rerank_report(ctx) is None and rerank_report(ctx, "judge")["used"] == "llm"
+    assert set(ctx.notes) == {"judge"}
     assert {h.source for h in ctx.current} == {"judge"}
 
 
@@ -319,9 +366,79 @@ def test_parse_ranking():
     assert parse_ranking({"ranking": [2]}, 3) == [1, 0, 2]
     assert parse_ranking({"ranking": [3, 2, 1]}, 3) == [2, 1, 0]
     assert parse_ranking({"ranking": [" 2 "]}, 2) == [1, 0]
-    for bad in ({"ranking": [4]}, {"ranking": [1, 1]}, {"ranking": None}, {}, {"ranking": [-1]}):
+    assert parse_ranking({"ranking": "3 > 1"}, 3) == [2, 0, 1]
+    for bad in ({"ranking": [4]}, {"ranking": [1, 1]}, {"ranking": None}, {}, {"ranking": [-1]}, {"ranking": "x"}, {"ranking": ""}):
         with pytest.raises(memcore.ValidationError):
             parse_ranking(bad, 3)
+
+
+@pytest.mark.parametrize(
+    "text, numbers",
+    [
+        ("[3, 1, 2]", [3, 1, 2]),
+        ("3,1,2", [3, 1, 2]),
+        (" 3, 1, 2. ", [3, 1, 2]),
+        ("3 1 2", [3, 1, 2]),
+        ("3\n1\n2", [3, 1, 2]),
+        ("3; 1; 2", [3, 1, 2]),
+        ("3 > 1 > 2", [3, 1, 2]),
+        ("3 -> 1 -> 2", [3, 1, 2]),
+        ("[3] > [1] > [2]", [3, 1, 2]),
+        ("[ 3 ],[1]", [3, 1]),
+        ('["3", "1"]', [3, 1]),
+        ("[3, 1, 2,]", [3, 1, 2]),
+        ("2", [2]),
+        ("Ranking: 3 > 1 > 2", [3, 1, 2]),
+        ("ranking = [3, 1]", [3, 1]),
+        ("The ranking is 3, 1, 2.", [3, 1, 2]),
+        ("Final ranking: [2, 1]", [2, 1]),
+        ("Here you go.\n**Ranking:** 3, 1\nBecause 3 mentions pasta.", [3, 1]),
+        ("```\n3, 1, 2\n```", [3, 1, 2]),
+        ("```text\n[3, 1]\n```", [3, 1]),
+        ("12, 3", [12, 3]),
+    ],
+)
+def test_bare_ranking_formats(text, numbers):
+    assert bare_ranking(text) == numbers
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "I think passage 3 is best.",
+        "Passage 3 > passage 1",
+        "1. Periosteal bone formation",
+        "1. 1-2\n2. 3-4",
+        "3, 1, and 2",
+        "3.5, 1",
+        "-1, 2",
+        "The best passages are 3 and 1.\nThanks",
+        "ranking: first 3",
+        "rankings: 3, 1",
+        '{"ranking": [3, 1]',  # broken JSON is not a bare ranking either
+    ],
+)
+def test_prose_is_not_a_bare_ranking(text):
+    assert bare_ranking(text) is None
+
+
+def test_bare_ranking_is_linear_on_long_replies():
+    """The grammar is unambiguous: a long almost-ranking fails fast instead of backtracking."""
+    assert bare_ranking("1  " * 20000 + "x") is None
+    assert bare_ranking("1 , " * 20000 + "x") is None
+    assert len(bare_ranking(", ".join(["1"] * 20000))) == 20000
+
+
+def test_read_reply_and_parse_reply():
+    assert read_reply('ok {"ranking": [2, 1]} done') == {"ranking": [2, 1]}
+    assert read_reply("[2, 1]") == {"ranking": [2, 1]}
+    assert read_reply('{"other": 1}') == {"other": 1}  # an object is the reply, even without a ranking
+    with pytest.raises(memcore.ValidationError, match="no parseable JSON object.*nor a bare ranking"):
+        read_reply("passage two")
+    assert parse_reply("Ranking: 2", 3) == [1, 0, 2]
+    with pytest.raises(memcore.ValidationError, match="passages are 1-3"):
+        parse_reply("[4, 1]", 3)
 
 
 # -- contract and integration ----------------------------------------------------------------
@@ -384,5 +501,8 @@ def test_through_memcore_open(server, tmp_path):
         assert rerank_report(ctx)["used"] == "fallback"
         assert [h.id for h in ctx.current[:2]] == [h.id for h in baseline[:2]]
         assert [t["stage"] for t in ctx.trace] == ["vector", "llm_rerank", "limit"]
+        # Pipeline.run_context copies the stage's notes into its trace entry, and only its
+        assert ctx.trace[1]["notes"] == rerank_report(ctx) == ctx.notes["llm_rerank"]
+        assert "notes" not in ctx.trace[0] and "notes" not in ctx.trace[2]
     finally:
         memory.close()

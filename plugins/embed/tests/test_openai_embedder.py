@@ -138,7 +138,7 @@ def test_through_memcore_open_insert_retrieve_reopen(server, tmp_path):
     with memcore.open(settings, path=tmp_path) as memory:
         ids = [memory.insert(text) for text in docs]
         first = memory.query("a second one", k=3)
-    assert first[0].id == ids[1] and first[0].score == pytest.approx(1.0, abs=1e-5)
+    assert first[0].id == ids[1] and first[0].raw == pytest.approx(1.0, abs=1e-5)  # cosine, before the preset's rerank
     stored = server.count("/v1/embeddings")
     with memcore.open(settings, path=tmp_path) as memory:
         assert memory.collection.count() == 3

@@ -208,12 +208,12 @@ def test_memcore_open_with_settings(tmp_path):
                 {"id": "m3", "text": "Bob likes Acme coffee"},
             ]
         )
-        first = [(h.id, h.score) for h in memory.query("where does alice work", k=5)]
+        first = [(h.id, h.raw) for h in memory.query("where does alice work", k=5)]  # raw: the graph's score, before the preset's rerank
         walked = [(h.id, h.score) for h in memory.collection.retrieve(Query(extras={"graph": {"mode": "traverse", "start": ["m1"]}}), index="links")]
     assert first == [("m1", 1.0), ("m2", 0.5), ("m3", 0.25)]  # m3 through the Acme entity node
     assert walked == [("m1", 1.0), ("m2", 0.5), ("m3", 0.25)]  # m1 -> Acme -> m3
     with memcore.open(settings, path=tmp_path / "mem") as memory:
-        assert [(h.id, h.score) for h in memory.query("where does alice work", k=5)] == first
+        assert [(h.id, h.raw) for h in memory.query("where does alice work", k=5)] == first
         assert [(h.id, h.score) for h in memory.collection.retrieve(Query(extras={"graph": {"mode": "traverse", "start": ["m1"]}}), index="links")] == walked
 
 
