@@ -21,6 +21,8 @@ def unique_hits(hits: Sequence[Hit]) -> list[Hit]:
     A stage's working list (``ctx.current``) can hold an id more than once (after a
     ``concat`` fusion, for example); a stage that scores each record once starts here.
     """
+    if len({hit.id for hit in hits}) == len(hits):  # the usual case: nothing to drop
+        return list(hits)
     seen: set[str] = set()
     out = []
     for hit in hits:

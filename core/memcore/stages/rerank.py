@@ -102,8 +102,8 @@ class RerankStage(Stage):
     def scores(self, ctx: PipelineContext, hits: list) -> np.ndarray:
         """The new score of each hit (same order as ``hits``)."""
         c = self.config
-        base = np.asarray([float(h.score) for h in hits], dtype=np.float64)
-        total = minmax(base) if c.normalize == "minmax" else base.copy()
+        base = np.fromiter((h.score for h in hits), dtype=np.float64, count=len(hits))
+        total = minmax(base) if c.normalize == "minmax" else base
         ids = [h.id for h in hits]
         if c.keyword_weight > 0:
             texts = token_sets(ctx.texts(ids))

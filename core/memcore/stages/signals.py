@@ -124,14 +124,13 @@ def recency_decay(times: np.ndarray, half_life: float, reference: float) -> np.n
 def term_overlap(query_terms: set[str], texts: Sequence[frozenset[str] | set[str]], mode: Literal["query_fraction", "jaccard"]) -> np.ndarray:
     """Per text: the fraction of ``query_terms`` it contains (``query_fraction``), or the
     Jaccard similarity of the two token sets (``jaccard``); 0 when the query has no terms."""
-    out = np.zeros(len(texts))
     if not query_terms:
-        return out
-    for i, tokens in enumerate(texts):
-        common = len(query_terms & tokens)
-        if common:
-            out[i] = common / (len(query_terms) if mode == "query_fraction" else len(query_terms | tokens))
-    return out
+        return np.zeros(len(texts))
+    common = np.fromiter((len(query_terms & tokens) for tokens in texts), dtype=np.float64, count=len(texts))
+    if mode == "query_fraction":
+        return common / len(query_terms)
+    union = np.fromiter((len(query_terms | tokens) for tokens in texts), dtype=np.float64, count=len(texts))
+    return np.divide(common, union, out=np.zeros_like(common), where=union > 0)
 
 
 def phrase_fraction(phrases: Sequence[Sequence[str]], texts: Sequence[frozenset[str] | set[str]]) -> np.ndarray:
