@@ -207,7 +207,7 @@ class LLMRerankStage(Stage):
         head, tail = hits[: self.config.top_n], hits[self.config.top_n :]
         report: dict[str, Any] = {"used": "llm", "reason": None, "fallback": self.config.fallback, "sent": len(head), "calls": 0}
         if head:
-            texts = [r.text if r is not None else None for r in ctx.records([h.id for h in head])]
+            texts = ctx.texts([h.id for h in head])
             order, report["reason"], report["calls"] = self._llm_order(ctx.query.text, texts)
             if order is None:
                 report["used"] = "fallback"

@@ -61,7 +61,7 @@ class MMRStage(Stage):
         present = np.asarray(present, dtype=bool)
         tokens = None
         if not present.all():
-            tokens = TokenSets([r.text if r is not None else None for r in ctx.records(ids)])
+            tokens = TokenSets(ctx.texts(ids))
         sim = CandidateSimilarity(matrix, present, tokens)
         relevance = self._relevance(ctx, hits, sim)
         picks, values = mmr_select(
