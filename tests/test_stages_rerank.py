@@ -168,12 +168,17 @@ def test_ties_are_broken_by_id_and_provenance_is_kept(collection):
     assert {h.id: h.provenance[0].rank for h in hits} == {"d": 1, "c": 2, "b": 3, "a": 4}
 
 
-def test_query_without_text_gets_no_keyword_signal(collection):
+def test_query_without_text_passes_through_a_keyword_only_rerank(collection):
     ctx = PipelineContext(collection, Query(vectors={"default": np.ones(collection.spaces["default"].dim)}, k=4))
-    ctx.add_list("seed", [Hit("a", 0.2, provenance=(Contribution("seed", 1, 0.2),)), Hit("b", 0.1, provenance=(Contribution("seed", 2, 0.1),))])
+    # equal scores in an order that is not the ids' order: a re-sort would move them
+    ctx.add_list("seed", [Hit("b", 0.2, source="seed"), Hit("a", 0.2, source="seed"), Hit("c", 0.1, source="seed")])
     stage = build_stage("rerank", keyword_weight=1.0)
     stage.run(ctx)
-    assert [(h.id, h.score) for h in ctx.current] == [("a", 1.0), ("b", 0.0)]
+    assert [(h.id, h.score, h.source) for h in ctx.current] == [("b", 0.2, "seed"), ("a", 0.2, "seed"), ("c", 0.1, "seed")]
+    # with another signal configured the stage re-scores (and the keyword part adds 0)
+    stage = build_stage("rerank", keyword_weight=1.0, boosts=[{"where": {"speaker": "Carol"}, "boost": 0.5}])
+    stage.run(ctx)
+    assert [(h.id, h.score) for h in ctx.current] == [("a", 1.0), ("b", 1.0), ("c", 0.0)]
 
 
 def test_deleted_records_get_no_signal(collection):

@@ -99,6 +99,15 @@ class RerankStage(Stage):
         c = self.config
         return bool(c.keyword_weight > 0 or (c.recency_weight > 0 and c.time_field) or self._boosts)
 
+    def active_for(self, query) -> bool:
+        """True when some configured signal applies to ``query``: the keyword signal needs
+        query text with words in it, so a query by vector or query mode alone passes
+        through with its recall order and scores."""
+        c = self.config
+        if (c.recency_weight > 0 and c.time_field) or self._boosts:
+            return True
+        return c.keyword_weight > 0 and bool(content_tokens(query.text))
+
     def scores(self, ctx: PipelineContext, hits: list) -> np.ndarray:
         """The new score of each hit (same order as ``hits``)."""
         c = self.config
@@ -128,7 +137,7 @@ class RerankStage(Stage):
     def run(self, ctx: PipelineContext) -> None:
         """Replace the working list by its re-scored, re-sorted version."""
         hits = unique_hits(ctx.current)
-        if not hits or not self.active:
+        if not hits or not self.active_for(ctx.query):
             ctx.current = hits[: self.config.top_n] if self.config.top_n else hits
             return
         ctx.current = rescored(hits, self.scores(ctx, hits), self.name, self.config.top_n)
