@@ -237,3 +237,16 @@ def test_repeated_ids_keep_their_first_occurrence(collection):
     stage = build_stage("rerank", keyword_weight=1.0, normalize="none")
     stage.run(ctx)
     assert [(h.id, h.score) for h in ctx.current] == [("a", pytest.approx(1.9)), ("c", pytest.approx(1.5))]
+
+
+def test_token_sets_are_cached_for_short_texts_only():
+    from memcore.stages import text as text_module
+
+    short = "Alice met Bob at the Lisbon café"
+    long = "word " * (text_module.CACHED_TEXT_CHARS // 5 + 1) + "tail"
+    before = text_module._cached_token_set.cache_info().currsize
+    first, again = text_module.token_sets([short, short])
+    assert first == {"alice", "met", "bob", "at", "the", "lisbon", "café"} and again is first
+    assert text_module.token_set(long) == {"word", "tail"}
+    assert text_module._cached_token_set.cache_info().currsize <= before + 1  # the long text was not cached
+    assert text_module.token_sets([None, ""]) == [frozenset(), frozenset()]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+import sys
 from functools import lru_cache
 from typing import Iterable
 
-__all__ = ["tokenize", "content_tokens", "token_set", "token_sets", "STOPWORDS", "TOKEN_SET_CACHE_SIZE"]
+__all__ = ["tokenize", "content_tokens", "token_set", "token_sets", "STOPWORDS", "TOKEN_SET_CACHE_SIZE", "CACHED_TEXT_CHARS"]
 
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
@@ -41,12 +42,21 @@ TOKEN_SET_CACHE_SIZE = 8192
 """How many texts' token sets :func:`token_set` keeps (least recently used dropped): the
 rerank and intent stages see the same candidates over and over across queries."""
 
+CACHED_TEXT_CHARS = 4096
+"""Texts up to this length have their token sets cached (tokens interned, so the cache
+holds each distinct word once); longer texts are tokenised on every call, which bounds the
+cache's memory whatever the records hold."""
+
 
 @lru_cache(maxsize=TOKEN_SET_CACHE_SIZE)
+def _cached_token_set(text: str) -> frozenset[str]:
+    return frozenset(map(sys.intern, tokenize(text)))
+
+
 def token_set(text: str) -> frozenset[str]:
-    """The distinct tokens of ``text``, cached by the text itself (so an updated record's
-    new text is tokenised afresh)."""
-    return frozenset(tokenize(text))
+    """The distinct tokens of ``text``; cached by the text itself (so an updated record's
+    new text is tokenised afresh) when it is at most :data:`CACHED_TEXT_CHARS` long."""
+    return _cached_token_set(text) if len(text) <= CACHED_TEXT_CHARS else frozenset(tokenize(text))
 
 
 _EMPTY: frozenset[str] = frozenset()
