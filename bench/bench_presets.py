@@ -61,7 +61,11 @@ def _hybrid(fusion: dict[str, Any], kw: float = 0.0, depth: float | None = None)
     return {"preset": "advanced", "overrides": overrides}
 
 
-RRF = lambda k, **more: {"kind": "rrf", "k": k, **more}  # noqa: E731
+def RRF(k: float, **more: Any) -> dict[str, Any]:
+    """An ``rrf`` fusion table."""
+    return {"kind": "rrf", "k": k, **more}
+
+
 WEIGHTED_MINMAX = {"kind": "weighted", "normalization": "minmax"}
 
 VARIANTS: dict[str, Any] = {
