@@ -13,7 +13,7 @@ import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection as AbstractSet, Mapping, Sequence, TypeVar, get_args, overload
+from typing import Any, Callable, Collection as AbstractSet, Mapping, Sequence, TypeVar, get_args, overload
 
 from pydantic import BaseModel, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
@@ -135,14 +135,16 @@ class Index(ABC):
         return {"size": len(self)}
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temp file beside ``path``, fsync, then ``os.replace`` it in."""
+def atomic_write_with(path: Path, write: Callable[[str], None]) -> None:
+    """Atomically (re)place ``path`` with what ``write(tmp_path)`` writes: the temp file is
+    beside ``path``, fsynced, then ``os.replace``-d in; removed if ``write`` raises. For
+    libraries that write to a path themselves (``faiss.write_index``...)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
+        write(tmp)
+        with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -151,6 +153,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temp file beside ``path``, fsync, then ``os.replace`` it in."""
+    atomic_write_with(path, lambda tmp: Path(tmp).write_bytes(data))
 
 
 def atomic_write_json(path: Path, value: Any) -> None:

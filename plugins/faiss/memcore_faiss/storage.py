@@ -15,13 +15,11 @@ No pickle anywhere.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from memcore import CorruptError
-from memcore.index import atomic_write_json
+from memcore.index import atomic_write_json, atomic_write_with
 
 __all__ = ["MAIN_FILE", "PENDING_FILE", "STATE_FILE", "write_faiss", "read_faiss", "write_state", "read_state", "remove_stale"]
 
@@ -32,20 +30,7 @@ STATE_FILE = "state.json"
 
 def write_faiss(faiss: Any, index: Any, path: Path) -> None:
     """``faiss.write_index`` to a temp file beside ``path``, fsync, then ``os.replace``."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        faiss.write_index(index, tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    atomic_write_with(Path(path), lambda tmp: faiss.write_index(index, tmp))
 
 
 def read_faiss(faiss: Any, path: Path, where: str) -> Any:
