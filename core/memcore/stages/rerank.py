@@ -93,30 +93,24 @@ class RerankStage(Stage):
         self.name = self.config.name or "rerank"
         self._boosts = [(parse_filter(b.where), b.boost) for b in self.config.boosts]
 
-    @property
-    def active(self) -> bool:
-        """True when some signal is configured (otherwise the stage passes hits through)."""
+    def applies(self, query_terms: set[str]) -> bool:
+        """True when some configured signal applies to a query with these content words:
+        the keyword signal needs words, so a query by vector or query mode alone passes
+        through a keyword-only rerank with its recall order and scores."""
         c = self.config
-        return bool(c.keyword_weight > 0 or (c.recency_weight > 0 and c.time_field) or self._boosts)
+        return bool((c.recency_weight > 0 and c.time_field) or self._boosts or (c.keyword_weight > 0 and query_terms))
 
-    def active_for(self, query) -> bool:
-        """True when some configured signal applies to ``query``: the keyword signal needs
-        query text with words in it, so a query by vector or query mode alone passes
-        through with its recall order and scores."""
-        c = self.config
-        if (c.recency_weight > 0 and c.time_field) or self._boosts:
-            return True
-        return c.keyword_weight > 0 and bool(content_tokens(query.text))
-
-    def scores(self, ctx: PipelineContext, hits: list) -> np.ndarray:
-        """The new score of each hit (same order as ``hits``)."""
+    def scores(self, ctx: PipelineContext, hits: list, query_terms: set[str] | None = None) -> np.ndarray:
+        """The new score of each hit (same order as ``hits``); ``query_terms`` are the
+        query's content words when the caller already has them."""
         c = self.config
         base = np.fromiter((h.score for h in hits), dtype=np.float64, count=len(hits))
         total = minmax(base) if c.normalize == "minmax" else base
         ids = [h.id for h in hits]
         if c.keyword_weight > 0:
             texts = token_sets(ctx.texts(ids))
-            total += c.keyword_weight * term_overlap(content_tokens(ctx.query.text), texts, c.keyword_mode)
+            terms = content_tokens(ctx.query.text) if query_terms is None else query_terms
+            total += c.keyword_weight * term_overlap(terms, texts, c.keyword_mode)
         needs_metadata = (c.recency_weight > 0 and c.time_field) or self._boosts
         records = ctx.records(ids) if needs_metadata else []
         if c.recency_weight > 0 and c.time_field:
@@ -137,7 +131,8 @@ class RerankStage(Stage):
     def run(self, ctx: PipelineContext) -> None:
         """Replace the working list by its re-scored, re-sorted version."""
         hits = unique_hits(ctx.current)
-        if not hits or not self.active_for(ctx.query):
+        terms = content_tokens(ctx.query.text) if self.config.keyword_weight > 0 else set()
+        if not hits or not self.applies(terms):
             ctx.current = hits[: self.config.top_n] if self.config.top_n else hits
             return
-        ctx.current = rescored(hits, self.scores(ctx, hits), self.name, self.config.top_n)
+        ctx.current = rescored(hits, self.scores(ctx, hits, terms), self.name, self.config.top_n)
