@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import numpy as np
-from memcore import ComponentConfig, ConfigError, Embedder
-from memcore.logging import get_logger
+from memcore import ComponentConfig, ConfigError, Embedder, get_logger
 from pydantic import Field
 
 from .texts import check_texts
