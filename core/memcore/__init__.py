@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .api import Memory, open
 from .collection import Collection
-from .embedder import Embedder
+from .embedder import Embedder, build_embedder, unit_token_rows
 from .errors import (
     ConfigError,
     CorruptError,
@@ -25,9 +25,10 @@ from .errors import (
 )
 from .fusion import Fusion
 from .hookspecs import hookimpl
-from .index import Index, IndexContext, Requirements, SpaceInfo, query_mode
+from .index import Index, IndexContext, Requirements, SpaceInfo, atomic_write_bytes, atomic_write_json, query_mode
+from .logging import get_logger
 from .pipeline import Pipeline, PipelineContext, Stage
-from .records import Contribution, Hit, Link, Query, Record, Scope
+from .records import Contribution, Hit, Link, Query, Record, Scope, validate_k
 from .registry import ComponentConfig
 from .service import Service
 from .settings import MemcoreSettings, load_settings
@@ -38,6 +39,7 @@ __all__ = [
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     "Index", "IndexContext", "Requirements", "SpaceInfo", "query_mode", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
     "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl",
+    "build_embedder", "unit_token_rows", "validate_k", "atomic_write_bytes", "atomic_write_json", "get_logger",
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",
 ]
