@@ -55,13 +55,29 @@ def _build_local(config: ColbertIndexConfig, context: memcore.IndexContext) -> m
     return ColbertIndex(config, context)
 
 
+def _build_remote(config: ColbertRemoteConfig, context: memcore.IndexContext) -> memcore.Index:
+    """Factory of the ``colbert-remote`` index kind."""
+    from .remote import ColbertRemoteIndex
+
+    return ColbertRemoteIndex(config, context)
+
+
 @memcore.hookimpl
 def register_indexes(register):
-    """Register the ``colbert`` index kind: ``register(name, factory, config_model)``."""
+    """Register ``colbert`` (in process) and ``colbert-remote`` (HTTP client): ``register(name, factory, config_model)``."""
     register("colbert", _build_local, ColbertIndexConfig)
+    register("colbert-remote", _build_remote, ColbertRemoteConfig)
 
 
 @memcore.hookimpl
 def register_embedders(register):
     """Register the ``token-hashing`` token embedder."""
     register("token-hashing", TokenHashingEmbedder, TokenHashingConfig)
+
+
+@memcore.hookimpl
+def register_commands(cli):
+    """Add ``memcore colbert serve`` (the HTTP API server) to the memcore CLI."""
+    from .cli import colbert_group
+
+    cli.add_command(colbert_group)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memcore.testing import IndexContract, PluginRegistrationContract
-from memcore_colbert import ColbertIndexConfig, TokenHashingConfig
+from memcore_colbert import ColbertIndexConfig, ColbertRemoteConfig, TokenHashingConfig
 from memcore_colbert.index import ColbertIndex
 
 
@@ -33,7 +33,9 @@ class TestCompressed(IndexContract):
 
 class TestColbertRegistration(PluginRegistrationContract):
     plugin = "colbert"
+    other_hooks = ("register_commands",)
+    light_imports = ("memcore_colbert:ColbertIndex", "memcore_colbert:ColbertRemoteIndex", "memcore_colbert.cli")
     registers = {
-        "indexes": {"colbert": (None, ColbertIndexConfig)},
+        "indexes": {"colbert": (None, ColbertIndexConfig), "colbert-remote": (None, ColbertRemoteConfig)},
         "embedders": {"token-hashing": (None, TokenHashingConfig)},
     }
