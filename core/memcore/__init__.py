@@ -14,7 +14,7 @@ from __future__ import annotations
 from .api import Memory, open
 from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from .collection import Collection
-from .embedder import Embedder
+from .embedder import Embedder, build_embedder, unit_token_rows
 from .errors import (
     ConfigError,
     CorruptError,
@@ -54,6 +54,7 @@ __all__ = [
     "Index", "IndexContext", "Requirements", "SpaceInfo", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
     "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl",
     # -- helpers for plugin authors -------------------------------------------------------
+    "build_embedder", "unit_token_rows",
     "validate_k", "query_mode", "atomic_write_bytes", "atomic_write_json", "atomic_write_with", "get_logger",
     "merge_provenance", "distinct_ids", "unique_hits", "rescored", "minmax", "term_overlap",
     "tokenize", "content_tokens", "token_set", "token_sets", "hit_to_dict",

@@ -104,3 +104,21 @@ def register_services(register):
     is inserted where, what migrates and what is forgotten; it declares the indexes it
     needs through its class's ``required_indexes(config)``.
     """
+
+
+# ---------------------------------------------------------------------------------------
+# Command line: subcommands a plugin adds to ``memcore``
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_commands(cli):
+    """Add subcommands to the ``memcore`` command line.
+
+    ``cli`` is the root click group: call ``cli.add_command(group)`` (or decorate with
+    ``@cli.command()`` / ``@cli.group()``). The hook is called only when the CLI runs, the
+    first time it looks a command up, so loading plugins stays cheap; import heavy
+    libraries inside the command. A command whose name is already taken (a builtin or
+    another plugin's) is refused and reported on stderr, and the plugin's other commands stay.
+    Example: memcore-colbert adds ``memcore colbert serve``.
+    """
