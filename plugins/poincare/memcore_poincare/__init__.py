@@ -7,14 +7,21 @@ a birth time and links) live in a Chroma collection (:class:`HyperAmyStorage`, e
 retrieved in four steps, cone -> shell -> neighbourhood -> aggregate
 (:class:`HyperAmyRetrieval`).
 
-chromadb is imported only when a storage is opened: loading this plugin stays cheap.
+Registered with memcore: the index kind ``poincare`` (:class:`PoincareIndex`, scores
+``-distance``) and the service ``hyperamy`` (:class:`HyperAmyService`). chromadb is
+imported only when a storage or an index opens its collection: loading this plugin stays
+cheap.
 """
 
 from __future__ import annotations
 
+import memcore
+
+from .config import HyperAmyServiceConfig, PoincareIndexConfig, PoincareQueryMode
 from .connection import ChromaConnection
 from .physics import EvolutionLaw, ParticleProjector, TimePhysics, poincare_distance
 from .retrieval import HyperAmyRetrieval, default_cone_width
+from .service import HyperAmyService
 from .storage import HyperAmyStorage, UpsertReport
 from .types import Point, SearchResult
 
@@ -30,5 +37,40 @@ __all__ = [
     "HyperAmyRetrieval",
     "default_cone_width",
     "ChromaConnection",
+    "PoincareIndex",
+    "PoincareIndexConfig",
+    "PoincareQueryMode",
+    "HyperAmyService",
+    "HyperAmyServiceConfig",
+    "register_indexes",
+    "register_services",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``PoincareIndex`` is imported on first access."""
+    if name == "PoincareIndex":
+        from .index import PoincareIndex
+
+        return PoincareIndex
+    raise AttributeError(name)
+
+
+def _build_index(config: PoincareIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+    """Factory of the ``poincare`` index kind."""
+    from .index import PoincareIndex
+
+    return PoincareIndex(config, context)
+
+
+@memcore.hookimpl
+def register_indexes(register):
+    """Register the ``poincare`` index kind."""
+    register("poincare", _build_index, PoincareIndexConfig)
+
+
+@memcore.hookimpl
+def register_services(register):
+    """Register the ``hyperamy`` service."""
+    register("hyperamy", HyperAmyService, HyperAmyServiceConfig)  # the class: memcore.open reads its required_indexes

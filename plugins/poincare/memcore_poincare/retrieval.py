@@ -24,7 +24,7 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Collection as AbstractSet, Sequence
+from typing import Any, Collection as AbstractSet, Protocol, Sequence
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from .physics import ParticleProjector, ParticleStates, unit_directions
 from .storage import HyperAmyStorage
 from .types import Point, SearchResult
 
-__all__ = ["HyperAmyRetrieval", "default_cone_width", "Candidates", "neighbour_ids", "check_search_args"]
+__all__ = ["HyperAmyRetrieval", "ParticleSource", "default_cone_width", "Candidates", "neighbour_ids", "check_search_args"]
 
 MIN_CONE = 50
 
@@ -106,13 +106,31 @@ def _links(meta: dict[str, Any]) -> list[str]:
     return [t for t in links if isinstance(t, str)] if isinstance(links, list) else []
 
 
+class ParticleSource(Protocol):
+    """What the search reads from: a :class:`HyperAmyStorage`, or the ``poincare`` index."""
+
+    @property
+    def collection(self) -> Any: ...
+
+    @property
+    def dim(self) -> int | None: ...
+
+    def existing(self, ids: Sequence[str]) -> set[str]: ...
+
+    def count(self) -> int: ...
+
+
 class HyperAmyRetrieval:
     """The four-step search over a :class:`HyperAmyStorage` with a :class:`ParticleProjector`."""
 
-    def __init__(self, storage: HyperAmyStorage, projector: ParticleProjector | None = None):
+    def __init__(self, storage: HyperAmyStorage | ParticleSource, projector: ParticleProjector | None = None):
         self.storage = storage
-        self.collection = storage.collection
         self.projector = projector or ParticleProjector()
+
+    @property
+    def collection(self) -> Any:
+        """The Chroma collection searched (the storage's current one)."""
+        return self.storage.collection
 
     def query_state(self, query_point: Point, t_now: float) -> tuple[np.ndarray, ParticleStates]:
         """The query's unit direction (1, d) and its projected state at ``t_now``."""
