@@ -176,10 +176,15 @@ class HyperAmyRetrieval:
             restrict = sorted(self.storage.existing(sorted(allowed))) if allowed else []
             if not restrict:
                 return []
-        total = len(restrict) if restrict is not None else self.storage.count()
-        if total == 0:
-            return []
-        cone = min(cone_width if cone_width is not None else default_cone_width(total, top_k), total)
+        if restrict is not None:
+            cone = min(cone_width if cone_width is not None else default_cone_width(len(restrict), top_k), len(restrict))
+        elif cone_width is not None:
+            cone = cone_width  # Chroma returns fewer when it holds fewer: no count() round trip
+        else:
+            total = self.storage.count()
+            if total == 0:
+                return []
+            cone = default_cone_width(total, top_k)
 
         # 1. cone
         found = self.collection.query(query_embeddings=direction, n_results=cone, ids=restrict, include=["metadatas", "embeddings"])
