@@ -6,6 +6,7 @@ services); plugins provide *how*. Start with :func:`memcore.open`.
 
 from __future__ import annotations
 
+from .allowed import AllowedIds
 from .api import Memory, open
 from .collection import Collection
 from .embedder import Embedder
@@ -37,7 +38,7 @@ __all__ = [
     "open", "Memory", "Collection", "MemcoreSettings", "load_settings",
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     "Index", "IndexContext", "Requirements", "SpaceInfo", "query_mode", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
-    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl",
+    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "AllowedIds",
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",
 ]
