@@ -11,6 +11,7 @@ any other memcore module or name (see docs/plugins/writing.md, "What a plugin ma
 
 from __future__ import annotations
 
+from .allowed import AllowedIds
 from .api import Memory, open
 from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from .collection import Collection
@@ -52,7 +53,7 @@ __all__ = [
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     # -- the component interfaces a plugin implements -------------------------------------
     "Index", "IndexContext", "Requirements", "SpaceInfo", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
-    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl",
+    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "AllowedIds",
     # -- helpers for plugin authors -------------------------------------------------------
     "build_embedder", "unit_token_rows",
     "validate_k", "query_mode", "atomic_write_bytes", "atomic_write_json", "atomic_write_with", "get_logger",
