@@ -26,6 +26,7 @@ from .errors import (
 from .fusion import Fusion
 from .hookspecs import hookimpl
 from .index import Index, IndexContext, Requirements, SpaceInfo, query_mode
+from .llm import LLM, LLMs, StepReport, run_llm_step
 from .pipeline import Pipeline, PipelineContext, Stage
 from .records import Contribution, Hit, Link, Query, Record, Scope
 from .registry import ComponentConfig
@@ -37,7 +38,7 @@ __all__ = [
     "open", "Memory", "Collection", "MemcoreSettings", "load_settings",
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     "Index", "IndexContext", "Requirements", "SpaceInfo", "query_mode", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
-    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl",
+    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "LLM", "LLMs", "StepReport", "run_llm_step",
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",
 ]
