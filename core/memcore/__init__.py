@@ -34,6 +34,7 @@ from .filters import Filter, matches, parse_filter
 from .fusion import Fusion, distinct_ids, merge_provenance
 from .hookspecs import hookimpl
 from .index import Index, IndexContext, Requirements, SpaceInfo
+from .llm import LLM, LLMs, StepReport, run_llm_step
 from .logging import get_logger
 from .pipeline import Pipeline, PipelineContext, Stage
 from .query_modes import query_mode
@@ -53,7 +54,7 @@ __all__ = [
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     # -- the component interfaces a plugin implements -------------------------------------
     "Index", "IndexContext", "Requirements", "SpaceInfo", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
-    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "AllowedIds",
+    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "AllowedIds", "LLM", "LLMs", "StepReport", "run_llm_step",
     # -- helpers for plugin authors -------------------------------------------------------
     "build_embedder", "unit_token_rows",
     "validate_k", "query_mode", "atomic_write_bytes", "atomic_write_json", "atomic_write_with", "get_logger",

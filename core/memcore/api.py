@@ -9,6 +9,7 @@ from typing import Any, Mapping
 from .collection import Collection
 from .embedder import Embedder
 from .errors import ConfigError
+from .llm import LLMs
 from .pipeline import Pipeline
 from .plugins import get_registry
 from .records import Hit
@@ -21,13 +22,14 @@ __all__ = ["open", "Memory"]
 
 
 class Memory:
-    """A built memory: ``.collection``, ``.pipeline``, ``.service`` and the unified interface."""
+    """A built memory: ``.collection``, ``.pipeline``, ``.service``, ``.llms`` and the unified interface."""
 
-    def __init__(self, settings: MemcoreSettings, collection: Collection, pipeline: Pipeline, service: Service):
+    def __init__(self, settings: MemcoreSettings, collection: Collection, pipeline: Pipeline, service: Service, llms: LLMs | None = None):
         self.settings = settings
         self.collection = collection
         self.pipeline = pipeline
         self.service = service
+        self.llms = llms if llms is not None else LLMs()
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         """Remember one item through the service; returns its id."""
@@ -48,7 +50,10 @@ class Memory:
         try:
             self.service.close()
         finally:
-            self.collection.close()
+            try:
+                self.collection.close()
+            finally:
+                self.llms.close()
 
     def __enter__(self) -> "Memory":
         return self
@@ -124,7 +129,10 @@ def open(
         service = service_reg.factory(parsed["service"], collection, pipeline)
         if not isinstance(service, Service):
             raise ConfigError(f"service {parsed['service'].kind!r} built a {type(service).__name__}, not a memcore.Service", location="service")
+        llms = LLMs(parsed["llms"], registry)
+        pipeline.bind_llms(llms)
+        service.bind_llms(llms)
     except BaseException:
         store.close()
         raise
-    return Memory(resolved, collection, pipeline, service)
+    return Memory(resolved, collection, pipeline, service, llms)
