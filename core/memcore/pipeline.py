@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .errors import ConfigError, ValidationError
+from .merge import merge_layers
 from .records import Hit, Query, Record
 from .registry import ComponentConfig, Registry
 
@@ -112,7 +113,7 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
         {"kind": "recall", "index": "vector", "over_fetch": 3.0},
         {"kind": "intent"},
         {"kind": "rerank", "keyword_weight": 0.5},
-        {"kind": "mmr", "lambda": 0.7, "relevance": "score"},
+        {"kind": "mmr", "lambda": 0.7, "relevance": "score", "if_installed": True},
         {"kind": "limit"},
     ],
 }
@@ -121,7 +122,12 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
 
 - ``basic``: recall on the only index (else the one named ``vector``) -> rerank -> limit;
 - ``advanced``: recall ``vector`` + recall ``bm25`` -> fuse (RRF) -> rerank -> limit;
-- ``semantic``: recall ``vector`` -> intent -> rerank -> mmr (memcore-mmr) -> limit.
+- ``semantic``: recall ``vector`` -> intent -> rerank -> mmr (memcore-mmr) -> limit; without
+  memcore-mmr the mmr stage is left out (``if_installed``), the rest runs unchanged.
+
+The core presets name no plugin's stage except with ``if_installed = true``, which any
+stage entry may carry: the stage is skipped (and listed in ``Pipeline.skipped``) when no
+installed plugin registers its kind.
 
 The options were chosen on two data sets (BEIR SciFact train, LoCoMo dev; see
 docs/concepts.md): RRF ``k = 10`` rather than the usual 60, and a keyword-overlap rerank
@@ -148,8 +154,6 @@ def apply_overrides(entries: Sequence[Mapping[str, Any]], overrides: Mapping[str
     is deep-merged into the entry (a nested table whose ``kind`` changes is replaced whole);
     ``false`` removes the stage.
     """
-    from .settings import merge_layers
-
     out: list[dict[str, Any] | None] = [dict(e) for e in entries]
     for key, change in overrides.items():
         loc = f"{location}.overrides.{key}"
@@ -180,9 +184,11 @@ def apply_overrides(entries: Sequence[Mapping[str, Any]], overrides: Mapping[str
 class Pipeline:
     """An ordered list of stages; :meth:`run` returns the final hits."""
 
-    def __init__(self, stages: Sequence[Stage], *, preset: str | None = None):
+    def __init__(self, stages: Sequence[Stage], *, preset: str | None = None, skipped: Sequence[str] = ()):
         self.stages = list(stages)
         self.preset = preset
+        self.skipped = list(skipped)
+        """Kinds of the ``if_installed`` stages left out because no plugin registers them."""
 
     @classmethod
     def from_config(
@@ -204,19 +210,26 @@ class Pipeline:
         elif isinstance(entries, str):
             preset, entries = entries, cls._preset(entries, location)
         stages = []
+        skipped = []
         for i, entry in enumerate(entries):
             loc = f"{location}[{i}]"
             if not isinstance(entry, Mapping) or "kind" not in entry:
                 raise ConfigError("each stage needs a 'kind'", location=loc)
             data = dict(entry)
             kind = data.pop("kind")
+            if_installed = data.pop("if_installed", False)
+            if not isinstance(if_installed, bool):
+                raise ConfigError(f"if_installed must be true or false, got {if_installed!r}", location=f"{loc}.if_installed")
+            if if_installed and kind not in registry.names("stages"):
+                skipped.append(str(kind))
+                continue
             reg = registry.get("stages", kind, location=f"{loc}.kind")
             stage = reg.factory(reg.parse_config(data, loc))
             if not isinstance(stage, Stage):
                 raise ConfigError(f"stage kind {kind!r} built a {type(stage).__name__}, not a memcore.Stage", location=loc)
             stage.name = getattr(stage, "name", "") or kind
             stages.append(stage)
-        return cls(stages, preset=preset)
+        return cls(stages, preset=preset, skipped=skipped)
 
     @staticmethod
     def _preset(name: Any, location: str) -> list[dict[str, Any]]:
