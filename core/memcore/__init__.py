@@ -11,10 +11,11 @@ any other memcore module or name (see docs/plugins/writing.md, "What a plugin ma
 
 from __future__ import annotations
 
+from .allowed import AllowedIds
 from .api import Memory, open
 from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from .collection import Collection
-from .embedder import Embedder
+from .embedder import Embedder, build_embedder, unit_token_rows
 from .errors import (
     ConfigError,
     CorruptError,
@@ -33,6 +34,7 @@ from .filters import Filter, matches, parse_filter
 from .fusion import Fusion, distinct_ids, merge_provenance
 from .hookspecs import hookimpl
 from .index import Index, IndexContext, Requirements, SpaceInfo
+from .llm import LLM, LLMs, StepReport, run_llm_step
 from .logging import get_logger
 from .pipeline import Pipeline, PipelineContext, Stage
 from .query_modes import query_mode
@@ -52,8 +54,9 @@ __all__ = [
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     # -- the component interfaces a plugin implements -------------------------------------
     "Index", "IndexContext", "Requirements", "SpaceInfo", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
-    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl",
+    "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "AllowedIds", "LLM", "LLMs", "StepReport", "run_llm_step",
     # -- helpers for plugin authors -------------------------------------------------------
+    "build_embedder", "unit_token_rows",
     "validate_k", "query_mode", "atomic_write_bytes", "atomic_write_json", "atomic_write_with", "get_logger",
     "merge_provenance", "distinct_ids", "unique_hits", "rescored", "minmax", "term_overlap",
     "tokenize", "content_tokens", "token_set", "token_sets", "hit_to_dict",

@@ -46,6 +46,8 @@ class CheckedSettings:
     indexes: dict[str, IndexDefinition]
     pipeline: Pipeline
     service: ComponentConfig
+    llms: dict[str, ComponentConfig] = field(default_factory=dict)
+    """The config of each ``[llms.<name>]`` entry."""
     registrations: dict[str, Registration] = field(default_factory=dict, repr=False)
     """The registration of ``store`` and ``service`` (their factories)."""
 
@@ -53,7 +55,7 @@ class CheckedSettings:
         """Mapping-style access (``checked["store"]``), as the older dict result offered."""
         if key == "indexes":
             return {name: d.config for name, d in self.indexes.items() if d.source == "settings"}
-        if key in ("store", "spaces", "pipeline", "service"):
+        if key in ("store", "spaces", "pipeline", "service", "llms"):
             return getattr(self, key)
         raise KeyError(key)
 
@@ -107,6 +109,10 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> CheckedSett
     for name, entry in settings.indexes.items():
         reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
         indexes[name] = IndexDefinition(name, entry["kind"], reg.parse_config(_without_kind(entry), f"indexes.{name}"))
+    llms: dict[str, ComponentConfig] = {}
+    for name, entry in settings.llms.items():
+        reg = registry.get("llms", entry["kind"], location=f"llms.{name}.kind")
+        llms[name] = reg.parse_config(_without_kind(entry), f"llms.{name}")
     pipeline = Pipeline.from_config(settings.pipeline, registry)
     service_entry = dict(settings.service)
     service_reg = registry.get("services", service_entry["kind"], location="service.kind")
@@ -118,4 +124,4 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> CheckedSett
     for name, entry in required.items():
         reg = registry.get("indexes", entry["kind"], location=f"service.indexes.{name}.kind")
         indexes[name] = IndexDefinition(name, entry["kind"], reg.parse_config(_without_kind(entry), f"indexes.{name}"), source="service")
-    return CheckedSettings(store, spaces, indexes, pipeline, service, {"store": store_reg, "service": service_reg})
+    return CheckedSettings(store, spaces, indexes, pipeline, service, llms, {"store": store_reg, "service": service_reg})

@@ -73,7 +73,7 @@ class PluginRegistrationContract:
     ``module`` (default ``memcore_<plugin>``) of the distribution ``distribution`` (default
     ``memcore-<plugin>``); the plugin host loads it without error, as a third-party plugin
     with the distribution's version; it implements exactly the hooks of the categories in
-    ``registers`` and registers exactly those names, each owned by the plugin, with the
+    ``registers`` (plus ``other_hooks``, such as ``register_commands``) and registers exactly those names, each owned by the plugin, with the
     expected factory and config model, whose defaults validate; with
     ``MEMCORE_PLUGINS=<plugin>`` it is the only third-party plugin loaded. In a fresh
     interpreter, loading the plugin (and importing each of ``light_imports``: module
@@ -91,6 +91,8 @@ class PluginRegistrationContract:
     heavy_modules: ClassVar[Sequence[str]] = HEAVY_MODULES
     light_imports: ClassVar[Sequence[str]] = ()
     allowed_imports: ClassVar[frozenset[str] | set[str] | None] = None
+    #: hooks implemented besides the ``register_<category>`` ones (e.g. ``register_commands``)
+    other_hooks: ClassVar[Sequence[str]] = ()
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -133,7 +135,7 @@ class PluginRegistrationContract:
     def test_it_registers_exactly_what_it_declares(self, plugin_host):
         info = self._info(plugin_host)
         assert {c: sorted(names) for c, names in info.registers.items()} == {c: sorted(names) for c, names in self.registers.items() if names}
-        assert info.hooks == sorted(f"register_{c}" for c, names in self.registers.items() if names)
+        assert info.hooks == sorted([f"register_{c}" for c, names in self.registers.items() if names] + list(self.other_hooks))
 
     def test_registrations_have_the_declared_factories_and_config_models(self, plugin_host):
         plugin, _, _ = self._names()
