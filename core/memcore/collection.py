@@ -112,7 +112,7 @@ class Collection:
     def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
         config = reg.parse_config(options, f"indexes.{name}")
-        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()})
+        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind)
 
         def make() -> Index:
             index = reg.factory(config, context)

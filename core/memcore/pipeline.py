@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .errors import ConfigError, ValidationError
+from .collection_view import CollectionView
 from .merge import merge_layers
 from .records import Hit, Query, Record
 from .registry import ComponentConfig, Registry
@@ -32,8 +33,10 @@ class PipelineContext:
     about its run (which path it took, a fallback and why...), see :meth:`note`.
     """
 
-    def __init__(self, collection: "Collection", query: Query):
-        self.collection = collection
+    def __init__(self, collection: "Collection | CollectionView", query: Query):
+        self.collection = CollectionView(collection)
+        """What the stages may touch of the collection: a read-only view."""
+        self._source = self.collection._collection
         self.query = query
         self.lists: dict[str, list[Hit]] = {}
         self.current: list[Hit] = []
@@ -57,18 +60,18 @@ class PipelineContext:
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[Any, Any]:
         """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)``, batched."""
-        return self.collection.vectors(ids, space)
+        return self._source.vectors(ids, space)
 
     def query_vector(self, space: str) -> Any:
         """The query's vector in ``space``, embedded once per pipeline run."""
-        return self.collection.query_vector(self.query, space)
+        return self._source.query_vector(self.query, space)
 
     def texts(self, ids: Sequence[str]) -> list[str | None]:
         """The stored texts of ``ids`` (``None`` for unknown ids), cached for the run; lighter
         than :meth:`records` when a stage needs nothing else."""
         missing = [i for i in ids if i not in self._texts]
         if missing:
-            for rid, text in zip(missing, self.collection.store.texts(missing)):
+            for rid, text in zip(missing, self._source.store.texts(missing)):
                 if text is not None:
                     self._texts[rid] = text
         return [self._texts.get(i) for i in ids]
@@ -77,7 +80,7 @@ class PipelineContext:
         """Stored records (without vectors), cached for the run."""
         missing = [i for i in ids if i not in self._records]
         if missing:
-            for rec in self.collection.store.get(missing, with_vectors=False):
+            for rec in self._source.store.get(missing, with_vectors=False):
                 if rec is not None:
                     self._records[rec.id] = rec
                     self._texts[rec.id] = rec.text
@@ -93,8 +96,16 @@ class Stage(ABC):
     def run(self, ctx: PipelineContext) -> None:
         """Read and update ``ctx`` (add lists, replace ``ctx.current``)."""
 
-    def check(self, collection: "Collection") -> None:
-        """Raise ConfigError when the stage cannot run on this collection (unknown index...)."""
+    def check(self, collection: CollectionView) -> None:
+        """Raise :class:`ConfigError` when the stage cannot run on this collection.
+
+        Called once when the memory is built (:meth:`Pipeline.check`), before any query.
+        It may: read ``collection`` (a read-only :class:`CollectionView`: its indexes,
+        spaces, records), resolve and remember defaults (the index to search when the
+        settings name none, a fusion built once), and raise ``ConfigError`` naming what is
+        wrong. It must not write to the collection, embed, or call a model or the network;
+        ``run`` must still work when ``check`` was not called (a pipeline built by hand).
+        """
 
     def bind_llms(self, llms: "LLMs") -> None:
         """Receive the memory's declared LLMs (stages with an LLM step resolve theirs here)."""
@@ -242,13 +253,14 @@ class Pipeline:
         except (KeyError, TypeError):
             raise ConfigError(f"unknown preset {name!r}; presets: {sorted(PRESETS)}", location=location) from None
 
-    def check(self, collection: "Collection") -> None:
+    def check(self, collection: "Collection | CollectionView") -> None:
         """Check every stage against the collection (indexes exist, spaces declared...)."""
         if not self.stages:
             raise ConfigError("the pipeline has no stages", location="pipeline")
+        view = CollectionView(collection)
         for stage in self.stages:
             try:
-                stage.check(collection)
+                stage.check(view)
             except ConfigError as exc:
                 if self.preset is None:
                     raise
