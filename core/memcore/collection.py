@@ -529,7 +529,7 @@ class Collection:
         if scope is not None:
             changes["scope"] = scope
         q = q.evolve(**changes) if changes else q
-        parse_filter(q.where)
+        q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
         for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
             if space not in self.spaces:
                 raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
@@ -712,7 +712,7 @@ class Collection:
     def _allowed(self, query: Query, index: str) -> AllowedIds | None:
         """The ids the query's filter and scope allow, resolved once per store sequence
         (see :mod:`memcore.allowed`); None when the query has neither."""
-        where = parse_filter(query.where)
+        where = query.parsed_where()
         scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
         if where is None and scope is None:
             return None

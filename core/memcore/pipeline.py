@@ -33,11 +33,14 @@ class PipelineContext:
     about its run (which path it took, a fallback and why...), see :meth:`note`.
     """
 
-    def __init__(self, collection: "Collection | CollectionView", query: Query):
+    def __init__(self, collection: "Collection | CollectionView", query: Query, *, with_records: bool = False):
         self.collection = CollectionView(collection)
         """What the stages may touch of the collection: a read-only view."""
         self._source = self.collection._collection
         self.query = query
+        self.with_records = with_records
+        """The run ends by attaching records: :meth:`texts` then reads whole records, so the
+        attachment reuses that one read."""
         self.lists: dict[str, list[Hit]] = {}
         self.current: list[Hit] = []
         self.trace: list[dict[str, Any]] = []
@@ -70,7 +73,9 @@ class PipelineContext:
         """The stored texts of ``ids`` (``None`` for unknown ids), cached for the run; lighter
         than :meth:`records` when a stage needs nothing else."""
         missing = [i for i in ids if i not in self._texts]
-        if missing:
+        if missing and self.with_records:  # the records are read anyway: one read for both
+            self.records(missing)
+        elif missing:
             for rid, text in zip(missing, self._source.store.texts(missing)):
                 if text is not None:
                     self._texts[rid] = text
@@ -276,9 +281,9 @@ class Pipeline:
         for stage in self.stages:
             stage.bind_llms(llms)
 
-    def run_context(self, collection: "Collection", query: Query) -> PipelineContext:
+    def run_context(self, collection: "Collection", query: Query, *, with_records: bool = False) -> PipelineContext:
         """Run every stage and return the context (all lists, trace, final list)."""
-        ctx = PipelineContext(collection, query)
+        ctx = PipelineContext(collection, query, with_records=with_records)
         for stage in self.stages:
             started = time.perf_counter()
             before = len(ctx.current)
@@ -294,5 +299,13 @@ class Pipeline:
         q = collection.make_query(query, k=k, where=where, scope=scope)
         if q.text is not None and not q.text.strip() and not q.vectors and not q.extras:
             raise ValidationError("the query is empty")
-        hits = self.run_context(collection, q).current[: q.k]
-        return collection.attach_records(hits) if with_records else hits
+        ctx = self.run_context(collection, q, with_records=with_records)
+        hits = ctx.current[: q.k]
+        if not with_records:
+            return hits
+        out = []
+        for hit, record in zip(hits, ctx.records([h.id for h in hits])):  # read once, shared with the stages
+            if record is not None:  # a record deleted meanwhile is dropped, as attach_records does
+                hit.record = record
+                out.append(hit)
+        return out

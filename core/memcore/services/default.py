@@ -42,5 +42,5 @@ class DefaultService(Service):
         if self.pipeline is None:
             raise ConfigError("no pipeline is configured", location="pipeline")
         self.reject_unknown("retrieve", kwargs, ("scope",))
-        q = self.make_query(query, vector, metadata, k, self.config.space)
-        return [hit_to_dict(h) for h in self.pipeline.run(self.collection, q, scope=kwargs.get("scope"))]
+        q = self.make_query(query, vector, metadata, k, self.config.space, scope=kwargs.get("scope"))
+        return [hit_to_dict(h) for h in self.pipeline.run(self.collection, q)]
