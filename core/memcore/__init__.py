@@ -15,6 +15,7 @@ from .allowed import AllowedIds
 from .api import Memory, open
 from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from .collection import Collection
+from .collection_view import CollectionView
 from .embedder import Embedder, build_embedder, unit_token_rows
 from .errors import (
     ConfigError,
@@ -29,6 +30,16 @@ from .errors import (
     PluginError,
     UnknownComponentError,
     ValidationError,
+)
+from .factories import (
+    EmbedderFactory,
+    FusionFactory,
+    IndexFactory,
+    LLMFactory,
+    Register,
+    ServiceFactory,
+    StageFactory,
+    StoreFactory,
 )
 from .filters import Filter, matches, parse_filter
 from .fusion import Fusion, distinct_ids, merge_provenance
@@ -49,12 +60,13 @@ from .store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 
 __all__ = [
     # -- using a memory -------------------------------------------------------------------
-    "open", "Memory", "Collection", "MemcoreSettings", "load_settings",
+    "open", "Memory", "Collection", "CollectionView", "MemcoreSettings", "load_settings",
     # -- data -----------------------------------------------------------------------------
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     # -- the component interfaces a plugin implements -------------------------------------
     "Index", "IndexContext", "Requirements", "SpaceInfo", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
     "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "AllowedIds", "LLM", "LLMs", "StepReport", "run_llm_step",
+    "Register", "StoreFactory", "EmbedderFactory", "IndexFactory", "StageFactory", "FusionFactory", "ServiceFactory", "LLMFactory",
     # -- helpers for plugin authors -------------------------------------------------------
     "build_embedder", "unit_token_rows",
     "validate_k", "query_mode", "atomic_write_bytes", "atomic_write_json", "atomic_write_with", "get_logger",

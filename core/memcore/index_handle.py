@@ -72,6 +72,9 @@ class IndexHandle:
     stale: bool = False
     directory: Path | None = None
     loaded_from_disk: bool = field(default=False)
+    pristine: bool = True
+    """``index`` is as its factory built it (nothing added or loaded): a rebuild fills it
+    instead of building another one."""
 
     def definition(self) -> dict[str, Any]:
         """What the store keeps about this index."""
@@ -88,6 +91,7 @@ class IndexHandle:
         missing = [rid for rid in adds if rid not in cache]
         fetched = {r.id: r for r in store.get(missing) if r is not None} if missing else {}
         records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
+        self.pristine = False
         if removes:
             self.index.remove(removes)
         if records:
@@ -110,7 +114,8 @@ class IndexHandle:
         """Recreate the index from the store's members; ``fill`` completes missing vectors."""
         started = time.perf_counter()
         seq = store.last_seq()
-        fresh = self.make()
+        fresh = self.index if self.pristine else self.make()
+        self.pristine = False
         count = 0
         for batch in store.iter_records(index=self.name):
             fresh.add(fill(batch))
@@ -172,10 +177,12 @@ class IndexHandle:
             for fname, digest in meta.get("files", {}).items():
                 if _sha256(self.directory / fname) != digest:
                     raise CorruptError(f"checksum mismatch in {fname}")
+            self.pristine = False
             self.index.load(self.directory)
         except (OSError, ValueError, KeyError, CorruptError) as exc:
             log.warning("index.load_failed", name=self.name, error=str(exc), action="rebuild")
             self.index = self.make()
+            self.pristine = True
             return None
         self.loaded_from_disk = True
         self.dirty = False

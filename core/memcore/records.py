@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import numpy as np
 
 from .errors import DimensionError, ValidationError
+from .filters import Filter, parse_filter
 
 __all__ = ["Scope", "Link", "Record", "Query", "Hit", "Contribution", "content_id", "as_vector"]
 
@@ -247,6 +248,9 @@ def _coerce_link(value: Any, source: str) -> Link:
     return Link(link.target, link.relation, float(link.weight))
 
 
+_UNPARSED: Any = object()
+
+
 @dataclass(slots=True)
 class Query:
     """What to retrieve: text and/or vectors per space, ``k``, a ``where`` filter, scope, extras.
@@ -261,6 +265,7 @@ class Query:
     where: dict[str, Any] | None = None
     scope: Scope | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    _parsed_where: Any = field(default=_UNPARSED, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate_k(self.k)
@@ -292,6 +297,13 @@ class Query:
     def evolve(self, **changes: Any) -> "Query":
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)
+
+    def parsed_where(self) -> Filter | None:
+        """The ``where`` filter parsed (:class:`FilterError` when malformed), once per query:
+        every recall stage of a pipeline run resolves the same parsed filter."""
+        if self._parsed_where is _UNPARSED:
+            self._parsed_where = parse_filter(self.where)
+        return self._parsed_where  # type: ignore[no-any-return]
 
 
 _QUERY_FIELDS = frozenset({"text", "vectors", "k", "where", "scope", "extras"})
