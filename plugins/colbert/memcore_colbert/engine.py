@@ -172,8 +172,8 @@ class Engine:
     def token_vectors(self, rows: np.ndarray) -> np.ndarray:
         """Token vectors of ``rows`` (decompressed when the engine is compressed)."""
         if self.compressed:
-            return self.codec.decompress(self.codes[rows], self.residuals[rows], self.centroids)
-        return self.raw[rows]
+            return self.codec.decompress(np.take(self.codes, rows), np.take(self.residuals, rows, axis=0), self.centroids)
+        return np.take(self.raw, rows, axis=0)
 
     def ivf(self) -> tuple[np.ndarray, np.ndarray]:
         """The inverted file: ``(offsets (C+1,), slots)``, slots of centroid c at ``offsets[c]:offsets[c+1]``."""
