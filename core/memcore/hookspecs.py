@@ -107,6 +107,21 @@ def register_services(register):
 
 
 # ---------------------------------------------------------------------------------------
+# LLMs: chat models used by LLM steps (extraction, summaries, answering, rerank)
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_llms(register):
+    """Register LLM (chat model) kinds.
+
+    ``factory(config) -> memcore.LLM``, built on first use from an ``[llms.<name>]``
+    settings table. Services and stages name the LLM they use (``llm = "default"``);
+    every LLM step has a deterministic fallback when none is declared or a call fails.
+    """
+
+
+# ---------------------------------------------------------------------------------------
 # Command line: subcommands a plugin adds to ``memcore``
 # ---------------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import pytest
 
 from ..plugins import ENTRY_POINT_GROUP, PluginHost, PluginInfo
+from .plugin_api import plugin_api_violations
 
 __all__ = ["PluginRegistrationContract", "HEAVY_MODULES"]
 
@@ -76,8 +78,10 @@ class PluginRegistrationContract:
     ``MEMCORE_PLUGINS=<plugin>`` it is the only third-party plugin loaded. In a fresh
     interpreter, loading the plugin (and importing each of ``light_imports``: module
     names, or ``module:attribute``) imports none of ``heavy_modules`` (default
-    :data:`HEAVY_MODULES`). When ``allowed_imports`` is set, the plugin's modules import
-    only those top-level packages (read from their source).
+    :data:`HEAVY_MODULES`). The plugin's modules import memcore only through the plugin
+    API (names in ``memcore.__all__`` and ``memcore.testing``) and import no other plugin
+    (:func:`memcore.testing.plugin_api.plugin_api_violations`, read from their source).
+    When ``allowed_imports`` is set, they import only those top-level packages.
     """
 
     plugin: ClassVar[str] = ""
@@ -167,6 +171,15 @@ class PluginRegistrationContract:
         report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["loaded"] and report["error"] is None, report
         assert report["heavy"] == [], f"loading {plugin} imported {report['heavy']}; import them inside the factory that needs them"
+
+    def test_its_modules_import_only_the_plugin_api(self):
+        _, module, _ = self._names()
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.submodule_search_locations, f"{module} is not an installed package"
+        problems = []
+        for location in spec.submodule_search_locations:
+            problems += plugin_api_violations(Path(location), module.split(".")[0])
+        assert not problems, "imports outside memcore's plugin API (docs/plugins/writing.md):\n" + "\n".join(problems)
 
     def test_its_modules_import_only_the_allowed_packages(self):
         if self.allowed_imports is None:
