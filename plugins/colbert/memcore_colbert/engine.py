@@ -60,6 +60,7 @@ class Engine:
         self._derived()
 
     def _derived(self) -> None:
+        self.version = getattr(self, "version", 0) + 1  # any change of slots or rows
         self.offsets = np.concatenate(([0], np.cumsum(self.doclens, dtype=np.int64)))
         self._ivf: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -125,6 +126,7 @@ class Engine:
         slots = [self.slot_of.pop(p) for p in dict.fromkeys(pids) if p in self.slot_of]
         if slots:
             self.alive[slots] = False
+            self.version += 1
             if compact:
                 self._maybe_compact()
         return len(slots)
