@@ -18,8 +18,8 @@ Measured in one process, on the same token vectors and queries:
 - latency ratio exhaustive_fp32 / plaid, recall@10 of PLAID against the exhaustive
   top-10, nDCG@10 (qrels) of both, stored bytes per token vs float32, build time;
 - with ``--advanced``: the ``advanced`` preset (dense MiniLM + BM25, RRF k 10, keyword
-  rerank) with and without a third recall list from the colbert index, nDCG@10 / recall@100
-  (all 5,183 documents: use with the full corpus only).
+  rerank) with and without a third recall list from a colbert index, nDCG@10 / recall@100,
+  on the same documents and queries.
 
     python bench/bench_colbert.py --docs 1000 --queries 200     # quick (--data DIR when ../shared is elsewhere)
     python bench/bench_colbert.py                               # full corpus, all 809 train queries
@@ -67,9 +67,14 @@ class TokenCache:
         self.flat = np.zeros((0, embedder.dim), dtype=np.float16)
         self.lens = np.zeros(0, dtype=np.int64)
         if (self.folder / "keys.json").is_file():
-            self.keys = json.loads((self.folder / "keys.json").read_text())
-            self.flat = np.load(self.folder / "tokens.npy", allow_pickle=False)
-            self.lens = np.load(self.folder / "lens.npy", allow_pickle=False)
+            keys = json.loads((self.folder / "keys.json").read_text())
+            flat = np.load(self.folder / "tokens.npy", allow_pickle=False, mmap_mode="r")
+            lens = np.load(self.folder / "lens.npy", allow_pickle=False)
+            n = min(len(keys), len(lens))  # another run may be appending: keep the consistent prefix
+            while n and int(lens[:n].sum()) > len(flat):
+                n -= 1
+            self.keys, self.lens = keys[:n], lens[:n]
+            self.flat = np.asarray(flat[: int(self.lens.sum())])
         self.row = {k: i for i, k in enumerate(self.keys)}
         self.offsets = np.concatenate(([0], np.cumsum(self.lens)))
 
@@ -84,7 +89,8 @@ class TokenCache:
             return 0.0
         started = time.perf_counter()
         fn = self.embedder.embed_document_tokens if self.kind == "doc" else self.embedder.embed_query_tokens
-        todo.sort(key=len)
+        # sorted by length within blocks of 512 (less padding), the blocks in the given order
+        todo = [t for block in range(0, len(todo), 512) for t in sorted(todo[block : block + 512], key=len)]
         parts, lens = [], []
         for start in range(0, len(todo), batch):
             out = fn(todo[start : start + batch], max_length=self.max_length)
@@ -92,7 +98,7 @@ class TokenCache:
             lens += [len(m) for m in out]
             if (start // batch) % 10 == 0:
                 log(f"encoded {start + len(out)}/{len(todo)} {self.kind} texts")
-            if len(parts) >= 1024:  # save as we go: an interrupted run keeps what it encoded
+            if len(parts) >= 256:  # save as we go: an interrupted run keeps what it encoded
                 self._append(todo[start + len(out) - len(parts) : start + len(out)], parts, lens)
                 parts, lens = [], []
         self._append(todo[len(todo) - len(parts) :] if parts else [], parts, lens)
@@ -120,12 +126,14 @@ class TokenCache:
 
 
 def select(data: Any, n_docs: int | None, n_queries: int | None) -> tuple[list[dict], list[tuple[str, str]]]:
-    """The first ``n_queries`` judged queries; every document they judge plus the corpus in
-    order up to ``n_docs`` documents (all when None)."""
+    """The first ``n_queries`` judged queries, and the documents: every document the split
+    judges, then the rest of the corpus in order, up to ``n_docs`` (all when None). The
+    document list does not depend on ``n_queries``, so smaller runs reuse a prefix of the
+    cache a larger run filled."""
     queries = list(data.judged_queries())[: n_queries or None]
     if n_docs is None:
         return data.corpus, queries
-    wanted = {d for q, _ in queries for d in data.qrels[q]}
+    wanted = {d for q in data.qrels for d in data.qrels[q]}
     docs = [d for d in data.corpus if d["_id"] in wanted]
     for d in data.corpus:
         if len(docs) >= max(n_docs, len(wanted)):
@@ -249,38 +257,60 @@ def main() -> None:
         "quality": {"plaid": {m: round(v, 4) for m, v in quality_plaid.items()}, "exhaustive_fp32": {m: round(v, 4) for m, v in quality_exact.items()}},
     })
     if args.advanced:
-        result["advanced"] = advanced(args, data, doc_cache, query_cache, config)
+        result["advanced"] = advanced(args, data, docs, queries, doc_cache, query_cache, config)
     result["environment"] = finish_environment(result["environment"])
     emit(result, args.out)
 
 
-def advanced(args: argparse.Namespace, data: Any, doc_cache: TokenCache, query_cache: TokenCache, config: ColbertIndexConfig) -> dict[str, Any]:
-    """nDCG@10 / recall@100 of the advanced preset with and without a colbert recall list.
+def subset_memory(args: argparse.Namespace, data: Any, docs: list[dict], pipeline: Any) -> tuple[Any, list[tuple[str, str, np.ndarray]], dict]:
+    """An in-memory hybrid memory over ``docs`` as bench/_scifact.py builds it for the whole
+    corpus: precomputed MiniLM vectors in space ``default``, ``exact`` cosine index
+    ``vector``, ``bm25`` index ``bm25`` (k1 1.2, b 0.75, English stopwords and stemmer)."""
+    folder = args.data / "minilm"
+    ids = json.loads((folder / "corpus_ids.json").read_text())
+    vectors = np.load(folder / "corpus.npy", allow_pickle=False)
+    qids = json.loads((folder / "query_ids.json").read_text())
+    qvecs = np.load(folder / "queries.npy", allow_pickle=False)
+    row, qrow = {d: i for i, d in enumerate(ids)}, {q: i for i, q in enumerate(qids)}
+    memory = memcore.open({
+        "store": {"kind": "memory"},
+        "spaces": {"default": {"dim": int(vectors.shape[1])}},
+        "indexes": {
+            "vector": {"kind": "exact", "space": "default", "metric": "cosine"},
+            "bm25": {"kind": "bm25", "k1": 1.2, "b": 0.75, "stopwords": "en", "stemmer": "english"},
+        },
+        "pipeline": pipeline,
+    })
+    records = [{"id": d["_id"], "text": doc_text(d), "metadata": {"title": d["title"]}, "vectors": {"default": vectors[row[d["_id"]]]}} for d in docs]
+    for start in range(0, len(records), 1000):
+        memory.collection.insert(records[start : start + 1000])
+    return memory, qrow, qvecs
 
-    The colbert index gets its token vectors from the caches through a test-only embedder
-    (``bench-cached-tokens``) registered for this run, so nothing is re-encoded."""
+
+def advanced(args: argparse.Namespace, data: Any, docs: list[dict], queries: list[tuple[str, str]], doc_cache: TokenCache,
+             query_cache: TokenCache, config: ColbertIndexConfig) -> dict[str, Any]:
+    """nDCG@10 / recall@100 of the advanced preset (dense + BM25, RRF k 10, keyword rerank)
+    with and without a third recall list from a colbert index, on the same documents and
+    queries as the main measurement.
+
+    The colbert index gets its token vectors from the caches through an embedder registered
+    for this run only (``bench-cached-tokens``), so nothing is re-encoded."""
     from types import SimpleNamespace
 
-    from memcore import Embedder, hookimpl
+    from memcore import Embedder, Query, hookimpl
     from memcore.pipeline import PRESETS, Pipeline
     from memcore.plugins import get_registry
-    from memcore.records import Query
     from memcore.testing import register_plugin
-
-    import _scifact
-    from _scifact import hybrid_memory
-
-    _scifact.DATA = args.data
 
     class Cached(Embedder):
         dim = doc_cache.embedder.dim
         model_id = doc_cache.embedder.model_id
 
-        def __init__(self, _config=None):
+        def __init__(self, _config: Any = None):
             pass
 
         def embed_documents(self, texts):
-            raise NotImplementedError
+            raise NotImplementedError("token vectors only")
 
         def embed_document_tokens(self, texts, *, max_length=None):
             doc_cache.ensure(list(texts))
@@ -296,29 +326,30 @@ def advanced(args: argparse.Namespace, data: Any, doc_cache: TokenCache, query_c
 
     out: dict[str, Any] = {}
     with register_plugin(SimpleNamespace(register_embedders=register_embedders), name="bench-cached-tokens"):
-        memory, queries, qrels = hybrid_memory(args.split)
-        queries = queries[: args.queries] if args.queries else queries
-        log("adding the colbert index over the whole corpus...")
+        memory, qrow, qvecs = subset_memory(args, data, docs, "advanced")
+        log("adding the colbert index...")
         started = time.perf_counter()
-        options = {**config.model_dump(exclude={"kind"}), "embedder": {"kind": "bench-cached-tokens"}, "train_min_tokens": 4096}
+        options = {**config.model_dump(exclude={"kind"}), "embedder": {"kind": "bench-cached-tokens"}, "train_min_tokens": 4096, "exhaustive_below": 256}
         memory.collection.create_index("colbert", "colbert", populate=True, **options)
         out["colbert_index_seconds"] = round(time.perf_counter() - started, 1)
-        stages = {
+        variants = {
             "advanced": PRESETS["advanced"],
-            "advanced+colbert": [PRESETS["advanced"][0], PRESETS["advanced"][1], {"kind": "recall", "index": "colbert", "over_fetch": 2.0}, *PRESETS["advanced"][2:]],
+            "advanced+colbert": [*PRESETS["advanced"][:2], {"kind": "recall", "index": "colbert", "over_fetch": 2.0}, *PRESETS["advanced"][2:]],
             "colbert_only": [{"kind": "recall", "index": "colbert"}, {"kind": "limit"}],
+            "dense_only": [{"kind": "recall", "index": "vector"}, {"kind": "limit"}],
         }
         registry = get_registry()
-        for name, spec in stages.items():
+        judged = [(q, t) for q, t in queries if q in qrow]
+        for name, spec in variants.items():
             pipeline = Pipeline.from_config(spec, registry)
             pipeline.check(memory.collection)
             run = {}
             started = time.perf_counter()
-            for qid, text, vec in queries:
-                hits = pipeline.run(memory.collection, Query(text=text, vectors={"default": vec}, k=100), with_records=False)
+            for qid, text in judged:
+                hits = pipeline.run(memory.collection, Query(text=text, vectors={"default": qvecs[qrow[qid]]}, k=100), with_records=False)
                 run[qid] = {h.id: h.score for h in hits}
-            metrics = evaluate_run(run, {q: qrels[q] for q, _, _ in queries}, k=10, recall_k=100)
-            out[name] = {**{m: round(v, 4) for m, v in metrics.items()}, "qps": round(len(queries) / (time.perf_counter() - started), 1)}
+            metrics = evaluate_run(run, {q: data.qrels[q] for q, _ in judged}, k=10, recall_k=100)
+            out[name] = {**{m: round(v, 4) for m, v in metrics.items()}, "qps": round(len(judged) / (time.perf_counter() - started), 1)}
             log(name, out[name])
     return out
 

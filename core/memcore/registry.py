@@ -29,7 +29,7 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     },
     "fusions": {"weighted": "rrf", "dbsf": "rrf", "union": "rrf"},
     "stages": {"mmr": "mmr", "graph_recall": "graph", "llm_rerank": "embed"},
-    "embedders": {"minilm": "embed", "openai": "embed"},
+    "embedders": {"minilm": "embed", "openai": "embed", "token-hashing": "colbert"},
     "services": {
         "hyperamy": "poincare", "short_term_memory": "services", "memoryos": "services", "hierarchical": "services",
         "vector_hash": "services", "hybrid": "services",
