@@ -154,13 +154,12 @@ class ChromaIndex(Index):
         empty: list[list[Hit]] = [[] for _ in range(len(x))]
         if not self.home.opened:
             return empty
-        ids = None
-        if allowed is not None:
-            ids = self.held(allowed)
-            if not ids:
+        if allowed is None:
+            found = self.home.collection.query(query_embeddings=x, n_results=k, include=["distances"])
+        else:
+            found = self._query_allowed(x, k, allowed)
+            if found is None:
                 return empty
-            k = min(k, len(ids))
-        found = self.home.collection.query(query_embeddings=x, n_results=k, ids=ids, include=["distances"])
         metric, source = self.config.metric, self.name
         out = []
         for row_ids, row_d in zip(found["ids"], found["distances"]):
@@ -173,6 +172,24 @@ class ChromaIndex(Index):
                 scores = 1.0 - d
             out.append([Hit(rid, s, r, source) for rid, s, r in zip(row_ids, scores.tolist(), d.tolist())])
         return out
+
+    def _query_allowed(self, x: np.ndarray, k: int, allowed: AbstractSet[str]) -> dict[str, Any] | None:
+        """The query restricted to ``allowed`` (None when the index holds none of them).
+
+        The allowed set a collection passes is made of this index's members, so it is
+        first sent to Chroma as is (one call); Chroma refuses ids it does not hold, and
+        only then are the held ones looked up (one more ``get``) and the query repeated.
+        """
+        ids = [i for i in allowed if isinstance(i, str)]
+        if not ids:
+            return None
+        try:
+            return self.home.collection.query(query_embeddings=x, n_results=min(k, len(ids)), ids=ids, include=["distances"])
+        except Exception:  # noqa: BLE001 - chromadb: "Error finding id" (an allowed id it does not hold)
+            held = self.held(set(ids))
+        if not held:
+            return None
+        return self.home.collection.query(query_embeddings=x, n_results=min(k, len(held)), ids=held, include=["distances"])
 
     # -- persistence -----------------------------------------------------------------------
 
