@@ -25,25 +25,18 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError
+from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from .config import ChromaIndexConfig
 from .home import CollectionHome, chunks
 
-__all__ = ["ChromaIndex", "check_k"]
+__all__ = ["ChromaIndex"]
 
 _SCORES = {
     "cosine": ("cosine similarity", (-1.0, 1.0)),
     "ip": ("inner product", (None, None)),
     "l2": ("negative squared L2 distance", (None, 0.0)),
 }
-
-
-def check_k(k: Any) -> int:
-    """``k`` as a positive int (ValidationError otherwise)."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValidationError(f"k must be a positive integer, got {k!r}")
-    return int(k)
 
 
 class ChromaIndex(Index):
@@ -141,13 +134,13 @@ class ChromaIndex(Index):
         return out
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        k = check_k(k)
+        k = validate_k(k)
         return self._search(self._query_vector(query), k, allowed)[0]
 
     def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
         if not queries:
             return []
-        k = check_k(k)
+        k = validate_k(k)
         return self._search(np.concatenate([self._query_vector(q) for q in queries]), k, allowed)
 
     def _search(self, x: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
