@@ -245,11 +245,9 @@ class SQLiteStore(Store):
                 for row in self.db.execute(
                     f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at FROM records WHERE id IN ({marks})", list(chunk)
                 ):
-                    scope = Scope(row[3], row[4], row[5])
-                    found[row[0]] = Record(
-                        id=row[0], text=row[1], metadata=json.loads(row[2]), scope=None if scope.is_empty() else scope,
-                        created_at=row[6], updated_at=row[7],
-                    )
+                    # the common shapes cheaply: no scope, empty metadata (this runs for every hit of every query)
+                    scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
+                    found[row[0]] = Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, (), scope, row[6], row[7])
                 links: dict[str, list[Link]] = {}
                 for src, tgt, rel, w in self.db.execute(f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)):
                     links.setdefault(src, []).append(Link(tgt, rel, w))
