@@ -40,10 +40,10 @@ from memcore.spaces import Space  # noqa: E402
 from memcore.stores.sqlite import SQLiteStore  # noqa: E402
 
 
-def make_data(n: int, dim: int, clusters: int, nq: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def make_data(n: int, dim: int, clusters: int, nq: int, seed: int, noise: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     centers = rng.standard_normal((clusters, dim)).astype(np.float32)
-    x = centers[rng.integers(0, clusters, n)] + 0.35 * rng.standard_normal((n, dim)).astype(np.float32)
+    x = centers[rng.integers(0, clusters, n)] + noise * rng.standard_normal((n, dim)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     q = x[rng.integers(0, n, nq)] + 0.2 * rng.standard_normal((nq, dim)).astype(np.float32) / np.sqrt(dim)
     q /= np.linalg.norm(q, axis=1, keepdims=True)
@@ -76,6 +76,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--clusters", type=int, default=200)
+    p.add_argument("--noise", type=float, default=0.6, help="spread of each cluster (its centre has unit variance per dimension)")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--ef", default="16,32,64,96,128,192,256")
@@ -91,7 +92,7 @@ def main() -> None:
     import faiss
 
     result = header("bench_hnsw_defaults", args, faiss=faiss.__version__)
-    x, qs = make_data(args.n, args.dim, args.clusters, args.queries, args.seed)
+    x, qs = make_data(args.n, args.dim, args.clusters, args.queries, args.seed, args.noise)
     gt = truth(x, qs, args.k)
     k = args.k
     raw: dict[str, Any] = {}
