@@ -16,8 +16,9 @@ from pydantic import Field
 
 from ..allowed import AllowedIds
 from ..errors import CorruptError, DimensionError
-from ..index import Index, IndexContext, Requirements, atomic_write_bytes, atomic_write_json
-from ..records import Hit, Query, Record
+from ..atomic import atomic_write_bytes, atomic_write_json
+from ..index import Index, IndexContext, Requirements
+from ..records import Hit, Query, Record, validate_k
 from ..registry import ComponentConfig
 
 __all__ = ["ExactIndex", "ExactIndexConfig", "top_k"]
@@ -129,6 +130,7 @@ class ExactIndex(Index):
         return self.search_batch([query], k, allowed)[0]
 
     def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        k = validate_k(k)
         if not queries:
             return []
         q = self._prepare(np.stack([self._query_vector(query) for query in queries]))

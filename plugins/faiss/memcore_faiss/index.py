@@ -20,9 +20,20 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import AllowedIds, CorruptError, DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError
-from memcore.logging import get_logger
-from memcore.records import validate_k
+from memcore import (
+    AllowedIds,
+    CorruptError,
+    DimensionError,
+    get_logger,
+    Hit,
+    Index,
+    IndexContext,
+    Query,
+    Record,
+    Requirements,
+    validate_k,
+    ValidationError,
+)
 
 from . import storage
 from .build import Layout, make_layout
