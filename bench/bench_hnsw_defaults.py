@@ -96,7 +96,7 @@ def main() -> None:
     gt = truth(x, qs, args.k)
     k = args.k
     raw: dict[str, Any] = {}
-    for efc in [int(v) for v in args.ef_construction.split(",")]:
+    for efc in [int(v) for v in args.ef_construction.split(",") if v]:
         index = faiss.IndexHNSWFlat(args.dim, 32, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = efc
         log(f"raw faiss HNSW32 efConstruction={efc}: building")

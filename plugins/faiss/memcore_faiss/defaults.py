@@ -23,10 +23,10 @@ __all__ = ["DEFAULT_EF_CONSTRUCTION", "auto_ef_search", "EF_BASE", "EF_PER_DOUBL
 DEFAULT_EF_CONSTRUCTION = 80
 """efConstruction used when the config sets none (faiss' own is 40)."""
 
-EF_BASE = 48
+EF_BASE = 40
 """ef_search floor at (and below) 1,000 vectors."""
 
-EF_PER_DOUBLING = 12
+EF_PER_DOUBLING = 8
 """ef_search added per doubling of the live vectors above 1,000."""
 
 EF_MAX = 512

@@ -280,7 +280,7 @@ def test_query_modes(make, kit):
     assert [h.id for h in hnsw.search(kit.query(q, exact=True), 10)] == truth
     assert [h.id for h in hnsw.search(kit.query(q, ef_search=400), 10)] == truth
     assert hnsw.stats()["ef_search"] == "auto"  # the override did not stick
-    assert hnsw.stats()["ef_search_at_k10"] == hnsw.effective_ef(10) == 48
+    assert hnsw.stats()["ef_search_at_k10"] == hnsw.effective_ef(10) == 40
     fixed = make(16, factory="HNSW32", ef_search=16)
     fixed.add(kit.records(base))
     fixed.search(kit.query(q, ef_search=400), 10)
@@ -290,7 +290,7 @@ def test_query_modes(make, kit):
 def test_hnsw_defaults_grow_with_k_and_size(make, kit, monkeypatch):
     from memcore_faiss.defaults import DEFAULT_EF_CONSTRUCTION, auto_ef_search
 
-    assert auto_ef_search(10, 500) == 48 and auto_ef_search(50, 500) == 100
+    assert auto_ef_search(10, 500) == 40 and auto_ef_search(50, 500) == 100
     assert auto_ef_search(10, 100_000) > auto_ef_search(10, 10_000) > auto_ef_search(10, 1_000)
     assert auto_ef_search(10, 10**40) == 512 and auto_ef_search(2000, 10) == 2000
     index = make(16, factory="HNSW32")
