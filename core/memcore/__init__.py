@@ -33,12 +33,14 @@ from .registry import ComponentConfig
 from .service import Service
 from .settings import MemcoreSettings, load_settings
 from .store import Store, WriteBatch
+from .triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 
 __all__ = [
     "open", "Memory", "Collection", "MemcoreSettings", "load_settings",
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     "Index", "IndexContext", "Requirements", "SpaceInfo", "query_mode", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
     "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "LLM", "LLMs", "StepReport", "run_llm_step",
+    "TRIPLE_FALLBACK", "parse_triples", "refactor_triple", "rule_triples", "triple_prompt",
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",
 ]

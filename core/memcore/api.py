@@ -30,6 +30,8 @@ class Memory:
         self.pipeline = pipeline
         self.service = service
         self.llms = llms if llms is not None else LLMs()
+        self.pipeline_error: ConfigError | None = None
+        """Why the declared pipeline cannot run here (only for services that do not use it)."""
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         """Remember one item through the service; returns its id."""
@@ -43,6 +45,8 @@ class Memory:
         """Run the declared pipeline (or one index) and return hits with provenance."""
         if index is not None:
             return self.collection.retrieve(text, index=index, k=k, where=where, scope=scope)
+        if self.pipeline_error is not None:
+            raise self.pipeline_error
         return self.pipeline.run(self.collection, text, k=k, where=where, scope=scope)
 
     def close(self) -> None:
@@ -125,7 +129,13 @@ def open(
             elif not store.read_only:
                 collection.create_index(name, kind, **entry)
         pipeline = parsed["pipeline"]
-        pipeline.check(collection)
+        pipeline_error: ConfigError | None = None
+        try:
+            pipeline.check(collection)
+        except ConfigError as exc:  # a service with its own retrieval only needs it for Memory.query
+            if getattr(service_reg.factory, "uses_pipeline", True):
+                raise
+            pipeline_error = exc
         service = service_reg.factory(parsed["service"], collection, pipeline)
         if not isinstance(service, Service):
             raise ConfigError(f"service {parsed['service'].kind!r} built a {type(service).__name__}, not a memcore.Service", location="service")
@@ -135,4 +145,6 @@ def open(
     except BaseException:
         store.close()
         raise
-    return Memory(resolved, collection, pipeline, service, llms)
+    memory = Memory(resolved, collection, pipeline, service, llms)
+    memory.pipeline_error = pipeline_error
+    return memory

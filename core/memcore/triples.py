@@ -17,7 +17,7 @@ from .llm import run_llm_step
 if TYPE_CHECKING:
     from .llm import LLM, StepReport
 
-__all__ = ["Triple", "triple_prompt", "parse_triples", "rule_triples", "refactor", "extract_triples", "TRIPLE_FALLBACK"]
+__all__ = ["Triple", "triple_prompt", "parse_triples", "rule_triples", "refactor_triple", "extract_triples", "TRIPLE_FALLBACK"]
 
 Triple = tuple[str, str, str]
 TRIPLE_FALLBACK = "rule_svo"
@@ -94,7 +94,7 @@ def rule_triples(speaker: str, text: str, max_triples: int = 10) -> list[Triple]
     return [t for t in out if t[1]][:max_triples]
 
 
-def refactor(triple: Triple) -> str:
+def refactor_triple(triple: Triple) -> str:
     """The sentence of a triple: ``"{subject} {predicate} {object}"``."""
     return " ".join(p for p in triple if p).strip()
 

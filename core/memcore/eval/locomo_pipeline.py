@@ -38,7 +38,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ConfigError
 from ..llm import StepCounter, run_llm_step
-from ..triples import extract_triples, refactor
+from ..triples import extract_triples, refactor_triple
 from .locomo import (
     CATEGORY_NAMES, HEADLINE_CATEGORIES, RECALL_KS, Conversation, Question, Turn, answer_f1, bleu1, entry_recall, evidence_recall, turn_text,
 )
@@ -186,7 +186,7 @@ def _pre_tri_embed(run: InsertRun, packet: Packet) -> list[dict[str, Any]]:
     run.steps.add(report)
     if not triples:
         return []
-    sentences = [refactor(t) for t in triples]
+    sentences = [refactor_triple(t) for t in triples]
     vectors = _space(run.memory, run.config.test.space).embed_documents(sentences)
     return [{"packet": packet, "triple": list(t), "refactor": s, "embedding": v} for t, s, v in zip(triples, sentences, vectors)]
 
