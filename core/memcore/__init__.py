@@ -10,6 +10,7 @@ from .api import Memory, open
 from .collection import Collection
 from .embedder import Embedder
 from .errors import (
+    BrokenIndexError,
     ConfigError,
     CorruptError,
     DimensionError,
@@ -40,6 +41,7 @@ __all__ = [
     "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl",
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",
+    "BrokenIndexError",
 ]
 
 try:
