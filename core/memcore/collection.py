@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .errors import ConfigError, DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
+from .broken_index import StoredConfig, UnavailableIndex, describe_failure, saved_seq
+from .errors import BrokenIndexError, ConfigError, DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
 from .filters import parse_filter
 from .fusion import Fusion
 from .index import Index, IndexContext
@@ -60,9 +61,7 @@ class Collection:
         self._closed = False
         self._pin_spaces()
         for name, definition in store.state_items("indexes").items():
-            handle = self._make_handle(name, definition["kind"], definition["config"])
-            self._indexes[name] = handle
-            self._open_handle(handle)
+            self._indexes[name] = self._open_stored(name, definition)
 
     # -- construction --------------------------------------------------------------------
 
@@ -125,6 +124,31 @@ class Collection:
         directory = self.path / "indexes" / name if self.path is not None else None
         return IndexHandle(name, kind, config, index, make, directory=directory)
 
+    def _open_stored(self, name: str, definition: Mapping[str, Any]) -> IndexHandle:
+        """Build, load and catch up a stored index; a failure gives a broken handle, never a failed open."""
+        try:
+            handle = self._make_handle(name, definition["kind"], definition["config"])
+            self._open_handle(handle)
+            return handle
+        except Exception as exc:  # noqa: BLE001 - any plugin failure: the memory still opens
+            return self._broken(name, definition, exc)
+
+    def _broken(self, name: str, definition: Mapping[str, Any], exc: BaseException) -> IndexHandle:
+        """A handle for an index that cannot be used; reported, searchable only after a rebuild."""
+        reason = describe_failure(exc)
+        kind = str(definition.get("kind", "?")) if isinstance(definition, Mapping) else "?"
+        raw = definition.get("config") if isinstance(definition, Mapping) else None
+        config = StoredConfig.model_validate({**(raw if isinstance(raw, Mapping) else {}), "kind": kind})
+        directory = self.path / "indexes" / name if self.path is not None else None
+
+        def make() -> Index:
+            raise BrokenIndexError(name, reason)
+
+        handle = IndexHandle(name, kind, config, UnavailableIndex(name, reason), make, directory=directory, error=reason)
+        handle.applied_seq = saved_seq(directory, self.store.last_seq())
+        log.error("index.broken", name=name, kind=kind, error=reason)
+        return handle
+
     def _open_handle(self, handle: IndexHandle) -> None:
         saved = handle.load()
         last = self.store.last_seq()
@@ -170,7 +194,7 @@ class Collection:
     def drop_index(self, name: str) -> None:
         """Remove an index, its membership and its files (records stay)."""
         with self._lock:
-            handle = self._handle(name)
+            handle = self._handle(name, usable=False)
             self.store.apply(WriteBatch(drop_indexes=[name], state={("indexes", name): None}))
             del self._indexes[name]
             handle.remove_files()
@@ -188,6 +212,8 @@ class Collection:
                     "size": len(h.index),
                     "score": h.index.score_name,
                     "requires": {"spaces": list(h.index.requires.spaces), "text": h.index.requires.text, "links": h.index.requires.links},
+                    "status": "ok" if h.error is None else "broken",
+                    **({"error": h.error} if h.error is not None else {}),
                 }
                 for h in self._indexes.values()
             ]
@@ -204,19 +230,40 @@ class Collection:
     def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild an index from the store; returns the number of records indexed."""
         with self._lock:
-            handle = self._handle(name)
-            count = handle.rebuild(self.store, self._fill_for(handle, persist=True), progress)
+            handle = self._handle(name, usable=False)
+            was_broken = handle.error is not None
+            if was_broken:  # build it afresh from the stored definition
+                definition = handle.definition()
+                try:
+                    handle = self._make_handle(name, definition["kind"], definition["config"])
+                except Exception as exc:  # noqa: BLE001
+                    self._indexes[name] = self._broken(name, definition, exc)
+                    raise BrokenIndexError(name, describe_failure(exc)) from None
+            try:
+                count = handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only), progress)
+            except Exception as exc:  # noqa: BLE001
+                self._indexes[name] = self._broken(name, handle.definition(), exc)
+                raise BrokenIndexError(name, describe_failure(exc)) from None
+            self._indexes[name] = handle
             handle.save()
+            if was_broken:
+                log.info("index.repaired", name=name, records=count)
             return count
 
-    def _handle(self, name: str) -> IndexHandle:
+    def _handle(self, name: str, *, usable: bool = True) -> IndexHandle:
+        """The handle of index ``name``; with ``usable`` a broken one raises BrokenIndexError."""
         self._check_open()
         try:
             handle = self._indexes[name]
         except KeyError:
             raise NotFoundError(f"no index named {name!r}; indexes: {sorted(self._indexes) or '(none)'}") from None
-        if handle.stale:
-            handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
+        if handle.stale and handle.error is None:
+            try:
+                handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
+            except Exception as exc:  # noqa: BLE001 - reported as a broken index, never a raw failure
+                handle = self._indexes[name] = self._broken(name, handle.definition(), exc)
+        if usable and handle.error is not None:
+            raise BrokenIndexError(name, handle.error)
         return handle
 
     def _targets(self, indexes: str | Iterable[str] | None) -> list[IndexHandle]:
@@ -602,7 +649,8 @@ class Collection:
         """Readers catch their indexes up with what the writer process committed."""
         if self.store.read_only:
             for handle in self._indexes.values():
-                self._catch_up(handle)
+                if handle.error is None:
+                    self._catch_up(handle)
 
     def _catch_up(self, handle: IndexHandle) -> None:
         """Apply the logged ops the index has not seen; rebuild when the log no longer has them."""
@@ -658,6 +706,8 @@ class Collection:
         applied = self.store.apply(batch)
         failures = []
         for handle in self._indexes.values():
+            if handle.error is not None:
+                continue  # broken: the store keeps its membership, a rebuild applies it
             try:
                 handle.apply(applied.ops, self.store, cache)
                 handle.applied_seq = applied.seq

@@ -71,6 +71,8 @@ class IndexHandle:
     stale: bool = False
     directory: Path | None = None
     loaded_from_disk: bool = field(default=False)
+    error: str | None = None
+    """Why the index is broken (it could not be built, loaded or rebuilt); None when usable."""
 
     def definition(self) -> dict[str, Any]:
         """What the store keeps about this index."""
@@ -128,8 +130,8 @@ class IndexHandle:
 
     def save(self) -> None:
         """Save into ``directory`` (files first, ``index.json`` with checksums last)."""
-        if self.directory is None or self.stale:
-            return
+        if self.directory is None or self.stale or self.error is not None:
+            return  # a broken index keeps its files untouched until it is rebuilt or dropped
         manifest = self.directory / MANIFEST
         if not self.dirty:
             # Unchanged since loaded/saved while the store moved on without touching this

@@ -17,10 +17,19 @@ import numpy as np
 
 from .errors import DimensionError, ValidationError
 
-__all__ = ["Scope", "Link", "Record", "Query", "Hit", "Contribution", "content_id", "as_vector"]
+__all__ = ["Scope", "Link", "Record", "Query", "Hit", "Contribution", "content_id", "as_vector", "check_finite_vectors", "MAX_VECTOR_NORM", "MIN_VECTOR_NORM"]
 
 MAX_TEXT_CHARS = 1_000_000
 """Texts longer than this are rejected (a memory is not a book; split it first)."""
+
+MAX_VECTOR_NORM = 1e18
+"""The largest L2 norm a vector may have. Squared norms, inner products and squared L2
+distances of any two such vectors stay below ~4e36, far from the float32 maximum (3.4e38):
+every index computes them in float32, where larger values overflow to infinity."""
+
+MIN_VECTOR_NORM = 1e-18
+"""The smallest L2 norm of a non-zero vector: below it the float32 squared norm
+underflows, and normalising (cosine) would silently turn the vector into zeros."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +109,30 @@ def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np
         raise DimensionError(f"{what} must be a non-empty 1-d array, got shape {arr.shape}")
     if dim is not None and arr.shape[0] != dim:
         raise DimensionError(f"{what} has dimension {arr.shape[0]}, expected {dim}")
-    if not np.isfinite(arr).all():
-        raise ValidationError(f"{what} contains NaN or infinite values")
+    check_finite_vectors(arr.reshape(1, -1), what)
     return arr
+
+
+def check_finite_vectors(matrix: np.ndarray, what: str = "vectors") -> None:
+    """Reject rows that float32 arithmetic cannot handle: NaN/inf values, a norm above
+    :data:`MAX_VECTOR_NORM` (squares and distances would overflow) or a non-zero norm
+    below :data:`MIN_VECTOR_NORM` (normalisation would turn the row into zeros).
+
+    ``matrix`` is a 2-d float array, one vector per row; the norms are computed in float64.
+    """
+    if not np.isfinite(matrix).all():
+        row = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
+        raise ValidationError(f"{what} contains NaN or infinite values" + (f" (row {row})" if matrix.shape[0] > 1 else ""))
+    wide = matrix.astype(np.float64, copy=False)
+    norms = np.sqrt(np.einsum("ij,ij->i", wide, wide))
+    bad = (norms > MAX_VECTOR_NORM) | ((norms > 0) & (norms < MIN_VECTOR_NORM))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        where = f" (row {row})" if matrix.shape[0] > 1 else ""
+        raise ValidationError(
+            f"{what}{where} has L2 norm {norms[row]:.3g}; vectors need a norm of 0 or between "
+            f"{MIN_VECTOR_NORM:g} and {MAX_VECTOR_NORM:g} so that float32 arithmetic stays finite and exact (scale it)"
+        )
 
 
 def _json_safe(metadata: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from ..errors import CorruptError, DimensionError
 from ..index import Index, IndexContext, Requirements, atomic_write_bytes, atomic_write_json
-from ..records import Hit, Query, Record
+from ..records import Hit, Query, Record, check_finite_vectors
 from ..registry import ComponentConfig
 
 __all__ = ["ExactIndex", "ExactIndexConfig", "top_k"]
@@ -80,7 +80,9 @@ class ExactIndex(Index):
         if not records:
             return
         self.validate(records)
-        vectors = self._prepare(np.stack([r.vectors[self.config.space] for r in records]))
+        raw = np.stack([r.vectors[self.config.space] for r in records]).astype(np.float32, copy=False)
+        check_finite_vectors(raw, f"index {self.name!r}: vectors")  # never normalise an overflowing row to zeros
+        vectors = self._prepare(raw)
         self.remove([r.id for r in records if r.id in self._rows])
         need = self._n + len(records)
         if need > self._matrix.shape[0]:

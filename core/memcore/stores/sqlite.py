@@ -20,7 +20,7 @@ from pydantic import Field
 
 from ..errors import ConfigError, CorruptError, LockedError, NotFoundError, ValidationError
 from ..filters import Filter, to_sql
-from ..records import Link, Record, Scope
+from ..records import Link, Record, Scope, check_finite_vectors
 from ..registry import ComponentConfig
 from ..store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 
@@ -249,8 +249,17 @@ class SQLiteStore(Store):
                     found[rid].links = tuple(ls)
                 if with_vectors:
                     for rid, space, dim, data in self.db.execute(f"SELECT record_id, space, dim, data FROM vectors WHERE record_id IN ({marks})", list(chunk)):
-                        found[rid].vectors[space] = np.frombuffer(data, dtype=np.float32, count=dim).copy()
+                        found[rid].vectors[space] = self._stored_vector(rid, space, dim, data).copy()
             return [found.get(i) for i in ids]
+
+    def _stored_vector(self, rid: str, space: str, dim: int, data: bytes) -> np.ndarray:
+        """A stored vector, checked: a damaged blob is a CorruptError naming the record and file."""
+        try:
+            vector = np.frombuffer(data, dtype=np.float32, count=dim)
+            check_finite_vectors(vector.reshape(1, -1), f"vector {space!r} of record {rid!r}")
+        except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
+            raise CorruptError(f"{self.file}: stored {exc}; delete or update the record") from None
+        return vector
 
     def texts(self, ids: Sequence[str]) -> list[str | None]:
         """One ``SELECT id, text`` per chunk of ids: no metadata parsing, links or vectors."""
@@ -300,7 +309,7 @@ class SQLiteStore(Store):
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
                 for rid, dim, data in self.db.execute(f"SELECT record_id, dim, data FROM vectors WHERE space = ? AND record_id IN ({marks})", [space, *chunk]):
-                    rows[rid] = np.frombuffer(data, dtype=np.float32, count=dim)
+                    rows[rid] = self._stored_vector(rid, space, dim, data)
         dim = next(iter(rows.values())).shape[0] if rows else 0
         matrix = np.zeros((len(ids), dim), dtype=np.float32)
         present = np.zeros(len(ids), dtype=bool)
