@@ -104,3 +104,36 @@ def register_services(register):
     is inserted where, what migrates and what is forgotten; it declares the indexes it
     needs through its class's ``required_indexes(config)``.
     """
+
+
+# ---------------------------------------------------------------------------------------
+# LLMs: chat models used by LLM steps (extraction, summaries, answering, rerank)
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_llms(register):
+    """Register LLM (chat model) kinds.
+
+    ``factory(config) -> memcore.LLM``, built on first use from an ``[llms.<name>]``
+    settings table. Services and stages name the LLM they use (``llm = "default"``);
+    every LLM step has a deterministic fallback when none is declared or a call fails.
+    """
+
+
+# ---------------------------------------------------------------------------------------
+# Command line: subcommands a plugin adds to ``memcore``
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_commands(cli):
+    """Add subcommands to the ``memcore`` command line.
+
+    ``cli`` is the root click group: call ``cli.add_command(group)`` (or decorate with
+    ``@cli.command()`` / ``@cli.group()``). The hook is called only when the CLI runs, the
+    first time it looks a command up, so loading plugins stays cheap; import heavy
+    libraries inside the command. A command whose name is already taken (a builtin or
+    another plugin's) is refused and reported on stderr, and the plugin's other commands stay.
+    Example: memcore-colbert adds ``memcore colbert serve``.
+    """

@@ -18,6 +18,7 @@ from .registry import ComponentConfig, Registry
 
 if TYPE_CHECKING:
     from .collection import Collection
+    from .llm import LLMs
 
 __all__ = ["Stage", "Pipeline", "PipelineContext", "PRESETS"]
 
@@ -93,6 +94,9 @@ class Stage(ABC):
 
     def check(self, collection: "Collection") -> None:
         """Raise ConfigError when the stage cannot run on this collection (unknown index...)."""
+
+    def bind_llms(self, llms: "LLMs") -> None:
+        """Receive the memory's declared LLMs (stages with an LLM step resolve theirs here)."""
 
 
 PRESETS: dict[str, list[dict[str, Any]]] = {
@@ -241,6 +245,11 @@ class Pipeline:
                     f"{exc} (pipeline preset {self.preset!r}: {searched}; declare them, or adapt a stage with "
                     f'pipeline = {{preset = "{self.preset}", overrides = {{<stage> = {{index = "<your index>"}}}}}})'
                 ) from None
+
+    def bind_llms(self, llms: "LLMs") -> None:
+        """Hand the memory's declared LLMs to every stage (:meth:`Stage.bind_llms`)."""
+        for stage in self.stages:
+            stage.bind_llms(llms)
 
     def run_context(self, collection: "Collection", query: Query) -> PipelineContext:
         """Run every stage and return the context (all lists, trace, final list)."""

@@ -1,4 +1,4 @@
-"""Registries of named components (indexes, stages, fusions, services, embedders, stores).
+"""Registries of named components (indexes, stages, fusions, services, embedders, stores, llms).
 
 Plugins fill them through the ``register_*`` hooks; settings look components up by name.
 """
@@ -17,7 +17,7 @@ from .errors import ConfigError, PluginError, UnknownComponentError
 
 __all__ = ["ComponentConfig", "Registration", "Registry", "CATEGORIES", "KNOWN_PROVIDERS"]
 
-CATEGORIES = ("stores", "embedders", "indexes", "stages", "fusions", "services")
+CATEGORIES = ("stores", "embedders", "indexes", "stages", "fusions", "services", "llms")
 """The kinds of component a plugin can register, one hook each (``register_<category>``)."""
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_\-.]*$")
@@ -30,7 +30,11 @@ KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
     "fusions": {"weighted": "rrf", "dbsf": "rrf", "union": "rrf"},
     "stages": {"mmr": "mmr", "graph_recall": "graph", "llm_rerank": "embed"},
     "embedders": {"minilm": "embed", "openai": "embed"},
-    "services": {"hyperamy": "poincare"},
+    "services": {
+        "hyperamy": "poincare", "short_term_memory": "services", "memoryos": "services", "hierarchical": "services",
+        "vector_hash": "services", "hybrid": "services",
+    },
+    "llms": {"openai": "embed", "llama-server": "embed"},
     "stores": {"chroma": "poincare"},
 }
 """Names provided by memcore's own plugin distributions, for "pip install" hints."""

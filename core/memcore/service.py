@@ -15,9 +15,10 @@ Service state lives in the store (``WriteBatch.state``), never only in Python ob
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from .errors import ValidationError
+from .llm import LLM, LLMs, StepCounter, run_llm_step
 from .records import Hit, Query
 from .registry import ComponentConfig
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from .pipeline import Pipeline
 
 __all__ = ["Service", "hit_to_dict"]
+
+T = TypeVar("T")
 
 
 def hit_to_dict(hit: Hit) -> dict[str, Any]:
@@ -45,6 +48,30 @@ class Service(ABC):
         self.config = config
         self.collection = collection
         self.pipeline = pipeline
+        self.llms: LLMs = LLMs()
+        self.llm_steps = StepCounter()
+
+    def bind_llms(self, llms: LLMs) -> None:
+        """Receive the memory's declared LLMs (:func:`memcore.open` calls it after building
+        the service; a config field ``llm`` names the one the service uses)."""
+        self.llms = llms
+        self.llm(check=True)
+
+    def llm(self, check: bool = False) -> LLM | None:
+        """The LLM named by the config's ``llm`` field (None: the fallbacks run)."""
+        name = getattr(self.config, "llm", None)
+        return self.llms.resolve(name, "service.llm")
+
+    def run_llm_step(self, step: str, call: Callable[[LLM], T], fallback: Callable[[], T], fallback_name: str) -> T:
+        """Run one LLM step with the service's LLM (or its fallback) and count which ran."""
+        value, report = run_llm_step(step, self.llm(), call, fallback, fallback_name)
+        self.llm_steps.add(report)
+        return value
+
+    def llm_report(self) -> dict[str, Any]:
+        """Which path each LLM step took so far: ``{"model": ..., "steps": {step: {"llm": n, "fallback:<name>": n}}}``."""
+        models = sorted(self.llm_steps.models)
+        return {"model": models[0] if len(models) == 1 else (models or None), "steps": self.llm_steps.to_dict()}
 
     @classmethod
     def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
@@ -58,6 +85,36 @@ class Service(ABC):
     @abstractmethod
     def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
         """Recall items for a query text and/or vector, filtered by ``metadata`` (a where filter)."""
+
+    def insert_many(self, items: list[Any]) -> list[str]:
+        """Remember many items (texts, dicts with ``text``, :class:`Record` objects); returns their ids.
+
+        The default calls :meth:`insert` once per item; services that can write a batch in
+        one transaction override it.
+        """
+        from .records import Record
+
+        ids = []
+        for item in items:
+            if isinstance(item, str):
+                ids.append(self.insert(item))
+            elif isinstance(item, Record):
+                ids.append(self.insert(item.text, metadata=item.metadata, id=item.id, vectors=item.vectors or None, links=item.links or None, scope=item.scope))
+            elif isinstance(item, Mapping):
+                fields = dict(item)
+                if "text" not in fields:
+                    raise ValidationError("a record needs a 'text'")
+                ids.append(self.insert(fields.pop("text"), metadata=fields.pop("metadata", None), **fields))
+            else:
+                raise ValidationError(f"cannot insert a {type(item).__name__}; give texts, dicts or Records")
+        return ids
+
+    @staticmethod
+    def reject_unknown(method: str, options: Mapping[str, Any], known: tuple[str, ...] = ()) -> None:
+        """Raise ValidationError naming keyword arguments ``method`` does not know (never drop them)."""
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ValidationError(f"{method}() got unknown keyword argument(s) {unknown}; it accepts {sorted(known) or 'no extra keywords'}")
 
     def close(self) -> None:
         """Release what the service holds (the collection is closed by its owner)."""

@@ -3,7 +3,7 @@
 Precedence: init kwargs > environment (``MEMCORE_`` prefix, ``__`` nesting, e.g.
 ``MEMCORE_INDEXES__DENSE__METRIC=ip``) > a TOML or YAML file.
 
-Each store / embedder / index / stage / service entry is ``{kind = "<registered name>",
+Each store / embedder / index / stage / service / llm entry is ``{kind = "<registered name>",
 ...its own fields}``, validated by that component's config model when the memory is built
 (:func:`check_settings`), with errors pointing at the offending key.
 """
@@ -48,7 +48,7 @@ def _kind_entry(value: Any, what: str, default: Mapping[str, Any] | None = None)
 
 
 class MemcoreSettings(BaseSettings):
-    """The declared memory: store, embedding spaces, indexes, pipeline, service (and LLM)."""
+    """The declared memory: store, embedding spaces, indexes, pipeline, service and LLMs."""
 
     settings_file: ClassVar[Path | None] = None
     """The TOML/YAML file read by this settings class (set by :func:`load_settings`)."""
@@ -67,7 +67,10 @@ class MemcoreSettings(BaseSettings):
     )
     pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field("basic", description="A preset name, {preset = ..., overrides = {...}}, or a list of stage entries.")
     service: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["service"]), description="Service entry.")
-    llm: dict[str, Any] | None = Field(None, description="OpenAI-compatible chat client settings (used by LLM steps).")
+    llms: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Named LLMs (chat models) of the LLM steps: name -> {kind = ..., options}; services and stages name theirs (llm = \"default\").",
+    )
 
     @field_validator("store", "service", mode="before")
     @classmethod
@@ -79,6 +82,13 @@ class MemcoreSettings(BaseSettings):
     def _indexes(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
             return {name: _kind_entry(entry, f"indexes.{name}", DEFAULTS["indexes"].get(name)) for name, entry in value.items()}
+        return value
+
+    @field_validator("llms", mode="before")
+    @classmethod
+    def _llms(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {name: _kind_entry(entry, f"llms.{name}") for name, entry in value.items()}
         return value
 
     @field_validator("spaces", mode="before")
@@ -188,7 +198,7 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> dict[str, A
     """Validate every entry with its component's config model; returns the parsed configs."""
     from .pipeline import Pipeline
 
-    parsed: dict[str, Any] = {"store": None, "spaces": {}, "indexes": {}, "service": None}
+    parsed: dict[str, Any] = {"store": None, "spaces": {}, "indexes": {}, "service": None, "llms": {}}
     store = dict(settings.store)
     parsed["store"] = registry.get("stores", store["kind"], location="store.kind").parse_config({k: v for k, v in store.items() if k != "kind"}, "store")
     for name, space in settings.spaces.items():
@@ -199,6 +209,9 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> dict[str, A
     for name, entry in settings.indexes.items():
         reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
         parsed["indexes"][name] = reg.parse_config({k: v for k, v in entry.items() if k != "kind"}, f"indexes.{name}")
+    for name, entry in settings.llms.items():
+        reg = registry.get("llms", entry["kind"], location=f"llms.{name}.kind")
+        parsed["llms"][name] = reg.parse_config({k: v for k, v in entry.items() if k != "kind"}, f"llms.{name}")
     parsed["pipeline"] = Pipeline.from_config(settings.pipeline, registry)
     service = dict(settings.service)
     reg = registry.get("services", service["kind"], location="service.kind")
