@@ -176,7 +176,7 @@ class Collection:
                 if exist_ok and existing.definition() == handle.definition():
                     return
                 raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
-            handle.remove_files()
+            handle.set_aside()  # files the store does not know of are kept, never deleted
             applied = self.store.apply(WriteBatch(state={("indexes", name): handle.definition()}))
             handle.applied_seq = applied.seq
             self._indexes[name] = handle
@@ -230,27 +230,39 @@ class Collection:
         return name in self._indexes
 
     def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild an index from the store; returns the number of records indexed."""
+        """Rebuild an index from the store; returns the number of records indexed.
+
+        A broken index is built afresh from its stored definition: this is how it is repaired."""
         with self._lock:
-            handle = self._handle(name, usable=False)
-            was_broken = handle.error is not None
-            if was_broken:  # build it afresh from the stored definition
-                definition = handle.definition()
-                try:
-                    handle = self._make_handle(name, definition["kind"], definition["config"])
-                except Exception as exc:  # noqa: BLE001
-                    self._indexes[name] = self._broken(name, definition, exc)
-                    raise BrokenIndexError(name, describe_failure(exc)) from None
-            try:
-                count = handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only), progress)
-            except Exception as exc:  # noqa: BLE001
-                self._indexes[name] = self._broken(name, handle.definition(), exc)
-                raise BrokenIndexError(name, describe_failure(exc)) from None
-            self._indexes[name] = handle
+            handle = self._repairable(name)
+            count = self._rebuild(handle, self._fill_for(handle, persist=not self.store.read_only), progress)
             handle.save()
-            if was_broken:
-                log.info("index.repaired", name=name, records=count)
             return count
+
+    def _repairable(self, name: str) -> IndexHandle:
+        """The handle to rebuild: a broken one is made again from its stored definition
+        (BrokenIndexError when that still fails)."""
+        handle = self._handle(name, usable=False)
+        if handle.error is None:
+            return handle
+        definition = handle.definition()
+        try:
+            return self._make_handle(name, definition["kind"], definition["config"])
+        except Exception as exc:  # noqa: BLE001 - any plugin failure stays a reported, typed state
+            self._indexes[name] = self._broken(name, definition, exc)
+            raise BrokenIndexError(name, describe_failure(exc)) from None
+
+    def _rebuild(self, handle: IndexHandle, fill: Callable[[list[Record]], list[Record]], progress: Callable[[int], None] | None) -> int:
+        """Rebuild ``handle`` and install it; a failure leaves it broken (reported) and raises BrokenIndexError."""
+        try:
+            count = handle.rebuild(self.store, fill, progress)
+        except Exception as exc:  # noqa: BLE001
+            self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
+            raise BrokenIndexError(handle.name, describe_failure(exc)) from None
+        if self._indexes.get(handle.name) is not handle:
+            self._indexes[handle.name] = handle
+            log.info("index.repaired", name=handle.name, records=count)
+        return count
 
     def _handle(self, name: str, *, usable: bool = True) -> IndexHandle:
         """The handle of index ``name``; with ``usable`` a broken one raises BrokenIndexError."""

@@ -189,6 +189,18 @@ class IndexHandle:
             return 0
         return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
 
+    def set_aside(self) -> None:
+        """Move files found where a *new* index will live to ``indexes/.orphan-<name>-<time>``:
+        the store does not account for them, so memcore does not delete them."""
+        if self.directory is None or not self.directory.exists():
+            return
+        if self.directory.is_dir() and not any(self.directory.iterdir()):
+            self.directory.rmdir()
+            return
+        target = self.directory.with_name(f".orphan-{self.name}-{time.time_ns()}")
+        self.directory.rename(target)
+        log.warning("index.orphan_kept", name=self.name, path=str(target))
+
     def remove_files(self) -> None:
         """Delete the index directory."""
         if self.directory is not None and self.directory.exists():

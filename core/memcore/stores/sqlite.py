@@ -7,7 +7,6 @@ ops), ``state`` (JSON per namespace/key) and ``meta`` (schema version, last sequ
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sqlite3
@@ -16,13 +15,14 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..errors import ConfigError, CorruptError, LockedError, NotFoundError, ValidationError
 from ..filters import Filter, filter_fields, to_sql
 from ..records import Link, Record, Scope, check_finite_vectors
 from ..registry import ComponentConfig
 from ..store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
+from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig"]
@@ -70,9 +70,17 @@ class SQLiteStoreConfig(ComponentConfig):
     """Settings of the ``sqlite`` store."""
 
     kind: str = "sqlite"
-    filename: str = Field("store.sqlite3", description="Database file name inside the collection directory.")
+    filename: str = Field("store.sqlite3", min_length=1, max_length=255, description="Database file name inside the collection directory (a plain name: no path separators).")
     synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
+
+    @field_validator("filename")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if "/" in value or "\\" in value or "\x00" in value or value in (".", "..") or value != value.strip():
+            raise ValueError(f"filename must be a plain file name inside the collection directory, got {value!r}")
+        return value
+
     filter_indexes: int = Field(
         16,
         ge=0,
@@ -85,35 +93,7 @@ def _chunks(seq: Sequence[str]) -> list[Sequence[str]]:
     return [seq[i : i + _CHUNK] for i in range(0, len(seq), _CHUNK)]
 
 
-class _WriterLock:
-    """An exclusive ``flock`` on ``writer.lock``: a second writer fails at once."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            holder = ""
-            try:
-                holder = f" (pid {path.read_text().strip()})"
-            except OSError:
-                pass
-            raise LockedError(
-                f"collection at {path.parent} is open for writing by another process{holder}; "
-                "open it read-only or close the other writer"
-            ) from None
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, str(os.getpid()).encode())
-
-    def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-
+@guard_methods
 class SQLiteStore(Store):
     """Records in one SQLite file with WAL; see the module docstring for the tables."""
 
@@ -122,13 +102,20 @@ class SQLiteStore(Store):
         self.read_only = self.config.read_only
         self.dir = Path(path)
         self.file = self.dir / self.config.filename
+        self._mutex = threading.RLock()
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
         if self.read_only:
             if not self.file.is_file():
                 raise NotFoundError(f"no memcore store at {self.file}")
         else:
             self.dir.mkdir(parents=True, exist_ok=True)
-        self._lock = None if self.read_only else _WriterLock(self.dir / "writer.lock")
-        self._mutex = threading.RLock()
+        self._lock = None if self.read_only else WriterLock(self.dir)
+        try:
+            check_store_file(self.dir, self.file)
+        except CorruptError:
+            self.close()
+            raise
         try:
             self.db = sqlite3.connect(self.file, check_same_thread=False, isolation_level=None, timeout=5.0)
             self.db.execute("PRAGMA journal_mode=WAL")
