@@ -668,10 +668,8 @@ class Collection:
 
     def _catch_up(self, handle: IndexHandle) -> None:
         """Apply the logged ops the index has not seen; rebuild when the log no longer has them."""
-        if handle.applied_seq < self.store.log_start():
+        if handle.catch_up(self.store) is None:  # log start and ops are read in one snapshot
             handle.rebuild(self.store, self._fill_for(handle))
-        else:
-            handle.catch_up(self.store)
 
     def _only_index(self) -> IndexHandle:
         if len(self._indexes) == 1:

@@ -96,14 +96,17 @@ class IndexHandle:
             self.index.add(records)
         self.dirty = True
 
-    def catch_up(self, store: Store) -> int:
-        """Apply every op logged since ``applied_seq``; returns how many ops were applied."""
-        last = store.last_seq()
-        if last <= self.applied_seq:
+    def catch_up(self, store: Store) -> int | None:
+        """Apply every op logged since ``applied_seq``; returns how many ops were applied,
+        or None when the log was pruned past ``applied_seq`` (a gap: rebuild instead)."""
+        read = store.read_log(self.applied_seq, self.name)
+        if self.applied_seq < read.start:
+            return None
+        if read.last <= self.applied_seq:
             return 0
-        ops = store.ops_since(self.applied_seq, self.name)
+        ops = read.ops
         self.apply(ops, store)
-        self.applied_seq = last
+        self.applied_seq = read.last
         if ops:
             log.info("index.caught_up", name=self.name, ops=len(ops))
         return len(ops)

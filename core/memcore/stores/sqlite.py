@@ -21,7 +21,7 @@ from ..errors import ConfigError, CorruptError, LockedError, NotFoundError, Vali
 from ..filters import Filter, filter_fields, to_sql
 from ..records import Link, Record, Scope, check_finite_vectors
 from ..registry import ComponentConfig
-from ..store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
+from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, plan_ops
 from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
 
@@ -343,6 +343,18 @@ class SQLiteStore(Store):
             except BaseException:
                 self.db.execute("ROLLBACK")
                 raise
+
+    def read_log(self, seq: int, index: str) -> LogRead:
+        """One read transaction (one WAL snapshot): a concurrent prune cannot open a gap."""
+        with self._mutex:
+            self.db.execute("BEGIN")
+            try:
+                start = self.log_start()
+                last = self.last_seq()
+                ops = self.ops_since(seq, index)
+            finally:
+                self.db.execute("COMMIT")
+        return LogRead(start, last, ops)
 
     def log_start(self) -> int:
         with self._mutex:
