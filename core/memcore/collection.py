@@ -22,9 +22,10 @@ from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
 from .logging import get_logger
+from .records import check_json_value
 from .records import Contribution, Hit, Link, Query, Record, Scope, validate_k
 from .registry import Registry
-from .record_input import RecordInput, coerce_records
+from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
 from .store import Store, WriteBatch
 
@@ -45,6 +46,8 @@ def _state(changes: StateChanges | None) -> dict[tuple[str, str], Any]:
             raise ValidationError(f"state keys are (namespace, key) pairs of non-empty strings, got {key!r}")
         if key[0] in RESERVED_STATE:
             raise ValidationError(f"state namespace {key[0]!r} is memcore's own")
+        if value is not None:
+            check_json_value(value, f"state value {key!r}")
         out[key] = value
     return out
 
@@ -383,7 +386,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             scope = Scope.coerce(scope)
             found = {r.id: r for r in self.store.get(ids, with_vectors=False) if r is not None}
             missing = [i for i in ids if i not in found or (scope is not None and not scope.covers(found[i].scope))]
@@ -397,7 +400,7 @@ class Collection:
         """Add existing records to one more index (already-members are left as they are)."""
         with self._lock:
             handle = self._handle(index)
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             records = self._get_many(ids)
             members = self.store.memberships(ids)
             todo = [r for r in records if index not in members.get(r.id, ())]
@@ -411,7 +414,7 @@ class Collection:
         """Take records out of one index; they stay in the store and other indexes."""
         with self._lock:
             self._handle(index)
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             members = self.store.memberships(ids)
             missing = [i for i in ids if index not in members.get(i, ())]
             if missing:
@@ -472,7 +475,7 @@ class Collection:
         """Records by id in order, None for unknown ids."""
         with self._lock:
             self._check_open()
-            return self.store.get(list(ids))
+            return self.store.get(coerce_ids(ids))
 
     def count(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> int:
         """Number of records (in one index, matching a filter and scope)."""

@@ -135,11 +135,51 @@ def check_finite_vectors(matrix: np.ndarray, what: str = "vectors") -> None:
         )
 
 
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of dicts/lists accepted in metadata and state values."""
+
+
+def check_json_value(value: Any, what: str) -> None:
+    """Walk a JSON-like value without recursion and apply the same rules at every depth:
+    dict keys are non-empty strings without NUL, integers fit in 64 bits, strings have no NUL,
+    floats are finite, nesting is at most :data:`MAX_JSON_DEPTH`; anything else is a ValidationError."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, what)]
+    while stack:
+        item, depth, where = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValidationError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+        if isinstance(item, Mapping):
+            for key, sub in item.items():
+                if not isinstance(key, str) or not key or "\x00" in key:
+                    raise ValidationError(f"{where}: keys must be non-empty strings without NUL, got {key!r}")
+                stack.append((sub, depth + 1, f"{where}.{key}"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((sub, depth + 1, f"{where}[{i}]") for i, sub in enumerate(item))
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if not -(2**63) <= item < 2**63:
+                raise ValidationError(f"{where}: integer {item} does not fit in 64 bits (filters compare 64-bit integers)")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValidationError(f"{where}: {item} is not a finite number (JSON has no NaN/inf)")
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise ValidationError(f"{where}: text contains a NUL character (SQLite filters cannot compare it)")
+            check_unicode(item, where)
+        else:
+            raise ValidationError(f"{where}: a {type(item).__name__} is not JSON (use dicts, lists, strings, numbers, booleans, null)")
+
+
 def _json_safe(metadata: Any) -> dict[str, Any]:
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
         raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
+    try:
+        check_json_value(metadata, "metadata")
+    except ValidationError as exc:
+        raise ValidationError(f"metadata is not JSON-safe: {exc}") from None
     try:
         text = json.dumps(metadata, sort_keys=True, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -303,6 +343,10 @@ class Query:
         if self.vectors is not None and not isinstance(self.vectors, Mapping):
             raise ValidationError(f"query vectors must be a dict of space name -> vector, got {type(self.vectors).__name__}")
         self.vectors = {str(k): as_vector(v, what=f"query vector {k!r}") for k, v in (self.vectors or {}).items()}
+        if self.extras is None:
+            self.extras = {}
+        if not isinstance(self.extras, Mapping) or not all(isinstance(key, str) for key in self.extras):
+            raise ValidationError(f"query extras must be a dict keyed by index kind (e.g. {{'faiss': {{...}}}}), got {self.extras!r}"[:300])
         self.scope = Scope.coerce(self.scope)
 
     @classmethod

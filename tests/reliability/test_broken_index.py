@@ -115,3 +115,22 @@ def test_an_index_update_failure_then_failing_rebuild_becomes_broken(directory):
         assert c.retrieve({"vectors": {"v": vec(1)}}, index="exact", k=1)[0].id == "r1"
         assert c.rebuild_index("flat") == 6
         assert c.retrieve({"vectors": {"v": vec(1)}}, index="flat", k=1)[0].id == "r1"
+
+
+def test_memcore_info_check_reports_a_broken_index_and_store_integrity(directory):
+    from click.testing import CliRunner
+
+    from memcore.cli import main
+
+    _filled(directory)
+    runner = CliRunner()
+    ok = runner.invoke(main, ["info", "--path", str(directory), "--check", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["check"] == {"integrity": [], "indexes": {"exact": {"status": "ok"}, "flat": {"status": "ok"}}, "ok": True}
+    _store_definition(directory, "bad", BAD_DEFINITIONS["hnsw0"])
+    result = runner.invoke(main, ["info", "--path", str(directory), "--check", "--json"])
+    assert result.exit_code == 1
+    check = json.loads(result.stdout)["check"]
+    assert check["indexes"]["bad"]["status"] == "broken" and "HNSW M" in check["indexes"]["bad"]["error"]
+    text = runner.invoke(main, ["info", "--path", str(directory), "--check"])
+    assert "bad: broken" in text.output and "Traceback" not in text.output

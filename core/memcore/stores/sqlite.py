@@ -373,6 +373,12 @@ class SQLiteStore(Store):
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def integrity_check(self) -> list[str]:
+        """SQLite's ``PRAGMA integrity_check``: the problems found (empty when the file is sound)."""
+        with self._mutex:
+            rows = [row[0] for row in self.db.execute("PRAGMA integrity_check").fetchall()]
+        return [] if rows == ["ok"] else rows
+
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.dir.glob(self.config.filename + "*") if p.is_file())
 
