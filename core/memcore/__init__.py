@@ -18,6 +18,7 @@ from .collection import Collection
 from .collection_view import CollectionView
 from .embedder import Embedder, build_embedder, unit_token_rows
 from .errors import (
+    BrokenIndexError,
     ConfigError,
     CorruptError,
     DimensionError,
@@ -79,6 +80,7 @@ __all__ = [
     # -- errors ---------------------------------------------------------------------------
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",
+    "BrokenIndexError",
 ]
 """The plugin API: every name a plugin module may import from memcore (plus ``memcore.testing``)."""
 
