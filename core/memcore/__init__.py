@@ -18,6 +18,7 @@ from .collection import Collection
 from .collection_view import CollectionView
 from .embedder import Embedder, build_embedder, unit_token_rows
 from .errors import (
+    BrokenIndexError,
     ConfigError,
     CorruptError,
     DimensionError,
@@ -57,6 +58,7 @@ from .stages.hits import rescored, unique_hits
 from .stages.signals import minmax, term_overlap
 from .stages.text import content_tokens, token_set, token_sets, tokenize
 from .store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
+from .triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 
 __all__ = [
     # -- using a memory -------------------------------------------------------------------
@@ -72,11 +74,13 @@ __all__ = [
     "validate_k", "query_mode", "atomic_write_bytes", "atomic_write_json", "atomic_write_with", "get_logger",
     "merge_provenance", "distinct_ids", "unique_hits", "rescored", "minmax", "term_overlap",
     "tokenize", "content_tokens", "token_set", "token_sets", "hit_to_dict",
+    "TRIPLE_FALLBACK", "parse_triples", "refactor_triple", "rule_triples", "triple_prompt",
     # -- helpers for store authors --------------------------------------------------------
     "Applied", "Op", "plan_ops", "involved_ids", "Filter", "parse_filter", "matches",
     # -- errors ---------------------------------------------------------------------------
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",
+    "BrokenIndexError",
 ]
 """The plugin API: every name a plugin module may import from memcore (plus ``memcore.testing``)."""
 

@@ -75,7 +75,13 @@ def open(
     try:
         collection = Collection(store, spaces, registry, directory)
         collection.ensure_indexes({name: (d.kind, d.config) for name, d in checked.indexes.items()})
-        checked.pipeline.check(collection)
+        pipeline_error: ConfigError | None = None
+        try:
+            checked.pipeline.check(collection)
+        except ConfigError as exc:  # a service with its own retrieval only needs it for Memory.query
+            if getattr(checked.registrations["service"].factory, "uses_pipeline", True):
+                raise
+            pipeline_error = exc
         service = _build_service(checked, collection)
         llms = LLMs(checked.llms, registry)
         checked.pipeline.bind_llms(llms)
@@ -83,4 +89,6 @@ def open(
     except BaseException:
         store.close()
         raise
-    return Memory(resolved, collection, checked.pipeline, service, llms)
+    memory = Memory(resolved, collection, checked.pipeline, service, llms)
+    memory.pipeline_error = pipeline_error
+    return memory

@@ -42,7 +42,14 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
 
 
 class Service(ABC):
-    """Base class of memory services."""
+    """Base class of memory services.
+
+    ``uses_pipeline`` (class attribute, default True): False for a service that retrieves
+    without the memory's declared pipeline; :func:`memcore.open` then does not refuse a
+    pipeline that cannot run on the service's indexes (``Memory.query`` raises its error).
+    """
+
+    uses_pipeline: bool = True
 
     def __init__(self, config: ComponentConfig, collection: "Collection", pipeline: "Pipeline | None"):
         self.config = config

@@ -147,8 +147,10 @@ class _LayeredSource(PydanticBaseSettingsSource):
         for what, make in self.layers:
             try:
                 values = make()()
-            except (ValueError, OSError, yaml.YAMLError) as exc:
-                raise ConfigError(f"cannot read {what}: {exc}") from None
+            except (ValueError, OSError, yaml.YAMLError, RecursionError) as exc:
+                raise ConfigError(f"cannot read {what}: {type(exc).__name__ if isinstance(exc, RecursionError) else exc}") from None
+            if not isinstance(values, dict):  # e.g. a YAML file whose top level is a list
+                raise ConfigError(f"cannot read {what}: the top level must be a table/mapping, got {type(values).__name__}")
             merged = merge_layers(merged, values)
         return merged
 
