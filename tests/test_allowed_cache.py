@@ -120,3 +120,20 @@ def test_memory_store_collections_cache_too():
     assert len(c.retrieve("n", k=20, where={"g": 1})) == 4
     c.close()
     assert memcore.AllowedIds is AllowedIds
+
+
+def test_new_stores_use_8k_pages_and_old_ones_keep_theirs(tmp_path):
+    store = SQLiteStore(tmp_path / "new")
+    assert store.db.execute("PRAGMA page_size").fetchone()[0] == 8192
+    store.close()
+    old = tmp_path / "old"
+    old.mkdir()
+    db = sqlite3.connect(old / "store.sqlite3")
+    db.execute("CREATE TABLE x (a)")
+    db.close()
+    kept = SQLiteStore(old)  # an existing file keeps its page size (changing it would need a VACUUM)
+    assert kept.db.execute("PRAGMA page_size").fetchone()[0] == 4096
+    kept.close()
+    reopened = SQLiteStore(tmp_path / "new")
+    assert reopened.db.execute("PRAGMA page_size").fetchone()[0] == 8192
+    reopened.close()

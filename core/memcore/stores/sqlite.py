@@ -64,6 +64,8 @@ CREATE TABLE IF NOT EXISTS state (
 """
 
 _CHUNK = 500  # SQLite host-parameter batches
+PAGE_SIZE = 8192
+"""Page size of new store files (SQLite's default 4096 wastes a third of every page of vectors)."""
 
 
 class SQLiteStoreConfig(ComponentConfig):
@@ -130,7 +132,10 @@ class SQLiteStore(Store):
         self._lock = None if self.read_only else _WriterLock(self.dir / "writer.lock")
         self._mutex = threading.RLock()
         try:
+            fresh = not self.read_only and (not self.file.exists() or self.file.stat().st_size == 0)
             self.db = sqlite3.connect(self.file, check_same_thread=False, isolation_level=None, timeout=5.0)
+            if fresh:  # 8 KiB pages hold five 384-d float32 vectors where 4 KiB pages held two: 1.08x the raw bytes, not 1.35x
+                self.db.execute(f"PRAGMA page_size={PAGE_SIZE}")
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={self.config.synchronous}")
             self.db.execute("PRAGMA foreign_keys=OFF")
