@@ -24,6 +24,7 @@ from ..records import Link, Record, Scope
 from ..registry import ComponentConfig
 from ..store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 from .sqlite_fields import FieldIndexes
+from .sqlite_rows import RowCache
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig"]
 
@@ -131,6 +132,7 @@ class SQLiteStore(Store):
             self.dir.mkdir(parents=True, exist_ok=True)
         self._lock = None if self.read_only else _WriterLock(self.dir / "writer.lock")
         self._mutex = threading.RLock()
+        self._rows = RowCache()
         try:
             fresh = not self.read_only and (not self.file.exists() or self.file.stat().st_size == 0)
             self.db = sqlite3.connect(self.file, check_same_thread=False, isolation_level=None, timeout=5.0)
@@ -168,6 +170,7 @@ class SQLiteStore(Store):
         with self._mutex:
             cur = self.db.cursor()
             cur.execute("BEGIN IMMEDIATE")
+            self._rows.clear()
             try:
                 applied = self._apply(cur, batch)
                 cur.execute("COMMIT")
@@ -256,6 +259,8 @@ class SQLiteStore(Store):
     # -- reads ---------------------------------------------------------------------------
 
     def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
+        if not with_vectors:
+            return self._get_cached(ids)
         with self._mutex:
             found: dict[str, Record] = {}
             for chunk in _chunks(list(ids)):
@@ -275,6 +280,43 @@ class SQLiteStore(Store):
                     for rid, space, dim, data in self.db.execute(f"SELECT record_id, space, dim, data FROM vectors WHERE record_id IN ({marks})", list(chunk)):
                         found[rid].vectors[space] = np.frombuffer(data, dtype=np.float32, count=dim).copy()
             return [found.get(i) for i in ids]
+
+    def _get_cached(self, ids: Sequence[str]) -> list[Record | None]:
+        """Records without vectors, from rows cached until the next write (see :mod:`.sqlite_rows`)."""
+        with self._mutex:
+            cache = self._rows
+            if self.read_only:  # another process writes: rows are valid for one sequence number
+                cache.valid_for(self.last_seq())
+            rows = cache.rows
+            missing = [i for i in dict.fromkeys(ids) if i not in rows]
+            if missing:
+                fetched: dict[str, list[Any]] = {}
+                for chunk in _chunks(missing):
+                    marks = ",".join("?" * len(chunk))
+                    for row in self.db.execute(
+                        f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at FROM records WHERE id IN ({marks})", list(chunk)
+                    ):
+                        fetched[row[0]] = [*row, ()]
+                    links: dict[str, list[Link]] = {}
+                    for src, tgt, rel, w in self.db.execute(f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)):
+                        links.setdefault(src, []).append(Link(tgt, rel, w))
+                    for rid, ls in links.items():
+                        fetched[rid][8] = tuple(ls)
+                found = {rid: tuple(row) for rid, row in fetched.items()}
+            else:
+                found = {}
+            out: list[Record | None] = []
+            for i in ids:
+                row = rows.get(i) or found.get(i)
+                if row is None:
+                    out.append(None)
+                    continue
+                # the common shapes cheaply: no scope, empty metadata (this runs for every hit of every query)
+                scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
+                out.append(Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, row[8], scope, row[6], row[7]))
+            if found:
+                cache.put(found)
+            return out
 
     def texts(self, ids: Sequence[str]) -> list[str | None]:
         """One ``SELECT id, text`` per chunk of ids: no metadata parsing, links or vectors."""
