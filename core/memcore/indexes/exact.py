@@ -18,7 +18,7 @@ from ..allowed import AllowedIds
 from ..errors import CorruptError, DimensionError
 from ..atomic import atomic_write_bytes, atomic_write_json
 from ..index import Index, IndexContext, Requirements
-from ..records import Hit, Query, Record, validate_k
+from ..records import Hit, Query, Record, check_finite_vectors, validate_k
 from ..registry import ComponentConfig
 
 __all__ = ["ExactIndex", "ExactIndexConfig", "top_k"]
@@ -89,7 +89,9 @@ class ExactIndex(Index):
             return
         self.validate(records)
         self._version += 1
-        vectors = self._prepare(np.stack([r.vectors[self.config.space] for r in records]))
+        raw = np.stack([r.vectors[self.config.space] for r in records]).astype(np.float32, copy=False)
+        check_finite_vectors(raw, f"index {self.name!r}: vectors")  # never normalise an overflowing row to zeros
+        vectors = self._prepare(raw)
         self.remove([r.id for r in records if r.id in self._rows])
         need = self._n + len(records)
         if need > self._matrix.shape[0]:
