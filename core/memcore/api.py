@@ -12,58 +12,13 @@ from .errors import ConfigError
 from .llm import LLMs
 from .pipeline import Pipeline
 from .plugins import get_registry
-from .records import Hit
+from .memory import Memory
 from .registry import Registry
 from .service import Service
 from .settings import MemcoreSettings, check_settings, load_settings
 from .spaces import Space
 
 __all__ = ["open", "Memory"]
-
-
-class Memory:
-    """A built memory: ``.collection``, ``.pipeline``, ``.service``, ``.llms`` and the unified interface."""
-
-    def __init__(self, settings: MemcoreSettings, collection: Collection, pipeline: Pipeline, service: Service, llms: LLMs | None = None):
-        self.settings = settings
-        self.collection = collection
-        self.pipeline = pipeline
-        self.service = service
-        self.llms = llms if llms is not None else LLMs()
-        self.pipeline_error: ConfigError | None = None
-        """Why the declared pipeline cannot run here (only for services that do not use it)."""
-
-    def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Remember one item through the service; returns its id."""
-        return self.service.insert(text, vector=vector, metadata=metadata, **kwargs)
-
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
-        """Recall through the service: ``[{"id", "text", "score", "metadata"}]``."""
-        return self.service.retrieve(query, vector=vector, metadata=metadata, k=k, **kwargs)
-
-    def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: Any = None) -> list[Hit]:
-        """Run the declared pipeline (or one index) and return hits with provenance."""
-        if index is not None:
-            return self.collection.retrieve(text, index=index, k=k, where=where, scope=scope)
-        if self.pipeline_error is not None:
-            raise self.pipeline_error
-        return self.pipeline.run(self.collection, text, k=k, where=where, scope=scope)
-
-    def close(self) -> None:
-        """Close the service and the collection (indexes are saved)."""
-        try:
-            self.service.close()
-        finally:
-            try:
-                self.collection.close()
-            finally:
-                self.llms.close()
-
-    def __enter__(self) -> "Memory":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _build_spaces(settings: MemcoreSettings, parsed: dict[str, Any], registry: Registry) -> dict[str, Space]:

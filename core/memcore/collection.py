@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import ConfigError, DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
-from .filters import parse_filter
+from .allowed import AllowedCache, AllowedIds
+from .filters import Filter, filter_key, parse_filter
 from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
@@ -58,6 +59,7 @@ class Collection:
         self._indexes: dict[str, IndexHandle] = {}
         self._lock = threading.RLock()
         self._closed = False
+        self._allowed_sets = AllowedCache()
         self._pin_spaces()
         for name, definition in store.state_items("indexes").items():
             handle = self._make_handle(name, definition["kind"], definition["config"])
@@ -668,9 +670,19 @@ class Collection:
         if failures:
             raise IndexUpdateError("stored, but index update failed (rebuilt on next use): " + "; ".join(failures))
 
-    def _allowed(self, query: Query, index: str) -> set[str] | None:
+    def _allowed(self, query: Query, index: str) -> AllowedIds | None:
+        """The ids the query's filter and scope allow, resolved once per store sequence
+        (see :mod:`memcore.allowed`); None when the query has neither."""
         where = parse_filter(query.where)
-        if where is None and (query.scope is None or query.scope.is_empty()):
+        scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
+        if where is None and scope is None:
             return None
-        return set(self.store.ids(where=where, scope=query.scope, index=index))
+        key = (index, filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
+        return self._allowed_sets.get(self.store.last_seq(), key, lambda: self._resolve_allowed(where, scope, index))
+
+    def _resolve_allowed(self, where: Filter | None, scope: Scope | None, index: str) -> list[str]:
+        # Ids the index does not hold are harmless in ``allowed``: when the index holds every
+        # record, the store skips the membership join (the costlier half of the query).
+        everything = len(self._indexes[index].index) >= self.store.count()
+        return self.store.ids(where=where, scope=scope, index=None if everything else index)
 

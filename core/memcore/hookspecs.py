@@ -119,3 +119,21 @@ def register_llms(register):
     settings table. Services and stages name the LLM they use (``llm = "default"``);
     every LLM step has a deterministic fallback when none is declared or a call fails.
     """
+
+
+# ---------------------------------------------------------------------------------------
+# Command line: subcommands a plugin adds to ``memcore``
+# ---------------------------------------------------------------------------------------
+
+
+@hookspec
+def register_commands(cli):
+    """Add subcommands to the ``memcore`` command line.
+
+    ``cli`` is the root click group: call ``cli.add_command(group)`` (or decorate with
+    ``@cli.command()`` / ``@cli.group()``). The hook is called only when the CLI runs, the
+    first time it looks a command up, so loading plugins stays cheap; import heavy
+    libraries inside the command. A command whose name is already taken (a builtin or
+    another plugin's) is refused and reported on stderr, and the plugin's other commands stay.
+    Example: memcore-colbert adds ``memcore colbert serve``.
+    """

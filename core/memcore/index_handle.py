@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from .errors import CorruptError
-from .index import Index, atomic_write_json
+from .atomic import atomic_write_json
+from .index import Index
 from .logging import get_logger
 from .records import Record
 from .registry import ComponentConfig

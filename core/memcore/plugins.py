@@ -172,7 +172,7 @@ class PluginHost:
 
 
 def _hook_names() -> list[str]:
-    return [f"register_{c}" for c in CATEGORIES]
+    return [f"register_{c}" for c in CATEGORIES] + ["register_commands"]
 
 
 def _core_version() -> str | None:

@@ -93,6 +93,36 @@ class Service(ABC):
     def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
         """Recall items for a query text and/or vector, filtered by ``metadata`` (a where filter)."""
 
+    def insert_many(self, items: list[Any]) -> list[str]:
+        """Remember many items (texts, dicts with ``text``, :class:`Record` objects); returns their ids.
+
+        The default calls :meth:`insert` once per item; services that can write a batch in
+        one transaction override it.
+        """
+        from .records import Record
+
+        ids = []
+        for item in items:
+            if isinstance(item, str):
+                ids.append(self.insert(item))
+            elif isinstance(item, Record):
+                ids.append(self.insert(item.text, metadata=item.metadata, id=item.id, vectors=item.vectors or None, links=item.links or None, scope=item.scope))
+            elif isinstance(item, Mapping):
+                fields = dict(item)
+                if "text" not in fields:
+                    raise ValidationError("a record needs a 'text'")
+                ids.append(self.insert(fields.pop("text"), metadata=fields.pop("metadata", None), **fields))
+            else:
+                raise ValidationError(f"cannot insert a {type(item).__name__}; give texts, dicts or Records")
+        return ids
+
+    @staticmethod
+    def reject_unknown(method: str, options: Mapping[str, Any], known: tuple[str, ...] = ()) -> None:
+        """Raise ValidationError naming keyword arguments ``method`` does not know (never drop them)."""
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ValidationError(f"{method}() got unknown keyword argument(s) {unknown}; it accepts {sorted(known) or 'no extra keywords'}")
+
     def close(self) -> None:
         """Release what the service holds (the collection is closed by its owner)."""
 

@@ -44,6 +44,8 @@ class JsonParam(click.ParamType):
             data = json.loads(value)
         except json.JSONDecodeError as exc:
             self.fail(f"not valid JSON ({exc.msg} at column {exc.colno}): {value!r}", param, ctx)
+        except RecursionError:
+            self.fail("JSON nested too deeply", param, ctx)
         if not isinstance(data, dict):
             self.fail(f"expected a JSON object ({{...}}), got {type(data).__name__}: {value!r}", param, ctx)
         return data

@@ -7,19 +7,53 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 from ..errors import DuplicateIdError, MemcoreError, ValidationError
 from ..jsonl import read_jsonl
 from ..records import Record
 from ._common import CliError, echo_json, note, open_memory, progress
 
-RECORD_FIELDS = frozenset({"id", "text", "metadata", "scope", "links"})
+RECORD_FIELDS = frozenset({"id", "text", "metadata", "scope", "links", "vectors"})
+
+
+def attach_vectors(records: list[Record], lines: int, vectors_file: Path, space: str) -> None:
+    """Give record ``i`` row ``i`` of a ``.npy`` matrix as its vector of ``space``.
+
+    The file must hold one row per record (2-d float array, no pickle); a record whose
+    line already carries a vector of that space is an error.
+    """
+    try:
+        matrix = np.load(vectors_file, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise ValidationError(f"{vectors_file}: not a .npy array ({exc})") from None
+    if matrix.ndim != 2 or matrix.dtype.kind not in "fiu":
+        raise ValidationError(f"{vectors_file}: need a 2-d numeric array (rows = records), got shape {matrix.shape} of {matrix.dtype}")
+    if matrix.shape[0] != len(records) or lines != len(records):
+        raise ValidationError(f"{vectors_file} has {matrix.shape[0]} row(s) for {lines} line(s) ({len(records)} unique record(s)); give one row per line, no duplicate lines")
+    for record, row in zip(records, matrix):
+        if space in record.vectors:
+            raise ValidationError(f"record {record.id!r} has a vector of {space!r} in the JSON line and in {vectors_file}")
+        record.vectors[space] = np.ascontiguousarray(row, dtype=np.float32)
+
+
+def check_vectors(records: list[Record], spaces: Any) -> None:
+    """Every given vector belongs to a declared space, with its dimension and finite values
+    (checked before anything is inserted)."""
+    for record in records:
+        for name, vector in record.vectors.items():
+            if name not in spaces:
+                raise ValidationError(f"record {record.id!r} has a vector for undeclared space {name!r}; spaces: {sorted(spaces)}")
+            spaces[name].check_vector(vector, f"vector {name!r} of record {record.id!r}")
+            if not np.isfinite(vector).all():
+                raise ValidationError(f"vector {name!r} of record {record.id!r} has NaN or infinite values")
 
 
 def read_records(path: Path) -> tuple[list[Record], int]:
     """Parse and validate a whole JSON Lines file before anything is inserted.
 
-    Each non-blank line is ``{"id"?, "text", "metadata"?, "scope"?}``. The first bad line
+    Each non-blank line is ``{"id"?, "text", "metadata"?, "scope"?, "links"?, "vectors"?}``
+    (``vectors``: ``{space: [floats]}``, precomputed embeddings). The first bad line
     raises :class:`ValidationError` naming its line number; so does a second record that
     reuses an id with different content. Returns the unique records (file order) and the
     number of non-blank lines.
@@ -31,12 +65,13 @@ def read_records(path: Path) -> tuple[list[Record], int]:
         lines += 1
         unknown = sorted(set(item) - RECORD_FIELDS)
         if unknown:
-            raise ValidationError(f"{where}: unknown field(s) {unknown}; a record has id, text, metadata, scope, links")
+            raise ValidationError(f"{where}: unknown field(s) {unknown}; a record has id, text, metadata, scope, links, vectors")
         if "text" not in item:
             raise ValidationError(f"{where}: missing required field \"text\"")
         try:
             record = Record.create(
-                item["text"], id=item.get("id"), metadata=item.get("metadata"), scope=item.get("scope"), links=item.get("links") or ()
+                item["text"], id=item.get("id"), metadata=item.get("metadata"), scope=item.get("scope"), links=item.get("links") or (),
+                vectors=item.get("vectors"),
             )
         except MemcoreError as exc:
             raise ValidationError(f"{where}: {exc}") from None
@@ -59,9 +94,15 @@ def read_records(path: Path) -> tuple[list[Record], int]:
               help="Insert into this index only (repeatable). Default: every declared index.")
 @click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True,
               help="Records per atomic insert batch.")
+@click.option("--vectors", "vectors_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A .npy matrix of precomputed embeddings, row i for line i (instead of embedding the texts).")
+@click.option("--space", "space", default=None, metavar="NAME",
+              help="The space the --vectors rows belong to. Default: the only declared space.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @click.argument("input_file", metavar="INPUT.jsonl", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def ingest(config: Path | None, path: Path | None, indexes: tuple[str, ...], batch_size: int, as_json: bool, input_file: Path) -> None:
+def ingest(
+    config: Path | None, path: Path | None, indexes: tuple[str, ...], batch_size: int, vectors_file: Path | None, space: str | None, as_json: bool, input_file: Path
+) -> None:
     """Insert the records of INPUT.jsonl into the memory at --path.
 
     \b
@@ -70,7 +111,10 @@ def ingest(config: Path | None, path: Path | None, indexes: tuple[str, ...], bat
       {"text": "No id: it is derived from the content", "scope": {"user_id": "u1"}}
 
     The whole file is validated first (JSON, required "text", known fields, metadata,
-    ids): on the first bad line nothing is inserted and the error names the line. Then
+    ids, vectors): on the first bad line nothing is inserted and the error names the line.
+    Precomputed embeddings come as a "vectors" field ({"vectors": {"default": [0.1, ...]}})
+    or as --vectors FILE.npy (one row per line, for --space); given vectors are not
+    recomputed, and their dimension is checked against the space first. Then
     records go in batches (each batch atomic) through Collection.insert. Re-ingesting the
     same file is a no-op; an id that is stored with different content is refused before
     anything is inserted.
@@ -79,10 +123,19 @@ def ingest(config: Path | None, path: Path | None, indexes: tuple[str, ...], bat
     records, lines = read_records(input_file)
     if not records:
         raise CliError(f"{input_file} holds no records")
+    if space is not None and vectors_file is None:
+        raise CliError("--space names the space of --vectors; give --vectors FILE.npy too")
     memory = open_memory(config, path)
     inserted = 0
     try:
         collection = memory.collection
+        if vectors_file is not None:
+            if space is None:
+                if len(collection.spaces) != 1:
+                    raise CliError(f"say which space the --vectors rows belong to: --space NAME (spaces: {sorted(collection.spaces)})")
+                space = next(iter(collection.spaces))
+            attach_vectors(records, lines, vectors_file, space)
+        check_vectors(records, collection.spaces)
         if dict(memory.settings.store).get("kind") == "memory":
             note("note: the store is in-memory (store.kind = \"memory\"); nothing is kept after this command")
         targets = list(indexes) or None

@@ -6,7 +6,7 @@ from typing import Any, Mapping
 
 from pydantic import Field
 
-from ..errors import ConfigError
+from ..errors import ConfigError, ValidationError
 from ..hookspecs import hookimpl
 from ..registry import ComponentConfig
 from ..service import Service, hit_to_dict
@@ -24,16 +24,25 @@ class DefaultService(Service):
     """No policy: every item goes to the configured indexes; retrieval is the pipeline."""
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Insert one item (``id``, ``scope``, ``links`` may be passed as keywords)."""
-        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **kwargs}
+        """Insert one item (``id``, ``scope``, ``links``, ``vectors`` may be passed as keywords)."""
+        self.reject_unknown("insert", kwargs, ("id", "scope", "links", "vectors"))
+        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **{k: v for k, v in kwargs.items() if v is not None}}
         if vector is not None:
-            item["vectors"] = {self.vector_space(self.config.space): vector}
+            space = self.vector_space(self.config.space)
+            if space in item.get("vectors", {}):
+                raise ValidationError(f"the vector of space {space!r} is given twice (vector= and vectors=)")
+            item["vectors"] = {**item.get("vectors", {}), space: vector}
         return self.collection.insert([item], indexes=self.config.indexes)[0]
+
+    def insert_many(self, items: list[Any]) -> list[str]:
+        """Insert many items in one transaction (texts, dicts, Records); returns their ids."""
+        return self.collection.insert(items, indexes=self.config.indexes)
 
     def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
         if self.pipeline is None:
             raise ConfigError("no pipeline is configured", location="pipeline")
+        self.reject_unknown("retrieve", kwargs, ("scope",))
         q = self.make_query(query, vector, metadata, k, self.config.space)
         return [hit_to_dict(h) for h in self.pipeline.run(self.collection, q, scope=kwargs.get("scope"))]
 

@@ -19,10 +19,11 @@ import numpy as np
 from pydantic import Field
 
 from ..errors import ConfigError, CorruptError, LockedError, NotFoundError, ValidationError
-from ..filters import Filter, to_sql
+from ..filters import Filter, filter_fields, to_sql
 from ..records import Link, Record, Scope
 from ..registry import ComponentConfig
 from ..store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
+from .sqlite_fields import FieldIndexes
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig"]
 
@@ -72,6 +73,12 @@ class SQLiteStoreConfig(ComponentConfig):
     filename: str = Field("store.sqlite3", description="Database file name inside the collection directory.")
     synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
+    filter_indexes: int = Field(
+        16,
+        ge=0,
+        le=64,
+        description="Most metadata fields given an SQLite index the first time a where filter reads them (0: never).",
+    )
 
 
 def _chunks(seq: Sequence[str]) -> list[Sequence[str]]:
@@ -130,6 +137,7 @@ class SQLiteStore(Store):
             if not self.read_only:
                 self.db.executescript(_SCHEMA)
             self._check_version()
+            self._fields = FieldIndexes(self.db, self.config.filter_indexes, writable=not self.read_only)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise CorruptError(f"{self.file} is not a readable memcore store: {exc}") from None
@@ -262,6 +270,9 @@ class SQLiteStore(Store):
             return [found.get(i) for i in ids]
 
     def _where(self, where: Filter | None, scope: Scope | None, index: str | None) -> tuple[str, str, list[Any]]:
+        if where is not None:
+            with self._mutex:
+                self._fields.ensure(filter_fields(where))
         sql, params = to_sql(where, "r.metadata")
         join = ""
         if index is not None:

