@@ -102,7 +102,8 @@ def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np
     if np.iscomplexobj(value):
         raise ValidationError(f"{what} is complex; vectors are real numbers")
     try:
-        arr = np.asarray(value, dtype=np.float32)
+        with np.errstate(over="ignore"):  # values beyond float32 become inf and are refused below
+            arr = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{what} is not numeric: {exc}") from None
     if arr.ndim != 1 or arr.size == 0:
