@@ -372,10 +372,16 @@ class Query:
 _QUERY_FIELDS = frozenset({"text", "vectors", "k", "where", "scope", "extras"})
 
 
+MAX_K = 100_000
+"""The largest k a search accepts: libraries allocate k results per query up front."""
+
+
 def validate_k(k: Any) -> int:
-    """Reject k that is not a positive int (bools included)."""
+    """Reject k that is not a positive int (bools included) or above :data:`MAX_K`."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise ValidationError(f"k must be a positive integer, got {k!r}")
+    if k > MAX_K:
+        raise ValidationError(f"k must be a positive integer of at most {MAX_K:,}, got {k!r}; page through ids() for more")
     return int(k)
 
 
