@@ -22,9 +22,9 @@ from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
 from .logging import get_logger
-from .records import check_json_value
-from .records import Contribution, Hit, Link, Query, Record, Scope, validate_k
-from .registry import Registry
+from .plugins import get_registry
+from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_value, validate_k
+from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
 from .store import Store, WriteBatch
@@ -83,19 +83,17 @@ class Collection:
 
         For a collection declared in settings use :func:`memcore.open`.
         """
-        from .default_plugins.embedders import HashingEmbedder
-        from .plugins import get_registry
-        from .stores.memory import MemoryStore
-        from .stores.sqlite import SQLiteStore
-
+        registry = registry or get_registry()
         owned = store is None
-        if store is None:
-            store = SQLiteStore(path) if path is not None else MemoryStore()
+        if store is None:  # the builtin defaults, resolved through the registry like any component
+            store_reg = registry.get("stores", "sqlite" if path is not None else "memory")
+            store = store_reg.factory(store_reg.parse_config({}, "store"), Path(path) if path is not None else None)
         if spaces is None:
-            emb = HashingEmbedder()
+            emb_reg = registry.get("embedders", "hashing")
+            emb = emb_reg.factory(emb_reg.parse_config({}, "spaces.default.embedder"))
             spaces = {"default": Space("default", emb.dim, emb, "hashing")}
         try:
-            return cls(store, spaces, registry or get_registry(), path)
+            return cls(store, spaces, registry, path)
         except BaseException:
             if owned:  # a failed open must not keep the writer lock
                 store.close()
@@ -112,10 +110,10 @@ class Collection:
         if new and not self.store.read_only:
             self.store.apply(WriteBatch(state=new))
 
-    def _make_handle(self, name: str, kind: str, options: Mapping[str, Any]) -> IndexHandle:
+    def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
-        config = reg.parse_config(dict(options), f"indexes.{name}")
-        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()})
+        config = reg.parse_config(options, f"indexes.{name}")
+        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind)
 
         def make() -> Index:
             index = reg.factory(config, context)
@@ -173,25 +171,65 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            handle = self._new_handle(name, kind, options)
             existing = self._indexes.get(name)
+            if existing is not None and exist_ok and existing.definition() == self._definition(name, kind, options):
+                return  # nothing built: the definition is compared on the parsed config
+            handle = self._new_handle(name, kind, options)
             if existing is not None:
-                if exist_ok and existing.definition() == handle.definition():
-                    return
                 raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
-            handle.set_aside()  # files the store does not know of are kept, never deleted
-            applied = self.store.apply(WriteBatch(state={("indexes", name): handle.definition()}))
-            handle.applied_seq = applied.seq
-            self._indexes[name] = handle
-            log.info("index.created", name=name, kind=kind)
+            self._add_handle(handle)
             if populate:
                 self.insert_to_index(name, self.store.ids())
+
+    def ensure_index(self, name: str, kind: str, **options: Any) -> bool:
+        """Make sure index ``name`` exists with this kind and options; True when it was created.
+
+        Missing: created (its factory called once). Present with the same definition: nothing
+        is built. Present otherwise: :class:`ConfigError`. See :meth:`ensure_indexes`.
+        """
+        return bool(self.ensure_indexes({name: (kind, options)}))
+
+    def ensure_indexes(self, definitions: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]]) -> list[str]:
+        """:meth:`ensure_index` for several ``{name: (kind, options or config)}``: every
+        definition is checked before any index is created. A read-only collection creates
+        nothing. Returns the names of the indexes created."""
+        with self._lock:
+            self._check_open()
+            new: list[IndexHandle] = []
+            for name, (kind, options) in definitions.items():
+                existing = self._indexes.get(name)
+                if existing is None and not self.store.read_only:
+                    new.append(self._new_handle(name, kind, options))  # the one build: checks the spaces too
+                    continue
+                definition = self._definition(name, kind, options)
+                if existing is not None and existing.definition() != definition:
+                    raise ConfigError(
+                        f"index {name!r} exists with another kind or options; drop it (Collection.drop_index) to re-create it",
+                        location=f"indexes.{name}",
+                    )
+            for handle in new:
+                self._add_handle(handle)
+            return [h.name for h in new]
+
+    def _definition(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> dict[str, Any]:
+        """What the store would keep about this index (validated, nothing built)."""
+        if not isinstance(name, str) or not INDEX_NAME.match(name):
+            raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
+        config = self.registry.get("indexes", kind, location=f"indexes.{name}.kind").parse_config(options, f"indexes.{name}")
+        return {"kind": kind, "config": config.model_dump(mode="json")}
+
+    def _add_handle(self, handle: IndexHandle) -> None:
+        handle.set_aside()  # files the store does not know of are kept, never deleted
+        applied = self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+        handle.applied_seq = applied.seq
+        self._indexes[handle.name] = handle
+        log.info("index.created", name=handle.name, kind=handle.kind)
 
     def check_index(self, name: str, kind: str, **options: Any) -> None:
         """Validate an index definition (name, kind, options, spaces) without creating anything."""
         self._new_handle(name, kind, options)
 
-    def _new_handle(self, name: str, kind: str, options: Mapping[str, Any]) -> IndexHandle:
+    def _new_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         if not isinstance(name, str) or not INDEX_NAME.match(name):
             raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
         return self._make_handle(name, kind, options)
@@ -554,7 +592,7 @@ class Collection:
         if scope is not None:
             changes["scope"] = scope
         q = q.evolve(**changes) if changes else q
-        parse_filter(q.where)
+        q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
         for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
             if space not in self.spaces:
                 raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
@@ -738,7 +776,7 @@ class Collection:
     def _allowed(self, query: Query, index: str) -> AllowedIds | None:
         """The ids the query's filter and scope allow, resolved once per store sequence
         (see :mod:`memcore.allowed`); None when the query has neither."""
-        where = parse_filter(query.where)
+        where = query.parsed_where()
         scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
         if where is None and scope is None:
             return None

@@ -7,6 +7,8 @@ do next.
 
 from __future__ import annotations
 
+from .providers import INSTALL_HINT
+
 __all__ = [
     "MemcoreError",
     "ConfigError",
@@ -63,7 +65,7 @@ class UnknownComponentError(ConfigError):
         if closest:
             parts.append(f"Did you mean {closest!r}?")
         if extra:
-            parts.append(f'It is provided by: pip install "memcore[{extra}]"')
+            parts.append("It is provided by: " + INSTALL_HINT.format(extra=extra))
         super().__init__(" ".join(parts), location=location)
 
 

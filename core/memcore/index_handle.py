@@ -75,6 +75,9 @@ class IndexHandle:
     stale: bool = False
     directory: Path | None = None
     loaded_from_disk: bool = field(default=False)
+    pristine: bool = True
+    """``index`` is as its factory built it (nothing added or loaded): a rebuild fills it
+    instead of building another one."""
     error: str | None = None
     """Why the index is broken (it could not be built, loaded or rebuilt); None when usable."""
 
@@ -93,6 +96,7 @@ class IndexHandle:
         missing = [rid for rid in adds if rid not in cache]
         fetched = {r.id: r for r in store.get(missing) if r is not None} if missing else {}
         records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
+        self.pristine = False
         if removes:
             self.index.remove(removes)
         if records:
@@ -118,7 +122,8 @@ class IndexHandle:
         """Recreate the index from the store's members; ``fill`` completes missing vectors."""
         started = time.perf_counter()
         seq = store.last_seq()
-        fresh = self.make()
+        fresh = self.index if self.pristine else self.make()
+        self.pristine = False
         count = 0
         for batch in store.iter_records(index=self.name):
             fresh.add(fill(batch))
@@ -216,10 +221,12 @@ class IndexHandle:
             for fname, digest in meta.get("files", {}).items():
                 if _sha256(directory / fname) != digest:
                     raise CorruptError(f"checksum mismatch in {fname}")
+            self.pristine = False
             self.index.load(directory)
         except (OSError, ValueError, KeyError, CorruptError) as exc:
             log.warning("index.load_failed", name=self.name, error=str(exc), action="rebuild")
             self.index = self.make()
+            self.pristine = True
             return None
         self.loaded_from_disk = True
         self.dirty = False

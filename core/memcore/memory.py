@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .errors import NotFoundError, ValidationError
+from .errors import ConfigError, NotFoundError, ValidationError
 from .llm import LLMs
 from .records import Hit, Record, Scope
 
@@ -43,6 +43,8 @@ class Memory:
         self.pipeline = pipeline
         self.service = service
         self.llms = llms if llms is not None else LLMs()
+        self.pipeline_error: ConfigError | None = None
+        """Why the declared pipeline cannot run here (only for services that do not use it)."""
 
     # -- writes --------------------------------------------------------------------------
 
@@ -175,6 +177,8 @@ class Memory:
         """Run the declared pipeline (or one index) and return hits with provenance."""
         if index is not None:
             return self.collection.retrieve(text, index=index, k=k, where=where, scope=scope)
+        if self.pipeline_error is not None:
+            raise self.pipeline_error
         return self.pipeline.run(self.collection, text, k=k, where=where, scope=scope)
 
     # -- lifecycle -----------------------------------------------------------------------

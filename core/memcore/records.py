@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import numpy as np
 
 from .errors import DimensionError, ValidationError
+from .filters import Filter, parse_filter
 
 __all__ = ["Scope", "Link", "Record", "Query", "Hit", "Contribution", "content_id", "as_vector", "check_finite_vectors", "MAX_VECTOR_NORM", "MIN_VECTOR_NORM"]
 
@@ -318,6 +319,9 @@ def _coerce_link(value: Any, source: str) -> Link:
     return Link(link.target, link.relation, float(link.weight))
 
 
+_UNPARSED: Any = object()
+
+
 @dataclass(slots=True)
 class Query:
     """What to retrieve: text and/or vectors per space, ``k``, a ``where`` filter, scope, extras.
@@ -332,6 +336,7 @@ class Query:
     where: dict[str, Any] | None = None
     scope: Scope | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    _parsed_where: Any = field(default=_UNPARSED, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate_k(self.k)
@@ -368,20 +373,21 @@ class Query:
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)
 
+    def parsed_where(self) -> Filter | None:
+        """The ``where`` filter parsed (:class:`FilterError` when malformed), once per query:
+        every recall stage of a pipeline run resolves the same parsed filter."""
+        if self._parsed_where is _UNPARSED:
+            self._parsed_where = parse_filter(self.where)
+        return self._parsed_where  # type: ignore[no-any-return]
+
 
 _QUERY_FIELDS = frozenset({"text", "vectors", "k", "where", "scope", "extras"})
 
 
-MAX_K = 100_000
-"""The largest k a search accepts: libraries allocate k results per query up front."""
-
-
 def validate_k(k: Any) -> int:
-    """Reject k that is not a positive int (bools included) or above :data:`MAX_K`."""
+    """Reject k that is not a positive int (bools included); indexes cap it at their size."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise ValidationError(f"k must be a positive integer, got {k!r}")
-    if k > MAX_K:
-        raise ValidationError(f"k must be a positive integer of at most {MAX_K:,}, got {k!r}; page through ids() for more")
     return int(k)
 
 

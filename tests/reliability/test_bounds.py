@@ -13,7 +13,6 @@ import pytest
 
 from memcore import ConfigError, Query, ValidationError
 from memcore.plugins import get_registry
-from memcore.records import MAX_K
 
 HUGE = [10**10, 2**40, float("inf")]
 
@@ -38,10 +37,16 @@ def test_index_options_are_bounded(kind, option, value):
         registry.get("indexes", name).parse_config({**base, option: value}, f"indexes.{name}")
 
 
-@pytest.mark.parametrize("k", [MAX_K + 1, 2**40])
-def test_k_is_capped(k):
-    with pytest.raises(ValidationError, match="at most"):
-        Query(text="x", k=k)
+@pytest.mark.parametrize("k", [10**6, 2**40])
+def test_huge_k_is_capped_by_the_index_not_allocated(tmp_path, k):
+    import memcore
+
+    from .conftest import settings, vec
+
+    with memcore.open(settings(), path=tmp_path / "m") as memory:
+        memory.collection.insert([{"id": f"r{i}", "text": "t", "vectors": {"v": vec(i)}} for i in range(5)])
+        for name in ("exact", "flat"):
+            assert len(memory.collection.retrieve({"vectors": {"v": vec(1)}}, index=name, k=k)) == 5
 
 
 @pytest.mark.parametrize("plugin, model, field", [

@@ -44,8 +44,13 @@ def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, flo
         part = np.flatnonzero(scores >= kth)
     else:
         part = np.arange(n)
-    order = sorted(part.tolist(), key=lambda i: (-float(scores[i]), ids[i]))[:k]
-    return [(ids[i], float(scores[i])) for i in order]
+    part = part[np.argsort(-scores[part], kind="stable")]
+    values = scores[part]
+    if len(part) <= k and not (values[1:] == values[:-1]).any():  # no ties: numpy's order is final
+        return [(ids[i], s) for i, s in zip(part.tolist(), values.tolist())]
+    values_of = dict(zip(part.tolist(), values.tolist()))
+    order = sorted(values_of, key=lambda i: (-values_of[i], ids[i]))[:k]
+    return [(ids[i], values_of[i]) for i in order]
 
 
 class ExactIndex(Index):

@@ -175,8 +175,7 @@ class SQLiteStore(Store):
             cur.execute(f"DELETE FROM vectors WHERE record_id IN ({marks})", args)
             cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", args + args)
             cur.execute(f"DELETE FROM membership WHERE record_id IN ({marks})", args)
-        for record in batch.upserts:
-            self._write_record(cur, record)
+        self._write_records(cur, batch.upserts)
         for index, rids in batch.remove_membership.items():
             cur.executemany("DELETE FROM membership WHERE index_name=? AND record_id=?", [(index, r) for r in rids])
         for index, rids in batch.add_membership.items():
@@ -194,22 +193,36 @@ class SQLiteStore(Store):
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
         return Applied(seq, tuple(Op(seq, i, r, o) for i, r, o in ops))
 
-    def _write_record(self, cur: sqlite3.Cursor, r: Record) -> None:
-        scope = r.scope or Scope()
-        cur.execute(
+    def _write_records(self, cur: sqlite3.Cursor, records: Sequence[Record]) -> None:
+        """Upsert records with one ``executemany`` per table (not five statements per record).
+
+        Rows are written in batch order, so a repeated id ends as its last occurrence, with
+        that occurrence's vectors and links."""
+        if not records:
+            return
+        rows = []
+        for r in records:
+            scope = r.scope
+            if scope is None:
+                rows.append((r.id, r.text, json.dumps(r.metadata), None, None, None, r.created_at, r.updated_at))
+            else:
+                rows.append((r.id, r.text, json.dumps(r.metadata), scope.user_id, scope.agent_id, scope.run_id, r.created_at, r.updated_at))
+        cur.executemany(
             "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text=excluded.text, "
             "metadata=excluded.metadata, user_id=excluded.user_id, agent_id=excluded.agent_id, "
             "run_id=excluded.run_id, updated_at=excluded.updated_at",
-            (r.id, r.text, json.dumps(r.metadata), scope.user_id, scope.agent_id, scope.run_id, r.created_at, r.updated_at),
+            rows,
         )
-        cur.execute("DELETE FROM vectors WHERE record_id=?", (r.id,))
+        last = {r.id: r for r in records}
+        keys = [(rid,) for rid in last]
+        cur.executemany("DELETE FROM vectors WHERE record_id=?", keys)
         cur.executemany(
             "INSERT INTO vectors VALUES (?, ?, ?, ?)",
-            [(r.id, space, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for space, v in r.vectors.items()],
+            [(r.id, space, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for r in last.values() for space, v in r.vectors.items()],
         )
-        cur.execute("DELETE FROM links WHERE source=?", (r.id,))
-        cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", [(r.id, l.target, l.relation, l.weight) for l in r.links])
+        cur.executemany("DELETE FROM links WHERE source=?", keys)
+        cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links])
 
     def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch) -> None:
         members = sorted({rid for rids in batch.add_membership.values() for rid in rids})
@@ -232,11 +245,9 @@ class SQLiteStore(Store):
                 for row in self.db.execute(
                     f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at FROM records WHERE id IN ({marks})", list(chunk)
                 ):
-                    scope = Scope(row[3], row[4], row[5])
-                    found[row[0]] = Record(
-                        id=row[0], text=row[1], metadata=json.loads(row[2]), scope=None if scope.is_empty() else scope,
-                        created_at=row[6], updated_at=row[7],
-                    )
+                    # the common shapes cheaply: no scope, empty metadata (this runs for every hit of every query)
+                    scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
+                    found[row[0]] = Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, (), scope, row[6], row[7])
                 links: dict[str, list[Link]] = {}
                 for src, tgt, rel, w in self.db.execute(f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)):
                     links.setdefault(src, []).append(Link(tgt, rel, w))

@@ -16,6 +16,7 @@ from typing import Any
 from memcore import ConfigError
 
 from .config import FaissIndexConfig
+from .defaults import DEFAULT_EF_CONSTRUCTION
 from .grammar import check_dimension, parse_factory
 
 __all__ = ["Layout", "make_layout", "import_faiss", "DEFAULT_MIN_TRAIN", "TRAIN_POINTS_PER_CENTROID"]
@@ -80,8 +81,8 @@ class Layout:
         faiss = self.faiss
         cfg = self.config
         core = _core(faiss, base)
-        if cfg.ef_construction is not None and hasattr(core, "hnsw"):
-            core.hnsw.efConstruction = cfg.ef_construction
+        if hasattr(core, "hnsw"):
+            core.hnsw.efConstruction = cfg.ef_construction if cfg.ef_construction is not None else DEFAULT_EF_CONSTRUCTION
         if cfg.ef_search is not None and hasattr(core, "hnsw"):
             core.hnsw.efSearch = cfg.ef_search
         if cfg.nprobe is not None and self.family == "ivf":

@@ -40,8 +40,10 @@ class FaissIndexConfig(ComponentConfig):
         min_length=1,
         description='Any faiss index_factory string without "IDMap": "Flat", "HNSW32", "IVF1024,Flat", "IVF256,PQ16", ...',
     )
-    ef_search: int | None = Field(None, ge=1, le=MAX_EF, description="HNSW efSearch (search-time breadth); faiss default 16.")
-    ef_construction: int | None = Field(None, ge=1, le=MAX_EF, description="HNSW efConstruction (build-time breadth); faiss default 40.")
+    ef_search: int | None = Field(
+        None, ge=1, le=MAX_EF, description="HNSW efSearch (search-time breadth); default: automatic, max(2k, 40 + 8 per doubling of the size above 1,000)."
+    )
+    ef_construction: int | None = Field(None, ge=1, le=MAX_EF, description="HNSW efConstruction (build-time breadth); default 80 (faiss' own: 40).")
     nprobe: int | None = Field(None, ge=1, le=MAX_NPROBE, description="IVF nprobe (inverted lists visited per query); faiss default 1.")
     params: dict[str, float] = Field(
         default_factory=dict,
