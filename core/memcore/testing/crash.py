@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -155,8 +155,10 @@ def run_crash_trials(
     settings: dict[str, Any] | None = None,
     seed: int = 0,
     max_delay: float = 1.5,
+    progress: Callable[[int, CrashReport], None] | None = None,
 ) -> CrashReport:
-    """Run ``trials`` kill-and-verify rounds on ``directory``; returns the totals."""
+    """Run ``trials`` kill-and-verify rounds on ``directory``; returns the totals
+    (``progress(trial, report)`` is called after each round)."""
     settings = settings or crash_settings()
     directory = Path(directory)
     rng = random.Random(seed)
@@ -209,6 +211,8 @@ def run_crash_trials(
         report.kill_phases[phase] = report.kill_phases.get(phase, 0) + 1
         _verify(directory, settings, expected, gone, report)
         report.trials += 1
+        if progress is not None:
+            progress(trial, report)
     report.seconds = round(time.perf_counter() - started, 2)
     return report
 
