@@ -405,6 +405,8 @@ class Collection:
         """Change fields of an existing record (NotFoundError when absent); returns the new record."""
         with self._lock:
             old = self.get(id)
+            if metadata is not None and not isinstance(metadata, Mapping):
+                raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
             meta = {**old.metadata, **(metadata or {})} if merge_metadata else (old.metadata if metadata is None else metadata)
             new = Record.create(
                 old.text if text is None else text,
