@@ -255,7 +255,7 @@ class BM25Index(Index):
         mask = base.weight_mask(allowed) if base is not None else None
         unchanged = self._fresh.n_slots == 0 and (base is None or base.n_dead == 0)
         out = []
-        for query, mode, sequence in zip(queries, modes, self._tokenizer.queries([q.text for q in queries])):
+        for _query, mode, sequence in zip(queries, modes, self._tokenizer.queries([q.text for q in queries])):
             terms = self._query_terms(sequence)
             if terms is None:
                 out.append([])
