@@ -20,6 +20,15 @@ from .spaces import Space
 __all__ = ["open", "Memory"]
 
 
+def declared_populate(name: str, entry: dict[str, Any], *, owned: bool) -> bool:
+    """Pop ``populate`` from an index entry: whether a newly created index is filled from the
+    store (default true; service-owned indexes follow their service's policy: false)."""
+    value = entry.pop("populate", not owned)
+    if not isinstance(value, bool):
+        raise ConfigError(f"populate must be true or false, not {value!r}", location=f"indexes.{name}.populate")
+    return value
+
+
 def _build_spaces(settings: MemcoreSettings, parsed: dict[str, Any], registry: Registry) -> dict[str, Space]:
     spaces = {}
     for name, entry in settings.spaces.items():
@@ -68,20 +77,15 @@ def open(
         if clash:
             raise ConfigError(f"index name(s) {clash} are reserved by service {parsed['service'].kind!r}", location="indexes")
         declared = {**{n: dict(e) for n, e in resolved.indexes.items()}, **{n: dict(e) for n, e in required.items()}}
+        populate = {name: declared_populate(name, entry, owned=name in required) for name, entry in declared.items()}
         for name, entry in declared.items():  # validate every definition before creating any
             collection.check_index(name, **entry)
         for name, entry in declared.items():
             kind = entry.pop("kind")
             if collection.has_index(name):
-                try:
-                    collection.create_index(name, kind, exist_ok=True, **entry)
-                except ConfigError:
-                    raise ConfigError(
-                        f"index {name!r} exists with another kind or options; drop it (Collection.drop_index) to re-create it",
-                        location=f"indexes.{name}",
-                    ) from None
+                collection.create_index(name, kind, exist_ok=True, **entry)  # search-time changes apply; build-time ones raise
             elif not store.read_only:
-                collection.create_index(name, kind, **entry)
+                collection.create_index(name, kind, populate=populate[name], **entry)
         pipeline = parsed["pipeline"]
         pipeline.check(collection)
         service = service_reg.factory(parsed["service"], collection, pipeline)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -19,7 +20,9 @@ from .filters import parse_filter
 from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
+from .index_options import changed_options, check_change
 from .logging import get_logger
+from .progress import progress_for
 from .records import Contribution, Hit, Link, Query, Record, Scope, validate_k
 from .registry import Registry
 from .record_input import RecordInput, coerce_records
@@ -137,26 +140,63 @@ class Collection:
     # -- indexes -------------------------------------------------------------------------
 
     def create_index(self, name: str, kind: str, *, exist_ok: bool = False, populate: bool = False, **options: Any) -> None:
-        """Create an empty index ``name`` of a registered ``kind`` with its own options.
+        """Create an index ``name`` of a registered ``kind`` with its own options.
 
-        ``exist_ok``: no error when an index with the same kind and options exists.
-        ``populate``: add every record of the collection to it.
+        ``exist_ok``: no error when an index of that name and kind exists with the same
+        build-time options; changed search-time options (``ComponentConfig.search_time``)
+        are applied, a changed build-time option raises :class:`ConfigError` naming it.
+        ``populate``: fill the new index with every record of the collection
+        (:meth:`populate_index`); otherwise it starts empty.
         """
         with self._lock:
             self._check_open()
             handle = self._new_handle(name, kind, options)
             existing = self._indexes.get(name)
             if existing is not None:
-                if exist_ok and existing.definition() == handle.definition():
+                if not exist_ok:
+                    raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
+                if existing.definition() == handle.definition():
                     return
-                raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
+                changed = check_change(name, kind, existing.definition()["config"], handle.config, old_kind=existing.kind)
+                self._reconfigure(existing, handle, changed)
+                return
             handle.remove_files()
             applied = self.store.apply(WriteBatch(state={("indexes", name): handle.definition()}))
             handle.applied_seq = applied.seq
             self._indexes[name] = handle
             log.info("index.created", name=name, kind=kind)
             if populate:
-                self.insert_to_index(name, self.store.ids())
+                self.populate_index(name)
+
+    def _reconfigure(self, existing: IndexHandle, handle: IndexHandle, changed: list[str]) -> None:
+        """Swap in ``handle`` (same build-time options, new search-time ones) over the saved index."""
+        if not existing.stale:
+            existing.save()
+        if not self.store.read_only:
+            self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+        self._open_handle(handle)
+        handle.dirty = True  # the manifest gets the new search-time values on the next save
+        self._indexes[handle.name] = handle
+        log.info("index.reconfigured", name=handle.name, options=changed)
+
+    def populate_index(self, name: str, *, batch_size: int = 512) -> int:
+        """Add every stored record that is not yet in index ``name`` to it, in batches
+        (each batch atomic); returns how many were added. Progress goes to the reporter of
+        :mod:`memcore.progress` (the CLI's progress bar)."""
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValidationError(f"batch_size must be a positive int, not {batch_size!r}")
+        with self._lock:
+            self._handle(name)
+            started = time.perf_counter()
+            members = set(self.store.ids(index=name))
+            todo = [i for i in self.store.ids() if i not in members]
+            with progress_for(f"Populating {name}", len(todo)) as update:
+                for start in range(0, len(todo), batch_size):
+                    chunk = todo[start : start + batch_size]
+                    self.insert_to_index(name, chunk)
+                    update(len(chunk))
+            log.info("index.populated", name=name, records=len(todo), seconds=round(time.perf_counter() - started, 3))
+            return len(todo)
 
     def check_index(self, name: str, kind: str, **options: Any) -> None:
         """Validate an index definition (name, kind, options, spaces) without creating anything."""
@@ -201,11 +241,28 @@ class Collection:
         """True when an index of that name exists."""
         return name in self._indexes
 
-    def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild an index from the store; returns the number of records indexed."""
+    def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None, **options: Any) -> int:
+        """Rebuild an index from the store; returns the number of records indexed.
+
+        ``options`` (all of the index's options, as for :meth:`create_index`) give it a new
+        definition first -- the way to change a build-time option. Without ``progress``,
+        progress goes to the reporter of :mod:`memcore.progress`.
+        """
         with self._lock:
             handle = self._handle(name)
-            count = handle.rebuild(self.store, self._fill_for(handle, persist=True), progress)
+            if options:
+                new = self._new_handle(name, handle.kind, options)
+                if new.definition() != handle.definition():
+                    self.store.apply(WriteBatch(state={("indexes", name): new.definition()}))
+                    handle.remove_files()
+                    self._indexes[name] = new
+                    log.info("index.redefined", name=name, options=changed_options(handle.definition()["config"], new.definition()["config"]))
+                    handle = new
+            if progress is not None:
+                count = handle.rebuild(self.store, self._fill_for(handle, persist=True), progress)
+            else:
+                with progress_for(f"Rebuilding {name}", self.store.count(index=name)) as update:
+                    count = handle.rebuild(self.store, self._fill_for(handle, persist=True), update)
             handle.save()
             return count
 

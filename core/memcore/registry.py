@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
@@ -43,6 +43,10 @@ class ComponentConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    search_time: ClassVar[frozenset[str]] = frozenset()
+    """Fields that only matter at search time (faiss ``ef_search``...): changing them when a
+    memory is reopened just works. Every other field is build-time (a change needs a rebuild)."""
 
     kind: str
 
@@ -100,6 +104,9 @@ class Registry:
             raise PluginError(f"{category} {name!r}: config_model must be a pydantic model class")
         if "kind" not in config_model.model_fields:
             raise PluginError(f"{category} {name!r}: config_model must have a 'kind' field (subclass memcore.ComponentConfig)")
+        unknown = sorted(set(getattr(config_model, "search_time", ())) - set(config_model.model_fields))
+        if unknown:
+            raise PluginError(f"{category} {name!r}: search_time names {unknown}, which are not fields of {config_model.__name__}")
         return Registration(category, name, factory, config_model, plugin)
 
     def conflicts(self, registrations: list[Registration]) -> list[str]:

@@ -198,7 +198,7 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> dict[str, A
             parsed["spaces"][name] = reg.parse_config({k: v for k, v in emb.items() if k != "kind"}, f"spaces.{name}.embedder")
     for name, entry in settings.indexes.items():
         reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
-        parsed["indexes"][name] = reg.parse_config({k: v for k, v in entry.items() if k != "kind"}, f"indexes.{name}")
+        parsed["indexes"][name] = reg.parse_config({k: v for k, v in entry.items() if k not in ("kind", "populate")}, f"indexes.{name}")
     parsed["pipeline"] = Pipeline.from_config(settings.pipeline, registry)
     service = dict(settings.service)
     reg = registry.get("services", service["kind"], location="service.kind")
