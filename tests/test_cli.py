@@ -80,7 +80,7 @@ def hits_json(result) -> list[dict]:
 
 def test_help_for_every_command(runner):
     top = invoke(runner, "--help")
-    assert set(main.commands) == {"plugins", "ingest", "query", "info", "demo", "eval"}
+    assert set(main.commands) == {"plugins", "ingest", "query", "info", "demo", "eval", "index"}
     for name, command in main.commands.items():
         assert name in top.stdout
         result = runner.invoke(main, [name, "--help"], prog_name="memcore")

@@ -124,6 +124,7 @@ class PluginHost:
         except Exception as exc:  # noqa: BLE001 - isolation is the point
             info.error = f"{type(exc).__name__}: {exc}"
             info.registers = {}
+            self.registry.failed[name] = (distribution, info.error)
             log.warning("plugin.load_failed", plugin=name, error=info.error)
         return info
 

@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
 import click
 
-from ..errors import NotFoundError
+from ..errors import ConfigError, NotFoundError
 
 T = TypeVar("T")
 
@@ -138,7 +138,11 @@ def require_collection(settings: Any, path: str | os.PathLike[str] | None) -> No
         return
     directory = path if path is not None else settings.path
     if directory is None:
-        return  # memcore.open explains that the sqlite store needs a directory
+        raise ConfigError(
+            "the sqlite store keeps a memory in a directory: give it with --path DIR "
+            "(the directory `memcore ingest --path DIR` wrote), or set `path` in the settings file",
+            location="store",
+        )
     file = Path(directory) / store.get("filename", "store.sqlite3")
     if not file.is_file():
         raise NotFoundError(f"no memcore collection at {directory} (no {file.name}); create one with `memcore ingest` first")
