@@ -62,11 +62,13 @@ use_checkout("fifo-kv", "embed")
 
 from _scifact import DATA, hybrid_memory  # noqa: E402
 
+from memcore import LLMs  # noqa: E402
 from memcore.eval import evaluate_run  # noqa: E402
 from memcore.eval.metrics import ndcg_at_k  # noqa: E402
 from memcore.pipeline import PRESETS, Pipeline  # noqa: E402
 from memcore.plugins import get_registry  # noqa: E402
 from memcore.records import Query  # noqa: E402
+from memcore_embed import ChatClient  # noqa: E402
 from memcore_embed.llama_server import MODEL_ALIAS, LlamaServer, smollm2_gguf  # noqa: E402
 
 # -- the collection (as bench_presets.py) ---------------------------------------------------------
@@ -85,7 +87,8 @@ def ranking_schema(n: int) -> dict[str, Any]:
 
 
 def llm_stage_entry(args: argparse.Namespace, base_url: str, variant: str) -> dict[str, Any]:
-    """The ``llm_rerank`` stage of ``variant`` as it would appear in settings."""
+    """The ``llm_rerank`` stage of ``variant``, with under ``llm`` the table of the ``openai``
+    LLM it uses (declared as ``[llms.default]`` in settings)."""
     entry: dict[str, Any] = {
         "kind": "llm_rerank",
         "top_n": args.top_n,
@@ -243,7 +246,10 @@ def main() -> None:
         baseline = Pipeline.from_config("advanced", registry)
         baseline.check(memory.collection)
         entries = {v: llm_stage_entry(args, url, v) for v in variants}
-        pipelines = {v: Pipeline.from_config(with_llm_rerank(e), registry) for v, e in entries.items()}
+        pipelines = {}
+        for v, e in entries.items():  # the stage names the LLM "default"; the endpoint is that LLM's table
+            pipelines[v] = Pipeline.from_config(with_llm_rerank({k: x for k, x in e.items() if k != "llm"}), registry)
+            pipelines[v].bind_llms(LLMs.of(default=ChatClient(e["llm"])))
         stages, replies = {}, {}
         for v, p in pipelines.items():
             p.check(memory.collection)

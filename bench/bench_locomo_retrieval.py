@@ -53,6 +53,7 @@ from _common import emit, finish_environment, header, log, package_version, use_
 use_checkout("fifo-kv", "embed", "rrf")
 
 import memcore  # noqa: E402
+from memcore.eval import locomo  # noqa: E402
 from memcore.pipeline import PRESETS, Pipeline, apply_overrides  # noqa: E402
 from memcore.plugins import get_registry  # noqa: E402
 from memcore.records import Query  # noqa: E402
@@ -60,8 +61,8 @@ from memcore.records import Query  # noqa: E402
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
 KS = (5, 10, 25, 50)
 """Cut-offs of recall@k (those up to --k, plus --k itself)."""
-HEADLINE_CATEGORIES = (1, 2, 3, 4)
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+HEADLINE_CATEGORIES = locomo.HEADLINE_CATEGORIES
+CATEGORY_NAMES = locomo.CATEGORY_NAMES
 TEXT_MODES = ("caption", "plain")
 DEFAULT_TEXT = "caption"
 """The headline record text. On the dev conversations ``caption`` and ``plain`` are equal
@@ -111,62 +112,31 @@ may take a ``_depth<over_fetch>`` suffix (``rrf10_depth3``): both recall stages 
 multiple of k."""
 
 DEPTH_SUFFIX = re.compile(r"^(?P<base>.+)_depth(?P<of>\d+(?:\.\d+)?)$")
-EVIDENCE_ID = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 
 
-# -- data ---------------------------------------------------------------------------------
-
-
-def normalise_ids(raw: Any) -> list[str]:
-    """Canonical ``D<s>:<t>`` ids in a raw evidence entry ("D8:6; D9:17", "D9:1 D4:4",
-    "D:11:26", "D30:05" -> "D30:5"); an entry without one ("D") gives none."""
-    return [f"D{int(s)}:{int(t)}" for s, t in EVIDENCE_ID.findall(str(raw))]
-
-
-@dataclass
-class Question:
-    """One QA item: text, category, normalised evidence turn ids (deduplicated, known turns)."""
-
-    text: str
-    category: int
-    evidence: list[str]
+# -- data (memcore.eval.locomo) ------------------------------------------------------------
 
 
 @dataclass
 class Conversation:
-    """One LoCoMo sample: its turns (dicts) and questions."""
+    """One LoCoMo sample as this bench uses it: turns as dicts (dia_id, speaker, text,
+    blip_caption, session, date_time) and the questions of :mod:`memcore.eval.locomo`."""
 
     sample_id: str
     turns: list[dict[str, Any]]
-    questions: list[Question]
+    questions: list[locomo.Question]
     dropped_evidence: list[str] = field(default_factory=list)
 
 
 def load_locomo(path: Path) -> list[Conversation]:
-    """Parse the LoCoMo file; evidence ids that name no turn are dropped (and listed)."""
+    """:func:`memcore.eval.locomo.load_locomo`, turns as dicts."""
     out = []
-    for sample in json.loads(path.read_text()):
-        conv = sample["conversation"]
-        sessions = sorted((int(m.group(1)), key) for key in conv if (m := re.fullmatch(r"session_(\d+)", key)))
-        turns = []
-        for number, key in sessions:
-            for turn in conv[key]:
-                ids = normalise_ids(turn["dia_id"])
-                if len(ids) != 1:
-                    raise SystemExit(f"{sample['sample_id']}: unreadable turn id {turn['dia_id']!r}")
-                turns.append({**turn, "dia_id": ids[0], "session": number, "date_time": conv.get(f"{key}_date_time", "")})
-        known = {t["dia_id"] for t in turns}
-        questions, dropped = [], []
-        for qa in sample["qa"]:
-            evidence: list[str] = []
-            for raw in qa.get("evidence") or []:
-                for eid in normalise_ids(raw):
-                    if eid not in known:
-                        dropped.append(f"{raw!s}")
-                    elif eid not in evidence:
-                        evidence.append(eid)
-            questions.append(Question(str(qa["question"]), int(qa["category"]), evidence))
-        out.append(Conversation(sample["sample_id"], turns, questions, dropped))
+    for conv in locomo.load_locomo(path):
+        turns = [
+            {"dia_id": t.dia_id, "speaker": t.speaker, "text": t.text, "blip_caption": t.caption, "session": t.session, "date_time": t.date_time}
+            for t in conv.turns
+        ]
+        out.append(Conversation(conv.sample_id, turns, conv.questions, conv.dropped_evidence))
     return out
 
 
@@ -232,15 +202,8 @@ def build(conv: Conversation, mode: str) -> Built:
 
 
 def first_turns(hit_ids: list[str], turn_of: dict[str, str], k: int) -> list[str]:
-    """The first k distinct turns of a ranking (entries -> their dia_ids, in rank order)."""
-    seen: list[str] = []
-    for hid in hit_ids:
-        turn = turn_of[hid]
-        if turn not in seen:
-            seen.append(turn)
-            if len(seen) == k:
-                break
-    return seen
+    """The first k distinct turns of a ranking (:func:`memcore.eval.locomo.first_turns`)."""
+    return locomo.first_turns(([turn_of[h]] for h in hit_ids), k)
 
 
 Row = tuple[str, int, dict[int, float]]

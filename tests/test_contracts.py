@@ -84,6 +84,7 @@ class OverlapIndex(Index):
             self.docs.pop(rid, None)
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        k = memcore.validate_k(k)
         words = set(re.findall(r"\w+", (query.text or "").lower()))
         scored = [(len(words & doc), rid) for rid, doc in self.docs.items() if allowed is None or rid in allowed]
         best = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:k]

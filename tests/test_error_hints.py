@@ -40,7 +40,7 @@ def test_unknown_space_key_is_suggested():
 
 def test_kind_of_a_plugin_that_failed_to_load_says_so():
     host = PluginHost(load_entry_points=False)
-    host.add("extras", lambda: (_ for _ in ()).throw(RuntimeError("needs libtrigram")), distribution="memcore-extras")
+    host.load("extras", lambda: (_ for _ in ()).throw(RuntimeError("needs libtrigram")), distribution="memcore-extras")
     with pytest.raises(UnknownComponentError) as info:
         host.registry.get("indexes", "trigram", location="indexes.t.kind")
     message = str(info.value)
@@ -50,7 +50,7 @@ def test_kind_of_a_plugin_that_failed_to_load_says_so():
 
 def test_known_provider_that_failed_is_named_as_the_provider():
     host = PluginHost(load_entry_points=False)
-    host.add("fifo-kv", lambda: (_ for _ in ()).throw(ImportError("No module named 'bm25s'")), distribution="memcore-fifo-kv")
+    host.load("fifo-kv", lambda: (_ for _ in ()).throw(ImportError("No module named 'bm25s'")), distribution="memcore-fifo-kv")
     with pytest.raises(UnknownComponentError, match=r"Plugin 'fifo-kv', which provides it, failed to load \(ImportError: No module named 'bm25s'\)"):
         host.registry.get("indexes", "bm25")
 

@@ -15,17 +15,20 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .errors import ConfigError, DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
-from .filters import parse_filter
+from .allowed import AllowedCache, AllowedIds
+from .broken_index import StoredConfig, UnavailableIndex, describe_failure, saved_seq
+from .errors import BrokenIndexError, ConfigError, DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
+from .filters import Filter, filter_key, parse_filter
 from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
 from .index_options import changed_options, check_change
 from .logging import get_logger
+from .plugins import get_registry
 from .progress import progress_for
-from .records import Contribution, Hit, Link, Query, Record, Scope, validate_k
-from .registry import Registry
-from .record_input import RecordInput, coerce_records
+from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_value, validate_k
+from .registry import ComponentConfig, Registry
+from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
 from .store import Store, WriteBatch
 
@@ -46,6 +49,8 @@ def _state(changes: StateChanges | None) -> dict[tuple[str, str], Any]:
             raise ValidationError(f"state keys are (namespace, key) pairs of non-empty strings, got {key!r}")
         if key[0] in RESERVED_STATE:
             raise ValidationError(f"state namespace {key[0]!r} is memcore's own")
+        if value is not None:
+            check_json_value(value, f"state value {key!r}")
         out[key] = value
     return out
 
@@ -61,11 +66,10 @@ class Collection:
         self._indexes: dict[str, IndexHandle] = {}
         self._lock = threading.RLock()
         self._closed = False
+        self._allowed_sets = AllowedCache()
         self._pin_spaces()
         for name, definition in store.state_items("indexes").items():
-            handle = self._make_handle(name, definition["kind"], definition["config"])
-            self._indexes[name] = handle
-            self._open_handle(handle)
+            self._indexes[name] = self._open_stored(name, definition)
 
     # -- construction --------------------------------------------------------------------
 
@@ -82,19 +86,17 @@ class Collection:
 
         For a collection declared in settings use :func:`memcore.open`.
         """
-        from .default_plugins.embedders import HashingEmbedder
-        from .plugins import get_registry
-        from .stores.memory import MemoryStore
-        from .stores.sqlite import SQLiteStore
-
+        registry = registry or get_registry()
         owned = store is None
-        if store is None:
-            store = SQLiteStore(path) if path is not None else MemoryStore()
+        if store is None:  # the builtin defaults, resolved through the registry like any component
+            store_reg = registry.get("stores", "sqlite" if path is not None else "memory")
+            store = store_reg.factory(store_reg.parse_config({}, "store"), Path(path) if path is not None else None)
         if spaces is None:
-            emb = HashingEmbedder()
+            emb_reg = registry.get("embedders", "hashing")
+            emb = emb_reg.factory(emb_reg.parse_config({}, "spaces.default.embedder"))
             spaces = {"default": Space("default", emb.dim, emb, "hashing")}
         try:
-            return cls(store, spaces, registry or get_registry(), path)
+            return cls(store, spaces, registry, path)
         except BaseException:
             if owned:  # a failed open must not keep the writer lock
                 store.close()
@@ -111,10 +113,10 @@ class Collection:
         if new and not self.store.read_only:
             self.store.apply(WriteBatch(state=new))
 
-    def _make_handle(self, name: str, kind: str, options: Mapping[str, Any]) -> IndexHandle:
+    def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
-        config = reg.parse_config(dict(options), f"indexes.{name}")
-        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()})
+        config = reg.parse_config(options, f"indexes.{name}")
+        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind)
 
         def make() -> Index:
             index = reg.factory(config, context)
@@ -127,6 +129,31 @@ class Collection:
             context.space(space)  # raises ConfigError for an undeclared space
         directory = self.path / "indexes" / name if self.path is not None else None
         return IndexHandle(name, kind, config, index, make, directory=directory)
+
+    def _open_stored(self, name: str, definition: Mapping[str, Any]) -> IndexHandle:
+        """Build, load and catch up a stored index; a failure gives a broken handle, never a failed open."""
+        try:
+            handle = self._make_handle(name, definition["kind"], definition["config"])
+            self._open_handle(handle)
+            return handle
+        except Exception as exc:  # noqa: BLE001 - any plugin failure: the memory still opens
+            return self._broken(name, definition, exc)
+
+    def _broken(self, name: str, definition: Mapping[str, Any], exc: BaseException) -> IndexHandle:
+        """A handle for an index that cannot be used; reported, searchable only after a rebuild."""
+        reason = describe_failure(exc)
+        kind = str(definition.get("kind", "?")) if isinstance(definition, Mapping) else "?"
+        raw = definition.get("config") if isinstance(definition, Mapping) else None
+        config = StoredConfig.model_validate({**(raw if isinstance(raw, Mapping) else {}), "kind": kind})
+        directory = self.path / "indexes" / name if self.path is not None else None
+
+        def make() -> Index:
+            raise BrokenIndexError(name, reason)
+
+        handle = IndexHandle(name, kind, config, UnavailableIndex(name, reason), make, directory=directory, error=reason)
+        handle.applied_seq = saved_seq(directory, self.store.last_seq())
+        log.error("index.broken", name=name, kind=kind, error=reason)
+        return handle
 
     def _open_handle(self, handle: IndexHandle) -> None:
         saved = handle.load()
@@ -150,34 +177,16 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            handle = self._new_handle(name, kind, options)
             existing = self._indexes.get(name)
-            if existing is not None:
-                if not exist_ok:
-                    raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
-                if existing.definition() == handle.definition():
-                    return
-                changed = check_change(name, kind, existing.definition()["config"], handle.config, old_kind=existing.kind)
-                self._reconfigure(existing, handle, changed)
+            if existing is not None and exist_ok:
+                self.ensure_indexes({name: (kind, options)})
                 return
-            handle.remove_files()
-            applied = self.store.apply(WriteBatch(state={("indexes", name): handle.definition()}))
-            handle.applied_seq = applied.seq
-            self._indexes[name] = handle
-            log.info("index.created", name=name, kind=kind)
+            handle = self._new_handle(name, kind, options)
+            if existing is not None:
+                raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
+            self._add_handle(handle)
             if populate:
                 self.populate_index(name)
-
-    def _reconfigure(self, existing: IndexHandle, handle: IndexHandle, changed: list[str]) -> None:
-        """Swap in ``handle`` (same build-time options, new search-time ones) over the saved index."""
-        if not existing.stale:
-            existing.save()
-        if not self.store.read_only:
-            self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
-        self._open_handle(handle)
-        handle.dirty = True  # the manifest gets the new search-time values on the next save
-        self._indexes[handle.name] = handle
-        log.info("index.reconfigured", name=handle.name, options=changed)
 
     def populate_index(self, name: str, *, batch_size: int = 512) -> int:
         """Add every stored record that is not yet in index ``name`` to it, in batches
@@ -198,11 +207,81 @@ class Collection:
             log.info("index.populated", name=name, records=len(todo), seconds=round(time.perf_counter() - started, 3))
             return len(todo)
 
+    def ensure_index(self, name: str, kind: str, **options: Any) -> bool:
+        """Make sure index ``name`` exists with this kind and options; True when it was created.
+
+        Missing: created (its factory called once). Present with the same definition: nothing
+        is built. Present otherwise: :class:`ConfigError`. See :meth:`ensure_indexes`.
+        """
+        return bool(self.ensure_indexes({name: (kind, options)}))
+
+    def ensure_indexes(
+        self, definitions: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]], *, populate: Iterable[str] = ()
+    ) -> list[str]:
+        """:meth:`ensure_index` for several ``{name: (kind, options or config)}``: every
+        definition is checked before any index is created. A read-only collection creates
+        nothing. Returns the names of the indexes created.
+
+        An existing index whose search-time options (``ComponentConfig.search_time``) differ
+        is reloaded with them; a different kind or build-time option is a
+        :class:`ConfigError` naming the option, both values and the rebuild command.
+        Created indexes named in ``populate`` are filled from the store (:meth:`populate_index`).
+        """
+        with self._lock:
+            self._check_open()
+            new: list[IndexHandle] = []
+            changes: list[tuple[IndexHandle, str, Mapping[str, Any] | ComponentConfig, list[str]]] = []
+            for name, (kind, options) in definitions.items():
+                existing = self._indexes.get(name)
+                if existing is None and not self.store.read_only:
+                    new.append(self._new_handle(name, kind, options))  # the one build: checks the spaces too
+                    continue
+                definition = self._definition(name, kind, options)
+                if existing is not None and existing.definition() != definition:
+                    config = self.registry.get("indexes", kind).parse_config(options, f"indexes.{name}")
+                    changed = check_change(name, kind, existing.definition()["config"], config, old_kind=existing.kind)
+                    changes.append((existing, kind, options, changed))
+            for existing, kind, options, changed in changes:
+                self._reconfigure(existing, kind, options, changed)
+            for handle in new:
+                self._add_handle(handle)
+            wanted = set(populate)
+            for handle in new:
+                if handle.name in wanted:
+                    self.populate_index(handle.name)
+            return [h.name for h in new]
+
+    def _reconfigure(self, existing: IndexHandle, kind: str, options: Mapping[str, Any] | ComponentConfig, changed: list[str]) -> None:
+        """Reload ``existing`` with new search-time options over its saved files (no rebuild)."""
+        if existing.error is None and not existing.stale:
+            existing.save()
+        handle = self._new_handle(existing.name, kind, options)
+        if not self.store.read_only:
+            self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+        self._open_handle(handle)
+        handle.dirty = True  # the manifest gets the new search-time values on the next save
+        self._indexes[handle.name] = handle
+        log.info("index.reconfigured", name=handle.name, options=changed)
+
+    def _definition(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> dict[str, Any]:
+        """What the store would keep about this index (validated, nothing built)."""
+        if not isinstance(name, str) or not INDEX_NAME.match(name):
+            raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
+        config = self.registry.get("indexes", kind, location=f"indexes.{name}.kind").parse_config(options, f"indexes.{name}")
+        return {"kind": kind, "config": config.model_dump(mode="json")}
+
+    def _add_handle(self, handle: IndexHandle) -> None:
+        handle.set_aside()  # files the store does not know of are kept, never deleted
+        applied = self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+        handle.applied_seq = applied.seq
+        self._indexes[handle.name] = handle
+        log.info("index.created", name=handle.name, kind=handle.kind)
+
     def check_index(self, name: str, kind: str, **options: Any) -> None:
         """Validate an index definition (name, kind, options, spaces) without creating anything."""
         self._new_handle(name, kind, options)
 
-    def _new_handle(self, name: str, kind: str, options: Mapping[str, Any]) -> IndexHandle:
+    def _new_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         if not isinstance(name, str) or not INDEX_NAME.match(name):
             raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
         return self._make_handle(name, kind, options)
@@ -210,7 +289,7 @@ class Collection:
     def drop_index(self, name: str) -> None:
         """Remove an index, its membership and its files (records stay)."""
         with self._lock:
-            handle = self._handle(name)
+            handle = self._handle(name, usable=False)
             self.store.apply(WriteBatch(drop_indexes=[name], state={("indexes", name): None}))
             del self._indexes[name]
             handle.remove_files()
@@ -228,6 +307,8 @@ class Collection:
                     "size": len(h.index),
                     "score": h.index.score_name,
                     "requires": {"spaces": list(h.index.requires.spaces), "text": h.index.requires.text, "links": h.index.requires.links},
+                    "status": "ok" if h.error is None else "broken",
+                    **({"error": h.error} if h.error is not None else {}),
                 }
                 for h in self._indexes.values()
             ]
@@ -244,12 +325,13 @@ class Collection:
     def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None, **options: Any) -> int:
         """Rebuild an index from the store; returns the number of records indexed.
 
+        A broken index is built afresh from its stored definition: this is how it is repaired.
         ``options`` (all of the index's options, as for :meth:`create_index`) give it a new
         definition first -- the way to change a build-time option. Without ``progress``,
         progress goes to the reporter of :mod:`memcore.progress`.
         """
         with self._lock:
-            handle = self._handle(name)
+            handle = self._repairable(name)
             if options:
                 new = self._new_handle(name, handle.kind, options)
                 if new.definition() != handle.definition():
@@ -258,22 +340,54 @@ class Collection:
                     self._indexes[name] = new
                     log.info("index.redefined", name=name, options=changed_options(handle.definition()["config"], new.definition()["config"]))
                     handle = new
+            fill = self._fill_for(handle, persist=not self.store.read_only)
             if progress is not None:
-                count = handle.rebuild(self.store, self._fill_for(handle, persist=True), progress)
+                count = self._rebuild(handle, fill, progress)
             else:
                 with progress_for(f"Rebuilding {name}", self.store.count(index=name)) as update:
-                    count = handle.rebuild(self.store, self._fill_for(handle, persist=True), update)
+                    count = self._rebuild(handle, fill, update)
             handle.save()
             return count
 
-    def _handle(self, name: str) -> IndexHandle:
+    def _repairable(self, name: str) -> IndexHandle:
+        """The handle to rebuild: a broken one is made again from its stored definition
+        (BrokenIndexError when that still fails)."""
+        handle = self._handle(name, usable=False)
+        if handle.error is None:
+            return handle
+        definition = handle.definition()
+        try:
+            return self._make_handle(name, definition["kind"], definition["config"])
+        except Exception as exc:  # noqa: BLE001 - any plugin failure stays a reported, typed state
+            self._indexes[name] = self._broken(name, definition, exc)
+            raise BrokenIndexError(name, describe_failure(exc)) from None
+
+    def _rebuild(self, handle: IndexHandle, fill: Callable[[list[Record]], list[Record]], progress: Callable[[int], None] | None) -> int:
+        """Rebuild ``handle`` and install it; a failure leaves it broken (reported) and raises BrokenIndexError."""
+        try:
+            count = handle.rebuild(self.store, fill, progress)
+        except Exception as exc:  # noqa: BLE001
+            self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
+            raise BrokenIndexError(handle.name, describe_failure(exc)) from None
+        if self._indexes.get(handle.name) is not handle:
+            self._indexes[handle.name] = handle
+            log.info("index.repaired", name=handle.name, records=count)
+        return count
+
+    def _handle(self, name: str, *, usable: bool = True) -> IndexHandle:
+        """The handle of index ``name``; with ``usable`` a broken one raises BrokenIndexError."""
         self._check_open()
         try:
             handle = self._indexes[name]
         except KeyError:
             raise NotFoundError(f"no index named {name!r}; indexes: {sorted(self._indexes) or '(none)'}") from None
-        if handle.stale:
-            handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
+        if handle.stale and handle.error is None:
+            try:
+                handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
+            except Exception as exc:  # noqa: BLE001 - reported as a broken index, never a raw failure
+                handle = self._indexes[name] = self._broken(name, handle.definition(), exc)
+        if usable and handle.error is not None:
+            raise BrokenIndexError(name, handle.error)
         return handle
 
     def _targets(self, indexes: str | Iterable[str] | None) -> list[IndexHandle]:
@@ -379,7 +493,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             scope = Scope.coerce(scope)
             found = {r.id: r for r in self.store.get(ids, with_vectors=False) if r is not None}
             missing = [i for i in ids if i not in found or (scope is not None and not scope.covers(found[i].scope))]
@@ -393,7 +507,7 @@ class Collection:
         """Add existing records to one more index (already-members are left as they are)."""
         with self._lock:
             handle = self._handle(index)
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             records = self._get_many(ids)
             members = self.store.memberships(ids)
             todo = [r for r in records if index not in members.get(r.id, ())]
@@ -407,7 +521,7 @@ class Collection:
         """Take records out of one index; they stay in the store and other indexes."""
         with self._lock:
             self._handle(index)
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             members = self.store.memberships(ids)
             missing = [i for i in ids if index not in members.get(i, ())]
             if missing:
@@ -468,7 +582,7 @@ class Collection:
         """Records by id in order, None for unknown ids."""
         with self._lock:
             self._check_open()
-            return self.store.get(list(ids))
+            return self.store.get(coerce_ids(ids))
 
     def count(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> int:
         """Number of records (in one index, matching a filter and scope)."""
@@ -545,7 +659,7 @@ class Collection:
         if scope is not None:
             changes["scope"] = scope
         q = q.evolve(**changes) if changes else q
-        parse_filter(q.where)
+        q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
         for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
             if space not in self.spaces:
                 raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
@@ -659,14 +773,13 @@ class Collection:
         """Readers catch their indexes up with what the writer process committed."""
         if self.store.read_only:
             for handle in self._indexes.values():
-                self._catch_up(handle)
+                if handle.error is None:
+                    self._catch_up(handle)
 
     def _catch_up(self, handle: IndexHandle) -> None:
         """Apply the logged ops the index has not seen; rebuild when the log no longer has them."""
-        if handle.applied_seq < self.store.log_start():
+        if handle.catch_up(self.store) is None:  # log start and ops are read in one snapshot
             handle.rebuild(self.store, self._fill_for(handle))
-        else:
-            handle.catch_up(self.store)
 
     def _only_index(self) -> IndexHandle:
         if len(self._indexes) == 1:
@@ -715,6 +828,8 @@ class Collection:
         applied = self.store.apply(batch)
         failures = []
         for handle in self._indexes.values():
+            if handle.error is not None:
+                continue  # broken: the store keeps its membership, a rebuild applies it
             try:
                 handle.apply(applied.ops, self.store, cache)
                 handle.applied_seq = applied.seq
@@ -725,9 +840,19 @@ class Collection:
         if failures:
             raise IndexUpdateError("stored, but index update failed (rebuilt on next use): " + "; ".join(failures))
 
-    def _allowed(self, query: Query, index: str) -> set[str] | None:
-        where = parse_filter(query.where)
-        if where is None and (query.scope is None or query.scope.is_empty()):
+    def _allowed(self, query: Query, index: str) -> AllowedIds | None:
+        """The ids the query's filter and scope allow, resolved once per store sequence
+        (see :mod:`memcore.allowed`); None when the query has neither."""
+        where = query.parsed_where()
+        scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
+        if where is None and scope is None:
             return None
-        return set(self.store.ids(where=where, scope=query.scope, index=index))
+        key = (index, filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
+        return self._allowed_sets.get(self.store.last_seq(), key, lambda: self._resolve_allowed(where, scope, index))
+
+    def _resolve_allowed(self, where: Filter | None, scope: Scope | None, index: str) -> list[str]:
+        # Ids the index does not hold are harmless in ``allowed``: when the index holds every
+        # record, the store skips the membership join (the costlier half of the query).
+        everything = len(self._indexes[index].index) >= self.store.count()
+        return self.store.ids(where=where, scope=scope, index=None if everything else index)
 

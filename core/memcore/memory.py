@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .errors import NotFoundError, ValidationError
+from .errors import ConfigError, NotFoundError, ValidationError
+from .llm import LLMs
 from .records import Hit, Record, Scope
 
 if TYPE_CHECKING:
@@ -34,13 +35,16 @@ def _single(items: Any) -> bool:
 
 
 class Memory:
-    """A built memory: ``.collection``, ``.pipeline``, ``.service`` and the everyday API."""
+    """A built memory: ``.collection``, ``.pipeline``, ``.service``, ``.llms`` and the everyday API."""
 
-    def __init__(self, settings: "MemcoreSettings", collection: "Collection", pipeline: "Pipeline", service: "Service"):
+    def __init__(self, settings: "MemcoreSettings", collection: "Collection", pipeline: "Pipeline", service: "Service", llms: LLMs | None = None):
         self.settings = settings
         self.collection = collection
         self.pipeline = pipeline
         self.service = service
+        self.llms = llms if llms is not None else LLMs()
+        self.pipeline_error: ConfigError | None = None
+        """Why the declared pipeline cannot run here (only for services that do not use it)."""
 
     # -- writes --------------------------------------------------------------------------
 
@@ -173,16 +177,21 @@ class Memory:
         """Run the declared pipeline (or one index) and return hits with provenance."""
         if index is not None:
             return self.collection.retrieve(text, index=index, k=k, where=where, scope=scope)
+        if self.pipeline_error is not None:
+            raise self.pipeline_error
         return self.pipeline.run(self.collection, text, k=k, where=where, scope=scope)
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the service and the collection (indexes are saved)."""
+        """Close the service, the collection (indexes are saved) and the LLMs."""
         try:
             self.service.close()
         finally:
-            self.collection.close()
+            try:
+                self.collection.close()
+            finally:
+                self.llms.close()
 
     def __enter__(self) -> "Memory":
         return self

@@ -15,9 +15,10 @@ Service state lives in the store (``WriteBatch.state``), never only in Python ob
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from .errors import ValidationError
+from .llm import LLM, LLMs, StepCounter, run_llm_step
 from .records import Hit, Query
 from .registry import ComponentConfig
 
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from .pipeline import Pipeline
 
 __all__ = ["Service", "hit_to_dict"]
+
+T = TypeVar("T")
 
 
 def hit_to_dict(hit: Hit) -> dict[str, Any]:
@@ -39,12 +42,43 @@ def hit_to_dict(hit: Hit) -> dict[str, Any]:
 
 
 class Service(ABC):
-    """Base class of memory services."""
+    """Base class of memory services.
+
+    ``uses_pipeline`` (class attribute, default True): False for a service that retrieves
+    without the memory's declared pipeline; :func:`memcore.open` then does not refuse a
+    pipeline that cannot run on the service's indexes (``Memory.query`` raises its error).
+    """
+
+    uses_pipeline: bool = True
 
     def __init__(self, config: ComponentConfig, collection: "Collection", pipeline: "Pipeline | None"):
         self.config = config
         self.collection = collection
         self.pipeline = pipeline
+        self.llms: LLMs = LLMs()
+        self.llm_steps = StepCounter()
+
+    def bind_llms(self, llms: LLMs) -> None:
+        """Receive the memory's declared LLMs (:func:`memcore.open` calls it after building
+        the service; a config field ``llm`` names the one the service uses)."""
+        self.llms = llms
+        self.llm(check=True)
+
+    def llm(self, check: bool = False) -> LLM | None:
+        """The LLM named by the config's ``llm`` field (None: the fallbacks run)."""
+        name = getattr(self.config, "llm", None)
+        return self.llms.resolve(name, "service.llm")
+
+    def run_llm_step(self, step: str, call: Callable[[LLM], T], fallback: Callable[[], T], fallback_name: str) -> T:
+        """Run one LLM step with the service's LLM (or its fallback) and count which ran."""
+        value, report = run_llm_step(step, self.llm(), call, fallback, fallback_name)
+        self.llm_steps.add(report)
+        return value
+
+    def llm_report(self) -> dict[str, Any]:
+        """Which path each LLM step took so far: ``{"model": ..., "steps": {step: {"llm": n, "fallback:<name>": n}}}``."""
+        models = sorted(self.llm_steps.models)
+        return {"model": models[0] if len(models) == 1 else (models or None), "steps": self.llm_steps.to_dict()}
 
     @classmethod
     def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
@@ -103,9 +137,12 @@ class Service(ABC):
             raise ValidationError(f"say which space the vector belongs to (service 'space' option); spaces: {spaces}")
         return spaces[0]
 
-    def make_query(self, query: str | None, vector: Any, metadata: Mapping[str, Any] | None, k: int, space: str | None = None) -> Query:
-        """A Query from the unified arguments."""
+    def make_query(
+        self, query: str | None, vector: Any, metadata: Mapping[str, Any] | None, k: int, space: str | None = None, scope: Any = None
+    ) -> Query:
+        """The one Query of a retrieve, from the unified arguments (give ``scope`` here rather
+        than to ``Pipeline.run``, which would build a second query to add it)."""
         if query is None and vector is None:
             raise ValidationError("retrieve needs a query text or a vector")
         vectors = {self.vector_space(space): vector} if vector is not None else {}
-        return Query(text=query, vectors=vectors, k=k, where=dict(metadata) if metadata else None)
+        return Query(text=query, vectors=vectors, k=k, where=dict(metadata) if metadata else None, scope=scope)

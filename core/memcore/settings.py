@@ -3,9 +3,9 @@
 Precedence: init kwargs > environment (``MEMCORE_`` prefix, ``__`` nesting, e.g.
 ``MEMCORE_INDEXES__DENSE__METRIC=ip``) > a TOML or YAML file.
 
-Each store / embedder / index / stage / service entry is ``{kind = "<registered name>",
+Each store / embedder / index / stage / service / llm entry is ``{kind = "<registered name>",
 ...its own fields}``, validated by that component's config model when the memory is built
-(:func:`check_settings`), with errors pointing at the offending key.
+(:func:`memcore.settings_check.check_settings`), with errors pointing at the offending key.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from pydantic import Field, ValidationError as PydanticValidationError, field_va
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource, YamlConfigSettingsSource
 
 from .errors import ConfigError
-from .registry import Registry, unknown_key_message
+from .registry import unknown_key_message
+from .merge import merge_layers
 
-__all__ = ["MemcoreSettings", "load_settings", "check_settings", "merge_layers"]
+__all__ = ["MemcoreSettings", "load_settings", "merge_layers", "DEFAULTS"]
 
 
 DEFAULTS: dict[str, Any] = {
@@ -48,7 +49,7 @@ def _kind_entry(value: Any, what: str, default: Mapping[str, Any] | None = None)
 
 
 class MemcoreSettings(BaseSettings):
-    """The declared memory: store, embedding spaces, indexes, pipeline, service (and LLM)."""
+    """The declared memory: store, embedding spaces, indexes, pipeline, service and LLMs."""
 
     settings_file: ClassVar[Path | None] = None
     """The TOML/YAML file read by this settings class (set by :func:`load_settings`)."""
@@ -67,7 +68,10 @@ class MemcoreSettings(BaseSettings):
     )
     pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field("basic", description="A preset name, {preset = ..., overrides = {...}}, or a list of stage entries.")
     service: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["service"]), description="Service entry.")
-    llm: dict[str, Any] | None = Field(None, description="OpenAI-compatible chat client settings (used by LLM steps).")
+    llms: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="Named LLMs (chat models) of the LLM steps: name -> {kind = ..., options}; services and stages name theirs (llm = \"default\").",
+    )
 
     @field_validator("store", "service", mode="before")
     @classmethod
@@ -79,6 +83,13 @@ class MemcoreSettings(BaseSettings):
     def _indexes(cls, value: Any) -> Any:
         if isinstance(value, Mapping):
             return {name: _kind_entry(entry, f"indexes.{name}", DEFAULTS["indexes"].get(name)) for name, entry in value.items()}
+        return value
+
+    @field_validator("llms", mode="before")
+    @classmethod
+    def _llms(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {name: _kind_entry(entry, f"llms.{name}") for name, entry in value.items()}
         return value
 
     @field_validator("spaces", mode="before")
@@ -122,22 +133,6 @@ class MemcoreSettings(BaseSettings):
         return (_LayeredSource(settings_cls, layers),)
 
 
-def merge_layers(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``upper`` over ``lower``; a table whose ``kind`` changes is replaced whole.
-
-    So ``store={"kind": "memory"}`` over a file's ``[store] kind = "sqlite" ...`` drops the
-    sqlite options, while ``MEMCORE_INDEXES__VECTOR__METRIC=ip`` only tunes one option.
-    """
-    out = dict(lower)
-    for key, value in upper.items():
-        below = out.get(key)
-        if isinstance(value, Mapping) and isinstance(below, Mapping) and not ("kind" in value and value.get("kind") != below.get("kind")):
-            out[key] = merge_layers(below, value)
-        else:
-            out[key] = value
-    return out
-
-
 class _LayeredSource(PydanticBaseSettingsSource):
     """One source merging the layers (lowest first) and naming the layer that fails to read."""
 
@@ -154,8 +149,10 @@ class _LayeredSource(PydanticBaseSettingsSource):
         for what, make in self.layers:
             try:
                 values = make()()
-            except (ValueError, OSError, yaml.YAMLError) as exc:
-                raise ConfigError(f"cannot read {what}: {exc}") from None
+            except (ValueError, OSError, yaml.YAMLError, RecursionError) as exc:
+                raise ConfigError(f"cannot read {what}: {type(exc).__name__ if isinstance(exc, RecursionError) else exc}") from None
+            if not isinstance(values, dict):  # e.g. a YAML file whose top level is a list
+                raise ConfigError(f"cannot read {what}: the top level must be a table/mapping, got {type(values).__name__}")
             merged = merge_layers(merged, values)
         return merged
 
@@ -186,25 +183,3 @@ def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: An
         if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
             message = unknown_key_message(str(first["loc"][0]), list(MemcoreSettings.model_fields))
         raise ConfigError(f"{message}{more}", location=loc) from None
-
-
-def check_settings(settings: MemcoreSettings, registry: Registry) -> dict[str, Any]:
-    """Validate every entry with its component's config model; returns the parsed configs."""
-    from .pipeline import Pipeline
-
-    parsed: dict[str, Any] = {"store": None, "spaces": {}, "indexes": {}, "service": None}
-    store = dict(settings.store)
-    parsed["store"] = registry.get("stores", store["kind"], location="store.kind").parse_config({k: v for k, v in store.items() if k != "kind"}, "store")
-    for name, space in settings.spaces.items():
-        emb = space.get("embedder")
-        if emb is not None:
-            reg = registry.get("embedders", emb["kind"], location=f"spaces.{name}.embedder.kind")
-            parsed["spaces"][name] = reg.parse_config({k: v for k, v in emb.items() if k != "kind"}, f"spaces.{name}.embedder")
-    for name, entry in settings.indexes.items():
-        reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
-        parsed["indexes"][name] = reg.parse_config({k: v for k, v in entry.items() if k not in ("kind", "populate")}, f"indexes.{name}")
-    parsed["pipeline"] = Pipeline.from_config(settings.pipeline, registry)
-    service = dict(settings.service)
-    reg = registry.get("services", service["kind"], location="service.kind")
-    parsed["service"] = reg.parse_config({k: v for k, v in service.items() if k != "kind"}, "service")
-    return parsed

@@ -38,7 +38,24 @@ class MemcoreGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         # help lists commands in the order a new user needs them, not alphabetically
+        self._add_plugin_commands()
         return list(self.commands)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._add_plugin_commands()
+        return super().get_command(ctx, cmd_name)
+
+    _plugin_commands_added = False
+
+    def _add_plugin_commands(self) -> None:
+        """Call every plugin's ``register_commands(cli)`` once (see memcore.hookspecs)."""
+        if self._plugin_commands_added:
+            return
+        self._plugin_commands_added = True
+        from .plugin_commands import add_plugin_commands
+
+        add_plugin_commands(self)
 
 
 def _version() -> str:

@@ -45,6 +45,8 @@ class JsonParam(click.ParamType):
             data = json.loads(value)
         except json.JSONDecodeError as exc:
             self.fail(f"not valid JSON ({exc.msg} at column {exc.colno}): {value!r}", param, ctx)
+        except RecursionError:
+            self.fail("JSON nested too deeply", param, ctx)
         if not isinstance(data, dict):
             self.fail(f"expected a JSON object ({{...}}), got {type(data).__name__}: {value!r}", param, ctx)
         return data
@@ -167,7 +169,7 @@ def open_settings(settings: Any, path: str | os.PathLike[str] | None) -> Any:
 def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[str] | None, *, read_only: bool = False) -> Any:
     """``memcore.open`` for a command (read-only for the reading commands)."""
     from ..plugins import get_registry
-    from ..settings import check_settings
+    from ..settings_check import check_settings
 
     settings = load_cli_settings(config, read_only=read_only)
     if read_only:

@@ -1,7 +1,8 @@
 """``memcore eval``: evaluate the retriever declared in a settings file on a benchmark.
 
 ``memcore eval beir`` ingests a BEIR folder's corpus and scores the declared pipeline on the
-queries of one split (nDCG@10, recall@100, MRR@10, queries/second).
+queries of one split (nDCG@10, recall@100, MRR@10, queries/second). ``memcore eval locomo``
+runs the LoCoMo memory test pipeline (:mod:`memcore.eval.locomo_pipeline`).
 """
 
 from __future__ import annotations
@@ -105,3 +106,49 @@ def beir(data_dir: Path, split: str, config: Path | None, k: int, path: Path | N
     click.echo(f"{report.queries} queries in {report.query_seconds:.2f}s: {report.qps:.1f} queries/s")
     for name, value in report.metrics.items():
         click.echo(f"  {name:<11} {value:.4f}")
+
+
+@eval_group.command("locomo")
+@click.option("--data", "-d", "data_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="LoCoMo JSON file (a list of samples, e.g. locomo_dev.json).")
+@click.option("--config", "-c", "config", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Evaluation config (TOML/YAML): [memory] memcore settings and [locomo] pipeline options (examples/locomo/*.toml).")
+@click.option("--out", "-o", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Directory for questions.jsonl (one line per question) and summary.json.")
+@click.option("--conversations", "-n", "limit_conversations", type=click.IntRange(min=1), default=None, help="Evaluate only the first N conversations.")
+@click.option("--questions", "-q", "limit_questions", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions of each conversation.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: recall@5/10/25/50, entry_recall@10, questions, by_category, llm (and f1, bleu1 when an LLM answered).")
+def locomo(data_file: Path, config: Path, out: Path | None, limit_conversations: int | None, limit_questions: int | None, as_json: bool) -> None:
+    """Run the LoCoMo memory test pipeline on the memory declared by --config.
+
+    Each conversation is streamed into a fresh memory in packets of 1-2 turns (insert
+    pipeline), and its questions are tested when they become answerable (test pipeline).
+    Evidence recall@k counts turns as in the LoCoMo paper; the headline figures are over
+    categories 1-4. Answers (token F1, BLEU-1) need an LLM declared in [memory.llms].
+    """
+    from ..eval.locomo import load_locomo
+    from ..eval.locomo_pipeline import load_eval_config, run_locomo
+
+    memory_settings, eval_config = load_eval_config(config)
+    conversations = load_locomo(data_file)[:limit_conversations]
+    with ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memcore-locomo-")))
+        bars = _Bars(stack)
+        stack.callback(bars.close)
+        summary = run_locomo(
+            memory_settings, eval_config, conversations, workdir, out=out, limit_questions=limit_questions,
+            progress=lambda name, total: bars.start(f"{name}")(total),
+        )
+        bars.close()
+    if as_json:
+        echo_json(summary)
+        return
+    click.echo(f"LoCoMo {data_file.name}: {len(conversations)} conversation(s), {summary['questions']} questions with evidence (categories 1-4)")
+    click.echo("  " + "  ".join(f"recall@{k} {summary[f'recall@{k}']:.4f}" for k in (5, 10, 25, 50) if summary.get(f"recall@{k}") is not None))
+    for name, cat in summary["by_category"].items():
+        click.echo(f"  {name:<15} recall@10 {cat['recall@10'] if cat['recall@10'] is not None else float('nan'):.4f}  ({cat['questions']} q)")
+    if "f1" in summary:
+        click.echo(f"  answers by {summary['llm']}: F1 {summary['f1']:.4f}  BLEU-1 {summary['bleu1']:.4f}")
+    else:
+        click.echo("  no LLM declared: answering skipped")

@@ -14,9 +14,11 @@ from typing import Collection as AbstractSet, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
+from ..allowed import AllowedIds
 from ..errors import CorruptError, DimensionError
-from ..index import Index, IndexContext, Requirements, atomic_write_bytes, atomic_write_json
-from ..records import Hit, Query, Record
+from ..atomic import atomic_write_bytes, atomic_write_json
+from ..index import Index, IndexContext, Requirements
+from ..records import Hit, Query, Record, check_finite_vectors, validate_k
 from ..registry import ComponentConfig
 
 __all__ = ["ExactIndex", "ExactIndexConfig", "top_k"]
@@ -42,8 +44,13 @@ def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, flo
         part = np.flatnonzero(scores >= kth)
     else:
         part = np.arange(n)
-    order = sorted(part.tolist(), key=lambda i: (-float(scores[i]), ids[i]))[:k]
-    return [(ids[i], float(scores[i])) for i in order]
+    part = part[np.argsort(-scores[part], kind="stable")]
+    values = scores[part]
+    if len(part) <= k and not (values[1:] == values[:-1]).any():  # no ties: numpy's order is final
+        return [(ids[i], s) for i, s in zip(part.tolist(), values.tolist())]
+    values_of = dict(zip(part.tolist(), values.tolist()))
+    order = sorted(values_of, key=lambda i: (-values_of[i], ids[i]))[:k]
+    return [(ids[i], values_of[i]) for i in order]
 
 
 class ExactIndex(Index):
@@ -60,6 +67,7 @@ class ExactIndex(Index):
         self._ids: list[str] = []
         self._rows: dict[str, int] = {}
         self._n = 0
+        self._version = 0  # bumped on every change: memos of allowed sets compare it
 
     def _prepare(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -80,7 +88,10 @@ class ExactIndex(Index):
         if not records:
             return
         self.validate(records)
-        vectors = self._prepare(np.stack([r.vectors[self.config.space] for r in records]))
+        self._version += 1
+        raw = np.stack([r.vectors[self.config.space] for r in records]).astype(np.float32, copy=False)
+        check_finite_vectors(raw, f"index {self.name!r}: vectors")  # never normalise an overflowing row to zeros
+        vectors = self._prepare(raw)
         self.remove([r.id for r in records if r.id in self._rows])
         need = self._n + len(records)
         if need > self._matrix.shape[0]:
@@ -96,6 +107,7 @@ class ExactIndex(Index):
             self._n += 1
 
     def remove(self, ids: Sequence[str]) -> None:
+        self._version += 1
         for rid in ids:
             row = self._rows.pop(rid, None)
             if row is None:
@@ -120,14 +132,16 @@ class ExactIndex(Index):
         return self.search_batch([query], k, allowed)[0]
 
     def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        k = validate_k(k)
         if not queries:
             return []
         q = self._prepare(np.stack([self._query_vector(query) for query in queries]))
         if allowed is None:
             rows, ids = None, self._ids
+        elif isinstance(allowed, AllowedIds):  # the same set again: rows and ids computed once
+            rows, ids = allowed.memo(self, "rows", self._version, lambda: self._allowed_rows(allowed))
         else:
-            rows = np.array(sorted(self._rows[i] for i in allowed if i in self._rows), dtype=np.int64)
-            ids = [self._ids[r] for r in rows]
+            rows, ids = self._allowed_rows(allowed)
         if not ids:
             return [[] for _ in queries]
         scores = self._scores(rows, q)
@@ -136,6 +150,11 @@ class ExactIndex(Index):
             pairs = top_k(row, ids, k)
             out.append([Hit(rid, s, raw=(-s if self.config.metric == "l2" else s), source=self.name) for rid, s in pairs])
         return out
+
+    def _allowed_rows(self, allowed: AbstractSet[str]) -> tuple[np.ndarray, list[str]]:
+        get = self._rows.get
+        rows = np.array(sorted(r for r in map(get, allowed) if r is not None), dtype=np.int64)
+        return rows, [self._ids[r] for r in rows.tolist()]
 
     def _query_vector(self, query: Query) -> np.ndarray:
         v = query.vectors.get(self.config.space)
@@ -164,6 +183,7 @@ class ExactIndex(Index):
         self._ids = list(meta["ids"])
         self._rows = {rid: i for i, rid in enumerate(self._ids)}
         self._n = len(self._ids)
+        self._version += 1
 
     def stats(self) -> dict:
         return {"size": self._n, "dim": self.dim, "metric": self.config.metric, "space": self.config.space}

@@ -25,6 +25,9 @@ Fixtures: :func:`register_plugin` (a context manager) and the pytest plugin
 ``memcore.testing.pytest_plugin`` (fixture ``memcore_plugin``), enabled with
 ``pytest_plugins = ["memcore.testing.pytest_plugin"]``.
 
+The plugin API check: :func:`plugin_api_violations` (imports of a plugin package that
+leave ``memcore.__all__`` / ``memcore.testing``; run by ``PluginRegistrationContract``).
+
 Data: :func:`make_records`, :func:`random_unit_vectors`, :func:`make_texts`.
 
 The contract suites need pytest; the rest of this package does not.
@@ -36,6 +39,7 @@ from typing import Any
 
 from .data import WORDS, make_records, make_texts, random_unit_vectors, unique_word
 from .plugin import register_plugin
+from .plugin_api import plugin_api, plugin_api_violations
 
 _CONTRACTS = {
     "IndexContract": "index_contract",
@@ -57,7 +61,7 @@ try:  # rewrite the suites' asserts for readable failures (must run before they 
 except ImportError:  # pragma: no cover - pytest is only needed for the contract suites
     pass
 
-__all__ = ["WORDS", "make_records", "make_texts", "random_unit_vectors", "unique_word", "register_plugin", *_CONTRACTS]
+__all__ = ["WORDS", "make_records", "make_texts", "random_unit_vectors", "unique_word", "register_plugin", "plugin_api", "plugin_api_violations", *_CONTRACTS]
 
 
 def __getattr__(name: str) -> Any:

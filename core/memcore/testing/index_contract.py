@@ -9,7 +9,7 @@ from typing import Any, Callable, ClassVar, Collection as AbstractSet, Mapping, 
 import numpy as np
 import pytest
 
-from ..errors import ValidationError
+from ..errors import DimensionError, ValidationError
 from ..index import Index, IndexContext, Requirements, SpaceInfo
 from ..records import Hit, Query, Record
 from .data import make_records, make_texts, random_unit_vectors, space_seed
@@ -303,8 +303,24 @@ class IndexContract:
         index.validate(good)
         space = index.requires.spaces[0]
         bare = good[0].evolve(vectors={s: v for s, v in good[0].vectors.items() if s != space})
-        with pytest.raises(ValidationError):
+        with pytest.raises(DimensionError):  # one error type per fault, in every index
             index.validate([good[1], bare])
         wrong = good[0].evolve(vectors={**good[0].vectors, space: np.ones(self.dim + 1, dtype=np.float32)})
-        with pytest.raises(ValidationError):
+        with pytest.raises(DimensionError):
             index.validate([wrong])
+
+    def test_query_without_its_vector_is_a_dimension_error(self, make_index):
+        index, records = self.filled_index(make_index, 4)
+        if not index.requires.spaces:
+            pytest.skip("the index requires no embedding space")
+        query = self.query_for(index, records[0])
+        space = index.requires.spaces[0]
+        bare = Query(text=query.text, vectors={s: v for s, v in query.vectors.items() if s != space}, extras=query.extras)
+        with pytest.raises(DimensionError):
+            index.search(bare, 3)
+
+    @pytest.mark.parametrize("k", [0, -1, True, 2.5, "3"])
+    def test_bad_k_is_a_validation_error(self, make_index, k):
+        index, records = self.filled_index(make_index, 4)
+        with pytest.raises(ValidationError, match="k must be a positive integer"):  # memcore.validate_k
+            index.search(self.query_for(index, records[0]), k)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import pytest
 
 from ..plugins import ENTRY_POINT_GROUP, PluginHost, PluginInfo
+from .plugin_api import plugin_api_violations
 
 __all__ = ["PluginRegistrationContract", "HEAVY_MODULES"]
 
@@ -71,13 +73,15 @@ class PluginRegistrationContract:
     ``module`` (default ``memcore_<plugin>``) of the distribution ``distribution`` (default
     ``memcore-<plugin>``); the plugin host loads it without error, as a third-party plugin
     with the distribution's version; it implements exactly the hooks of the categories in
-    ``registers`` and registers exactly those names, each owned by the plugin, with the
+    ``registers`` (plus ``other_hooks``, such as ``register_commands``) and registers exactly those names, each owned by the plugin, with the
     expected factory and config model, whose defaults validate; with
     ``MEMCORE_PLUGINS=<plugin>`` it is the only third-party plugin loaded. In a fresh
     interpreter, loading the plugin (and importing each of ``light_imports``: module
     names, or ``module:attribute``) imports none of ``heavy_modules`` (default
-    :data:`HEAVY_MODULES`). When ``allowed_imports`` is set, the plugin's modules import
-    only those top-level packages (read from their source).
+    :data:`HEAVY_MODULES`). The plugin's modules import memcore only through the plugin
+    API (names in ``memcore.__all__`` and ``memcore.testing``) and import no other plugin
+    (:func:`memcore.testing.plugin_api.plugin_api_violations`, read from their source).
+    When ``allowed_imports`` is set, they import only those top-level packages.
     """
 
     plugin: ClassVar[str] = ""
@@ -87,6 +91,8 @@ class PluginRegistrationContract:
     heavy_modules: ClassVar[Sequence[str]] = HEAVY_MODULES
     light_imports: ClassVar[Sequence[str]] = ()
     allowed_imports: ClassVar[frozenset[str] | set[str] | None] = None
+    #: hooks implemented besides the ``register_<category>`` ones (e.g. ``register_commands``)
+    other_hooks: ClassVar[Sequence[str]] = ()
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -129,7 +135,7 @@ class PluginRegistrationContract:
     def test_it_registers_exactly_what_it_declares(self, plugin_host):
         info = self._info(plugin_host)
         assert {c: sorted(names) for c, names in info.registers.items()} == {c: sorted(names) for c, names in self.registers.items() if names}
-        assert info.hooks == sorted(f"register_{c}" for c, names in self.registers.items() if names)
+        assert info.hooks == sorted([f"register_{c}" for c, names in self.registers.items() if names] + list(self.other_hooks))
 
     def test_registrations_have_the_declared_factories_and_config_models(self, plugin_host):
         plugin, _, _ = self._names()
@@ -165,6 +171,15 @@ class PluginRegistrationContract:
         report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["loaded"] and report["error"] is None, report
         assert report["heavy"] == [], f"loading {plugin} imported {report['heavy']}; import them inside the factory that needs them"
+
+    def test_its_modules_import_only_the_plugin_api(self):
+        _, module, _ = self._names()
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.submodule_search_locations, f"{module} is not an installed package"
+        problems = []
+        for location in spec.submodule_search_locations:
+            problems += plugin_api_violations(Path(location), module.split(".")[0])
+        assert not problems, "imports outside memcore's plugin API (docs/plugins/writing.md):\n" + "\n".join(problems)
 
     def test_its_modules_import_only_the_allowed_packages(self):
         if self.allowed_imports is None:

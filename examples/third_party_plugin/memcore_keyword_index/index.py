@@ -19,6 +19,7 @@ from typing import Collection as AbstractSet, Sequence
 from pydantic import Field
 
 from memcore import (
+    atomic_write_json,
     ComponentConfig,
     CorruptError,
     Hit,
@@ -29,7 +30,6 @@ from memcore import (
     Requirements,
     ValidationError,
 )
-from memcore.index import atomic_write_json
 
 __all__ = ["KeywordIndex", "KeywordIndexConfig", "tokenize"]
 

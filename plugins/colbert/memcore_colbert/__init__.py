@@ -1,15 +1,83 @@
 """memcore-colbert: late-interaction (ColBERT-style) retrieval.
 
-This distribution will provide, through memcore's ``register_*`` hooks:
+Registers, through memcore's hooks:
 
-- index kind `colbert`: MaxSim late interaction over token-level vectors (MiniLM token
-  embeddings), kept inside the index
-- index kind `colbert-remote`: the same scoring against a remote token store
+- index kind ``colbert`` (:class:`ColbertIndex`, settings :class:`ColbertIndexConfig`):
+  ColBERTv2 storage (k-means centroids, residuals compressed to 1/2/4 bits per dimension,
+  inverted lists, doclens) searched with PLAID, over token vectors from a token embedder
+  named in its settings (``minilm`` by default) and built through the registry;
+- index kind ``colbert-remote`` (:class:`ColbertRemoteIndex`): the same index behind the
+  HTTP API server ``memcore colbert serve``;
+- embedder ``token-hashing``: deterministic per-word token vectors (tests, demos; not semantic);
+- the CLI group ``memcore colbert`` (``serve``), through ``register_commands``.
 
-Status: package layout only. The module is installed and announced under the
-``memcore`` entry-point group as ``colbert``, but it registers nothing yet: it has no hook
-implementations, so it never offers a component that does not really work. The
-implementation is tracked in a later issue.
+Importing this module imports neither faiss, numpy-heavy code paths, FastAPI nor a model.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import memcore
+
+from .config import ColbertIndexConfig, ColbertQueryMode, ColbertRemoteConfig
+from .hashing import TokenHashingConfig, TokenHashingEmbedder
+
+__all__ = [
+    "ColbertIndex",
+    "ColbertIndexConfig",
+    "ColbertQueryMode",
+    "ColbertRemoteConfig",
+    "ColbertRemoteIndex",
+    "TokenHashingConfig",
+    "TokenHashingEmbedder",
+    "register_indexes",
+    "register_embedders",
+]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """The index classes are imported on first access."""
+    if name == "ColbertIndex":
+        from .index import ColbertIndex
+
+        return ColbertIndex
+    if name == "ColbertRemoteIndex":
+        from .remote import ColbertRemoteIndex
+
+        return ColbertRemoteIndex
+    raise AttributeError(name)
+
+
+def _build_local(config: ColbertIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+    """Factory of the ``colbert`` index kind."""
+    from .index import ColbertIndex
+
+    return ColbertIndex(config, context)
+
+
+def _build_remote(config: ColbertRemoteConfig, context: memcore.IndexContext) -> memcore.Index:
+    """Factory of the ``colbert-remote`` index kind."""
+    from .remote import ColbertRemoteIndex
+
+    return ColbertRemoteIndex(config, context)
+
+
+@memcore.hookimpl
+def register_indexes(register):
+    """Register ``colbert`` (in process) and ``colbert-remote`` (HTTP client): ``register(name, factory, config_model)``."""
+    register("colbert", _build_local, ColbertIndexConfig)
+    register("colbert-remote", _build_remote, ColbertRemoteConfig)
+
+
+@memcore.hookimpl
+def register_embedders(register):
+    """Register the ``token-hashing`` token embedder."""
+    register("token-hashing", TokenHashingEmbedder, TokenHashingConfig)
+
+
+@memcore.hookimpl
+def register_commands(cli):
+    """Add ``memcore colbert serve`` (the HTTP API server) to the memcore CLI."""
+    from .cli import colbert_group
+
+    cli.add_command(colbert_group)

@@ -7,11 +7,14 @@ Registers, through memcore's ``register_embedders`` hook:
   for late interaction);
 - ``openai``: any OpenAI-compatible ``/embeddings`` endpoint (:class:`OpenAIEmbedder`);
 
-and, through ``register_stages``, the pipeline stage ``llm_rerank`` (:class:`LLMRerankStage`):
-a chat model reorders the best hits, with a deterministic fallback (``keep`` / ``keyword``).
+through ``register_llms``, the LLM kinds of the LLM steps:
 
-Also :class:`memcore_embed.chat.ChatClient`, the OpenAI-compatible chat client of the LLM
-steps (no registry hook for chat clients: build it with ``ChatClient.from_settings(settings.llm)``).
+- ``openai``: :class:`memcore_embed.chat.ChatClient`, any OpenAI-compatible chat endpoint;
+- ``llama-server``: :class:`LlamaServerLLM`, a local llama.cpp server (SmolLM2-135M by
+  default) started on first use, when ``llama-cpp-python`` is installed;
+
+and, through ``register_stages``, the pipeline stage ``llm_rerank`` (:class:`LLMRerankStage`):
+the LLM it names reorders the best hits, with a deterministic fallback (``keep`` / ``keyword``).
 
 Importing this module is cheap: torch and sentence-transformers are imported on the first
 MiniLM embed, never at plugin load.
@@ -24,6 +27,7 @@ import memcore
 from .chat import ChatClient, ChatConfig
 from .errors import EmbeddingServiceError
 from .http import EndpointConfig
+from .llama_llm import LlamaServerConfig, LlamaServerLLM
 from .llm_rerank import LLMRerankConfig, LLMRerankStage, rerank_report
 from .minilm import MINILM_DIM, MiniLMConfig, MiniLMEmbedder
 from .openai_embedder import OpenAIEmbedder, OpenAIEmbedderConfig
@@ -38,6 +42,9 @@ __all__ = [
     "ChatClient",
     "ChatConfig",
     "EmbeddingServiceError",
+    "LlamaServerConfig",
+    "LlamaServerLLM",
+    "register_llms",
     "LLMRerankConfig",
     "LLMRerankStage",
     "rerank_report",
@@ -58,3 +65,10 @@ def register_embedders(register):
 def register_stages(register):
     """Register the ``llm_rerank`` stage: ``register(name, factory, config_model)``."""
     register("llm_rerank", LLMRerankStage, LLMRerankConfig)
+
+
+@memcore.hookimpl
+def register_llms(register):
+    """Register the LLM kinds ``openai`` (the chat client) and ``llama-server``."""
+    register("openai", ChatClient, ChatConfig)
+    register("llama-server", LlamaServerLLM, LlamaServerConfig)

@@ -1,10 +1,11 @@
 """The OpenAI-compatible chat client used by the LLM steps (rerank, triple extraction,
 summaries, answering): ``POST {base_url}/chat/completions``.
 
-Settings carry it as the ``llm`` table (``llm = {base_url = "...", model = "..."}``);
-:meth:`ChatClient.from_settings` builds it from ``settings.llm``. It shares the HTTP
-helper (:mod:`memcore_embed.http`) with the ``openai`` embedder: same key handling,
-retries, backoff and errors.
+It is the LLM kind ``openai`` (a :class:`memcore.LLM`), declared in settings as
+``[llms.<name>] kind = "openai" base_url = "..." model = "..."`` and named by the services
+and stages that use it (``llm = "default"``). It shares the HTTP helper
+(:mod:`memcore_embed.http`) with the ``openai`` embedder: same key handling, retries,
+backoff and errors.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import re
 from typing import Any, Literal, Mapping, Sequence
 
-from memcore import ConfigError, ValidationError
+from memcore import LLM, ComponentConfig, ConfigError, ValidationError
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
@@ -22,9 +23,11 @@ from .http import EndpointConfig, JsonHttpClient, RequestStats
 __all__ = ["ChatConfig", "ChatClient", "ChatMessage", "ChatOptions", "parse_json_reply"]
 
 
-class ChatConfig(EndpointConfig):
-    """Settings of the chat client (the ``llm`` table), plus the fields of :class:`EndpointConfig`."""
+class ChatConfig(EndpointConfig, ComponentConfig):
+    """Settings of the chat client (an ``[llms.<name>]`` table of kind ``openai``), plus the
+    fields of :class:`EndpointConfig`."""
 
+    kind: str = "openai"
     model: str = Field(..., min_length=1, description="Model name sent to the server.")
     timeout_s: float = Field(60.0, gt=0, description="Timeout of one request, in seconds (replies take longer than embeddings).")
     max_retries: int = Field(3, ge=0, le=20, description="Retries after the first attempt on 429, 5xx, timeouts and connection errors.")
@@ -87,7 +90,7 @@ def parse_json_reply(text: str) -> dict[str, Any]:
     raise ValidationError(f"the model's reply holds no parseable JSON object: {shown!r}")
 
 
-class ChatClient:
+class ChatClient(LLM):
     """Chat completions from an OpenAI-compatible server.
 
     ``complete(messages) -> str`` and ``complete_json(messages, schema=None) -> dict``.
@@ -104,22 +107,10 @@ class ChatClient:
         self.config = config
         self._http = JsonHttpClient(config)
 
-    @classmethod
-    def from_settings(cls, llm: ChatConfig | Mapping[str, Any] | None) -> "ChatClient":
-        """The client declared by ``settings.llm``; :class:`memcore.ConfigError` (at ``llm.<key>``)
-        when it is missing or invalid."""
-        if llm is None:
-            raise ConfigError("no LLM is configured: add an [llm] table with base_url and model to the settings", location="llm")
-        if isinstance(llm, ChatConfig):
-            return cls(llm)
-        if not isinstance(llm, Mapping):
-            raise ConfigError(f"must be a table, got {type(llm).__name__}", location="llm")
-        try:
-            return cls(ChatConfig.model_validate(dict(llm)))
-        except PydanticValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(["llm", *(str(p) for p in first["loc"])])
-            raise ConfigError(first["msg"], location=loc) from None
+    @property
+    def model(self) -> str:  # type: ignore[override]
+        """The model name sent to the server."""
+        return self.config.model
 
     @property
     def stats(self) -> RequestStats:

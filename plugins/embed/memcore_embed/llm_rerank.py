@@ -1,4 +1,5 @@
-"""The ``llm_rerank`` stage: an OpenAI-compatible chat model reorders the best hits.
+"""The ``llm_rerank`` stage: a chat model (the LLM named by ``llm``, declared in settings as
+``[llms.<name>]``) reorders the best hits.
 
 The first ``top_n`` hits of the working list are sent, in batches of ``batch`` consecutive
 hits, as numbered passages (record texts, at most ``max_chars`` characters each) with the
@@ -14,7 +15,9 @@ numbers separated by commas, semicolons, ``>``, ``->`` or spaces, optionally in 
 fished out of prose. ``response_format`` (e.g. ``{type = "json_object"}``) is passed to
 the server to ask for constrained JSON when it supports it.
 
-When the query has no text, or a call fails after the client's retries, or a reply holds
+When no LLM of that name is declared (reason ``no_llm``; naming an undeclared LLM other
+than ``"default"`` is a :class:`memcore.ConfigError` when the memory opens), the query has
+no text, or a call fails after the client's retries, or a reply holds
 no valid ranking (neither a JSON object nor a bare ranking, no ``ranking`` list, a number
 out of range, a repeated number), the stage uses its deterministic ``fallback`` for the
 whole list: ``keep`` (the incoming order) or ``keyword`` (share of the query's content
@@ -30,18 +33,24 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, Sequence
 
-from memcore import ValidationError
-from memcore.logging import get_logger
-from memcore.pipeline import PipelineContext, Stage
-from memcore.records import Hit
-from memcore.registry import ComponentConfig
-from memcore.stages.hits import unique_hits
-from memcore.stages.signals import term_overlap
-from memcore.stages.text import content_tokens, token_sets
+from memcore import (
+    ComponentConfig,
+    LLM,
+    LLMs,
+    MemcoreError,
+    content_tokens,
+    get_logger,
+    Hit,
+    PipelineContext,
+    Stage,
+    term_overlap,
+    token_sets,
+    unique_hits,
+    ValidationError,
+)
 from pydantic import Field, model_validator
 
-from .chat import ChatClient, ChatConfig, parse_json_reply
-from .errors import EmbeddingServiceError
+from .chat import parse_json_reply
 
 __all__ = [
     "LLMRerankConfig",
@@ -66,7 +75,7 @@ class LLMRerankConfig(ComponentConfig):
     """``llm_rerank``: reorder the best hits with an OpenAI-compatible chat model."""
 
     kind: str = "llm_rerank"
-    llm: ChatConfig = Field(description="The chat endpoint: a table with base_url, model, api_key_env, ... (the fields of the settings' llm table).")
+    llm: str = Field("default", min_length=1, description="Name of the LLM (an [llms.<name>] settings table) that ranks; undeclared 'default': the fallback runs.")
     top_n: int = Field(20, gt=0, description="How many of the first hits are sent to the model; the rest follow in their incoming order.")
     batch: int | None = Field(None, gt=0, description="Passages per prompt (default: top_n, one prompt); hits are reordered within their batch.")
     fallback: Literal["keep", "keyword"] = Field(
@@ -183,7 +192,7 @@ def parse_reply(text: str, n: int) -> list[int]:
 def rerank_report(ctx: PipelineContext, name: str = "llm_rerank") -> dict[str, Any] | None:
     """What the ``llm_rerank`` stage called ``name`` did in this run, or None if it did not run:
     ``{"used": "llm" | "fallback", "reason": None | str, "fallback": "keep" | "keyword",
-    "sent": int, "calls": int}``. ``reason`` is ``no_query_text``, ``service_error``,
+    "sent": int, "calls": int}``. ``reason`` is ``no_llm``, ``no_query_text``, ``service_error``,
     ``invalid_reply`` or ``invalid_ranking`` for the fallback. It is ``ctx.notes.get(name)``
     (the stage records it with :meth:`memcore.pipeline.PipelineContext.note`)."""
     return ctx.notes.get(name)
@@ -199,8 +208,12 @@ class LLMRerankStage(Stage):
     def __init__(self, config: LLMRerankConfig):
         self.config = config
         self.name = config.name or "llm_rerank"
-        self.client = ChatClient(config.llm)
+        self.client: LLM | None = None
         self._options = {"response_format": config.response_format} if config.response_format is not None else {}
+
+    def bind_llms(self, llms: LLMs) -> None:
+        """Resolve the LLM named by ``llm`` (None: the fallback runs, reason ``no_llm``)."""
+        self.client = llms.resolve(self.config.llm, f"stage {self.name}.llm")
 
     def run(self, ctx: PipelineContext) -> None:
         hits = unique_hits(ctx.current)
@@ -223,6 +236,8 @@ class LLMRerankStage(Stage):
 
     def _llm_order(self, query: str | None, texts: list[str | None]) -> tuple[list[int] | None, str | None, int]:
         """The new order of the sent hits, or ``(None, reason, calls)`` for the fallback."""
+        if self.client is None:
+            return None, "no_llm", 0
         if not query or not query.strip():
             return None, "no_query_text", 0
         size = self.config.batch or self.config.top_n
@@ -234,12 +249,12 @@ class LLMRerankStage(Stage):
             calls += 1
             try:
                 reply = read_reply(self.client.complete(build_messages(query, passages), **self._options))
-            except EmbeddingServiceError as exc:
-                log.warning("stage.llm_rerank_failed", stage=self.name, reason="service_error", error=str(exc))
-                return None, "service_error", calls
             except ValidationError as exc:
                 log.warning("stage.llm_rerank_failed", stage=self.name, reason="invalid_reply", error=str(exc))
                 return None, "invalid_reply", calls
+            except MemcoreError as exc:  # EmbeddingServiceError, or any LLM kind's failure
+                log.warning("stage.llm_rerank_failed", stage=self.name, reason="service_error", error=str(exc))
+                return None, "service_error", calls
             try:
                 order.extend(start + i for i in parse_ranking(reply, len(chunk)))
             except ValidationError as exc:

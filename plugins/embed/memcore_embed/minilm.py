@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
-from memcore import ComponentConfig, ConfigError, Embedder
-from memcore.logging import get_logger
+from memcore import ComponentConfig, ConfigError, Embedder, get_logger, unit_token_rows
 from pydantic import Field
 
 from .texts import check_texts
@@ -305,3 +304,12 @@ class MiniLMEmbedder(Embedder):
             show_progress_bar=False,
         )
         return [np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float32) for t in tensors]
+
+    def embed_document_tokens(self, texts: Sequence[str], *, max_length: int | None = None) -> list[np.ndarray]:
+        """:meth:`memcore.Embedder.embed_document_tokens`: :meth:`embed_tokens` cut to the first
+        ``max_length`` tokens (``[CLS]`` first), each row L2-normalised."""
+        return unit_token_rows(self.embed_tokens(texts), max_length)
+
+    def embed_query_tokens(self, texts: Sequence[str], *, max_length: int | None = None) -> list[np.ndarray]:
+        """Same as :meth:`embed_document_tokens`: MiniLM is a symmetric model."""
+        return self.embed_document_tokens(texts, max_length=max_length)

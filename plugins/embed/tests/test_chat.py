@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+
+import memcore
 from memcore import ConfigError, MemcoreSettings, ValidationError
 from pydantic import BaseModel
 
@@ -144,22 +146,26 @@ def test_auth_header(server, monkeypatch):
     assert server.requests[0].headers["authorization"] == "Bearer sk-chat"
 
 
-def test_from_settings(server):
-    settings = MemcoreSettings(llm={"base_url": server.url, "model": "tiny-chat", "api_key_env": "", "temperature": 0.2})
-    client = ChatClient.from_settings(settings.llm)
-    assert isinstance(client.config, ChatConfig)
-    assert (client.config.temperature, client.config.timeout_s, client.config.max_retries) == (0.2, 60.0, 3)
-    assert client.complete("hello") == "echo: hello"
+def test_declared_in_settings(server):
+    with memcore.open({"store": "memory", "llms": {"default": {"kind": "openai", "base_url": server.url, "model": "tiny-chat", "api_key_env": "", "temperature": 0.2}}}) as memory:
+        client = memory.llms["default"]
+        assert isinstance(client, ChatClient) and isinstance(client, memcore.LLM)
+        assert (client.config.temperature, client.config.timeout_s, client.config.max_retries) == (0.2, 60.0, 3)
+        assert client.model == "tiny-chat"
+        assert client.complete("hello") == "echo: hello"
 
 
-def test_from_settings_errors():
-    with pytest.raises(ConfigError, match="^llm: no LLM is configured"):
-        ChatClient.from_settings(MemcoreSettings().llm)
-    with pytest.raises(ConfigError, match=r"^llm\.model: Field required"):
-        ChatClient.from_settings({"base_url": "http://127.0.0.1:1/v1"})
-    with pytest.raises(ConfigError, match=r"^llm\.temperature"):
-        ChatClient.from_settings({"model": "m", "temperature": 5})
-    with pytest.raises(ConfigError, match=r"^llm\.api_key"):
-        ChatClient.from_settings({"model": "m", "api_key": "sk-123"})
-    with pytest.raises(ConfigError, match="must be a table"):
-        ChatClient.from_settings("gpt")
+def test_settings_errors():
+    def open_with(entry):
+        return memcore.open({"store": "memory", "llms": {"default": entry}})
+
+    with pytest.raises(ConfigError, match=r"^llms\.default\.model: Field required"):
+        open_with({"kind": "openai", "base_url": "http://127.0.0.1:1/v1"})
+    with pytest.raises(ConfigError, match=r"^llms\.default\.temperature"):
+        open_with({"kind": "openai", "model": "m", "temperature": 5})
+    with pytest.raises(ConfigError, match=r"^llms\.default\.api_key"):
+        open_with({"kind": "openai", "model": "m", "api_key": "sk-123"})
+    with pytest.raises(ConfigError, match="llms.default"):
+        open_with({"model": "m"})
+    with pytest.raises(ConfigError, match=r"llms\.default\.kind: unknown llms kind 'gpt'"):
+        open_with("gpt")

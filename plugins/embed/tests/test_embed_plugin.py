@@ -18,6 +18,10 @@ class TestEmbedRegistration(PluginRegistrationContract):
             "openai": (memcore_embed.OpenAIEmbedder, memcore_embed.OpenAIEmbedderConfig),
         },
         "stages": {"llm_rerank": (memcore_embed.LLMRerankStage, memcore_embed.LLMRerankConfig)},
+        "llms": {
+            "openai": (memcore_embed.ChatClient, memcore_embed.ChatConfig),
+            "llama-server": (memcore_embed.LlamaServerLLM, memcore_embed.LlamaServerConfig),
+        },
     }
     light_imports = ("memcore_embed:MiniLMEmbedder",)
 
@@ -37,8 +41,7 @@ def test_the_embedder_configs_parse_settings():
 
 def test_the_stage_config_parses_settings():
     stage = get_registry().get("stages", "llm_rerank")
-    config = stage.parse_config({"llm": {"base_url": "http://127.0.0.1:8080/v1", "model": "m"}}, "pipeline[1]")
-    assert (config.top_n, config.batch, config.fallback, config.max_chars) == (20, None, "keep", 500)
-    assert isinstance(config.llm, memcore_embed.ChatConfig)
+    config = stage.parse_config({"llm": "judge"}, "pipeline[1]")
+    assert (config.llm, config.top_n, config.batch, config.fallback, config.max_chars) == ("judge", 20, None, "keep", 500)
     with pytest.raises(ConfigError, match=r"pipeline\[1\]\.llm"):
-        stage.parse_config({}, "pipeline[1]")
+        stage.parse_config({"llm": {"model": "m"}}, "pipeline[1]")

@@ -17,7 +17,8 @@ from memcore.testing import StageContract, build_stage
 
 import memcore
 import memcore_embed.llm_rerank as llm_rerank_module
-from memcore_embed import LLMRerankConfig, LLMRerankStage, rerank_report
+from memcore import LLMs
+from memcore_embed import ChatClient, LLMRerankConfig, LLMRerankStage, rerank_report
 from memcore_embed.llm_rerank import bare_ranking, parse_ranking, parse_reply, read_reply, truncate
 
 TEXTS = {
@@ -35,7 +36,10 @@ def llm(server, **kw):
 
 
 def make_stage(server, llm_options=None, **options) -> LLMRerankStage:
-    return build_stage("llm_rerank", llm=llm(server, **(llm_options or {})), **options)
+    """The stage, bound to an ``openai`` LLM named ``default`` on the test server."""
+    stage = build_stage("llm_rerank", **options)
+    stage.bind_llms(LLMs.of(default=ChatClient(llm(server, **(llm_options or {})))))
+    return stage
 
 
 def chat_body(content: str) -> dict:
@@ -295,7 +299,8 @@ def test_a_failing_batch_makes_the_whole_list_fall_back(server, collection):
 
 
 def test_unreachable_server_falls_back(collection):
-    stage = build_stage("llm_rerank", llm={"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0, "timeout_s": 2})
+    stage = build_stage("llm_rerank")
+    stage.bind_llms(LLMs.of(default=ChatClient({"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0, "timeout_s": 2})))
     ctx = seeded(collection)
     assert run(stage, ctx) == list("abcde")
     assert rerank_report(ctx)["reason"] == "service_error"
@@ -344,14 +349,12 @@ def test_the_event_reaches_memcore_logging(server, collection, capsys):
 
 
 def test_config_defaults_and_errors(server):
-    config = LLMRerankConfig(llm={"base_url": server.url, "model": "m"})
-    assert (config.top_n, config.batch, config.fallback, config.max_chars, config.name) == (20, None, "keep", 500, None)
-    with pytest.raises(ConfigError, match=r"pipeline\[0\]\.llm: Field required"):
-        build_stage("llm_rerank")
-    with pytest.raises(ConfigError, match=r"pipeline\[0\]\.llm\.model"):
+    config = LLMRerankConfig()
+    assert (config.llm, config.top_n, config.batch, config.fallback, config.max_chars, config.name) == ("default", 20, None, "keep", 500, None)
+    with pytest.raises(ConfigError, match=r"pipeline\[0\]\.llm"):
         build_stage("llm_rerank", llm={"base_url": server.url})
-    with pytest.raises(ConfigError, match=r"pipeline\[0\]\.llm\.api_key_env"):
-        build_stage("llm_rerank", llm=llm(server, api_key_env="sk-123"))
+    with pytest.raises(ConfigError, match=r"pipeline\[0\]\.llm"):
+        build_stage("llm_rerank", llm="")
     with pytest.raises(ConfigError, match=r"pipeline\[0\]\.fallback"):
         make_stage(server, fallback="random")
     with pytest.raises(ConfigError, match=r"batch \(5\) cannot exceed top_n \(3\)"):
@@ -475,9 +478,10 @@ class TestLLMRerankAfterFusion(StageContract):
 
 def test_through_memcore_open(server, tmp_path):
     settings = {
+        "llms": {"default": {"kind": "openai", "base_url": server.url, "model": "m", "api_key_env": ""}},
         "pipeline": [
             {"kind": "recall", "over_fetch": 2.0},
-            {"kind": "llm_rerank", "llm": {"base_url": server.url, "model": "m", "api_key_env": ""}},
+            {"kind": "llm_rerank"},
             {"kind": "limit"},
         ]
     }
@@ -506,3 +510,36 @@ def test_through_memcore_open(server, tmp_path):
         assert "notes" not in ctx.trace[0] and "notes" not in ctx.trace[2]
     finally:
         memory.close()
+
+
+# -- LLMs named in settings ------------------------------------------------------------------
+
+
+def test_no_declared_llm_runs_the_fallback(collection):
+    stage = build_stage("llm_rerank", fallback="keyword")
+    stage.bind_llms(LLMs())
+    ctx = seeded(collection)
+    assert run(stage, ctx) == ["c", "a", "b", "d", "e"]
+    assert rerank_report(ctx) == {"used": "fallback", "reason": "no_llm", "fallback": "keyword", "sent": 5, "calls": 0}
+
+
+def test_an_undeclared_named_llm_is_a_config_error():
+    stage = build_stage("llm_rerank", llm="judge")
+    with pytest.raises(ConfigError, match=r"no LLM named 'judge'"):
+        stage.bind_llms(LLMs())
+
+
+def test_the_stage_uses_the_llm_declared_in_settings(server, tmp_path):
+    server.chat_reply = '{"ranking": [2, 1]}'
+    settings = {
+        "store": "memory",
+        "llms": {"judge": {"kind": "openai", **llm(server)}},
+        "pipeline": [{"kind": "recall", "over_fetch": 1.0}, {"kind": "llm_rerank", "llm": "judge", "top_n": 2}, {"kind": "limit"}],
+    }
+    with memcore.open(settings) as memory:
+        for rid, text in TEXTS.items():
+            memory.insert(text, id=rid)
+        hits = memory.query(QUERY, k=2)
+        assert len(hits) == 2 and hits[0].source == "llm_rerank"
+        assert server.requests, "the declared LLM was not called"
+        assert isinstance(memory.llms["judge"], ChatClient)

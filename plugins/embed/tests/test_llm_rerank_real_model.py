@@ -48,9 +48,10 @@ def llama_url():
 def open_memory(path: Path, url: str, **stage_options):
     llm = {"base_url": url, "model": MODEL_ALIAS, "api_key_env": "", "timeout_s": 300, "max_retries": 1, "max_tokens": 64}
     settings = {
+        "llms": {"default": {"kind": "openai", **llm}},
         "pipeline": [
             {"kind": "recall", "over_fetch": 1.0},
-            {"kind": "llm_rerank", "top_n": 5, "fallback": "keep", "llm": llm, **stage_options},
+            {"kind": "llm_rerank", "top_n": 5, "fallback": "keep", **stage_options},
             {"kind": "limit"},
         ]
     }

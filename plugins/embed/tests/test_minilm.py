@@ -150,3 +150,17 @@ def test_memcore_open_retrieves_by_meaning_and_reopens_identically(minilm, tmp_p
     for query in PARAPHRASES:
         assert [h.id for h in again[query]] == [h.id for h in first[query]]
         np.testing.assert_allclose([h.score for h in again[query]], [h.score for h in first[query]], rtol=0, atol=1e-6)
+
+
+def test_token_method_of_the_embedder_interface(minilm):
+    assert minilm.supports_tokens
+    texts = ["late interaction over MiniLM token vectors", "hi"]
+    raw = minilm.embed_tokens(texts)
+    docs = minilm.embed_document_tokens(texts)
+    assert [d.shape for d in docs] == [r.shape for r in raw]
+    for d, r in zip(docs, raw):
+        np.testing.assert_allclose(np.linalg.norm(d, axis=1), 1.0, atol=1e-5)
+        np.testing.assert_allclose(d, r / np.linalg.norm(r, axis=1, keepdims=True), atol=1e-5)
+    cut = minilm.embed_query_tokens(texts, max_length=3)
+    assert [c.shape for c in cut] == [(3, 384), (3, 384)]
+    np.testing.assert_allclose(cut[0], docs[0][:3], atol=1e-6)

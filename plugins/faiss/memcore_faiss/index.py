@@ -13,20 +13,33 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import CorruptError, DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError
-from memcore.logging import get_logger
-from memcore.records import validate_k
+from memcore import (
+    AllowedIds,
+    CorruptError,
+    DimensionError,
+    get_logger,
+    Hit,
+    Index,
+    IndexContext,
+    Query,
+    Record,
+    Requirements,
+    validate_k,
+    ValidationError,
+)
 
 from . import storage
 from .build import Layout, make_layout
 from .container import Container
 from .config import FaissIndexConfig, FaissQueryMode, parse_query_mode
+from .defaults import auto_ef_search
 from .labels import LabelMap
 from .runtime import blas_counts_elements, faiss_settings
 from .scores import Scoring
@@ -67,11 +80,22 @@ class FaissIndex(Index):
         self._labels = labels
         self._main = main
         self._pending = pending
+        self._generation = getattr(self, "_generation", 0) + 1  # memos of allowed sets compare it
         self._exclude: tuple[int, Pushdown] | None = None
         self._params_ok = True  # False once faiss refused SearchParameters (IndexPQ...)
         core = self._layout.inner(main.index)
         self._ef_default = self._ef_of(core)
+        #: ef_search follows k and the size unless the config fixes it (see .defaults)
+        self._ef_auto = self._layout.family == "hnsw" and self.config.ef_search is None and "efSearch" not in self.config.params
         self._nprobe_default = int(self._faiss.extract_index_ivf(core).nprobe) if self._layout.family == "ivf" else None
+
+    def _ef_construction(self) -> int | None:
+        if self._layout.family != "hnsw":
+            return None
+        node = self._faiss.downcast_index(self._layout.inner(self._main.index))
+        while isinstance(node, self._faiss.IndexPreTransform):
+            node = self._faiss.downcast_index(node.index)
+        return int(node.hnsw.efConstruction)
 
     def _ef_of(self, core: Any) -> int | None:
         if self._layout.family != "hnsw":
@@ -236,18 +260,78 @@ class FaissIndex(Index):
             threshold = mode.score_threshold
         exact = mode is not None and mode.exact
         if allowed is not None:
-            labels = self._labels.labels_for(allowed)
+            labels = self._allowed_labels(allowed)
             if not len(labels):
                 return [[] for _ in range(nq)]
-            if exact or len(labels) <= self.config.exact_filter_below:
+            small = len(labels) <= max(self.config.exact_filter_below, self.config.exact_filter_fraction * len(self._labels))
+            if exact or small:
+                flat = self._flat_storage()
+                if flat is not None:
+                    return self._exact_flat(flat, x, k, labels, allowed, threshold)
                 return self._exact(x, k, labels, threshold)
-            return self._approximate(x, k, threshold, mode, labels)
+            return self._approximate(x, k, threshold, mode, labels, allowed)
         if exact:
             return self._exact(x, k, self._labels.live_labels(), threshold)
         return self._approximate(x, k, threshold, mode, None)
 
-    def _approximate(self, x: np.ndarray, k: int, threshold: float | None, mode: FaissQueryMode | None, allowed: np.ndarray | None) -> list[list[Hit]]:
-        """One faiss search call for every query, filters pushed down where faiss can."""
+    def effective_ef(self, k: int) -> int | None:
+        """The ef_search of an unfiltered top-``k`` query without its own ef_search (None: not HNSW)."""
+        if self._ef_auto:
+            live = len(self._labels)
+            return auto_ef_search(max(1, min(k, live)), live)
+        return self._ef_default
+
+    def _version(self) -> tuple[int, int]:
+        """Changes whenever labels, the faiss index or its storage change."""
+        return (self._generation, self._labels.version)
+
+    def _allowed_labels(self, allowed: AbstractSet[str]) -> np.ndarray:
+        """Sorted live labels of ``allowed``: computed once per cached allowed set and index version."""
+        if isinstance(allowed, AllowedIds):
+            return allowed.memo(self, "labels", self._version(), lambda: self._labels.labels_for(allowed))
+        return self._labels.labels_for(allowed)
+
+    def _include(self, labels: np.ndarray, allowed: AbstractSet[str] | None, target: Container, tag: str) -> Pushdown:
+        """The selector accepting ``labels`` on ``target`` (memoized on a cached allowed set)."""
+        make = lambda: target.translate(include(self._faiss, labels, self._labels.next_label))  # noqa: E731
+        if isinstance(allowed, AllowedIds):
+            return allowed.memo(self, tag, self._version(), make)
+        return make()
+
+    def _flat_storage(self) -> Any:
+        """The exhaustive storage searched by position = label, or None (then exact paths reconstruct).
+
+        HNSW over flat vectors keeps them in an ``IndexFlat`` (its ``storage``) at the
+        positions that are this index's labels; a ``Flat`` index is itself exhaustive.
+        """
+        if self._pending is not None:
+            return None
+        if self._main.exhaustive:
+            return self._main
+        if self._layout.family == "hnsw" and self._layout.positional:
+            storage = getattr(self._faiss.downcast_index(self._main.index), "storage", None)
+            if storage is not None:
+                flat = self._faiss.downcast_index(storage)
+                if isinstance(flat, self._faiss.IndexFlat) and flat.ntotal == self._main.ntotal:
+                    return Container(self._faiss, flat)
+        return None
+
+    def _exact_flat(self, flat: Container, x: np.ndarray, k: int, labels: np.ndarray, allowed: AbstractSet[str], threshold: float | None) -> list[list[Hit]]:
+        """Exact scores of the allowed vectors, in place: faiss' flat scan with a selector
+        computes only the selected rows (no gather copy, unlike a numpy mask)."""
+        pushdown = self._include(labels, allowed, flat, "flat")
+        params = self._faiss.SearchParameters(sel=pushdown.selector)
+        distances, found = self._run(flat, x, min(k, len(labels)), params)
+        return self._hits(distances, found, k, threshold)
+
+    def _approximate(
+        self, x: np.ndarray, k: int, threshold: float | None, mode: FaissQueryMode | None, allowed: np.ndarray | None, allowed_ids: AbstractSet[str] | None = None
+    ) -> list[list[Hit]]:
+        """One faiss search call for every query, filters pushed down where faiss can.
+
+        Under a filter HNSW widens its search (``ef_search / selectivity``, at most
+        ``filter_ef_max``) unless the query sets ``ef_search`` itself: the filtered-out
+        neighbours it walks through no longer crowd out the allowed ones."""
         pending = self._pending is not None
         target = self._pending if pending else self._main
         family = "other" if pending else self._layout.family
@@ -256,7 +340,7 @@ class FaissIndex(Index):
         pushdown = None
         if allowed is not None:
             fetch = min(k, len(allowed))
-            pushdown = target.translate(include(self._faiss, allowed, self._labels.next_label))
+            pushdown = self._include(allowed, allowed_ids, target, "main" if not pending else "pending")
         elif dead and len(dead) > k:
             fetch = min(k, live)
             pushdown = self._tombstone_pushdown()
@@ -265,6 +349,11 @@ class FaissIndex(Index):
         ef = nprobe = None
         if mode is not None:
             ef, nprobe = mode.ef_search, mode.nprobe
+        if ef is None and family == "hnsw" and self._ef_default is not None:
+            ef = self.effective_ef(k)
+            if allowed is not None:
+                widened = math.ceil(ef * live / max(len(allowed), 1))
+                ef = min(max(ef, widened), max(ef, self.config.filter_ef_max))
         params = None
         if pushdown is not None or ef is not None or nprobe is not None:
             if pushdown is not None and not self._params_ok:
@@ -437,6 +526,8 @@ class FaissIndex(Index):
             "removal": "remove_ids" if self._layout.removable else "tombstones",
             "tombstones": len(self._labels.dead),
             "faiss_ntotal": int(self._main.ntotal),
-            "ef_search": self._ef_default,
+            "ef_search": "auto" if self._ef_auto else self._ef_default,
+            "ef_search_at_k10": self.effective_ef(10),
+            "ef_construction": self._ef_construction(),
             "nprobe": self._nprobe_default,
         }

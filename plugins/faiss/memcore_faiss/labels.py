@@ -27,12 +27,15 @@ class LabelMap:
         self.dead: set[int] = set()
         #: bumped whenever ``dead`` changes (cached tombstone selectors compare it)
         self.dead_version = 0
+        #: bumped whenever any label changes (memos of allowed sets compare it)
+        self.version = 0
 
     def __len__(self) -> int:
         return len(self.label_of)
 
     def assign(self, ids: Sequence[str]) -> np.ndarray:
         """New labels for ``ids`` (which must not be live), as an int64 array."""
+        self.version += 1
         start = self.next_label
         labels = np.arange(start, start + len(ids), dtype=np.int64)
         for offset, rid in enumerate(ids):
@@ -43,6 +46,7 @@ class LabelMap:
 
     def drop(self, ids: Iterable[str]) -> np.ndarray:
         """Forget the live ``ids`` that are held; returns their labels (unknown ids ignored)."""
+        self.version += 1
         labels = []
         for rid in ids:
             label = self.label_of.pop(rid, None)
@@ -68,6 +72,7 @@ class LabelMap:
         ``order`` lists every live label once, in the order the vectors were re-added;
         tombstones are gone and the counter restarts at n.
         """
+        self.version += 1
         id_of = self.id_of
         ids = [id_of[int(label)] for label in order]
         if len(ids) != len(id_of):

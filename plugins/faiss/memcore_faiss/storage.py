@@ -18,8 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memcore import CorruptError
-from memcore.index import atomic_write_json, atomic_write_with
+from memcore import atomic_write_json, atomic_write_with, CorruptError
 
 __all__ = ["MAIN_FILE", "PENDING_FILE", "STATE_FILE", "write_faiss", "read_faiss", "write_state", "read_state", "remove_stale"]
 

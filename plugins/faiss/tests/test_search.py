@@ -213,12 +213,36 @@ def test_small_allowed_sets_are_scored_exactly(make, kit, monkeypatch):
     base = kit.clustered(500, 16)
     index = make(16, factory="HNSW32", exact_filter_below=64)
     index.add(kit.records(base))
-    monkeypatch.setattr("memcore_faiss.index.include", lambda *a: pytest.fail("selector used for a small allowed set"))
+    monkeypatch.setattr(type(index), "_approximate", lambda *a, **kw: pytest.fail("graph search used for a small allowed set"))
     allowed = {f"r{i}" for i in range(0, 500, 10)}
     hits = index.search(kit.query(base[3]), 60, allowed)
     assert len(hits) == 50
     rows = list(range(0, 500, 10))
     assert [h.id for h in hits[:10]] == kit.exact_ids(base[rows], [f"r{i}" for i in rows], base[3], 10)
+
+
+@pytest.mark.parametrize("factory", ["HNSW32", "Flat", "IVF4,Flat"])
+def test_cached_allowed_sets_follow_changes_and_fractions(make, kit, factory):
+    """An AllowedIds set is translated once per index version: adds, removes and a
+    compaction in between never return a removed id nor miss an added one."""
+    from memcore import AllowedIds
+
+    base = kit.clustered(600, 16)
+    extra = {"min_train": 100, "nprobe": 4} if factory.startswith("IVF") else {}
+    index = make(16, factory=factory, exact_filter_below=0, exact_filter_fraction=0.3, compact_fraction=0.05, **extra)
+    records = kit.records(base)
+    index.add(records[:500])
+    for step in range(0, 500, 7):
+        small = AllowedIds(f"r{i}" for i in range(step % 5, 600, 5))  # 20%: exact path
+        large = AllowedIds(f"r{i}" for i in range(600) if i % 5 != step % 5)  # 80%: graph path
+        for allowed in (small, large):
+            for _ in range(2):  # the second search uses the memo
+                hits = index.search(kit.query(base[step]), 10, allowed)
+                held = [f"r{i}" for i in range(600) if f"r{i}" in allowed and index._labels.label_of.get(f"r{i}") is not None]
+                assert {h.id for h in hits} <= set(held)
+                assert len(hits) == min(10, len(held))
+        index.remove([f"r{step}", f"r{step + 1}"])
+        index.add([records[500 + step % 100]])
 
 
 def test_bitmap_and_hash_selectors_agree():
@@ -234,7 +258,7 @@ def test_bitmap_and_hash_selectors_agree():
 
 def test_index_without_selector_support_overfetches(make, kit):
     base = kit.clustered(400, 16)
-    index = make(16, factory="PQ4x4", min_train=64, metric="l2", exact_filter_below=0)
+    index = make(16, factory="PQ4x4", min_train=64, metric="l2", exact_filter_below=0, exact_filter_fraction=0)
     index.add(kit.records(base))
     allowed = {f"r{i}" for i in range(0, 400, 40)}
     for _ in range(2):  # the first call discovers that IndexPQ refuses SearchParameters
@@ -255,7 +279,30 @@ def test_query_modes(make, kit):
     truth = kit.exact_ids(base, ids, q, 10)
     assert [h.id for h in hnsw.search(kit.query(q, exact=True), 10)] == truth
     assert [h.id for h in hnsw.search(kit.query(q, ef_search=400), 10)] == truth
-    assert hnsw.stats()["ef_search"] == 16  # the override did not stick
+    assert hnsw.stats()["ef_search"] == "auto"  # the override did not stick
+    assert hnsw.stats()["ef_search_at_k10"] == hnsw.effective_ef(10) == 40
+    fixed = make(16, factory="HNSW32", ef_search=16)
+    fixed.add(kit.records(base))
+    fixed.search(kit.query(q, ef_search=400), 10)
+    assert fixed.stats()["ef_search"] == 16 and fixed.effective_ef(10) == 16
+
+
+def test_hnsw_defaults_grow_with_k_and_size(make, kit, monkeypatch):
+    from memcore_faiss.defaults import DEFAULT_EF_CONSTRUCTION, auto_ef_search
+
+    assert auto_ef_search(10, 500) == 40 and auto_ef_search(50, 500) == 100
+    assert auto_ef_search(10, 100_000) > auto_ef_search(10, 10_000) > auto_ef_search(10, 1_000)
+    assert auto_ef_search(10, 10**40) == 512 and auto_ef_search(2000, 10) == 2000
+    index = make(16, factory="HNSW32")
+    index.add(kit.records(kit.clustered(300, 16)))
+    assert index.stats()["ef_construction"] == DEFAULT_EF_CONSTRUCTION
+    assert make(16, factory="HNSW32", ef_construction=24).stats()["ef_construction"] == 24
+    seen = []
+    real = index._run
+    monkeypatch.setattr(index, "_run", lambda target, x, fetch, params: seen.append(params.efSearch) or real(target, x, fetch, params))
+    index.search(kit.query(kit.clustered(1, 16)[0]), 40)
+    index.search(kit.query(kit.clustered(1, 16)[0], ef_search=20), 10)
+    assert seen == [80, 20]
 
 
 def test_search_batch_with_mixed_modes(make, kit):

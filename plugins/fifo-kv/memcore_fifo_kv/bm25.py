@@ -24,9 +24,20 @@ from typing import Any, ClassVar, Collection as AbstractSet, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode
-from memcore.index import atomic_write_json
-from memcore.records import validate_k
+from memcore import (
+    atomic_write_json,
+    ComponentConfig,
+    CorruptError,
+    Hit,
+    Index,
+    IndexContext,
+    Query,
+    query_mode,
+    Record,
+    Requirements,
+    validate_k,
+    ValidationError,
+)
 
 from .bm25_tokenizer import STOPWORD_LISTS, DocTerms
 

@@ -30,11 +30,24 @@ from typing import Any, Collection as AbstractSet, Literal, Sequence
 
 from pydantic import Field
 
-from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError, query_mode
-from memcore.index import atomic_write_json
+from memcore import (
+    atomic_write_json,
+    ComponentConfig,
+    CorruptError,
+    Hit,
+    Index,
+    IndexContext,
+    NotFoundError,
+    Query,
+    query_mode,
+    Record,
+    Requirements,
+    validate_k,
+    ValidationError,
+)
 
 from .ordered import OrderedIds
-from .query_modes import ModeModel, check_k
+from .query_modes import ModeModel
 
 __all__ = ["FifoIndex", "FifoIndexConfig", "FifoQuery", "QUERY_MODES_KEY"]
 
@@ -132,7 +145,7 @@ class FifoIndex(Index):
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
         mode = self._mode(query)
-        k = check_k(k)
+        k = validate_k(k)
         selected = self._queue.select(k, descending=mode.newest_first, allowed=allowed)
         sign, name = (1.0 if mode.newest_first else -1.0), self.name
         if self.by_created:  # key (created_at, seq): the score is the creation time
@@ -150,7 +163,7 @@ class FifoIndex(Index):
     def _ids(self, n: int, newest_first: bool, allowed: AbstractSet[str] | None) -> list[str]:
         if isinstance(n, int) and not isinstance(n, bool) and n == 0:
             return []
-        n = check_k(n)
+        n = validate_k(n)
         return [rid for _, _, rid in self._queue.select(n, descending=newest_first, allowed=allowed)]
 
     def sequence(self, rid: str) -> int:

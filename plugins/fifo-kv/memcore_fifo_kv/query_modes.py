@@ -15,27 +15,12 @@ searched. Frozen modes are cached by content there, so repeating a mode skips th
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from memcore import ValidationError
-
-__all__ = ["ModeModel", "check_k"]
+__all__ = ["ModeModel"]
 
 
 class ModeModel(BaseModel):
     """Base of the query-mode models: unknown keys are errors, values are not coerced."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-def check_k(k: Any) -> int:
-    """``k`` (or a count ``n``) as a positive int, else :class:`memcore.ValidationError`.
-
-    The collection checks ``k`` too; an index used directly checks it here.
-    """
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-        raise ValidationError(f"k must be a positive integer, got {k!r}")
-    return int(k)

@@ -33,11 +33,24 @@ from typing import Annotated, Any, Collection as AbstractSet, Literal, Sequence,
 
 from pydantic import Field, model_validator
 
-from memcore import ComponentConfig, CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError, query_mode
-from memcore.index import atomic_write_json
+from memcore import (
+    atomic_write_json,
+    ComponentConfig,
+    CorruptError,
+    Hit,
+    Index,
+    IndexContext,
+    NotFoundError,
+    Query,
+    query_mode,
+    Record,
+    Requirements,
+    validate_k,
+    ValidationError,
+)
 
 from .ordered import OrderedIds
-from .query_modes import ModeModel, check_k
+from .query_modes import ModeModel
 
 __all__ = ["SortedIndex", "SortedIndexConfig", "TopQuery", "RangeQuery", "QUERY_MODES_KEY", "value_type"]
 
@@ -210,7 +223,7 @@ class SortedIndex(Index):
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
         mode = self._mode(query)
-        k = check_k(k)
+        k = validate_k(k)
         selected = self._select(mode, k, allowed)
         sign, name = (1.0 if mode.order == "desc" else -1.0), self.name
         if self._type == "number":  # score: the value (desc) or minus it (asc)
@@ -226,7 +239,7 @@ class SortedIndex(Index):
     def top(self, n: int, order: Literal["asc", "desc"] = "desc", allowed: AbstractSet[str] | None = None) -> list[str]:
         """The ids of the ``n`` largest (``desc``) or smallest (``asc``) values."""
         mode = query_mode({QUERY_MODES_KEY: {"order": order}}, QUERY_MODES_KEY, SortedQuery, self.name, defaults=_DEFAULT_MODE)
-        return [rid for _, _, rid in self._select(mode, check_k(n), allowed)]
+        return [rid for _, _, rid in self._select(mode, validate_k(n), allowed)]
 
     def between(
         self,
@@ -242,7 +255,7 @@ class SortedIndex(Index):
         """The ids whose values lie within the bounds (each optional), in ``order``, at most ``limit``."""
         modes = {"mode": "range", "order": order, **{k: v for k, v in (("gte", gte), ("gt", gt), ("lte", lte), ("lt", lt)) if v is not None}}
         mode = self._mode(Query(extras={QUERY_MODES_KEY: modes}))
-        n = len(self._order) if limit is None else check_k(limit)
+        n = len(self._order) if limit is None else validate_k(limit)
         return [rid for _, _, rid in self._select(mode, n, allowed)] if n else []
 
     def value_of(self, rid: str) -> Any:

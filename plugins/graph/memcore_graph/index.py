@@ -21,8 +21,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Collection as AbstractSet, Iterable, Iterator, Sequence
 
-from memcore import CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError
-from memcore.records import validate_k
+from memcore import CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, validate_k, ValidationError
 
 from .config import GraphIndexConfig
 from .entities import make_extractor

@@ -15,7 +15,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError
+from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from .candidates import CandidateLists, bucket_candidates, single_list
 from .config import LSHIndexConfig, check_probe_radius, parse_query_mode
@@ -80,7 +80,7 @@ class LSHIndex(Index):
         for record in records:
             vector = record.vectors.get(space)
             if vector is None:
-                raise ValidationError(f"index {self.name!r}: record {record.id!r} has no vector in space {space!r}")
+                raise DimensionError(f"index {self.name!r}: record {record.id!r} has no vector in space {space!r}")
             self._check_vector(vector, f"vector {space!r} of record {record.id!r}")
 
     def validate_query(self, query: Query) -> None:
@@ -101,7 +101,7 @@ class LSHIndex(Index):
     def _query_vector(self, query: Query) -> np.ndarray:
         vector = query.vectors.get(self.config.space)
         if vector is None:
-            raise ValidationError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
+            raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
         return self._check_vector(vector, f"query vector {self.config.space!r}")
 
     def _query_vectors(self, queries: Sequence[Query]) -> np.ndarray:
@@ -172,9 +172,7 @@ class LSHIndex(Index):
         """Hash all queries at once, then look up, score and rank them by group of equal query mode."""
         if not queries:
             return []
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
-            raise ValidationError(f"k must be a positive integer, got {k!r}")
-        k = int(k)
+        k = validate_k(k)
         modes = [self._mode(q) for q in queries]
         vectors = normalize_rows(self._query_vectors(queries))
         results: list[list[Hit]] = [[] for _ in queries]

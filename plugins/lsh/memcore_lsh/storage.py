@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memcore import CorruptError
-from memcore.index import atomic_write_bytes, atomic_write_json
+from memcore import atomic_write_bytes, atomic_write_json, CorruptError
 
 __all__ = ["Snapshot", "write_snapshot", "read_snapshot", "META_FILE"]
 

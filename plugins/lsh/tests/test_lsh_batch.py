@@ -211,7 +211,7 @@ def test_a_batch_raises_the_error_of_its_first_bad_query():
     assert not isinstance(caught.value, DimensionError)
     with pytest.raises(DimensionError):
         index.search_batch([good, wide, nan], 3)
-    with pytest.raises(ValidationError, match="no vector"):
+    with pytest.raises(DimensionError, match="no vector"):
         index.search_batch([good, Query(text="words only"), nan], 3)
 
 

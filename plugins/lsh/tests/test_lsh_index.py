@@ -129,7 +129,7 @@ def test_bad_queries_are_rejected():
     nan.vectors["default"] = np.full(DIM, np.nan, dtype=np.float32)  # past Query's own check
     with pytest.raises(ValidationError, match="NaN"):
         index.search(nan, 3)
-    with pytest.raises(ValidationError, match="no vector"):
+    with pytest.raises(DimensionError, match="no vector"):
         index.search(Query(text="words only"), 3)
     for k in (0, -1, True, 2.5, "3"):
         with pytest.raises(ValidationError, match="k must be"):

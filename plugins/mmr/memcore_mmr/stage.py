@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from memcore import ConfigError, Hit, PipelineContext, Stage, ValidationError
-from memcore.stages import minmax, unique_hits
+from memcore import ConfigError, Hit, minmax, PipelineContext, Stage, unique_hits, ValidationError
 
 from .config import MMRConfig
 from .select import mmr_select

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 import numpy as np
-from memcore.stages import tokenize as _tokens
+from memcore import tokenize as _tokens
 
 __all__ = ["tokenize", "TokenSets"]
 

@@ -1,16 +1,76 @@
-"""memcore-poincare: hyperbolic (Poincare ball) memory on ChromaDB.
+"""memcore-poincare: HyperAmy, a hyperbolic emotional memory on ChromaDB.
 
-This distribution will provide, through memcore's ``register_*`` hooks:
+Emotion particles (:class:`Point`: a direction, an intensity ``v``, a temperature ``T``,
+a birth time and links) live in a Chroma collection (:class:`HyperAmyStorage`, embedded
+``PersistentClient`` or a Chroma server). At search time they are evolved in time
+(:class:`TimePhysics`), projected into the Poincaré ball (:class:`ParticleProjector`) and
+retrieved in four steps, cone -> shell -> neighbourhood -> aggregate
+(:class:`HyperAmyRetrieval`).
 
-- index kind `poincare`: records embedded in the Poincare ball, score = -hyperbolic
-  distance
-- store kind `chroma`: ChromaDB as a (possibly networked) record store and vector index
-- service kind `hyperamy`: the Poincare emotional memory
-
-Status: package layout only. The module is installed and announced under the
-``memcore`` entry-point group as ``poincare``, but it registers nothing yet: it has no hook
-implementations, so it never offers a component that does not really work. The
-implementation is tracked in a later issue.
+Registered with memcore: the index kind ``poincare`` (:class:`PoincareIndex`, scores
+``-distance``) and the service ``hyperamy`` (:class:`HyperAmyService`). chromadb is
+imported only when a storage or an index opens its collection: loading this plugin stays
+cheap.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+import memcore
+
+from .config import HyperAmyServiceConfig, PoincareIndexConfig, PoincareQueryMode
+from .connection import ChromaConnection
+from .physics import EvolutionLaw, ParticleProjector, TimePhysics, poincare_distance
+from .retrieval import HyperAmyRetrieval, default_cone_width
+from .service import HyperAmyService
+from .storage import HyperAmyStorage, UpsertReport
+from .types import Point, SearchResult
+
+__all__ = [
+    "Point",
+    "SearchResult",
+    "TimePhysics",
+    "EvolutionLaw",
+    "ParticleProjector",
+    "poincare_distance",
+    "HyperAmyStorage",
+    "UpsertReport",
+    "HyperAmyRetrieval",
+    "default_cone_width",
+    "ChromaConnection",
+    "PoincareIndex",
+    "PoincareIndexConfig",
+    "PoincareQueryMode",
+    "HyperAmyService",
+    "HyperAmyServiceConfig",
+    "register_indexes",
+    "register_services",
+]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``PoincareIndex`` is imported on first access."""
+    if name == "PoincareIndex":
+        from .index import PoincareIndex
+
+        return PoincareIndex
+    raise AttributeError(name)
+
+
+def _build_index(config: PoincareIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+    """Factory of the ``poincare`` index kind."""
+    from .index import PoincareIndex
+
+    return PoincareIndex(config, context)
+
+
+@memcore.hookimpl
+def register_indexes(register):
+    """Register the ``poincare`` index kind."""
+    register("poincare", _build_index, PoincareIndexConfig)
+
+
+@memcore.hookimpl
+def register_services(register):
+    """Register the ``hyperamy`` service."""
+    register("hyperamy", HyperAmyService, HyperAmyServiceConfig)  # the class: memcore.open reads its required_indexes

@@ -9,12 +9,10 @@ by id; every fused hit keeps its rank and score in each input list in ``provenan
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from memcore import Fusion, Hit, ValidationError
-from memcore.fusion import merge_provenance
+from memcore import Fusion, Hit, merge_provenance, validate_k, ValidationError
 
 from .config import ScoreFusionConfig
 from .normalize import NORMALIZERS, NormalizeOptions
@@ -46,12 +44,6 @@ def list_weights(config: ScoreFusionConfig, names: Sequence[str]) -> dict[str, f
     if config.normalize_weights and total > 0:
         weights = {name: w / total for name, w in weights.items()}
     return weights
-
-
-def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k <= 0:
-        raise ValidationError(f"k must be a positive integer, got {k!r}")
-    return int(k)
 
 
 def _list_scores(name: str, hits: Sequence[Hit]) -> tuple[list[str], np.ndarray]:
@@ -104,7 +96,7 @@ class ScoreFusion(Fusion):
 
     def fuse(self, lists: Mapping[str, Sequence[Hit]], k: int) -> list[Hit]:
         """Fuse ``lists`` into the best ``k`` hits; ``score`` and ``raw`` are the fused value."""
-        k = _check_k(k)
+        k = validate_k(k)
         weights = list_weights(self.config, list(lists))
         slot: dict[str, int] = {}
         positions: list[int] = []

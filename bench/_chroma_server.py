@@ -1,0 +1,57 @@
+"""A ``chroma run`` server on a free 127.0.0.1 port, for the Chroma benchmarks (stopped by PID)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["chroma_server"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def chroma_server(path: Path) -> Iterator[tuple[str, int]]:
+    """Start ``chroma run --path PATH`` on a free port; yields ``(host, port)``; stops it after."""
+    exe = Path(sys.executable).with_name("chroma")
+    exe_s = str(exe) if exe.exists() else shutil.which("chroma")
+    if exe_s is None:
+        raise RuntimeError("the chroma command line is not installed")
+    port = _free_port()
+    log = open(Path(path) / "server.log", "wb")
+    proc = subprocess.Popen([exe_s, "run", "--path", str(Path(path) / "data"), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v2/heartbeat", timeout=1) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("chroma run did not start")
+            time.sleep(0.2)
+        yield "127.0.0.1", port
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()

@@ -1,0 +1,44 @@
+"""memcore-chroma: a vector index kept in a ChromaDB collection.
+
+Registers the index kind ``chroma`` (:class:`ChromaIndex`, settings
+:class:`ChromaIndexConfig`): embedded (a ``PersistentClient`` inside the index folder) or
+on a Chroma server (``HttpClient``: ``connection.mode = "http"``, host, port, tenant,
+database), vectors taken from the collection's embedding space, ``allowed`` pushed down to
+Chroma as ``ids``, adds batched by Chroma's maximum batch size, caught up from the store's
+log like any index.
+
+chromadb is imported only when a ``chroma`` index first touches its collection: loading
+this plugin (which every ``memcore`` start does) stays cheap.
+"""
+
+from __future__ import annotations
+
+import memcore
+
+from .config import ChromaIndexConfig
+from .connection import ChromaConnection
+
+__all__ = ["ChromaIndex", "ChromaIndexConfig", "ChromaConnection", "register_indexes"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """``ChromaIndex`` is imported on first access."""
+    if name == "ChromaIndex":
+        from .index import ChromaIndex
+
+        return ChromaIndex
+    raise AttributeError(name)
+
+
+def _build(config: ChromaIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+    """Factory of the ``chroma`` index kind."""
+    from .index import ChromaIndex
+
+    return ChromaIndex(config, context)
+
+
+@memcore.hookimpl
+def register_indexes(register):
+    """Register the ``chroma`` index kind: ``register(name, factory, config_model)``."""
+    register("chroma", _build, ChromaIndexConfig)

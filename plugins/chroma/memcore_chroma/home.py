@@ -1,0 +1,185 @@
+"""Where an index's Chroma collection lives, across saves, loads and rebuilds.
+
+(The same module as memcore_poincare.home: plugins never import each other; keep both in step.)
+
+A Chroma-backed index writes every change to Chroma at once; ``save``/``load`` only have
+to say *which* collection holds the index. Each index instance works on its own
+*generation*: a collection named ``<prefix>-<12 hex>``.
+
+- Embedded mode: a new index works in an in-memory ``EphemeralClient`` until its first
+  ``save(directory)``, which copies the rows (batched) into a ``PersistentClient`` at
+  ``<directory>/chroma`` as a new generation and continues there; later saves write only
+  the sidecar. Changes made after a save are already on disk: on reopen the collection is
+  caught up from the store's log, and replaying an add or remove is idempotent.
+- Http mode: the generation is a collection on the Chroma server from the start; every
+  process that loads the same saved index uses the same server collection.
+
+``state.json`` (written atomically, last) names the generation; a save that replaces a
+generation deletes the one the previous ``state.json`` named, and ``load`` drops the
+instance's own unsaved generation. Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from memcore import CorruptError, atomic_write_json
+
+from .connection import ChromaConnection, open_client
+
+__all__ = ["CollectionHome", "STATE_FILE", "CHROMA_DIR", "chunks"]
+
+STATE_FILE = "state.json"
+CHROMA_DIR = "chroma"
+COPY_BATCH = 2048
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+    """Consecutive slices of at most ``size`` items."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class CollectionHome:
+    """The current Chroma collection of one index, and how it is saved and loaded.
+
+    ``configuration``: the Chroma collection configuration (``{"hnsw": {...}}``);
+    ``state``: extra fields written to (and checked in) ``state.json``.
+    """
+
+    def __init__(self, connection: ChromaConnection, prefix: str, configuration: Mapping[str, Any], state: Mapping[str, Any], where: str):
+        self.connection = connection
+        self.prefix = prefix
+        self.configuration = dict(configuration)
+        self.state = dict(state)
+        self.where = where
+        self._client: Any = None
+        self._collection: Any = None
+        self.bound: Path | None = None  # the embedded folder of the current collection
+        self.saved = False  # the current generation is named by a state.json somewhere
+        self._batch: int | None = None
+
+    # -- the current collection ------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = open_client(self.connection, None)
+        return self._client
+
+    @property
+    def collection(self) -> Any:
+        """The current collection (created on first use)."""
+        if self._collection is None:
+            self._collection = self._create(self.client)
+        return self._collection
+
+    @property
+    def opened(self) -> bool:
+        """True once a collection exists (an empty index need not create one to search)."""
+        return self._collection is not None
+
+    @property
+    def batch_size(self) -> int:
+        """Chroma's maximum batch size (asked once)."""
+        if self._batch is None:
+            self._batch = max(1, int(self.client.get_max_batch_size()))
+        return self._batch
+
+    def _create(self, client: Any) -> Any:
+        name = f"{self.prefix}-{uuid.uuid4().hex[:12]}"
+        return client.create_collection(name=name, configuration=self.configuration, embedding_function=None)
+
+    def _drop_unsaved(self) -> None:
+        if self._collection is not None and not self.saved:
+            try:
+                self.client.delete_collection(self._collection.name)
+            except Exception:  # noqa: BLE001 - already gone: nothing to drop
+                pass
+        self._collection = None
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def save(self, directory: Path, extra: Mapping[str, Any]) -> None:
+        """Make ``directory`` name the current collection (copying it there in embedded mode)."""
+        directory = Path(directory)
+        previous = self._read(directory, missing_ok=True)
+        if self.connection.mode == "embedded":
+            target = directory / CHROMA_DIR
+            if self.bound != target.resolve():
+                self._move_to(target)
+        else:
+            _ = self.collection
+        atomic_write_json(directory / STATE_FILE, {**self.state, **extra, "mode": self.connection.mode, "collection": self.collection.name})
+        self.saved = True
+        old = previous.get("collection") if previous else None
+        if old and old != self.collection.name:
+            try:
+                self.client.delete_collection(old)
+            except Exception:  # noqa: BLE001 - the old generation is already gone
+                pass
+
+    def _move_to(self, target: Path) -> None:
+        """Copy the current collection into a new generation of the embedded folder ``target``."""
+        client = open_client(self.connection, target)
+        fresh = self._create(client)
+        if self._collection is not None:
+            batch = min(COPY_BATCH, self.batch_size)
+            offset = 0
+            while True:
+                rows = self._collection.get(limit=batch, offset=offset, include=["embeddings", "metadatas"])
+                if not rows["ids"]:
+                    break
+                metas = rows["metadatas"] if any(m for m in rows["metadatas"] or []) else None
+                fresh.add(ids=rows["ids"], embeddings=rows["embeddings"], metadatas=metas)
+                offset += len(rows["ids"])
+            self._drop_unsaved()
+        self._client, self._collection, self.bound = client, fresh, target.resolve()
+        self.saved = False
+
+    def load(self, directory: Path) -> dict[str, Any]:
+        """Switch to the collection ``directory`` names; returns the saved state."""
+        directory = Path(directory)
+        state = self._read(directory, missing_ok=False)
+        for key, value in self.state.items():
+            if state.get(key) != value:
+                raise CorruptError(f"{self.where}: saved {key} {state.get(key)!r} does not match {value!r}")
+        if state.get("mode") != self.connection.mode:
+            raise CorruptError(f"{self.where}: saved in {state.get('mode')!r} mode, configured {self.connection.mode!r}")
+        name = state.get("collection")
+        if not isinstance(name, str) or not name:
+            raise CorruptError(f"{self.where}: {STATE_FILE} names no collection")
+        if self.connection.mode == "embedded":
+            target = (directory / CHROMA_DIR).resolve()
+            if not target.is_dir():
+                raise CorruptError(f"{self.where}: the Chroma folder {CHROMA_DIR}/ is missing")
+            client = open_client(self.connection, target)
+        else:
+            client, target = self.client, None
+        try:
+            collection = client.get_collection(name=name, embedding_function=None)
+        except Exception as exc:  # noqa: BLE001 - chromadb's NotFoundError and friends
+            raise CorruptError(f"{self.where}: Chroma collection {name!r} cannot be opened: {exc}") from None
+        if self._collection is None or self._collection.name != name:
+            self._drop_unsaved()
+        self._client, self._collection, self.bound, self.saved = client, collection, target, True
+        return state
+
+    def _read(self, directory: Path, missing_ok: bool) -> dict[str, Any] | None:
+        path = directory / STATE_FILE
+        if missing_ok and not path.exists():
+            return None
+        try:
+            state = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            if missing_ok:
+                return None
+            raise CorruptError(f"{self.where}: cannot read {STATE_FILE}: {exc}") from None
+        if not isinstance(state, dict):
+            if missing_ok:
+                return None
+            raise CorruptError(f"{self.where}: {STATE_FILE} is not a JSON object")
+        return state

@@ -1,0 +1,203 @@
+"""The ``chroma`` index: a memcore :class:`~memcore.Index` kept in a Chroma collection.
+
+- vectors come from the collection's embedding space (``config.space``) and are always
+  passed to Chroma explicitly (its default embedding function is never used); cosine
+  vectors are normalised, NaN/infinite (and, for cosine, zero) vectors are refused with a
+  typed error before anything reaches Chroma;
+- adds are upserts in batches of Chroma's ``get_max_batch_size()``, removals deletes
+  (unknown ids ignored);
+- ``allowed`` is pushed down: the ids Chroma holds among them are passed as ``ids=`` to
+  the query, so Chroma searches only those;
+- ``save``/``load``: :mod:`.home` (embedded: a PersistentClient in ``<dir>/chroma``;
+  http: the collection on the Chroma server), plus ``state.json``.
+
+Scores (higher is better): cosine ``1 - distance`` (cosine similarity, clipped to
+[-1, 1]), ip ``1 - distance`` (the inner product), l2 ``-distance`` (minus the squared
+Euclidean distance).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Collection as AbstractSet, Sequence
+
+import numpy as np
+
+from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
+
+from .config import ChromaIndexConfig
+from .home import CollectionHome, chunks
+
+__all__ = ["ChromaIndex"]
+
+_SCORES = {
+    "cosine": ("cosine similarity", (-1.0, 1.0)),
+    "ip": ("inner product", (None, None)),
+    "l2": ("negative squared L2 distance", (None, 0.0)),
+}
+
+
+class ChromaIndex(Index):
+    """Vector search in a Chroma collection (embedded or on a Chroma server)."""
+
+    format_version = 1
+
+    def __init__(self, config: ChromaIndexConfig, context: IndexContext):
+        self.config = config
+        self.name = context.name
+        self.dim = context.space(config.space).dim
+        self.requires = Requirements(spaces=(config.space,))
+        self.score_name, self.score_range = _SCORES[config.metric]
+        safe = re.sub(r"[^a-zA-Z0-9._-]", "-", context.name)[:200]
+        self.home = CollectionHome(
+            config.connection,
+            f"{config.collection_prefix}-{safe}",
+            config.configuration(),
+            {"format_version": self.format_version, "kind": "chroma", "dim": self.dim, "metric": config.metric},
+            f"chroma index {context.name!r}",
+        )
+
+    # -- validation ------------------------------------------------------------------------
+
+    def validate(self, records: Sequence[Record]) -> None:
+        space = self.config.space
+        for r in records:
+            v = r.vectors.get(space)
+            if v is None:
+                raise DimensionError(f"index {self.name!r}: record {r.id!r} has no vector in space {space!r}")
+            self._check_vector(v, f"index {self.name!r}: the vector of record {r.id!r}")
+
+    def validate_query(self, query: Query) -> None:
+        self._query_vector(query)
+
+    def _check_vector(self, v: Any, what: str) -> np.ndarray:
+        if getattr(v, "shape", None) != (self.dim,):
+            raise DimensionError(f"{what}: expected a {self.dim}-d vector in space {self.config.space!r}, got shape {getattr(v, 'shape', None)}")
+        x = np.asarray(v, dtype=np.float32)
+        # cosine vectors are normalised (in float64) first; ip/l2 ones reach Chroma's float32 arithmetic as they are
+        with np.errstate(over="ignore", invalid="ignore"):
+            square = float(np.dot(x.astype(np.float64), x.astype(np.float64)) if self.config.metric == "cosine" else np.dot(x, x))
+        if not math.isfinite(square):
+            raise ValidationError(f"{what} contains NaN or infinite values (or values too large for float32)")
+        if self.config.metric == "cosine" and square == 0.0:
+            raise ValidationError(f"{what} is all zeros: it has no cosine direction")
+        return x
+
+    def _query_vector(self, query: Query) -> np.ndarray:
+        v = query.vectors.get(self.config.space)
+        if v is None:
+            raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
+        return self._prepare(self._check_vector(v, f"index {self.name!r}: query vector").reshape(1, -1))
+
+    def _prepare(self, x: np.ndarray) -> np.ndarray:
+        if self.config.metric != "cosine":
+            return np.ascontiguousarray(x, dtype=np.float32)
+        norms = np.linalg.norm(x.astype(np.float64), axis=1, keepdims=True)
+        return (x / norms).astype(np.float32)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add(self, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        self.validate(records)
+        latest = {r.id: r for r in records}  # a repeated id: the last one wins
+        ids = list(latest)
+        space = self.config.space
+        vectors = self._prepare(np.stack([np.asarray(latest[i].vectors[space], dtype=np.float32) for i in ids]))
+        collection = self.home.collection
+        for sl in chunks(range(len(ids)), self.home.batch_size):
+            collection.upsert(ids=ids[sl.start : sl.stop], embeddings=vectors[sl.start : sl.stop])
+
+    def remove(self, ids: Sequence[str]) -> None:
+        ids = list(dict.fromkeys(ids))
+        if not ids or not self.home.opened:
+            return
+        for part in chunks(ids, self.home.batch_size):
+            self.home.collection.delete(ids=list(part))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self.home.collection.count()) if self.home.opened else 0
+
+    def held(self, ids: AbstractSet[str]) -> list[str]:
+        """The ids among ``ids`` that the collection holds (batched ``get`` without payload)."""
+        if not ids or not self.home.opened:
+            return []
+        out: list[str] = []
+        wanted = [i for i in ids if isinstance(i, str)]
+        for part in chunks(wanted, self.home.batch_size):
+            out.extend(self.home.collection.get(ids=list(part), include=[])["ids"])
+        return out
+
+    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        k = validate_k(k)
+        return self._search(self._query_vector(query), k, allowed)[0]
+
+    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        if not queries:
+            return []
+        k = validate_k(k)
+        return self._search(np.concatenate([self._query_vector(q) for q in queries]), k, allowed)
+
+    def _search(self, x: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
+        empty: list[list[Hit]] = [[] for _ in range(len(x))]
+        if not self.home.opened:
+            return empty
+        if allowed is None:
+            found = self.home.collection.query(query_embeddings=x, n_results=k, include=["distances"])
+        else:
+            found = self._query_allowed(x, k, allowed)
+            if found is None:
+                return empty
+        metric, source = self.config.metric, self.name
+        out = []
+        for row_ids, row_d in zip(found["ids"], found["distances"]):
+            d = np.asarray(row_d, dtype=np.float64)
+            if metric == "l2":
+                scores = -d
+            elif metric == "cosine":
+                scores = np.clip(1.0 - d, -1.0, 1.0)
+            else:
+                scores = 1.0 - d
+            out.append([Hit(rid, s, r, source) for rid, s, r in zip(row_ids, scores.tolist(), d.tolist())])
+        return out
+
+    def _query_allowed(self, x: np.ndarray, k: int, allowed: AbstractSet[str]) -> dict[str, Any] | None:
+        """The query restricted to ``allowed`` (None when the index holds none of them).
+
+        The allowed set a collection passes is made of this index's members, so it is
+        first sent to Chroma as is (one call); Chroma refuses ids it does not hold, and
+        only then are the held ones looked up (one more ``get``) and the query repeated.
+        """
+        ids = [i for i in allowed if isinstance(i, str)]
+        if not ids:
+            return None
+        try:
+            return self.home.collection.query(query_embeddings=x, n_results=min(k, len(ids)), ids=ids, include=["distances"])
+        except Exception:  # noqa: BLE001 - chromadb: "Error finding id" (an allowed id it does not hold)
+            held = self.held(set(ids))
+        if not held:
+            return None
+        return self.home.collection.query(query_embeddings=x, n_results=min(k, len(held)), ids=held, include=["distances"])
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def save(self, directory: Path) -> None:
+        self.home.save(Path(directory), {"count": len(self)})
+
+    def load(self, directory: Path) -> None:
+        self.home.load(Path(directory))
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "size": len(self),
+            "dim": self.dim,
+            "space": self.config.space,
+            "metric": self.config.metric,
+            "mode": self.config.connection.mode,
+            "collection": self.home.collection.name if self.home.opened else None,
+        }

@@ -1,0 +1,83 @@
+"""A small synchronous client of the colbert HTTP API (urllib, no extra dependency)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Mapping, Sequence
+
+from memcore import CorruptError, MemcoreError, NotFoundError, ValidationError
+
+from .names import check_index_name
+
+__all__ = ["ColbertClient", "ServerError", "to_tsv"]
+
+
+class ServerError(MemcoreError):
+    """The server could not be reached or answered with an unexpected error."""
+
+
+def to_tsv(passages: Sequence[tuple[str, str]]) -> str:
+    """``pid\\ttext`` lines; tabs and newlines inside texts become spaces."""
+    return "".join(f"{pid}\t{' '.join(text.split())}\n" for pid, text in passages)
+
+
+class ColbertClient:
+    """Calls of ``memcore colbert serve``; server errors come back as memcore errors."""
+
+    def __init__(self, url: str, timeout: float = 30.0):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None = None) -> Any:
+        url = self.url + path + (("?" + urllib.parse.urlencode(params)) if params else "")
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", "Accept": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read().decode("utf-8"))
+        except urllib.error.HTTPError as exc:
+            try:
+                payload = json.loads(exc.read().decode("utf-8")).get("error", {})
+            except (ValueError, AttributeError):
+                payload = {}
+            message = f"colbert server {self.url}: {payload.get('message') or exc.reason} (HTTP {exc.code})"
+            if exc.code == 404:
+                raise NotFoundError(message) from None
+            if exc.code in (400, 409, 413, 422):
+                raise ValidationError(message) from None
+            if exc.code == 500 and payload.get("type") == "CorruptError":
+                raise CorruptError(message) from None
+            raise ServerError(message) from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise ServerError(f"colbert server {self.url} unreachable: {exc}") from None
+
+    def health(self) -> dict[str, Any]:
+        return self._call("GET", "/api/health")
+
+    def info(self, index_name: str) -> dict[str, Any]:
+        return self._call("GET", f"/api/indexes/{check_index_name(index_name)}")
+
+    def create_index(self, index_name: str, passages: Sequence[tuple[str, str]], metadata: Mapping[str, Any] | None = None,
+                     config: Mapping[str, Any] | None = None, overwrite: bool = False) -> dict[str, Any]:
+        return self._call("POST", "/api/create-index", {"index_name": index_name, "collection_tsv_data": to_tsv(passages),
+                                                        "metadata": dict(metadata or {}), "config": dict(config or {}), "overwrite": overwrite})
+
+    def add_to_index(self, index_name: str, passages: Sequence[tuple[str, str]], metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self._call("POST", "/api/add-to-index", {"index_name": index_name, "collection_tsv_data": to_tsv(passages), "metadata": dict(metadata or {})})
+
+    def delete_passages(self, index_name: str, pids: Sequence[str]) -> int:
+        return int(self._call("DELETE", f"/api/indexes/{check_index_name(index_name)}/passages", {"pids": list(pids)})["deleted"])
+
+    def drop_index(self, index_name: str) -> None:
+        self._call("DELETE", f"/api/indexes/{check_index_name(index_name)}")
+
+    def search(self, index_name: str, query: str, k: int, pids: Sequence[str] | None = None, exhaustive: bool = False) -> list[dict[str, Any]]:
+        if pids is None and not exhaustive:
+            return self._call("GET", "/api/search", params={"query": query, "k": k, "index_name": index_name})["topk"]
+        body: dict[str, Any] = {"index_name": index_name, "query": query, "k": k, "exhaustive": exhaustive}
+        if pids is not None:
+            body["pids"] = list(pids)
+        return self._call("POST", "/api/search", body)["topk"]

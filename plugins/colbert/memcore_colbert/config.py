@@ -1,0 +1,155 @@
+"""Settings of the ``colbert`` and ``colbert-remote`` indexes and their query modes.
+
+Plain pydantic models: importing this module imports neither faiss nor any model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memcore import ComponentConfig, query_mode
+
+__all__ = [
+    "ColbertIndexConfig",
+    "ColbertRemoteConfig",
+    "ColbertQueryMode",
+    "SearchParams",
+    "QUERY_MODE_KEY",
+    "parse_query_mode",
+    "plaid_defaults",
+]
+
+QUERY_MODE_KEY = "colbert"
+"""The key of ``Query.extras`` holding per-query settings of both colbert index kinds."""
+
+
+class ColbertIndexConfig(ComponentConfig):
+    """Settings of the in-process ``colbert`` index (``[indexes.<name>] kind = "colbert"``).
+
+    Storage follows ColBERTv2 (plan, centroids, compressed residuals, inverted lists,
+    doclens); search follows PLAID (candidate cells, pruned centroid interaction, full
+    centroid interaction, exact late interaction on decompressed residuals).
+    """
+
+    kind: str = "colbert"
+    embedder: dict[str, Any] = Field(
+        default_factory=lambda: {"kind": "minilm"},
+        description='Token embedder, built through the registry: {kind = "minilm"} or any embedder implementing '
+        "embed_document_tokens (e.g. the deterministic {kind = \"token-hashing\"}).",
+    )
+    doc_maxlen: int = Field(220, ge=1, le=8192, description="Tokens kept per passage (ColBERT default 220).")
+    query_maxlen: int = Field(32, ge=1, le=8192, description="Tokens kept per query (ColBERT default 32).")
+    nbits: Literal[1, 2, 4] = Field(2, description="Bits per residual dimension (ColBERTv2 buckets: 2**nbits).")
+    ncentroids: int | None = Field(
+        None, ge=2, description="k-means centroids; default ColBERT's 2**floor(log2(16*sqrt(tokens))), capped by max_centroids."
+    )
+    max_centroids: int = Field(4096, ge=2, description="Upper bound of the default number of centroids.")
+    kmeans_niters: int = Field(4, ge=1, le=100, description="k-means iterations (ColBERT default 4).")
+    kmeans_points_per_centroid: int = Field(64, ge=8, description="Token vectors sampled per centroid to train k-means.")
+    train_min_tokens: int = Field(
+        4096,
+        ge=16,
+        description="Below this many token vectors the index keeps them uncompressed and searches exhaustively; "
+        "the add that crosses it trains centroids and compresses.",
+    )
+    retrain_growth: float = Field(
+        4.0, gt=1.0, description="Re-train centroids and buckets when the live tokens exceed this multiple of the tokens trained on."
+    )
+    compact_fraction: float = Field(0.2, gt=0.0, le=1.0, description="Compact (drop tombstoned passages) above this fraction of dead tokens.")
+    ncells: int | None = Field(None, ge=1, description="Centroids probed per query token (PLAID default by k: 1 / 2 / 4).")
+    centroid_score_threshold: float | None = Field(
+        None, ge=-1.0, le=1.0, description="Centroid pruning threshold (PLAID default by k: 0.5 / 0.45 / 0.4)."
+    )
+    ndocs: int | None = Field(None, ge=1, description="Passages kept after pruned centroid scoring (PLAID default by k: 256 / 1024 / max(4k, 4096)).")
+    exhaustive_below: int = Field(
+        256, ge=0, description="Collections (or allowed-id sets) of at most this many passages are scored exhaustively."
+    )
+    seed: int = Field(0, description="Seed of sampling and k-means.")
+
+    @field_validator("embedder", mode="before")
+    @classmethod
+    def _embedder_entry(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"kind": value}
+        if isinstance(value, Mapping):
+            if not isinstance(value.get("kind"), str) or not value.get("kind"):
+                raise ValueError("the token embedder needs a 'kind' (a registered embedder name)")
+            return dict(value)
+        return value
+
+
+class ColbertRemoteConfig(ComponentConfig):
+    """Settings of ``colbert-remote``: a client of ``memcore colbert serve``."""
+
+    kind: str = "colbert-remote"
+    url: str = Field(..., min_length=1, description="Base URL of the server, e.g. http://127.0.0.1:8893")
+    index_name: str = Field(..., min_length=1, description="Server-side index name ({workspace}_{kb}_{table}).")
+    timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request.")
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="Index settings sent when the client creates the index (doc_maxlen, nbits, embedder...)."
+    )
+    batch_size: int = Field(256, ge=1, description="Passages per add request.")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        value = value.rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("url must start with http:// or https://")
+        return value
+
+
+class ColbertQueryMode(BaseModel):
+    """Per-query settings read from ``Query.extras["colbert"]`` (all optional).
+
+    ``exhaustive`` scores every passage (decompressed) instead of the PLAID stages: the
+    accuracy reference. The others override the index's PLAID parameters for this query.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    exhaustive: bool = False
+    ncells: int | None = Field(None, ge=1)
+    centroid_score_threshold: float | None = Field(None, ge=-1.0, le=1.0)
+    ndocs: int | None = Field(None, ge=1)
+
+
+class SearchParams(BaseModel):
+    """The resolved PLAID parameters of one search."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ncells: int
+    centroid_score_threshold: float
+    ndocs: int
+    exhaustive: bool = False
+
+
+def plaid_defaults(k: int) -> tuple[int, float, int]:
+    """PLAID's defaults chosen by k: (ncells, centroid_score_threshold, ndocs)."""
+    if k <= 10:
+        return 1, 0.5, 256
+    if k <= 100:
+        return 2, 0.45, 1024
+    return 4, 0.4, max(4 * k, 4096)
+
+
+def resolve_params(config: ColbertIndexConfig, k: int, mode: ColbertQueryMode | None) -> SearchParams:
+    """Query mode > index settings > PLAID defaults by k."""
+    ncells, threshold, ndocs = plaid_defaults(k)
+    pick = lambda name, default: next(  # noqa: E731 - three lookups
+        (v for v in (getattr(mode, name, None), getattr(config, name)) if v is not None), default
+    )
+    return SearchParams(
+        ncells=pick("ncells", ncells),
+        centroid_score_threshold=pick("centroid_score_threshold", threshold),
+        ndocs=max(pick("ndocs", ndocs), k),
+        exhaustive=bool(mode.exhaustive) if mode is not None else False,
+    )
+
+
+def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str) -> ColbertQueryMode | None:
+    """The mode in ``extras["colbert"]`` (None when absent); ValidationError when malformed."""
+    return query_mode(extras, QUERY_MODE_KEY, ColbertQueryMode, index_name)

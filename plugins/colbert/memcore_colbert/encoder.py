@@ -1,0 +1,59 @@
+"""The token encoder of a colbert index: an embedder built by kind through the registry.
+
+The index never imports the plugin that provides its embedder: settings name the kind
+(``embedder = {kind = "minilm"}``) and :func:`memcore.build_embedder` builds it. Any
+embedder implementing :meth:`memcore.Embedder.embed_document_tokens` works, including a
+real ColBERT checkpoint wrapped as an embedder (see docs/plugins/colbert.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from memcore import ConfigError, DimensionError, Embedder, ValidationError, build_embedder
+
+__all__ = ["TokenEncoder"]
+
+
+class TokenEncoder:
+    """Documents and queries -> lists of unit token matrices, with the index's max lengths."""
+
+    def __init__(self, spec: Mapping[str, Any], doc_maxlen: int, query_maxlen: int, location: str):
+        self.embedder: Embedder = build_embedder(dict(spec), location=location)
+        if not self.embedder.supports_tokens:
+            raise ConfigError(
+                f"embedder {spec.get('kind')!r} gives no token vectors (it does not implement embed_document_tokens); "
+                "use 'minilm' (memcore[embed]), 'token-hashing' or another token embedder",
+                location=location,
+            )
+        self.dim = int(self.embedder.dim)
+        self.model_id = str(self.embedder.model_id or spec.get("kind"))
+        self.doc_maxlen = doc_maxlen
+        self.query_maxlen = query_maxlen
+
+    def _check(self, out: Sequence[np.ndarray], n: int, what: str) -> list[np.ndarray]:
+        if len(out) != n:
+            raise DimensionError(f"token embedder {self.model_id!r} returned {len(out)} matrices for {n} {what}")
+        checked = []
+        for m in out:
+            m = np.asarray(m, dtype=np.float32)
+            if m.ndim != 2 or m.shape[1] != self.dim or m.shape[0] == 0:
+                raise DimensionError(f"token embedder {self.model_id!r} returned a token matrix of shape {m.shape}, expected (n >= 1, {self.dim})")
+            if not np.isfinite(m).all():
+                raise ValidationError(f"token embedder {self.model_id!r} returned NaN or infinite values")
+            checked.append(m)
+        return checked
+
+    def documents(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token matrices of passages (at most ``doc_maxlen`` rows each)."""
+        if not texts:
+            return []
+        return self._check(self.embedder.embed_document_tokens(list(texts), max_length=self.doc_maxlen), len(texts), "passages")
+
+    def queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Token matrices of queries (at most ``query_maxlen`` rows each)."""
+        if not texts:
+            return []
+        return self._check(self.embedder.embed_query_tokens(list(texts), max_length=self.query_maxlen), len(texts), "queries")

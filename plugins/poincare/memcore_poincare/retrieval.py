@@ -1,0 +1,227 @@
+"""The hybrid retrieval pipeline: cone -> shell -> neighbourhood -> aggregate.
+
+1. **Cone**: one Chroma vector query for ``cone_width`` candidates by direction (cosine),
+   embeddings and metadata included (``ids`` restricts it to an allowed set).
+2. **Shell**: every candidate is projected at ``t_now`` and its exact Poincaré distance
+   to the query computed in one array operation (:meth:`ParticleProjector.distance`);
+   the ``top_k`` closest are kept.
+3. **Neighbourhood**: the links of those ``top_k`` are expanded, at most
+   ``max_neighbors`` per node and ``max_neighbors · top_k`` in all (in rank order, then
+   link order), ids already kept excluded, fetched in one ``get`` and scored in one array
+   operation; a neighbour's distance is multiplied by ``neighbor_penalty`` (1.1: 10%
+   farther), so an indirect match ranks below an equally close direct one.
+4. **Aggregate**: direct and neighbour results merged, sorted by score (distance, smaller
+   is better; direct first on ties), top ``top_k`` returned.
+
+When ``cone_width`` is not given it is derived from the collection size N:
+``cone_width(N, top_k) = max(top_k, min(N, max(50, ceil(10·ln N))))`` (the design's
+"log N · 10", never below 50 nor above N).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Collection as AbstractSet, Protocol, Sequence
+
+import numpy as np
+
+from memcore import ValidationError
+
+from .physics import ParticleProjector, ParticleStates, unit_directions
+from .storage import HyperAmyStorage
+from .types import Point, SearchResult
+
+__all__ = ["HyperAmyRetrieval", "ParticleSource", "default_cone_width", "Candidates", "neighbour_ids", "check_search_args"]
+
+MIN_CONE = 50
+
+
+def default_cone_width(n: int, top_k: int) -> int:
+    """``max(top_k, min(N, max(50, ceil(10·ln N))))``: the cone width used when none is given."""
+    scaled = math.ceil(10.0 * math.log(n)) if n > 1 else 1
+    return max(top_k, min(n, max(MIN_CONE, scaled)))
+
+
+def _int_arg(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValidationError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def check_search_args(top_k: Any, cone_width: Any, max_neighbors: Any, neighbor_penalty: Any) -> tuple[int, int | None, int, float]:
+    """Validated ``(top_k, cone_width, max_neighbors, neighbor_penalty)``."""
+    top_k = _int_arg("top_k", top_k, 1)
+    cone = None if cone_width is None else _int_arg("cone_width", cone_width, 1)
+    maxn = _int_arg("max_neighbors", max_neighbors, 0)
+    if isinstance(neighbor_penalty, bool) or not isinstance(neighbor_penalty, (int, float, np.floating)) or not math.isfinite(neighbor_penalty) or neighbor_penalty < 1.0:
+        raise ValidationError(f"neighbor_penalty must be a finite number >= 1, got {neighbor_penalty!r}")
+    return top_k, cone, maxn, float(neighbor_penalty)
+
+
+@dataclass
+class Candidates:
+    """Rows fetched from Chroma: ids, unit directions (n, d) and metadatas."""
+
+    ids: list[str]
+    directions: np.ndarray
+    metadatas: list[dict[str, Any]]
+
+    @classmethod
+    def from_chroma(cls, ids: Sequence[str], embeddings: Any, metadatas: Sequence[dict[str, Any]]) -> "Candidates":
+        matrix = np.asarray(embeddings, dtype=np.float32) if len(ids) else np.zeros((0, 0), dtype=np.float32)
+        return cls(list(ids), matrix, list(metadatas))
+
+    def states(self, projector: ParticleProjector, t_now: float) -> ParticleStates:
+        """All candidates projected at ``t_now`` (metadata read into arrays once)."""
+        metas = self.metadatas
+        v = np.fromiter((m["v"] for m in metas), dtype=np.float64, count=len(metas))
+        T = np.fromiter((m["T"] for m in metas), dtype=np.float64, count=len(metas))
+        born = np.fromiter((m["born"] for m in metas), dtype=np.float64, count=len(metas))
+        return projector.states(self.directions, v, T, born, t_now)
+
+
+def neighbour_ids(link_lists: Sequence[Sequence[str]], max_neighbors: int, exclude: AbstractSet[str], allowed: AbstractSet[str] | None = None) -> list[str]:
+    """Link targets to expand: at most ``max_neighbors`` per node (its first links) and
+    ``max_neighbors · len(link_lists)`` in all, de-duplicated in rank then link order,
+    without ``exclude`` (and only ``allowed`` ones when given)."""
+    cap = max_neighbors * len(link_lists)
+    out: dict[str, None] = {}
+    for links in link_lists:
+        for target in links[:max_neighbors]:
+            if target not in exclude and (allowed is None or target in allowed):
+                out.setdefault(target, None)
+        if len(out) >= cap:
+            break
+    return list(out)[:cap]
+
+
+def _links(meta: dict[str, Any]) -> list[str]:
+    try:
+        links = json.loads(meta.get("links") or "[]")
+    except (TypeError, ValueError):
+        return []
+    return [t for t in links if isinstance(t, str)] if isinstance(links, list) else []
+
+
+class ParticleSource(Protocol):
+    """What the search reads from: a :class:`HyperAmyStorage`, or the ``poincare`` index."""
+
+    @property
+    def collection(self) -> Any: ...
+
+    @property
+    def dim(self) -> int | None: ...
+
+    def existing(self, ids: Sequence[str]) -> set[str]: ...
+
+    def count(self) -> int: ...
+
+
+class HyperAmyRetrieval:
+    """The four-step search over a :class:`HyperAmyStorage` with a :class:`ParticleProjector`."""
+
+    def __init__(self, storage: HyperAmyStorage | ParticleSource, projector: ParticleProjector | None = None):
+        self.storage = storage
+        self.projector = projector or ParticleProjector()
+
+    @property
+    def collection(self) -> Any:
+        """The Chroma collection searched (the storage's current one)."""
+        return self.storage.collection
+
+    def _cone(self, direction: np.ndarray, cone: int, restrict: list[str] | None) -> dict[str, Any] | None:
+        """Step 1's Chroma query. ``restrict`` is sent as is first (an allowed set usually
+        holds stored ids only); Chroma refuses unknown ids, and only then are the stored
+        ones looked up (one more ``get``). None when none of them is stored."""
+        include = ["metadatas", "embeddings"]
+        if restrict is None:
+            return self.collection.query(query_embeddings=direction, n_results=cone, include=include)
+        try:
+            return self.collection.query(query_embeddings=direction, n_results=cone, ids=restrict, include=include)
+        except Exception:  # noqa: BLE001 - chromadb: "Error finding id" (an id it does not hold)
+            held = sorted(self.storage.existing(restrict))
+        if not held:
+            return None
+        return self.collection.query(query_embeddings=direction, n_results=min(cone, len(held)), ids=held, include=include)
+
+    def query_state(self, query_point: Point, t_now: float) -> tuple[np.ndarray, ParticleStates]:
+        """The query's unit direction (1, d) and its projected state at ``t_now``."""
+        raw = query_point.emotion_vector
+        raw = raw.detach().cpu().numpy() if hasattr(raw, "detach") else raw
+        vec = np.asarray(raw, dtype=np.float64)
+        if vec.ndim != 1:
+            raise ValidationError(f"query emotion_vector must be 1-d, got shape {vec.shape}")
+        dim = self.storage.dim
+        if dim is not None and vec.shape[0] != dim:
+            from memcore import DimensionError
+
+            raise DimensionError(f"query emotion_vector has dimension {vec.shape[0]}, the stored points {dim}")
+        for name in ("v", "T", "born"):
+            value = getattr(query_point, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
+                raise ValidationError(f"query point: {name} must be a finite number, got {value!r}")
+        direction = unit_directions(vec.reshape(1, -1), "query emotion_vector")
+        return direction, self.projector.states(direction, query_point.v, query_point.T, query_point.born, t_now)
+
+    def search(
+        self,
+        query_point: Point,
+        top_k: int = 3,
+        cone_width: int | None = None,
+        max_neighbors: int = 20,
+        neighbor_penalty: float = 1.1,
+        *,
+        t_now: float | None = None,
+        allowed: AbstractSet[str] | None = None,
+    ) -> list[SearchResult]:
+        """The ``top_k`` best results by hyperbolic distance (smaller first).
+
+        ``t_now``: evaluation time (default: the query's ``current_time``, else now);
+        ``allowed``: restrict results (direct and neighbours) to these ids.
+        """
+        top_k, cone_width, max_neighbors, neighbor_penalty = check_search_args(top_k, cone_width, max_neighbors, neighbor_penalty)
+        if t_now is None:
+            t_now = query_point.current_time if query_point.current_time is not None else time.time()
+        direction, query = self.query_state(query_point, float(t_now))
+        restrict: list[str] | None = None
+        if allowed is not None:
+            restrict = sorted(i for i in allowed if isinstance(i, str))
+            if not restrict:
+                return []
+        if restrict is not None:
+            cone = min(cone_width if cone_width is not None else default_cone_width(len(restrict), top_k), len(restrict))
+        elif cone_width is not None:
+            cone = cone_width  # Chroma returns fewer when it holds fewer: no count() round trip
+        else:
+            total = self.storage.count()
+            if total == 0:
+                return []
+            cone = default_cone_width(total, top_k)
+
+        # 1. cone
+        found = self._cone(direction, cone, restrict)
+        if found is None:
+            return []
+        cands = Candidates.from_chroma(found["ids"][0], found["embeddings"][0], found["metadatas"][0])
+        if not cands.ids:
+            return []
+        # 2. shell
+        dist = self.projector.distance(query, cands.states(self.projector, t_now))
+        order = np.argsort(dist, kind="stable")[:top_k]
+        results = [SearchResult(cands.ids[i], float(dist[i]), cands.metadatas[i], cands.directions[i].tolist(), "direct") for i in order]
+        # 3. neighbourhood
+        if max_neighbors > 0:
+            kept = {r.id for r in results}
+            wanted = neighbour_ids([_links(r.metadata) for r in results], max_neighbors, kept, set(restrict) if restrict is not None else None)
+            if wanted:
+                got = self.collection.get(ids=wanted, include=["metadatas", "embeddings"])
+                nb = Candidates.from_chroma(got["ids"], got["embeddings"], got["metadatas"])
+                if nb.ids:
+                    nd = self.projector.distance(query, nb.states(self.projector, t_now)) * neighbor_penalty
+                    results.extend(SearchResult(nb.ids[i], float(nd[i]), nb.metadatas[i], nb.directions[i].tolist(), "neighbor") for i in range(len(nb.ids)))
+        # 4. aggregate (stable: direct results, already in order, stay ahead of equal neighbours)
+        results.sort(key=lambda r: r.score)
+        return results[:top_k]

@@ -1,0 +1,39 @@
+"""memcore-services: the agent-memory services of memcore's design notes, registered
+through ``register_services``:
+
+- ``short_term_memory``: a window of the last N entries;
+- ``memoryos``: STM queue -> MTM segments with heat -> LTM summaries;
+- ``hierarchical``: two-tier, three-tier or functional tiers with capacities and a
+  migration policy (fifo, heat, age);
+- ``vector_hash``: TiM-style thoughts (triple sentences) in an LSH index;
+- ``hybrid``: several indexes + fusion, a declared pipeline behind the service interface.
+
+They create their indexes by kind (``fifo`` of memcore-fifo-kv, ``lsh`` of memcore-lsh,
+``bm25`` and the ``rrf`` fusion...): ``pip install "memcore[services]"`` brings them.
+"""
+
+from __future__ import annotations
+
+import memcore
+
+from .hierarchical import HierarchicalConfig, HierarchicalMemory
+from .hybrid import HybridConfig, HybridService
+from .memoryos import MemoryOS, MemoryOSConfig
+from .short_term import ShortTermMemory, ShortTermMemoryConfig
+from .vector_hash import VectorHashConfig, VectorHashMemory
+
+__all__ = [
+    "ShortTermMemory", "ShortTermMemoryConfig", "MemoryOS", "MemoryOSConfig", "HierarchicalMemory", "HierarchicalConfig",
+    "VectorHashMemory", "VectorHashConfig", "HybridService", "HybridConfig", "register_services",
+]
+__version__ = "0.1.0"
+
+
+@memcore.hookimpl
+def register_services(register):
+    """Register the five services: ``register(name, factory, config_model)``."""
+    register("short_term_memory", ShortTermMemory, ShortTermMemoryConfig)
+    register("memoryos", MemoryOS, MemoryOSConfig)
+    register("hierarchical", HierarchicalMemory, HierarchicalConfig)
+    register("vector_hash", VectorHashMemory, VectorHashConfig)
+    register("hybrid", HybridService, HybridConfig)

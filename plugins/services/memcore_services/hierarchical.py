@@ -1,0 +1,168 @@
+"""``hierarchical``: memory in tiers with capacities and a migration policy.
+
+Layouts (``layout``): ``two_tier`` (stm -> ltm), ``three_tier`` (stm -> mtm -> ltm) and
+``functional`` (episodic -> semantic, and procedural on its own; an entry goes to the tier
+named by its ``memory_type`` metadata, default episodic). Each tier is an index
+``hierarchical.<tier>`` over the same stored records (kind ``tier_index``, default an
+``exact`` vector index): data is stored once, tiers are index memberships.
+
+When a tier holds more than its capacity, the policy (``migration``) picks what leaves:
+``fifo`` (entered the tier first), ``age`` (oldest record), or ``heat`` (coldest:
+``heat = a * visits + b * words / 100 + c * exp(-(now - last_visit) / tau_s)``, visits
+counted on every retrieval hit). What leaves moves to the next tier in one transaction per
+move (added to the next tier, then taken out of this one: a crash in between leaves it in
+both, never in none). A tier without a next tier and with a capacity must say what leaves
+it: ``forget = "delete"`` deletes it and counts it in ``forgotten`` (an explicit policy);
+otherwise a capacity there is a configuration error.
+
+Per-record state (tier, entry order, visits, last visit) lives in the store, namespace
+``hierarchical``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+from memcore import ComponentConfig, Service, ValidationError
+from pydantic import Field, model_validator
+
+from .common import HeatWeights, heat, hit_result, now, top
+
+__all__ = ["HierarchicalConfig", "HierarchicalMemory", "LAYOUTS"]
+
+LAYOUTS: dict[str, dict[str, str | None]] = {
+    "two_tier": {"stm": "ltm", "ltm": None},
+    "three_tier": {"stm": "mtm", "mtm": "ltm", "ltm": None},
+    "functional": {"episodic": "semantic", "semantic": None, "procedural": None},
+}
+"""Tier -> the tier what overflows it moves to (None: the last)."""
+DEFAULT_CAPACITY = {"stm": 20, "mtm": 200, "episodic": 200}
+NS = "hierarchical"
+
+
+class HierarchicalConfig(ComponentConfig):
+    """Settings of ``hierarchical``."""
+
+    kind: str = "hierarchical"
+    layout: Literal["two_tier", "three_tier", "functional"] = Field("three_tier", description="Tiers and where overflow goes.")
+    capacities: dict[str, int | None] = Field(default_factory=dict, description="Tier -> capacity (None: unbounded). Default stm 20, mtm 200, episodic 200, others unbounded.")
+    migration: Literal["fifo", "heat", "age"] = Field("fifo", description="Which entries leave an over-full tier.")
+    forget: Literal["never", "delete"] = Field("never", description="What leaves a full last tier: never (a capacity there is an error) or delete (counted in 'forgotten').")
+    heat: HeatWeights = Field(default_factory=HeatWeights, description="Weights of the heat policy.")
+    space: str = Field("default", description="Embedding space of the tier indexes.")
+    tier_index: dict[str, Any] = Field(default_factory=lambda: {"kind": "exact", "metric": "cosine"}, description="Index entry used for every tier (its space is filled in).")
+    tier_weights: dict[str, float] = Field(default_factory=dict, description="Score multiplier per tier at retrieval (default 1).")
+    llm: str | None = Field(None, description="Unused (no LLM step).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "HierarchicalConfig":
+        tiers = LAYOUTS[self.layout]
+        unknown = sorted(set(self.capacities) - set(tiers))
+        if unknown:
+            raise ValueError(f"capacities name unknown tiers {unknown}; layout {self.layout} has {list(tiers)}")
+        for tier, nxt in tiers.items():
+            if nxt is None and self.capacity(tier) is not None and self.forget == "never":
+                raise ValueError(f"tier {tier!r} is the last one: a capacity there needs forget = \"delete\" (nothing is dropped silently)")
+        return self
+
+    def capacity(self, tier: str) -> int | None:
+        """The capacity of a tier."""
+        return self.capacities.get(tier, DEFAULT_CAPACITY.get(tier))
+
+
+class HierarchicalMemory(Service):
+    """Tiers over one collection; overflow migrates by the configured policy."""
+
+    uses_pipeline = False
+
+    @classmethod
+    def required_indexes(cls, config: HierarchicalConfig) -> dict[str, dict[str, Any]]:
+        """One index per tier: ``hierarchical.<tier>``."""
+        return {f"{NS}.{t}": {**config.tier_index, "space": config.space} for t in LAYOUTS[config.layout]}
+
+    @property
+    def tiers(self) -> dict[str, str | None]:
+        """Tier -> next tier."""
+        return LAYOUTS[self.config.layout]
+
+    def _entry_tier(self, metadata: Mapping[str, Any]) -> str:
+        if self.config.layout != "functional":
+            return next(iter(self.tiers))
+        kind = str(metadata.get("memory_type", "episodic"))
+        if kind not in self.tiers:
+            raise ValidationError(f"memory_type {kind!r} is not a tier of the functional layout: {list(self.tiers)}")
+        return kind
+
+    def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+        """Insert into the entry tier, then migrate what overflows."""
+        meta = dict(metadata or {})
+        tier = self._entry_tier(meta)
+        item: dict[str, Any] = {"text": text, "metadata": meta, **kwargs}
+        if vector is not None:
+            item["vectors"] = {self.config.space: vector}
+        seq = int(self.collection.get_state(NS, "seq", 0)) + 1
+        at = now()
+        rid = self.collection.insert([item], indexes=[f"{NS}.{tier}"], state={(NS, "seq"): seq})[0]
+        if self.collection.get_state(NS, f"r:{rid}") is None:
+            self.collection.set_state({(NS, f"r:{rid}"): {"tier": tier, "entered": seq, "created": at, "visits": 0, "last": at, "words": len(text.split())}})
+        self._migrate(tier)
+        return rid
+
+    def _victims(self, tier: str, n: int) -> list[str]:
+        ids = self.collection.ids(index=f"{NS}.{tier}")
+        states = {i: self.collection.get_state(NS, f"r:{i}") or {} for i in ids}
+        if self.config.migration == "fifo":
+            key = lambda i: (states[i].get("entered", 0), i)  # noqa: E731
+        elif self.config.migration == "age":
+            key = lambda i: (states[i].get("created", 0.0), i)  # noqa: E731
+        else:
+            at = now()
+            key = lambda i: (heat(self.config.heat, states[i].get("visits", 0), states[i].get("words", 0) / 100.0, states[i].get("last", 0.0), at), i)  # noqa: E731
+        return sorted(ids, key=key)[:n]
+
+    def _migrate(self, tier: str | None) -> None:
+        while tier is not None:
+            cap = self.config.capacity(tier)
+            over = self.collection.count(index=f"{NS}.{tier}") - cap if cap is not None else 0
+            if over <= 0:
+                return
+            nxt = self.tiers[tier]
+            for rid in self._victims(tier, over):
+                st = dict(self.collection.get_state(NS, f"r:{rid}") or {})
+                if nxt is None:  # forget = "delete" (checked by the config)
+                    self.collection.delete([rid], state={(NS, f"r:{rid}"): None, (NS, "forgotten"): int(self.collection.get_state(NS, "forgotten", 0)) + 1})
+                    continue
+                seq = int(self.collection.get_state(NS, "seq", 0)) + 1
+                self.collection.insert_to_index(f"{NS}.{nxt}", [rid])
+                self.collection.remove_from_index(f"{NS}.{tier}", [rid], state={(NS, f"r:{rid}"): {**st, "tier": nxt, "entered": seq}, (NS, "seq"): seq})
+            tier = nxt
+
+    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+        """Search every tier, weight by tier, count a visit on each returned entry."""
+        q = self.make_query(query, vector, metadata, k, self.config.space)
+        results = []
+        for tier in self.tiers:
+            index = f"{NS}.{tier}"
+            if self.collection.count(index=index) == 0:
+                continue
+            weight = self.config.tier_weights.get(tier, 1.0)
+            for h in self.collection.retrieve(q, index=index):
+                r = hit_result(h)
+                r["score"] *= weight
+                results.append(r)
+        out = top(results, k)
+        if out:
+            at = now()
+            changes = {}
+            for r in out:
+                st = self.collection.get_state(NS, f"r:{r['id']}")
+                if st is not None:
+                    changes[(NS, f"r:{r['id']}")] = {**st, "visits": st.get("visits", 0) + 1, "last": at}
+            if changes:
+                self.collection.set_state(changes)
+        return out
+
+    def report(self) -> dict[str, Any]:
+        """Entries per tier and how many were forgotten."""
+        return {**{t: self.collection.count(index=f"{NS}.{t}") for t in self.tiers}, "forgotten": int(self.collection.get_state(NS, "forgotten", 0))}
+

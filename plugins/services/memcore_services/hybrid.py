@@ -1,0 +1,115 @@
+"""``hybrid``: several indexes + fusion (+ optional MMR / rerank) -- a declared pipeline
+behind the service interface.
+
+The service declares its indexes under the ``hybrid.`` prefix (``indexes = {dense = {kind
+= "exact", space = "default"}, bm25 = {kind = "bm25"}}`` becomes ``hybrid.dense`` and
+``hybrid.bm25``) and runs its own ``pipeline`` (a preset name, a preset with overrides, or a
+stage list; recall stages name the indexes without the prefix). ``insert`` puts every
+entry in every index; ``retrieve`` runs the pipeline.
+
+``speaker_boost`` (optional): when the query names a speaker found in the entries'
+``speaker`` metadata, those entries' scores are multiplied by ``1 + speaker_boost`` before
+the final cut -- speaker-aware retrieval for dialog memories.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any, Mapping
+
+from memcore import ComponentConfig, Pipeline, Service
+from pydantic import Field
+
+from .common import hit_result
+
+__all__ = ["HybridConfig", "HybridService", "PREFIX"]
+
+PREFIX = "hybrid."
+DEFAULT_INDEXES = {
+    "dense": {"kind": "exact", "space": "default", "metric": "cosine"},
+    "bm25": {"kind": "bm25", "stopwords": "en", "stemmer": "english"},
+}
+DEFAULT_PIPELINE: list[dict[str, Any]] = [
+    {"kind": "recall", "index": "dense", "over_fetch": 2.0},
+    {"kind": "recall", "index": "bm25", "over_fetch": 2.0},
+    {"kind": "fuse", "fusion": {"kind": "rrf", "k": 10.0}},
+    {"kind": "rerank", "keyword_weight": 0.3},
+    {"kind": "limit"},
+]
+
+
+class HybridConfig(ComponentConfig):
+    """Settings of ``hybrid``."""
+
+    kind: str = "hybrid"
+    indexes: dict[str, dict[str, Any]] = Field(default_factory=lambda: copy.deepcopy(DEFAULT_INDEXES), description="Indexes (name -> {kind, options}), created as hybrid.<name>.")
+    pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULT_PIPELINE), description="The retrieval pipeline over those indexes (names without the prefix).")
+    space: str | None = Field(None, description="Space of a bare vector argument (default: the only space).")
+    speaker_boost: float = Field(0.0, ge=0, le=10, description="Boost of entries whose 'speaker' the query names (0: off).")
+    llm: str | None = Field("default", description="LLM handed to the pipeline's LLM stages (llm_rerank).")
+
+
+def _prefixed(entries: Any) -> Any:
+    """The pipeline spec with recall stages' ``index`` names prefixed."""
+    if isinstance(entries, list):
+        out = []
+        for e in entries:
+            e = dict(e)
+            if e.get("kind") == "recall" and isinstance(e.get("index"), str) and not e["index"].startswith(PREFIX):
+                e["index"] = PREFIX + e["index"]
+            out.append(e)
+        return out
+    if isinstance(entries, dict):
+        spec = dict(entries)
+        overrides = {}
+        for name, opts in (spec.get("overrides") or {}).items():
+            opts = dict(opts)
+            if isinstance(opts.get("index"), str) and not opts["index"].startswith(PREFIX):
+                opts["index"] = PREFIX + opts["index"]
+            overrides[name] = opts
+        spec["overrides"] = overrides
+        return spec
+    return entries
+
+
+class HybridService(Service):
+    """Every entry in every declared index; retrieval through the service's own pipeline."""
+
+    uses_pipeline = False
+
+    def __init__(self, config: HybridConfig, collection: Any, pipeline: Any):
+        super().__init__(config, collection, pipeline)
+        self.own = Pipeline.from_config(_prefixed(config.pipeline), collection.registry, "service.pipeline")
+        self.own.check(collection)
+
+    @classmethod
+    def required_indexes(cls, config: HybridConfig) -> dict[str, dict[str, Any]]:
+        """The configured indexes, under ``hybrid.``."""
+        return {PREFIX + name: dict(entry) for name, entry in config.indexes.items()}
+
+    def bind_llms(self, llms: Any) -> None:
+        """Hand the LLMs to the service's own pipeline too."""
+        super().bind_llms(llms)
+        self.own.bind_llms(llms)
+
+    def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+        """Insert one entry into every index (``id``, ``scope``, ``links`` as keywords)."""
+        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **kwargs}
+        if vector is not None:
+            item["vectors"] = {self.vector_space(self.config.space): vector}
+        return self.collection.insert([item], indexes=list(self.required_indexes(self.config)))[0]
+
+    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+        """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
+        depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
+        q = self.make_query(query, vector, metadata, depth, self.config.space)
+        hits = self.own.run(self.collection, q, scope=kwargs.get("scope"))
+        results = [hit_result(h) for h in hits]
+        if self.config.speaker_boost and query:
+            named = {w for w in re.findall(r"[A-Z][a-z]+", query)}
+            for r in results:
+                if str((r["metadata"] or {}).get("speaker", "")) in named:
+                    r["score"] *= 1.0 + self.config.speaker_boost
+            results.sort(key=lambda r: -r["score"])
+        return results[:k]

@@ -1,0 +1,91 @@
+"""Model-based test of tier migration (hypothesis state machine): under random inserts,
+retrieves and close/reopen, no item is ever lost across STM -> MTM -> LTM -- every inserted
+item is in exactly one tier, or (memoryos) listed by the LTM summary that replaced it, or
+(hierarchical with forget = "delete") counted as forgotten -- and the tier sizes respect
+the capacities."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import memcore
+
+WORDS = ["alice", "bob", "cat", "bank", "violin", "bread", "garden", "tuesday", "zurich", "pixel", "report", "dog"]
+text = st.lists(st.sampled_from(WORDS), min_size=2, max_size=6).map(" ".join)
+
+
+class TierMachine(RuleBasedStateMachine):
+    service: dict = {}
+
+    def __init__(self):
+        super().__init__()
+        self.dir = Path(tempfile.mkdtemp(prefix="tiers-"))
+        self.memory = self.open()
+        self.inserted: set[str] = set()
+        self.n = 0
+
+    def open(self) -> memcore.Memory:
+        return memcore.open({"indexes": {}, "service": self.service}, path=self.dir)
+
+    @rule(t=text, session=st.integers(1, 3))
+    def insert(self, t, session):
+        self.n += 1
+        self.inserted.add(self.memory.insert(f"{t} #{self.n}", metadata={"session": session}))
+
+    @precondition(lambda self: self.inserted)
+    @rule(q=text, k=st.integers(1, 8))
+    def retrieve(self, q, k):
+        results = self.memory.retrieve(q, k=k)
+        assert len(results) <= k
+
+    @rule()
+    def reopen(self):
+        self.memory.close()
+        self.memory = self.open()
+
+    def teardown(self):
+        self.memory.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class HierarchicalMachine(TierMachine):
+    service = {"kind": "hierarchical", "layout": "three_tier", "capacities": {"stm": 2, "mtm": 3, "ltm": 4}, "forget": "delete", "migration": "heat"}
+
+    @invariant()
+    def nothing_lost(self):
+        c = self.memory.collection
+        tiers = {t: set(c.ids(index=f"hierarchical.{t}")) for t in ("stm", "mtm", "ltm")}
+        assert len(tiers["stm"]) <= 2 and len(tiers["mtm"]) <= 3 and len(tiers["ltm"]) <= 4
+        assert not (tiers["stm"] & tiers["mtm"]) and not (tiers["mtm"] & tiers["ltm"]) and not (tiers["stm"] & tiers["ltm"])
+        held = tiers["stm"] | tiers["mtm"] | tiers["ltm"]
+        assert held <= self.inserted
+        assert len(self.inserted) - len(held) == self.memory.service.report()["forgotten"]
+
+
+class MemoryOSMachine(TierMachine):
+    service = {"kind": "memoryos", "stm_capacity": 2, "mtm_capacity": 2, "segment_threshold": 0.5}
+
+    @invariant()
+    def nothing_lost(self):
+        c = self.memory.collection
+        stm, mtm = set(c.ids(index="memoryos.stm")), set(c.ids(index="memoryos.mtm"))
+        summaries = [c.get(i) for i in c.ids(index="memoryos.ltm")]
+        summarised = [p for s in summaries for p in s.metadata["pages"]]
+        assert len(stm) <= 2 and not (stm & mtm)
+        assert len(summarised) == len(set(summarised)) and not (set(summarised) & (stm | mtm))
+        assert stm | mtm | set(summarised) == self.inserted
+        segments = {k: v for k, v in c.state_items("memoryos").items() if k.startswith("s:")}
+        assert len(segments) <= 2
+        assert {p for s in segments.values() for p in s["pages"]} == mtm
+
+
+SETTINGS = settings(max_examples=12, stateful_step_count=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TestHierarchicalMigration = HierarchicalMachine.TestCase
+TestHierarchicalMigration.settings = SETTINGS
+TestMemoryOSMigration = MemoryOSMachine.TestCase
+TestMemoryOSMigration.settings = SETTINGS

@@ -1,0 +1,122 @@
+"""Resolved filters are cached per store sequence number: never stale, in this process or
+a reader; the SQLite store indexes the metadata fields filters read."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import memcore
+from memcore import AllowedIds, Collection
+from memcore.stores.sqlite import SQLiteStore, SQLiteStoreConfig
+from memcore.stores.sqlite_fields import INDEX_PREFIX
+
+
+def ids_of(hits):
+    return sorted(h.id for h in hits)
+
+
+@pytest.fixture
+def col(tmp_path):
+    c = Collection.create(tmp_path / "c")
+    c.create_index("vec", "exact")
+    c.insert([{"id": f"r{i}", "text": f"note {i}", "metadata": {"user": f"u{i % 3}", "n": i}} for i in range(30)])
+    yield c
+    c.close()
+
+
+def test_cached_sets_follow_every_write(col):
+    where = {"user": "u1"}
+    first = col.retrieve("note", k=50, where=where)
+    assert ids_of(first) == sorted(f"r{i}" for i in range(1, 30, 3))
+    assert ids_of(col.retrieve("note", k=50, where=where)) == ids_of(first)
+    assert col._allowed_sets.hits >= 1
+    col.insert([{"id": "new", "text": "note new", "metadata": {"user": "u1"}}])
+    assert "new" in ids_of(col.retrieve("note", k=50, where=where))
+    col.update("r1", metadata={"user": "u2"})
+    assert "r1" not in ids_of(col.retrieve("note", k=50, where=where))
+    col.delete("r4")
+    assert "r4" not in ids_of(col.retrieve("note", k=50, where=where))
+    # kinds are part of the key: 1 and True are different filters
+    col.insert([{"id": "t", "text": "note t", "metadata": {"flag": True}}, {"id": "o", "text": "note o", "metadata": {"flag": 1}}])
+    assert ids_of(col.retrieve("note", k=50, where={"flag": True})) == ["t"]
+    assert ids_of(col.retrieve("note", k=50, where={"flag": 1})) == ["o"]
+    assert ids_of(col.retrieve("note", k=50, where={"flag": 1.0})) == ["o"]
+
+
+def test_scopes_and_indexes_are_part_of_the_key(tmp_path):
+    c = Collection.create(tmp_path / "c")
+    c.create_index("a", "exact")
+    c.create_index("b", "exact")
+    c.insert([{"id": f"a{i}", "text": f"x {i}", "metadata": {"k": 1}} for i in range(5)], indexes="a", scope={"user_id": "u1"})
+    c.insert([{"id": f"b{i}", "text": f"x {i}", "metadata": {"k": 1}} for i in range(5)], indexes=["a", "b"], scope={"user_id": "u2"})
+    assert len(c.retrieve("x", index="a", k=50, where={"k": 1})) == 10
+    assert ids_of(c.retrieve("x", index="b", k=50, where={"k": 1})) == [f"b{i}" for i in range(5)]
+    assert ids_of(c.retrieve("x", index="a", k=50, where={"k": 1}, scope={"user_id": "u1"})) == [f"a{i}" for i in range(5)]
+    assert ids_of(c.retrieve("x", index="a", k=50, scope={"user_id": "u2"})) == [f"b{i}" for i in range(5)]
+    c.close()
+
+
+def test_a_reader_sees_the_writers_later_records(tmp_path):
+    path = tmp_path / "c"
+    writer = Collection.create(path)
+    writer.create_index("vec", "exact")
+    writer.insert([{"id": "a", "text": "note a", "metadata": {"user": "u"}}])
+    writer.flush()
+    reader = Collection.create(store=SQLiteStore(path, SQLiteStoreConfig(read_only=True)), path=path)
+    assert ids_of(reader.retrieve("note", k=10, where={"user": "u"})) == ["a"]
+    writer.insert([{"id": "b", "text": "note b", "metadata": {"user": "u"}}])
+    assert ids_of(reader.retrieve("note", k=10, where={"user": "u"})) == ["a", "b"]
+    reader.close()
+    writer.close()
+
+
+def test_the_store_indexes_filtered_fields(tmp_path, col):
+    col.ids(where={"user": "u1", "n": {"$gt": 3}})
+    db = sqlite3.connect(tmp_path / "c" / "store.sqlite3")
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    db.close()
+    assert {INDEX_PREFIX + "user", INDEX_PREFIX + "n"} <= names
+    plan = col.store.db.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM records r WHERE json_extract(r.metadata, '$.\"user\"') = 'u1'"
+    ).fetchall()
+    assert any(INDEX_PREFIX + "user" in row[3] for row in plan)
+    col.insert([{"id": "late", "text": "late", "metadata": {"user": "u1", "n": 99}}])
+    assert "late" in col.ids(where={"user": "u1", "n": {"$gt": 3}})
+
+
+def test_field_indexes_can_be_turned_off(tmp_path):
+    store = SQLiteStore(tmp_path, SQLiteStoreConfig(filter_indexes=0))
+    c = Collection.create(store=store, path=tmp_path)
+    c.insert([{"id": "a", "text": "a", "metadata": {"user": "u"}}])
+    assert c.ids(where={"user": "u"}) == ["a"]
+    assert not [r for r in store.db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'mc_field:%'")]
+    c.close()
+
+
+def test_allowed_ids_memo_is_per_owner_and_version():
+    allowed = AllowedIds(["a", "b"])
+    assert allowed == {"a", "b"} and isinstance(allowed, frozenset)
+
+    class Owner:
+        pass
+
+    one, two = Owner(), Owner()
+    calls = []
+    assert allowed.memo(one, "t", 1, lambda: calls.append(1) or "x") == "x"
+    assert allowed.memo(one, "t", 1, lambda: calls.append(2) or "y") == "x"
+    assert allowed.memo(one, "t", 2, lambda: calls.append(3) or "z") == "z"
+    assert allowed.memo(two, "t", 2, lambda: calls.append(4) or "w") == "w"
+    assert calls == [1, 3, 4]
+
+
+def test_memory_store_collections_cache_too():
+    c = Collection.create()
+    c.create_index("vec", "exact")
+    c.insert([{"id": f"r{i}", "text": f"n {i}", "metadata": {"g": i % 2}} for i in range(10)])
+    assert len(c.retrieve("n", k=20, where={"g": 1})) == 5
+    c.delete("r1")
+    assert len(c.retrieve("n", k=20, where={"g": 1})) == 4
+    c.close()
+    assert memcore.AllowedIds is AllowedIds

@@ -1,0 +1,82 @@
+"""The declared plugin API: ``memcore.__all__`` (+ ``memcore.testing``), documented, and every
+plugin of the repository imports nothing else from memcore."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import memcore
+from memcore.testing import plugin_api_violations
+from memcore.testing.plugin_api import source_violations
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = sorted(ROOT.glob("plugins/*/memcore_*")) + sorted(ROOT.glob("examples/*/memcore_*"))
+
+
+def test_every_exported_name_exists():
+    assert len(set(memcore.__all__)) == len(memcore.__all__)
+    missing = [name for name in memcore.__all__ if not hasattr(memcore, name)]
+    assert missing == []
+
+
+def test_the_api_table_in_the_docs_lists_exactly_memcore_all():
+    text = (ROOT / "docs" / "plugins" / "writing.md").read_text(encoding="utf-8")
+    section = text.split("## What a plugin may import", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Group")]
+    documented = {name for row in rows for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", row.split("|")[2])}
+    assert documented == set(memcore.__all__)
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
+def test_each_plugin_imports_only_the_plugin_api(package):
+    assert plugin_api_violations(package) == []
+
+
+def test_the_repository_has_plugins_to_check():
+    assert len(PACKAGES) >= 5
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from memcore.records import validate_k",
+        "from memcore.stages.text import tokenize",
+        "import memcore.index",
+        "from memcore import parse_time",
+        "import memcore\nmemcore.records.validate_k(3)",
+        "import memcore as mc\nmc.plugins.get_registry()",
+        "def f():\n    from memcore.pipeline import Stage",
+        "import memcore_lsh",
+        "from memcore_faiss.index import FaissIndex",
+    ],
+)
+def test_the_check_rejects_imports_outside_the_api(source):
+    problems = source_violations(source, "m.py", "memcore_mine")
+    assert len(problems) == 1, problems
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import memcore\n@memcore.hookimpl\ndef register_indexes(register): pass",
+        "from memcore import Index, validate_k, atomic_write_json",
+        "from memcore.testing import IndexContract",
+        "import memcore.testing.data",
+        "from memcore_mine.config import Config",
+        "from . import config\nimport numpy, json",
+    ],
+)
+def test_the_check_accepts_the_api(source):
+    assert source_violations(source, "m.py", "memcore_mine") == []
+
+
+def test_it_names_file_and_line(tmp_path):
+    package = tmp_path / "memcore_mine"
+    package.mkdir()
+    (package / "__init__.py").write_text("import memcore\n")
+    (package / "bad.py").write_text('"""doc"""\n\nfrom memcore.records import Hit\n')
+    [problem] = plugin_api_violations(package)
+    assert problem.startswith(f"{package / 'bad.py'}:3: from memcore.records import Hit")
