@@ -301,7 +301,8 @@ def test_open_rejects_changed_index_options(tmp_path):
     changed = write(tmp_path, "changed.toml", OPEN_TOML.replace('metric = "l2"', 'metric = "ip"'))
     with pytest.raises(ConfigError) as info:
         memcore.open(changed, path=directory)
-    assert info.value.location == "indexes.near"
+    assert info.value.location == "indexes.near.metric"  # the build-time option, both values and the command
+    assert "stored 'l2', new 'ip'" in str(info.value) and "memcore index rebuild near" in str(info.value)
     memcore.open(toml, path=directory).close()  # the failed open released the lock
 
 

@@ -74,7 +74,10 @@ def open(
     store = checked.registrations["store"].factory(checked.store, directory)
     try:
         collection = Collection(store, spaces, registry, directory)
-        collection.ensure_indexes({name: (d.kind, d.config) for name, d in checked.indexes.items()})
+        collection.ensure_indexes(
+            {name: (d.kind, d.config) for name, d in checked.indexes.items()},
+            populate=[name for name, d in checked.indexes.items() if d.populate],
+        )
         pipeline_error: ConfigError | None = None
         try:
             checked.pipeline.check(collection)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 from .errors import CorruptError
 from .atomic import atomic_write_json
 from .index import Index
+from .index_options import build_time_part
 from .logging import get_logger
 from .records import Record
 from .registry import ComponentConfig
@@ -214,7 +215,12 @@ class IndexHandle:
             return None
         try:
             meta = json.loads(manifest.read_text())
-            if meta.get("kind") != self.kind or meta.get("config") != self.definition()["config"]:
+            saved_config = meta.get("config")
+            if (
+                meta.get("kind") != self.kind
+                or not isinstance(saved_config, dict)
+                or build_time_part(saved_config, self.config) != build_time_part(self.definition()["config"], self.config)
+            ):
                 raise CorruptError("saved kind/config differ from the collection's definition")
             if meta.get("format_version") != self.index.format_version:
                 raise CorruptError(f"format version {meta.get('format_version')} != {self.index.format_version}")

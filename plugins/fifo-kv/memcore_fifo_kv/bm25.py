@@ -20,7 +20,7 @@ live document (:meth:`BM25Index.merge`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Collection as AbstractSet, Literal, Sequence
+from typing import Any, ClassVar, Collection as AbstractSet, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -57,6 +57,8 @@ FORMAT = "memcore-bm25"
 
 class BM25Config(ComponentConfig):
     """Settings of the ``bm25`` index (``[indexes.<name>] kind = "bm25"``)."""
+
+    search_time: ClassVar[frozenset[str]] = frozenset({"merge_threshold"})
 
     kind: str = "bm25"
     k1: float = Field(1.2, gt=0, le=100, description="Term-frequency saturation.")

@@ -6,7 +6,7 @@ Both are plain pydantic models; importing this module imports nothing heavy.
 from __future__ import annotations
 
 from math import comb
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -40,6 +40,8 @@ def check_probe_radius(bits: int, radius: int) -> None:
 
 class LSHIndexConfig(ComponentConfig):
     """Settings of the ``lsh`` index (``[indexes.<name>] kind = "lsh"``)."""
+
+    search_time: ClassVar[frozenset[str]] = frozenset({"multi_probe", "probes", "max_candidates", "fallback_exact", "exact_filter_below"})
 
     kind: str = "lsh"
     space: str = Field("default", description="Embedding space whose vectors are hashed.")
