@@ -53,8 +53,9 @@ def test_parse_config_sets_the_kind_and_locates_errors():
     with pytest.raises(ConfigError) as info:
         reg.parse_config({"size": 0}, "pipeline[0]")
     assert info.value.location == "pipeline[0].size"
-    with pytest.raises(ConfigError, match="Extra inputs"):
+    with pytest.raises(ConfigError, match="unknown option; did you mean 'size'") as info:
         reg.parse_config({"sise": 4}, "pipeline[0]")
+    assert info.value.location == "pipeline[0].sise"
 
 
 def test_get_unknown_names_the_installed_and_the_closest():
