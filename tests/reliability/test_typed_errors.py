@@ -123,7 +123,9 @@ def test_integrity_check_reports_damage(directory):
     store.close()
     path = directory / "store.sqlite3"
     data = bytearray(path.read_bytes())
-    data[4096 * 3 + 50 : 4096 * 3 + 3000] = b"\x00\x13" * 1475
+    page = int.from_bytes(data[16:18], "big")  # the page size (new stores use 8 KiB pages)
+    for start in range(page + 50, len(data) - 3000, page):  # inside every page but the header's, whatever the page size
+        data[start : start + 2950] = b"\x00\x13" * 1475
     path.write_bytes(bytes(data))
     store = SQLiteStore(directory, SQLiteStoreConfig(read_only=True))
     try:
