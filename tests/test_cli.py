@@ -289,7 +289,7 @@ def test_log_option_configures_logging(runner, tmp_path, data):
 
 
 def test_demo_json(runner, tmp_path):
-    data = json.loads(invoke(runner, "demo", "--path", tmp_path / "demo", "--json").stdout)
+    data = json.loads(invoke(runner, "demo", "--path", tmp_path / "demo", "--embedder", "hashing", "--json").stdout)
     assert data["records"] >= 40 and data["k"] == 3
     assert data["components"] == {"store": "sqlite", "spaces": {"default": "hashing"}, "indexes": {"vector": "exact"}, "pipeline": "basic", "service": "default"}
     assert 5 <= data["total"] == len(data["questions"])
@@ -304,7 +304,7 @@ def test_demo_json(runner, tmp_path):
 
 
 def test_demo_human(runner):
-    out = invoke(runner, "demo").stdout
+    out = invoke(runner, "demo", "--embedder", "hashing").stdout
     assert "Q1." in out and "hits@3:" in out.splitlines()[-1]
 
 

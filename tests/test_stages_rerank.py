@@ -202,7 +202,7 @@ def test_deleted_records_get_no_signal(collection):
         ({"normalize": "zscore"}, "minmax"),
         ({"keyword_mode": "bm25"}, "query_fraction"),
         ({"top_n": 0}, "greater than"),
-        ({"wieght": 1}, "Extra inputs"),
+        ({"wieght": 1}, "wieght: unknown option; valid options"),
     ],
 )
 def test_config_errors(options, match):

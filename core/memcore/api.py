@@ -10,7 +10,6 @@ from .collection import Collection
 from .embedder import Embedder
 from .errors import ConfigError
 from .llm import LLMs
-from .pipeline import Pipeline
 from .plugins import get_registry
 from .memory import Memory
 from .registry import Registry
@@ -75,7 +74,10 @@ def open(
     store = checked.registrations["store"].factory(checked.store, directory)
     try:
         collection = Collection(store, spaces, registry, directory)
-        collection.ensure_indexes({name: (d.kind, d.config) for name, d in checked.indexes.items()})
+        collection.ensure_indexes(
+            {name: (d.kind, d.config) for name, d in checked.indexes.items()},
+            populate=[name for name, d in checked.indexes.items() if d.populate],
+        )
         pipeline_error: ConfigError | None = None
         try:
             checked.pipeline.check(collection)

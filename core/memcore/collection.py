@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -21,8 +22,10 @@ from .filters import Filter, filter_key, parse_filter
 from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
+from .index_options import changed_options, check_change
 from .logging import get_logger
 from .plugins import get_registry
+from .progress import progress_for
 from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_value, validate_k
 from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
@@ -164,22 +167,45 @@ class Collection:
     # -- indexes -------------------------------------------------------------------------
 
     def create_index(self, name: str, kind: str, *, exist_ok: bool = False, populate: bool = False, **options: Any) -> None:
-        """Create an empty index ``name`` of a registered ``kind`` with its own options.
+        """Create an index ``name`` of a registered ``kind`` with its own options.
 
-        ``exist_ok``: no error when an index with the same kind and options exists.
-        ``populate``: add every record of the collection to it.
+        ``exist_ok``: no error when an index of that name and kind exists with the same
+        build-time options; changed search-time options (``ComponentConfig.search_time``)
+        are applied, a changed build-time option raises :class:`ConfigError` naming it.
+        ``populate``: fill the new index with every record of the collection
+        (:meth:`populate_index`); otherwise it starts empty.
         """
         with self._lock:
             self._check_open()
             existing = self._indexes.get(name)
-            if existing is not None and exist_ok and existing.definition() == self._definition(name, kind, options):
-                return  # nothing built: the definition is compared on the parsed config
+            if existing is not None and exist_ok:
+                self.ensure_indexes({name: (kind, options)})
+                return
             handle = self._new_handle(name, kind, options)
             if existing is not None:
                 raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
             self._add_handle(handle)
             if populate:
-                self.insert_to_index(name, self.store.ids())
+                self.populate_index(name)
+
+    def populate_index(self, name: str, *, batch_size: int = 512) -> int:
+        """Add every stored record that is not yet in index ``name`` to it, in batches
+        (each batch atomic); returns how many were added. Progress goes to the reporter of
+        :mod:`memcore.progress` (the CLI's progress bar)."""
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ValidationError(f"batch_size must be a positive int, not {batch_size!r}")
+        with self._lock:
+            self._handle(name)
+            started = time.perf_counter()
+            members = set(self.store.ids(index=name))
+            todo = [i for i in self.store.ids() if i not in members]
+            with progress_for(f"Populating {name}", len(todo)) as update:
+                for start in range(0, len(todo), batch_size):
+                    chunk = todo[start : start + batch_size]
+                    self.insert_to_index(name, chunk)
+                    update(len(chunk))
+            log.info("index.populated", name=name, records=len(todo), seconds=round(time.perf_counter() - started, 3))
+            return len(todo)
 
     def ensure_index(self, name: str, kind: str, **options: Any) -> bool:
         """Make sure index ``name`` exists with this kind and options; True when it was created.
@@ -189,13 +215,22 @@ class Collection:
         """
         return bool(self.ensure_indexes({name: (kind, options)}))
 
-    def ensure_indexes(self, definitions: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]]) -> list[str]:
+    def ensure_indexes(
+        self, definitions: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]], *, populate: Iterable[str] = ()
+    ) -> list[str]:
         """:meth:`ensure_index` for several ``{name: (kind, options or config)}``: every
         definition is checked before any index is created. A read-only collection creates
-        nothing. Returns the names of the indexes created."""
+        nothing. Returns the names of the indexes created.
+
+        An existing index whose search-time options (``ComponentConfig.search_time``) differ
+        is reloaded with them; a different kind or build-time option is a
+        :class:`ConfigError` naming the option, both values and the rebuild command.
+        Created indexes named in ``populate`` are filled from the store (:meth:`populate_index`).
+        """
         with self._lock:
             self._check_open()
             new: list[IndexHandle] = []
+            changes: list[tuple[IndexHandle, str, Mapping[str, Any] | ComponentConfig, list[str]]] = []
             for name, (kind, options) in definitions.items():
                 existing = self._indexes.get(name)
                 if existing is None and not self.store.read_only:
@@ -203,13 +238,30 @@ class Collection:
                     continue
                 definition = self._definition(name, kind, options)
                 if existing is not None and existing.definition() != definition:
-                    raise ConfigError(
-                        f"index {name!r} exists with another kind or options; drop it (Collection.drop_index) to re-create it",
-                        location=f"indexes.{name}",
-                    )
+                    config = self.registry.get("indexes", kind).parse_config(options, f"indexes.{name}")
+                    changed = check_change(name, kind, existing.definition()["config"], config, old_kind=existing.kind)
+                    changes.append((existing, kind, options, changed))
+            for existing, kind, options, changed in changes:
+                self._reconfigure(existing, kind, options, changed)
             for handle in new:
                 self._add_handle(handle)
+            wanted = set(populate)
+            for handle in new:
+                if handle.name in wanted:
+                    self.populate_index(handle.name)
             return [h.name for h in new]
+
+    def _reconfigure(self, existing: IndexHandle, kind: str, options: Mapping[str, Any] | ComponentConfig, changed: list[str]) -> None:
+        """Reload ``existing`` with new search-time options over its saved files (no rebuild)."""
+        if existing.error is None and not existing.stale:
+            existing.save()
+        handle = self._new_handle(existing.name, kind, options)
+        if not self.store.read_only:
+            self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+        self._open_handle(handle)
+        handle.dirty = True  # the manifest gets the new search-time values on the next save
+        self._indexes[handle.name] = handle
+        log.info("index.reconfigured", name=handle.name, options=changed)
 
     def _definition(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> dict[str, Any]:
         """What the store would keep about this index (validated, nothing built)."""
@@ -270,13 +322,30 @@ class Collection:
         """True when an index of that name exists."""
         return name in self._indexes
 
-    def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None) -> int:
+    def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None, **options: Any) -> int:
         """Rebuild an index from the store; returns the number of records indexed.
 
-        A broken index is built afresh from its stored definition: this is how it is repaired."""
+        A broken index is built afresh from its stored definition: this is how it is repaired.
+        ``options`` (all of the index's options, as for :meth:`create_index`) give it a new
+        definition first -- the way to change a build-time option. Without ``progress``,
+        progress goes to the reporter of :mod:`memcore.progress`.
+        """
         with self._lock:
             handle = self._repairable(name)
-            count = self._rebuild(handle, self._fill_for(handle, persist=not self.store.read_only), progress)
+            if options:
+                new = self._new_handle(name, handle.kind, options)
+                if new.definition() != handle.definition():
+                    self.store.apply(WriteBatch(state={("indexes", name): new.definition()}))
+                    handle.remove_files()
+                    self._indexes[name] = new
+                    log.info("index.redefined", name=name, options=changed_options(handle.definition()["config"], new.definition()["config"]))
+                    handle = new
+            fill = self._fill_for(handle, persist=not self.store.read_only)
+            if progress is not None:
+                count = self._rebuild(handle, fill, progress)
+            else:
+                with progress_for(f"Rebuilding {name}", self.store.count(index=name)) as update:
+                    count = self._rebuild(handle, fill, update)
             handle.save()
             return count
 
@@ -405,6 +474,8 @@ class Collection:
         """Change fields of an existing record (NotFoundError when absent); returns the new record."""
         with self._lock:
             old = self.get(id)
+            if metadata is not None and not isinstance(metadata, Mapping):
+                raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
             meta = {**old.metadata, **(metadata or {})} if merge_metadata else (old.metadata if metadata is None else metadata)
             new = Record.create(
                 old.text if text is None else text,

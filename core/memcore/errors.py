@@ -53,6 +53,7 @@ class UnknownComponentError(ConfigError):
         closest: str | None = None,
         extra: str | None = None,
         location: str | None = None,
+        failed: str | None = None,
     ):
         self.category = category
         self.name = name
@@ -64,8 +65,11 @@ class UnknownComponentError(ConfigError):
         parts.append(f"Installed: {', '.join(installed) if installed else '(none)'}.")
         if closest:
             parts.append(f"Did you mean {closest!r}?")
+        if failed:
+            parts.append(failed[0].upper() + failed[1:] + ".")
         if extra:
             parts.append("It is provided by: " + INSTALL_HINT.format(extra=extra))
+        self.failed = failed
         super().__init__(" ".join(parts), location=location)
 
 

@@ -149,6 +149,7 @@ class PluginHost:
         info.error = f"{type(exc).__name__}: {exc}"
         info.registers = {}
         self.infos[info.name] = info
+        self.registry.failed[info.name] = (info.distribution, info.error)
         log.warning("plugin.load_failed", plugin=info.name, error=info.error)
         return info
 

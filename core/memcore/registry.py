@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
@@ -24,6 +24,14 @@ CATEGORIES = ("stores", "embedders", "indexes", "stages", "fusions", "services",
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_\-.]*$")
 
 
+def unknown_key_message(key: str, valid: list[str]) -> str:
+    """``unknown option; did you mean 'metric'?`` (or the valid options when none is close)."""
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    if close:
+        return f"unknown option; did you mean {close[0]!r}?"
+    return f"unknown option; valid options: {', '.join(sorted(valid)) or '(none)'}"
+
+
 class ComponentConfig(BaseModel):
     """Base of every component's config model: ``kind`` plus the component's own fields.
 
@@ -31,6 +39,10 @@ class ComponentConfig(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    search_time: ClassVar[frozenset[str]] = frozenset()
+    """Fields that only matter at search time (faiss ``ef_search``...): changing them when a
+    memory is reopened just works. Every other field is build-time (a change needs a rebuild)."""
 
     kind: str
 
@@ -66,7 +78,10 @@ class Registration:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in (location, *first["loc"]))
             more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-            raise ConfigError(f"{first['msg']}{more}", location=loc) from None
+            message = first["msg"]
+            if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
+                message = unknown_key_message(str(first["loc"][0]), [f for f in self.config_model.model_fields if f != "kind"])
+            raise ConfigError(f"{message}{more}", location=loc) from None
 
 
 @dataclass
@@ -74,6 +89,8 @@ class Registry:
     """All registered components, by category then name."""
 
     entries: dict[str, dict[str, Registration]] = field(default_factory=lambda: {c: {} for c in CATEGORIES})
+    failed: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    """Plugins that failed to load: name -> (distribution, error), named by unknown-kind errors."""
 
     @staticmethod
     def make_registration(category: str, name: Any, factory: Any, config_model: Any, plugin: str) -> Registration:
@@ -88,6 +105,9 @@ class Registry:
             raise PluginError(f"{category} {name!r}: config_model must be a pydantic model class")
         if "kind" not in config_model.model_fields:
             raise PluginError(f"{category} {name!r}: config_model must have a 'kind' field (subclass memcore.ComponentConfig)")
+        unknown = sorted(set(getattr(config_model, "search_time", ())) - set(config_model.model_fields))
+        if unknown:
+            raise PluginError(f"{category} {name!r}: search_time names {unknown}, which are not fields of {config_model.__name__}")
         return Registration(category, name, factory, config_model, plugin)
 
     def conflicts(self, registrations: list[Registration]) -> list[str]:
@@ -125,4 +145,16 @@ class Registry:
         close = [] if extra else difflib.get_close_matches(str(name), installed + [n for n in known if n not in installed], n=1)
         if extra is None and close and close[0] not in installed:
             extra = provider_of(category, close[0])
-        raise UnknownComponentError(category, str(name), installed, close[0] if close else None, extra, location)
+        raise UnknownComponentError(category, str(name), installed, close[0] if close else None, extra, location, failed=self.failed_note(category, str(name)))
+
+    def failed_note(self, category: str, name: str) -> str | None:
+        """Which failed plugin provides (or may provide) ``name``, with its error; None when none failed."""
+        if not self.failed:
+            return None
+        provider = provider_of(category, name)
+        if provider is not None:
+            for plugin, (dist, error) in self.failed.items():
+                if plugin == provider or dist == f"memcore-{provider}":
+                    return f"plugin {plugin!r}, which provides it, failed to load ({error}); see `memcore plugins`"
+        listed = "; ".join(f"{plugin!r} ({error})" for plugin, (_, error) in sorted(self.failed.items()))
+        return f"plugin(s) that failed to load and may provide it: {listed}; see `memcore plugins`"

@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError as PydanticValidationError, field_va
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource, YamlConfigSettingsSource
 
 from .errors import ConfigError
+from .registry import unknown_key_message
 from .merge import merge_layers
 
 __all__ = ["MemcoreSettings", "load_settings", "merge_layers", "DEFAULTS"]
@@ -103,7 +104,8 @@ class MemcoreSettings(BaseSettings):
                 entry = {**DEFAULTS["spaces"][name], **entry}
             unknown = set(entry) - {"embedder", "dim"}
             if unknown:
-                raise ValueError(f"spaces.{name}: unknown keys {sorted(unknown)} (use embedder, dim)")
+                key = sorted(unknown)[0]
+                raise ValueError(f"spaces.{name}.{key}: {unknown_key_message(key, ['embedder', 'dim'])}")
             if entry.get("embedder") is not None:
                 default_emb = DEFAULTS["spaces"].get(name, {}).get("embedder")
                 entry["embedder"] = _kind_entry(entry["embedder"], f"spaces.{name}.embedder", default_emb)
@@ -177,4 +179,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: An
         first = exc.errors()[0]
         loc = ".".join(str(x) for x in first["loc"]) or None
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ConfigError(f"{first['msg']}{more}", location=loc) from None
+        message = first["msg"]
+        if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
+            message = unknown_key_message(str(first["loc"][0]), list(MemcoreSettings.model_fields))
+        raise ConfigError(f"{message}{more}", location=loc) from None

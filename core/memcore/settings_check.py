@@ -30,6 +30,9 @@ class IndexDefinition:
     kind: str
     config: ComponentConfig
     source: str = "settings"
+    populate: bool = False
+    """Fill the index with every stored record when it is created (settings entries: true
+    unless ``populate = false``; a service's indexes follow its policy: false)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,13 @@ class CheckedSettings:
 
 def _without_kind(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k != "kind"}
+
+
+def _populate(name: str, entry: Mapping[str, Any]) -> bool:
+    value = entry.get("populate", True)
+    if not isinstance(value, bool):
+        raise ConfigError(f"populate must be true or false, not {value!r}", location=f"indexes.{name}.populate")
+    return value
 
 
 def service_required_indexes(registration: Registration, config: ComponentConfig) -> dict[str, dict[str, Any]]:
@@ -108,7 +118,8 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> CheckedSett
     indexes: dict[str, IndexDefinition] = {}
     for name, entry in settings.indexes.items():
         reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
-        indexes[name] = IndexDefinition(name, entry["kind"], reg.parse_config(_without_kind(entry), f"indexes.{name}"))
+        options = {k: v for k, v in entry.items() if k not in ("kind", "populate")}
+        indexes[name] = IndexDefinition(name, entry["kind"], reg.parse_config(options, f"indexes.{name}"), populate=_populate(name, entry))
     llms: dict[str, ComponentConfig] = {}
     for name, entry in settings.llms.items():
         reg = registry.get("llms", entry["kind"], location=f"llms.{name}.kind")

@@ -123,14 +123,30 @@ def test_integrity_check_reports_damage(directory):
     store.close()
     path = directory / "store.sqlite3"
     data = bytearray(path.read_bytes())
-    page = int.from_bytes(data[16:18], "big")  # the page size (new stores use 8 KiB pages)
-    for start in range(page + 50, len(data) - 3000, page):  # inside every page but the header's, whatever the page size
-        data[start : start + 2950] = b"\x00\x13" * 1475
+    for offset in range(4096, len(data), 4096):  # garbage b-tree page headers after the first page
+        data[offset : offset + 64] = b"\x13" * 64
     path.write_bytes(bytes(data))
-    store = SQLiteStore(directory, SQLiteStoreConfig(read_only=True))
+    try:
+        store = SQLiteStore(directory, SQLiteStoreConfig(read_only=True))
+    except CorruptError:
+        return  # refused at open already: typed, names the file
     try:
         assert store.integrity_check()
     except CorruptError:
         pass  # so damaged that the check itself cannot run: still typed
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("depth", [40, 990, 100_000])
+def test_ingest_of_deeply_nested_metadata_is_a_clean_error(tmp_path, depth):
+    from click.testing import CliRunner
+
+    from memcore.cli import main
+
+    data = tmp_path / "items.jsonl"
+    data.write_text('{"text": "x", "metadata": ' + '{"k": ' * depth + "1" + "}" * depth + "}\n")
+    result = CliRunner().invoke(main, ["ingest", str(data), "--path", str(tmp_path / "mem")])
+    assert result.exit_code != 0
+    assert result.exception is None or isinstance(result.exception, (SystemExit, MemcoreError)), repr(result.exception)
+    assert "Traceback" not in result.output and "RecursionError" not in result.output

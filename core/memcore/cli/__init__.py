@@ -107,10 +107,12 @@ from .ingest import ingest  # noqa: E402
 from .query import query  # noqa: E402
 from .info import info  # noqa: E402
 from .eval_cmd import eval_group  # noqa: E402
+from .index_cmd import index_group  # noqa: E402
 
 main.add_command(plugins)
 main.add_command(demo)
 main.add_command(ingest)
 main.add_command(query)
 main.add_command(info)
+main.add_command(index_group)
 main.add_command(eval_group)

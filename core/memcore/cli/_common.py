@@ -10,6 +10,7 @@ Conventions every command follows:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -18,7 +19,7 @@ from typing import Any, Iterator, Mapping, Sequence, TypeVar
 
 import click
 
-from ..errors import NotFoundError
+from ..errors import ConfigError, NotFoundError
 
 T = TypeVar("T")
 
@@ -139,16 +140,34 @@ def require_collection(settings: Any, path: str | os.PathLike[str] | None) -> No
         return
     directory = path if path is not None else settings.path
     if directory is None:
-        return  # memcore.open explains that the sqlite store needs a directory
+        raise ConfigError(
+            "the sqlite store keeps a memory in a directory: give it with --path DIR "
+            "(the directory `memcore ingest --path DIR` wrote), or set `path` in the settings file",
+            location="store",
+        )
     file = Path(directory) / store.get("filename", "store.sqlite3")
     if not file.is_file():
         raise NotFoundError(f"no memcore collection at {directory} (no {file.name}); create one with `memcore ingest` first")
 
 
+@contextlib.contextmanager
+def progress_bar(label: str, total: int) -> Iterator[Any]:
+    """A click progress bar on stderr; yields its ``update(n)`` (the CLI's progress reporter)."""
+    with click.progressbar(length=total, label=label, file=sys.stderr, show_pos=True) as bar:
+        yield bar.update
+
+
+def open_settings(settings: Any, path: str | os.PathLike[str] | None) -> Any:
+    """``memcore.open`` with progress bars on stderr for long work (filling a new index...)."""
+    from .. import api
+    from ..progress import use_progress
+
+    with use_progress(progress_bar):
+        return api.open(settings, path=path)
+
+
 def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[str] | None, *, read_only: bool = False) -> Any:
     """``memcore.open`` for a command (read-only for the reading commands)."""
-    from .. import api
-
     from ..plugins import get_registry
     from ..settings_check import check_settings
 
@@ -156,4 +175,4 @@ def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[s
     if read_only:
         check_settings(settings, get_registry())  # a bad config is reported before a missing collection
         require_collection(settings, path)
-    return api.open(settings, path=path)
+    return open_settings(settings, path)

