@@ -47,11 +47,11 @@ from memcore.stores.sqlite import SQLiteStore  # noqa: E402
 LEVELS = {"1%": ("u", 100), "10%": ("g", 10), "50%": ("h", 2)}
 
 
-def make_data(n: int, dim: int, clusters: int, seed: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def make_data(n: int, dim: int, clusters: int, seed: int, noise: float = 0.6) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     centers = rng.standard_normal((clusters, dim)).astype(np.float32)
     assign = rng.integers(0, clusters, n)
-    x = centers[assign] + 0.35 * rng.standard_normal((n, dim)).astype(np.float32)
+    x = centers[assign] + noise * rng.standard_normal((n, dim)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     cols = {field: rng.integers(0, card, n) for field, card in LEVELS.values()}
     return x.astype(np.float32), cols
@@ -155,6 +155,7 @@ def main() -> None:
     p.add_argument("--n", type=int, default=100_000)
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--clusters", type=int, default=200)
+    p.add_argument("--noise", type=float, default=0.6, help="spread of each cluster (its centre has unit variance per dimension)")
     p.add_argument("--queries", type=int, default=100)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--batch", type=int, default=2000)
@@ -168,7 +169,7 @@ def main() -> None:
         args.n, args.queries = 10_000, 30
     kinds = [k for k in args.indexes.split(",") if k]
     result = header("bench_filtered", args)
-    x, cols = make_data(args.n, args.dim, args.clusters, args.seed)
+    x, cols = make_data(args.n, args.dim, args.clusters, args.seed, args.noise)
     qs = queries(x, args.queries, args.seed)
     levels = {name: (field, 1) for name, (field, _) in LEVELS.items()}
     tmp = Path(tempfile.mkdtemp(prefix="bench_filtered_"))

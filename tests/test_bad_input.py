@@ -479,7 +479,7 @@ def test_unknown_index_kind_faiss_hints_the_extra(tmp_path, core_registry):
                 c.create_index("vector", kind)
             message = str(info.value)
             assert "Installed: exact." in message
-            assert 'pip install "memcore[faiss]"' in message
+            assert 'pip install -c constraints.txt "memcore[faiss]"' in message
             assert info.value.extra == "faiss"
         assert "Did you mean 'faiss'?" in str(info.value)  # for the typo "fais"
         with pytest.raises(UnknownComponentError, match=r'memcore\[fifo-kv\]'):

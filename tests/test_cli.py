@@ -114,7 +114,7 @@ def test_plugins_shows_a_broken_plugin(runner):
     def boom():
         raise RuntimeError("cli test plugin exploded")
 
-    host.add("cli-test-broken", boom, version="9.9", distribution="memcore-cli-test")
+    host.load("cli-test-broken", boom, version="9.9", distribution="memcore-cli-test")
     try:
         human = invoke(runner, "plugins").stdout
         assert "cli-test-broken 9.9 (memcore-cli-test)  [FAILED]" in human

@@ -51,9 +51,17 @@ def section(text: str, heading: str) -> str:
 # -- hooks -----------------------------------------------------------------------------------
 
 
+def _bare(fn) -> inspect.Signature:
+    """The hook's signature without its type annotations (the docs' headings show the
+    arguments; the types are documented with memcore.factories)."""
+    sig = inspect.signature(fn)
+    params = [p.replace(annotation=inspect.Parameter.empty) for p in sig.parameters.values()]
+    return sig.replace(parameters=params, return_annotation=inspect.Signature.empty)
+
+
 def hook_signatures() -> dict[str, str]:
     return {
-        name: f"{name}{inspect.signature(fn)}"
+        name: f"{name}{_bare(fn)}"
         for name, fn in vars(hookspecs).items()
         if name.startswith("register_") and inspect.isfunction(fn)
     }

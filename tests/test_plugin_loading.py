@@ -197,7 +197,7 @@ def test_loader_that_raises_is_reported(host):
     def load():
         raise ImportError("missing dependency foo")
 
-    info = host.add("unloadable", load)
+    info = host.load("unloadable", load)
     assert info.error == "ImportError: missing dependency foo"
     assert host.infos["unloadable"] is info
 
@@ -216,3 +216,100 @@ def test_failing_plugin_does_not_disturb_later_ones(host):
     assert host.infos["bad"].error is not None
     assert info.error is None
     assert "after_failure" in host.registry.names("indexes")
+
+
+# -- hooks called through pluggy ---------------------------------------------------------------
+
+
+class _Cfg(ComponentConfig):
+    kind: str = "x"
+
+
+def test_hooks_run_through_pluggys_caller_wrappers_included():
+    calls = []
+
+    class Plugin:
+        @hookimpl(wrapper=True)
+        def register_indexes(self, register):
+            calls.append("wrapper before")
+
+            def renamed(name, factory, config_model=None):
+                register(f"wrapped-{name}", factory, config_model)
+
+            # a new-style wrapper sees the result of the inner implementations
+            result = yield
+            calls.append("wrapper after")
+            return result
+
+        @hookimpl(trylast=True)
+        def register_stages(self, register):
+            calls.append("stages")
+            register("late-stage", lambda config: None, None)
+
+    host = PluginHost(load_entry_points=False)
+    info = host.add("wrapping", Plugin())
+    assert info.error is None
+    assert calls == ["wrapper before", "wrapper after", "stages"]
+    assert info.registers == {"stages": ["late-stage"]}
+
+
+def test_one_plugins_wrapper_does_not_see_another_plugins_registrations():
+    seen = []
+
+    class Watcher:
+        @hookimpl(hookwrapper=True)
+        def register_indexes(self, register):
+            seen.append("watcher")
+            yield
+
+    @hookimpl
+    def register_indexes(register):
+        register("other-index", lambda config, context: None, None)
+
+    host = PluginHost(load_entry_points=False)
+    assert host.add("watcher", Watcher()).error is None
+    seen.clear()
+    info = host.add("other", SimpleNamespace(register_indexes=register_indexes))
+    assert info.error is None and info.registers == {"indexes": ["other-index"]}
+    assert seen == []  # isolated: each plugin's hooks are called for that plugin alone
+
+
+def test_add_takes_a_plugin_object_and_load_a_loader():
+    host = PluginHost(load_entry_points=False)
+
+    @hookimpl
+    def register_fusions(register):
+        register("loaded-fusion", lambda config: None, None)
+
+    module = SimpleNamespace(register_fusions=register_fusions)
+    assert host.load("via-loader", lambda: module).registers == {"fusions": ["loaded-fusion"]}
+    host.remove("via-loader")
+    assert host.add("via-object", module).registers == {"fusions": ["loaded-fusion"]}
+
+
+def test_two_distributions_with_one_entry_point_name_are_both_reported(monkeypatch):
+    from importlib import metadata
+
+    import memcore.plugins as plugins_module
+
+    class Dist:
+        def __init__(self, name):
+            self.metadata = {"Name": name}
+            self.version = "1.0"
+
+    @hookimpl
+    def register_fusions(register):
+        register("twin-fusion", lambda config: None, None)
+
+    module = SimpleNamespace(register_fusions=register_fusions)
+    eps = []
+    for dist in ("memcore-twin-a", "memcore-twin-b"):
+        ep = SimpleNamespace(name="twin", value="memcore_twin", dist=Dist(dist), load=lambda: module)
+        eps.append(ep)
+    monkeypatch.setattr(plugins_module.metadata, "entry_points", lambda group: list(reversed(eps)))
+    host = PluginHost()
+    assert host.infos["twin"].error is None and host.infos["twin"].distribution == "memcore-twin-a"
+    second = host.infos["twin (memcore-twin-b)"]
+    assert second.distribution == "memcore-twin-b"
+    assert "also provided by memcore-twin-a" in second.error
+    assert metadata  # the real module is untouched outside this test

@@ -53,10 +53,18 @@ def test_core_presets_build_with_builtins_only(name):
     assert pipeline.preset == name and len(pipeline.stages) == len(PRESETS[name])
 
 
-def test_semantic_without_the_mmr_plugin_says_what_to_install():
+def test_semantic_without_the_mmr_plugin_leaves_mmr_out():
+    registry = PluginHost(load_entry_points=False).registry  # the builtins only: no memcore-mmr
+    assert "mmr" not in registry.names("stages")
+    pipeline = Pipeline.from_config("semantic", registry)
+    assert [s.name for s in pipeline.stages] == ["vector", "intent", "rerank", "limit"]
+    assert pipeline.skipped == ["mmr"]
+
+
+def test_an_unknown_stage_kind_without_if_installed_still_says_what_to_install():
     registry = PluginHost(load_entry_points=False).registry
-    with pytest.raises(UnknownComponentError, match=r'pip install "memcore\[mmr\]"') as info:
-        Pipeline.from_config("semantic", registry)
+    with pytest.raises(UnknownComponentError, match=r'pip install -c constraints.txt "memcore\[mmr\]"') as info:
+        Pipeline.from_config({"preset": "semantic", "overrides": {"mmr": {"if_installed": False}}}, registry)
     assert "pipeline[3].kind" in str(info.value)
 
 
@@ -230,3 +238,13 @@ def test_pipeline_preset_from_the_environment(tmp_path, monkeypatch):
     with memcore.open(None, path=tmp_path) as memory:
         memory.collection.insert(RECORDS)
         assert len(memory.query("Alice", k=5)) == 2
+
+
+def test_if_installed_is_only_a_way_out_for_missing_kinds():
+    with_mmr = Pipeline.from_config("semantic", get_registry())
+    assert "mmr" in [s.name for s in with_mmr.stages] and with_mmr.skipped == []
+    with pytest.raises(UnknownComponentError):
+        Pipeline.from_config([{"kind": "no-such-stage"}], get_registry())
+    assert Pipeline.from_config([{"kind": "no-such-stage", "if_installed": True}, {"kind": "limit"}], get_registry()).skipped == ["no-such-stage"]
+    with pytest.raises(ConfigError, match="if_installed"):
+        Pipeline.from_config([{"kind": "limit", "if_installed": "yes"}], get_registry())

@@ -11,7 +11,7 @@ import pytest
 import memcore
 from memcore import ConfigError, MemcoreSettings, UnknownComponentError, load_settings
 from memcore.plugins import get_registry
-from memcore.settings import check_settings
+from memcore.settings_check import check_settings
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,10 @@ from .allowed import AllowedIds
 from .api import Memory, open
 from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from .collection import Collection
+from .collection_view import CollectionView
 from .embedder import Embedder, build_embedder, unit_token_rows
 from .errors import (
+    BrokenIndexError,
     ConfigError,
     CorruptError,
     DimensionError,
@@ -29,6 +31,16 @@ from .errors import (
     PluginError,
     UnknownComponentError,
     ValidationError,
+)
+from .factories import (
+    EmbedderFactory,
+    FusionFactory,
+    IndexFactory,
+    LLMFactory,
+    Register,
+    ServiceFactory,
+    StageFactory,
+    StoreFactory,
 )
 from .filters import Filter, matches, parse_filter
 from .fusion import Fusion, distinct_ids, merge_provenance
@@ -50,23 +62,25 @@ from .triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_tripl
 
 __all__ = [
     # -- using a memory -------------------------------------------------------------------
-    "open", "Memory", "Collection", "MemcoreSettings", "load_settings",
+    "open", "Memory", "Collection", "CollectionView", "MemcoreSettings", "load_settings",
     # -- data -----------------------------------------------------------------------------
     "Record", "Query", "Hit", "Link", "Scope", "Contribution",
     # -- the component interfaces a plugin implements -------------------------------------
     "Index", "IndexContext", "Requirements", "SpaceInfo", "Embedder", "Fusion", "Stage", "Pipeline", "PipelineContext",
     "Service", "Store", "WriteBatch", "ComponentConfig", "hookimpl", "AllowedIds", "LLM", "LLMs", "StepReport", "run_llm_step",
+    "Register", "StoreFactory", "EmbedderFactory", "IndexFactory", "StageFactory", "FusionFactory", "ServiceFactory", "LLMFactory",
     # -- helpers for plugin authors -------------------------------------------------------
     "build_embedder", "unit_token_rows",
     "validate_k", "query_mode", "atomic_write_bytes", "atomic_write_json", "atomic_write_with", "get_logger",
     "merge_provenance", "distinct_ids", "unique_hits", "rescored", "minmax", "term_overlap",
     "tokenize", "content_tokens", "token_set", "token_sets", "hit_to_dict",
+    "TRIPLE_FALLBACK", "parse_triples", "refactor_triple", "rule_triples", "triple_prompt",
     # -- helpers for store authors --------------------------------------------------------
     "Applied", "Op", "plan_ops", "involved_ids", "Filter", "parse_filter", "matches",
-    "TRIPLE_FALLBACK", "parse_triples", "refactor_triple", "rule_triples", "triple_prompt",
     # -- errors ---------------------------------------------------------------------------
     "MemcoreError", "ConfigError", "UnknownComponentError", "PluginError", "NotFoundError", "ValidationError",
     "DimensionError", "DuplicateIdError", "FilterError", "LockedError", "CorruptError", "IndexUpdateError",
+    "BrokenIndexError",
 ]
 """The plugin API: every name a plugin module may import from memcore (plus ``memcore.testing``)."""
 

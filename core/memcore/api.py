@@ -15,16 +15,17 @@ from .plugins import get_registry
 from .memory import Memory
 from .registry import Registry
 from .service import Service
-from .settings import MemcoreSettings, check_settings, load_settings
+from .settings import MemcoreSettings, load_settings
+from .settings_check import CheckedSettings, check_built_service, check_settings
 from .spaces import Space
 
 __all__ = ["open", "Memory"]
 
 
-def _build_spaces(settings: MemcoreSettings, parsed: dict[str, Any], registry: Registry) -> dict[str, Space]:
+def _build_spaces(settings: MemcoreSettings, checked: CheckedSettings, registry: Registry) -> dict[str, Space]:
     spaces = {}
     for name, entry in settings.spaces.items():
-        config = parsed["spaces"].get(name)
+        config = checked.spaces.get(name)
         if config is None:
             spaces[name] = Space(name, int(entry["dim"]), None, "none")
             continue
@@ -37,6 +38,23 @@ def _build_spaces(settings: MemcoreSettings, parsed: dict[str, Any], registry: R
     return spaces
 
 
+def _build_service(checked: CheckedSettings, collection: Collection) -> Service:
+    registration = checked.registrations["service"]
+    service = registration.factory(checked.service, collection, checked.pipeline)
+    if not isinstance(service, Service):
+        raise ConfigError(f"service {checked.service.kind!r} built a {type(service).__name__}, not a memcore.Service", location="service")
+    check_built_service(registration, checked.service, service)
+    return service
+
+
+def _resolve(settings: MemcoreSettings | str | os.PathLike[str] | Mapping[str, Any] | None, overrides: dict[str, Any]) -> MemcoreSettings:
+    if isinstance(settings, MemcoreSettings):
+        return settings
+    if isinstance(settings, Mapping):
+        return load_settings(None, **{**settings, **overrides})
+    return load_settings(settings, **overrides)
+
+
 def open(
     settings: MemcoreSettings | str | os.PathLike[str] | Mapping[str, Any] | None = None,
     *,
@@ -47,59 +65,31 @@ def open(
     for environment + defaults) at the collection directory ``path``.
 
     Indexes declared in settings or required by the service are created when missing;
-    existing ones are loaded and caught up from the store.
+    existing ones are loaded and caught up from the store. Each index is built once.
     """
-    if isinstance(settings, MemcoreSettings):
-        resolved = settings
-    elif isinstance(settings, Mapping):
-        resolved = load_settings(None, **{**settings, **overrides})
-    else:
-        resolved = load_settings(settings, **overrides)
+    resolved = _resolve(settings, overrides)
     registry = get_registry()
-    parsed = check_settings(resolved, registry)
+    checked = check_settings(resolved, registry)  # every entry validated before anything opens
     directory = Path(path) if path is not None else (Path(resolved.path) if resolved.path else None)
-    store_reg = registry.get("stores", parsed["store"].kind)
-    spaces = _build_spaces(resolved, parsed, registry)
-    store = store_reg.factory(parsed["store"], directory)
+    spaces = _build_spaces(resolved, checked, registry)
+    store = checked.registrations["store"].factory(checked.store, directory)
     try:
         collection = Collection(store, spaces, registry, directory)
-        service_reg = registry.get("services", parsed["service"].kind)
-        required = getattr(service_reg.factory, "required_indexes", lambda config: {})(parsed["service"])
-        clash = sorted(set(required) & set(resolved.indexes))
-        if clash:
-            raise ConfigError(f"index name(s) {clash} are reserved by service {parsed['service'].kind!r}", location="indexes")
-        declared = {**{n: dict(e) for n, e in resolved.indexes.items()}, **{n: dict(e) for n, e in required.items()}}
-        for name, entry in declared.items():  # validate every definition before creating any
-            collection.check_index(name, **entry)
-        for name, entry in declared.items():
-            kind = entry.pop("kind")
-            if collection.has_index(name):
-                try:
-                    collection.create_index(name, kind, exist_ok=True, **entry)
-                except ConfigError:
-                    raise ConfigError(
-                        f"index {name!r} exists with another kind or options; drop it (Collection.drop_index) to re-create it",
-                        location=f"indexes.{name}",
-                    ) from None
-            elif not store.read_only:
-                collection.create_index(name, kind, **entry)
-        pipeline = parsed["pipeline"]
+        collection.ensure_indexes({name: (d.kind, d.config) for name, d in checked.indexes.items()})
         pipeline_error: ConfigError | None = None
         try:
-            pipeline.check(collection)
+            checked.pipeline.check(collection)
         except ConfigError as exc:  # a service with its own retrieval only needs it for Memory.query
-            if getattr(service_reg.factory, "uses_pipeline", True):
+            if getattr(checked.registrations["service"].factory, "uses_pipeline", True):
                 raise
             pipeline_error = exc
-        service = service_reg.factory(parsed["service"], collection, pipeline)
-        if not isinstance(service, Service):
-            raise ConfigError(f"service {parsed['service'].kind!r} built a {type(service).__name__}, not a memcore.Service", location="service")
-        llms = LLMs(parsed["llms"], registry)
-        pipeline.bind_llms(llms)
+        service = _build_service(checked, collection)
+        llms = LLMs(checked.llms, registry)
+        checked.pipeline.bind_llms(llms)
         service.bind_llms(llms)
     except BaseException:
         store.close()
         raise
-    memory = Memory(resolved, collection, pipeline, service, llms)
+    memory = Memory(resolved, collection, checked.pipeline, service, llms)
     memory.pipeline_error = pipeline_error
     return memory

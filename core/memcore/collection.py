@@ -14,16 +14,18 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .errors import ConfigError, DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
 from .allowed import AllowedCache, AllowedIds
+from .broken_index import StoredConfig, UnavailableIndex, describe_failure, saved_seq
+from .errors import BrokenIndexError, ConfigError, DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
 from .filters import Filter, filter_key, parse_filter
 from .fusion import Fusion
 from .index import Index, IndexContext
 from .index_handle import IndexHandle
 from .logging import get_logger
-from .records import Contribution, Hit, Link, Query, Record, Scope, validate_k
-from .registry import Registry
-from .record_input import RecordInput, coerce_records
+from .plugins import get_registry
+from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_value, validate_k
+from .registry import ComponentConfig, Registry
+from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
 from .store import Store, WriteBatch
 
@@ -44,6 +46,8 @@ def _state(changes: StateChanges | None) -> dict[tuple[str, str], Any]:
             raise ValidationError(f"state keys are (namespace, key) pairs of non-empty strings, got {key!r}")
         if key[0] in RESERVED_STATE:
             raise ValidationError(f"state namespace {key[0]!r} is memcore's own")
+        if value is not None:
+            check_json_value(value, f"state value {key!r}")
         out[key] = value
     return out
 
@@ -62,9 +66,7 @@ class Collection:
         self._allowed_sets = AllowedCache()
         self._pin_spaces()
         for name, definition in store.state_items("indexes").items():
-            handle = self._make_handle(name, definition["kind"], definition["config"])
-            self._indexes[name] = handle
-            self._open_handle(handle)
+            self._indexes[name] = self._open_stored(name, definition)
 
     # -- construction --------------------------------------------------------------------
 
@@ -81,19 +83,17 @@ class Collection:
 
         For a collection declared in settings use :func:`memcore.open`.
         """
-        from .default_plugins.embedders import HashingEmbedder
-        from .plugins import get_registry
-        from .stores.memory import MemoryStore
-        from .stores.sqlite import SQLiteStore
-
+        registry = registry or get_registry()
         owned = store is None
-        if store is None:
-            store = SQLiteStore(path) if path is not None else MemoryStore()
+        if store is None:  # the builtin defaults, resolved through the registry like any component
+            store_reg = registry.get("stores", "sqlite" if path is not None else "memory")
+            store = store_reg.factory(store_reg.parse_config({}, "store"), Path(path) if path is not None else None)
         if spaces is None:
-            emb = HashingEmbedder()
+            emb_reg = registry.get("embedders", "hashing")
+            emb = emb_reg.factory(emb_reg.parse_config({}, "spaces.default.embedder"))
             spaces = {"default": Space("default", emb.dim, emb, "hashing")}
         try:
-            return cls(store, spaces, registry or get_registry(), path)
+            return cls(store, spaces, registry, path)
         except BaseException:
             if owned:  # a failed open must not keep the writer lock
                 store.close()
@@ -110,10 +110,10 @@ class Collection:
         if new and not self.store.read_only:
             self.store.apply(WriteBatch(state=new))
 
-    def _make_handle(self, name: str, kind: str, options: Mapping[str, Any]) -> IndexHandle:
+    def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
-        config = reg.parse_config(dict(options), f"indexes.{name}")
-        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()})
+        config = reg.parse_config(options, f"indexes.{name}")
+        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind)
 
         def make() -> Index:
             index = reg.factory(config, context)
@@ -126,6 +126,31 @@ class Collection:
             context.space(space)  # raises ConfigError for an undeclared space
         directory = self.path / "indexes" / name if self.path is not None else None
         return IndexHandle(name, kind, config, index, make, directory=directory)
+
+    def _open_stored(self, name: str, definition: Mapping[str, Any]) -> IndexHandle:
+        """Build, load and catch up a stored index; a failure gives a broken handle, never a failed open."""
+        try:
+            handle = self._make_handle(name, definition["kind"], definition["config"])
+            self._open_handle(handle)
+            return handle
+        except Exception as exc:  # noqa: BLE001 - any plugin failure: the memory still opens
+            return self._broken(name, definition, exc)
+
+    def _broken(self, name: str, definition: Mapping[str, Any], exc: BaseException) -> IndexHandle:
+        """A handle for an index that cannot be used; reported, searchable only after a rebuild."""
+        reason = describe_failure(exc)
+        kind = str(definition.get("kind", "?")) if isinstance(definition, Mapping) else "?"
+        raw = definition.get("config") if isinstance(definition, Mapping) else None
+        config = StoredConfig.model_validate({**(raw if isinstance(raw, Mapping) else {}), "kind": kind})
+        directory = self.path / "indexes" / name if self.path is not None else None
+
+        def make() -> Index:
+            raise BrokenIndexError(name, reason)
+
+        handle = IndexHandle(name, kind, config, UnavailableIndex(name, reason), make, directory=directory, error=reason)
+        handle.applied_seq = saved_seq(directory, self.store.last_seq())
+        log.error("index.broken", name=name, kind=kind, error=reason)
+        return handle
 
     def _open_handle(self, handle: IndexHandle) -> None:
         saved = handle.load()
@@ -146,25 +171,65 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            handle = self._new_handle(name, kind, options)
             existing = self._indexes.get(name)
+            if existing is not None and exist_ok and existing.definition() == self._definition(name, kind, options):
+                return  # nothing built: the definition is compared on the parsed config
+            handle = self._new_handle(name, kind, options)
             if existing is not None:
-                if exist_ok and existing.definition() == handle.definition():
-                    return
                 raise ConfigError(f"index {name!r} already exists ({existing.kind}); drop it first", location=f"indexes.{name}")
-            handle.remove_files()
-            applied = self.store.apply(WriteBatch(state={("indexes", name): handle.definition()}))
-            handle.applied_seq = applied.seq
-            self._indexes[name] = handle
-            log.info("index.created", name=name, kind=kind)
+            self._add_handle(handle)
             if populate:
                 self.insert_to_index(name, self.store.ids())
+
+    def ensure_index(self, name: str, kind: str, **options: Any) -> bool:
+        """Make sure index ``name`` exists with this kind and options; True when it was created.
+
+        Missing: created (its factory called once). Present with the same definition: nothing
+        is built. Present otherwise: :class:`ConfigError`. See :meth:`ensure_indexes`.
+        """
+        return bool(self.ensure_indexes({name: (kind, options)}))
+
+    def ensure_indexes(self, definitions: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]]) -> list[str]:
+        """:meth:`ensure_index` for several ``{name: (kind, options or config)}``: every
+        definition is checked before any index is created. A read-only collection creates
+        nothing. Returns the names of the indexes created."""
+        with self._lock:
+            self._check_open()
+            new: list[IndexHandle] = []
+            for name, (kind, options) in definitions.items():
+                existing = self._indexes.get(name)
+                if existing is None and not self.store.read_only:
+                    new.append(self._new_handle(name, kind, options))  # the one build: checks the spaces too
+                    continue
+                definition = self._definition(name, kind, options)
+                if existing is not None and existing.definition() != definition:
+                    raise ConfigError(
+                        f"index {name!r} exists with another kind or options; drop it (Collection.drop_index) to re-create it",
+                        location=f"indexes.{name}",
+                    )
+            for handle in new:
+                self._add_handle(handle)
+            return [h.name for h in new]
+
+    def _definition(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> dict[str, Any]:
+        """What the store would keep about this index (validated, nothing built)."""
+        if not isinstance(name, str) or not INDEX_NAME.match(name):
+            raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
+        config = self.registry.get("indexes", kind, location=f"indexes.{name}.kind").parse_config(options, f"indexes.{name}")
+        return {"kind": kind, "config": config.model_dump(mode="json")}
+
+    def _add_handle(self, handle: IndexHandle) -> None:
+        handle.set_aside()  # files the store does not know of are kept, never deleted
+        applied = self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+        handle.applied_seq = applied.seq
+        self._indexes[handle.name] = handle
+        log.info("index.created", name=handle.name, kind=handle.kind)
 
     def check_index(self, name: str, kind: str, **options: Any) -> None:
         """Validate an index definition (name, kind, options, spaces) without creating anything."""
         self._new_handle(name, kind, options)
 
-    def _new_handle(self, name: str, kind: str, options: Mapping[str, Any]) -> IndexHandle:
+    def _new_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         if not isinstance(name, str) or not INDEX_NAME.match(name):
             raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
         return self._make_handle(name, kind, options)
@@ -172,7 +237,7 @@ class Collection:
     def drop_index(self, name: str) -> None:
         """Remove an index, its membership and its files (records stay)."""
         with self._lock:
-            handle = self._handle(name)
+            handle = self._handle(name, usable=False)
             self.store.apply(WriteBatch(drop_indexes=[name], state={("indexes", name): None}))
             del self._indexes[name]
             handle.remove_files()
@@ -190,6 +255,8 @@ class Collection:
                     "size": len(h.index),
                     "score": h.index.score_name,
                     "requires": {"spaces": list(h.index.requires.spaces), "text": h.index.requires.text, "links": h.index.requires.links},
+                    "status": "ok" if h.error is None else "broken",
+                    **({"error": h.error} if h.error is not None else {}),
                 }
                 for h in self._indexes.values()
             ]
@@ -204,21 +271,54 @@ class Collection:
         return name in self._indexes
 
     def rebuild_index(self, name: str, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild an index from the store; returns the number of records indexed."""
+        """Rebuild an index from the store; returns the number of records indexed.
+
+        A broken index is built afresh from its stored definition: this is how it is repaired."""
         with self._lock:
-            handle = self._handle(name)
-            count = handle.rebuild(self.store, self._fill_for(handle, persist=True), progress)
+            handle = self._repairable(name)
+            count = self._rebuild(handle, self._fill_for(handle, persist=not self.store.read_only), progress)
             handle.save()
             return count
 
-    def _handle(self, name: str) -> IndexHandle:
+    def _repairable(self, name: str) -> IndexHandle:
+        """The handle to rebuild: a broken one is made again from its stored definition
+        (BrokenIndexError when that still fails)."""
+        handle = self._handle(name, usable=False)
+        if handle.error is None:
+            return handle
+        definition = handle.definition()
+        try:
+            return self._make_handle(name, definition["kind"], definition["config"])
+        except Exception as exc:  # noqa: BLE001 - any plugin failure stays a reported, typed state
+            self._indexes[name] = self._broken(name, definition, exc)
+            raise BrokenIndexError(name, describe_failure(exc)) from None
+
+    def _rebuild(self, handle: IndexHandle, fill: Callable[[list[Record]], list[Record]], progress: Callable[[int], None] | None) -> int:
+        """Rebuild ``handle`` and install it; a failure leaves it broken (reported) and raises BrokenIndexError."""
+        try:
+            count = handle.rebuild(self.store, fill, progress)
+        except Exception as exc:  # noqa: BLE001
+            self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
+            raise BrokenIndexError(handle.name, describe_failure(exc)) from None
+        if self._indexes.get(handle.name) is not handle:
+            self._indexes[handle.name] = handle
+            log.info("index.repaired", name=handle.name, records=count)
+        return count
+
+    def _handle(self, name: str, *, usable: bool = True) -> IndexHandle:
+        """The handle of index ``name``; with ``usable`` a broken one raises BrokenIndexError."""
         self._check_open()
         try:
             handle = self._indexes[name]
         except KeyError:
             raise NotFoundError(f"no index named {name!r}; indexes: {sorted(self._indexes) or '(none)'}") from None
-        if handle.stale:
-            handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
+        if handle.stale and handle.error is None:
+            try:
+                handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
+            except Exception as exc:  # noqa: BLE001 - reported as a broken index, never a raw failure
+                handle = self._indexes[name] = self._broken(name, handle.definition(), exc)
+        if usable and handle.error is not None:
+            raise BrokenIndexError(name, handle.error)
         return handle
 
     def _targets(self, indexes: str | Iterable[str] | None) -> list[IndexHandle]:
@@ -324,7 +424,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             scope = Scope.coerce(scope)
             found = {r.id: r for r in self.store.get(ids, with_vectors=False) if r is not None}
             missing = [i for i in ids if i not in found or (scope is not None and not scope.covers(found[i].scope))]
@@ -338,7 +438,7 @@ class Collection:
         """Add existing records to one more index (already-members are left as they are)."""
         with self._lock:
             handle = self._handle(index)
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             records = self._get_many(ids)
             members = self.store.memberships(ids)
             todo = [r for r in records if index not in members.get(r.id, ())]
@@ -352,7 +452,7 @@ class Collection:
         """Take records out of one index; they stay in the store and other indexes."""
         with self._lock:
             self._handle(index)
-            ids = list(dict.fromkeys([ids] if isinstance(ids, str) else ids))
+            ids = list(dict.fromkeys(coerce_ids(ids)))
             members = self.store.memberships(ids)
             missing = [i for i in ids if index not in members.get(i, ())]
             if missing:
@@ -413,7 +513,7 @@ class Collection:
         """Records by id in order, None for unknown ids."""
         with self._lock:
             self._check_open()
-            return self.store.get(list(ids))
+            return self.store.get(coerce_ids(ids))
 
     def count(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> int:
         """Number of records (in one index, matching a filter and scope)."""
@@ -490,7 +590,7 @@ class Collection:
         if scope is not None:
             changes["scope"] = scope
         q = q.evolve(**changes) if changes else q
-        parse_filter(q.where)
+        q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
         for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
             if space not in self.spaces:
                 raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
@@ -604,14 +704,13 @@ class Collection:
         """Readers catch their indexes up with what the writer process committed."""
         if self.store.read_only:
             for handle in self._indexes.values():
-                self._catch_up(handle)
+                if handle.error is None:
+                    self._catch_up(handle)
 
     def _catch_up(self, handle: IndexHandle) -> None:
         """Apply the logged ops the index has not seen; rebuild when the log no longer has them."""
-        if handle.applied_seq < self.store.log_start():
+        if handle.catch_up(self.store) is None:  # log start and ops are read in one snapshot
             handle.rebuild(self.store, self._fill_for(handle))
-        else:
-            handle.catch_up(self.store)
 
     def _only_index(self) -> IndexHandle:
         if len(self._indexes) == 1:
@@ -660,6 +759,8 @@ class Collection:
         applied = self.store.apply(batch)
         failures = []
         for handle in self._indexes.values():
+            if handle.error is not None:
+                continue  # broken: the store keeps its membership, a rebuild applies it
             try:
                 handle.apply(applied.ops, self.store, cache)
                 handle.applied_seq = applied.seq
@@ -673,7 +774,7 @@ class Collection:
     def _allowed(self, query: Query, index: str) -> AllowedIds | None:
         """The ids the query's filter and scope allow, resolved once per store sequence
         (see :mod:`memcore.allowed`); None when the query has neither."""
-        where = parse_filter(query.where)
+        where = query.parsed_where()
         scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
         if where is None and scope is None:
             return None

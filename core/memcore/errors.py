@@ -7,6 +7,8 @@ do next.
 
 from __future__ import annotations
 
+from .providers import INSTALL_HINT
+
 __all__ = [
     "MemcoreError",
     "ConfigError",
@@ -20,6 +22,7 @@ __all__ = [
     "LockedError",
     "CorruptError",
     "IndexUpdateError",
+    "BrokenIndexError",
 ]
 
 
@@ -62,7 +65,7 @@ class UnknownComponentError(ConfigError):
         if closest:
             parts.append(f"Did you mean {closest!r}?")
         if extra:
-            parts.append(f'It is provided by: pip install "memcore[{extra}]"')
+            parts.append("It is provided by: " + INSTALL_HINT.format(extra=extra))
         super().__init__(" ".join(parts), location=location)
 
 
@@ -107,3 +110,18 @@ class IndexUpdateError(MemcoreError):
     The data is safe in the store; the index is marked stale and rebuilt from the store
     on its next use.
     """
+
+
+class BrokenIndexError(CorruptError):
+    """An index could not be built, loaded or rebuilt (a bad stored definition, a missing
+    plugin, damaged data). The store and every other index open normally; this index is
+    reported by ``Collection.list_indexes``/``memcore info`` and can be rebuilt
+    (``memcore index rebuild NAME``) or dropped (``memcore index drop NAME``)."""
+
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        self.reason = reason
+        super().__init__(
+            f"index {name!r} is broken and cannot be searched: {reason}. The records are safe in the store; "
+            f"rebuild it (memcore index rebuild {name} / Collection.rebuild_index) or drop it (memcore index drop {name})"
+        )

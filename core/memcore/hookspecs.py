@@ -12,12 +12,20 @@ Hooks are callbacks in the style of ``llm`` and ``datasette``: memcore calls
 
 A plugin module implements any subset of these hooks with ``@memcore.hookimpl`` and may
 accept fewer arguments than the spec (pluggy's rule), so hooks can grow without breaking
-plugins.
+plugins. The signatures are typed: ``register`` is a :class:`memcore.factories.Register`
+of the hook's factory protocol (:mod:`memcore.factories`).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from .factories import EmbedderFactory, FusionFactory, IndexFactory, LLMFactory, Register, ServiceFactory, StageFactory, StoreFactory
 
 hookspec = pluggy.HookspecMarker("memcore")
 hookimpl = pluggy.HookimplMarker("memcore")
@@ -28,7 +36,7 @@ hookimpl = pluggy.HookimplMarker("memcore")
 
 
 @hookspec
-def register_stores(register):
+def register_stores(register: Register[StoreFactory]) -> None:
     """Register record stores.
 
     ``factory(config, path) -> memcore.Store``: ``path`` is the collection directory
@@ -43,7 +51,7 @@ def register_stores(register):
 
 
 @hookspec
-def register_embedders(register):
+def register_embedders(register: Register[EmbedderFactory]) -> None:
     """Register embedders.
 
     ``factory(config) -> memcore.Embedder``. Only the Collection embeds: it fills
@@ -58,7 +66,7 @@ def register_embedders(register):
 
 
 @hookspec
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register index kinds.
 
     ``factory(config, context) -> memcore.Index`` where ``context`` is a
@@ -74,7 +82,7 @@ def register_indexes(register):
 
 
 @hookspec
-def register_stages(register):
+def register_stages(register: Register[StageFactory]) -> None:
     """Register pipeline stage kinds.
 
     ``factory(config) -> memcore.Stage``. A stage reads and writes a
@@ -83,7 +91,7 @@ def register_stages(register):
 
 
 @hookspec
-def register_fusions(register):
+def register_fusions(register: Register[FusionFactory]) -> None:
     """Register fusion strategies.
 
     ``factory(config) -> memcore.Fusion``: a callable object turning named ranked lists
@@ -97,7 +105,7 @@ def register_fusions(register):
 
 
 @hookspec
-def register_services(register):
+def register_services(register: Register[ServiceFactory]) -> None:
     """Register memory services.
 
     ``factory(config, collection, pipeline) -> memcore.Service``. A service decides what
@@ -112,7 +120,7 @@ def register_services(register):
 
 
 @hookspec
-def register_llms(register):
+def register_llms(register: Register[LLMFactory]) -> None:
     """Register LLM (chat model) kinds.
 
     ``factory(config) -> memcore.LLM``, built on first use from an ``[llms.<name>]``
@@ -127,7 +135,7 @@ def register_llms(register):
 
 
 @hookspec
-def register_commands(cli):
+def register_commands(cli: click.Group) -> None:
     """Add subcommands to the ``memcore`` command line.
 
     ``cli`` is the root click group: call ``cli.add_command(group)`` (or decorate with

@@ -41,10 +41,18 @@ class SpaceInfo:
 
 @dataclass(frozen=True)
 class IndexContext:
-    """What an index factory receives besides its config: its name and the spaces."""
+    """What an index factory receives besides its config.
+
+    - ``name``: the index's name in the collection (``[indexes.<name>]``);
+    - ``spaces``: the declared embedding spaces (dimension, embedder), see :meth:`space`;
+    - ``kind``: the registered kind it is built as -- the key of its query modes in
+      ``Query.extras`` (``query_mode(query.extras, context.kind, Model, context.name)``), so
+      one query can carry the modes of several indexes. Empty when an index is built by hand.
+    """
 
     name: str
     spaces: dict[str, SpaceInfo] = field(default_factory=dict)
+    kind: str = ""
 
     def space(self, name: str) -> SpaceInfo:
         """The declared space ``name`` (ConfigError if the settings do not declare it)."""

@@ -72,6 +72,11 @@ class IndexHandle:
     stale: bool = False
     directory: Path | None = None
     loaded_from_disk: bool = field(default=False)
+    pristine: bool = True
+    """``index`` is as its factory built it (nothing added or loaded): a rebuild fills it
+    instead of building another one."""
+    error: str | None = None
+    """Why the index is broken (it could not be built, loaded or rebuilt); None when usable."""
 
     def definition(self) -> dict[str, Any]:
         """What the store keeps about this index."""
@@ -88,20 +93,24 @@ class IndexHandle:
         missing = [rid for rid in adds if rid not in cache]
         fetched = {r.id: r for r in store.get(missing) if r is not None} if missing else {}
         records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
+        self.pristine = False
         if removes:
             self.index.remove(removes)
         if records:
             self.index.add(records)
         self.dirty = True
 
-    def catch_up(self, store: Store) -> int:
-        """Apply every op logged since ``applied_seq``; returns how many ops were applied."""
-        last = store.last_seq()
-        if last <= self.applied_seq:
+    def catch_up(self, store: Store) -> int | None:
+        """Apply every op logged since ``applied_seq``; returns how many ops were applied,
+        or None when the log was pruned past ``applied_seq`` (a gap: rebuild instead)."""
+        read = store.read_log(self.applied_seq, self.name)
+        if self.applied_seq < read.start:
+            return None
+        if read.last <= self.applied_seq:
             return 0
-        ops = store.ops_since(self.applied_seq, self.name)
+        ops = read.ops
         self.apply(ops, store)
-        self.applied_seq = last
+        self.applied_seq = read.last
         if ops:
             log.info("index.caught_up", name=self.name, ops=len(ops))
         return len(ops)
@@ -110,7 +119,8 @@ class IndexHandle:
         """Recreate the index from the store's members; ``fill`` completes missing vectors."""
         started = time.perf_counter()
         seq = store.last_seq()
-        fresh = self.make()
+        fresh = self.index if self.pristine else self.make()
+        self.pristine = False
         count = 0
         for batch in store.iter_records(index=self.name):
             fresh.add(fill(batch))
@@ -129,8 +139,8 @@ class IndexHandle:
 
     def save(self) -> None:
         """Save into ``directory`` (files first, ``index.json`` with checksums last)."""
-        if self.directory is None or self.stale:
-            return
+        if self.directory is None or self.stale or self.error is not None:
+            return  # a broken index keeps its files untouched until it is rebuilt or dropped
         manifest = self.directory / MANIFEST
         if not self.dirty:
             # Unchanged since loaded/saved while the store moved on without touching this
@@ -172,10 +182,12 @@ class IndexHandle:
             for fname, digest in meta.get("files", {}).items():
                 if _sha256(self.directory / fname) != digest:
                     raise CorruptError(f"checksum mismatch in {fname}")
+            self.pristine = False
             self.index.load(self.directory)
         except (OSError, ValueError, KeyError, CorruptError) as exc:
             log.warning("index.load_failed", name=self.name, error=str(exc), action="rebuild")
             self.index = self.make()
+            self.pristine = True
             return None
         self.loaded_from_disk = True
         self.dirty = False
@@ -186,6 +198,18 @@ class IndexHandle:
         if self.directory is None or not self.directory.exists():
             return 0
         return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
+
+    def set_aside(self) -> None:
+        """Move files found where a *new* index will live to ``indexes/.orphan-<name>-<time>``:
+        the store does not account for them, so memcore does not delete them."""
+        if self.directory is None or not self.directory.exists():
+            return
+        if self.directory.is_dir() and not any(self.directory.iterdir()):
+            self.directory.rmdir()
+            return
+        target = self.directory.with_name(f".orphan-{self.name}-{time.time_ns()}")
+        self.directory.rename(target)
+        log.warning("index.orphan_kept", name=self.name, path=str(target))
 
     def remove_files(self) -> None:
         """Delete the index directory."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .errors import NotFoundError, ValidationError
+from .errors import ConfigError, NotFoundError, ValidationError
 from .llm import LLMs
 from .records import Hit, Record, Scope
 
@@ -43,9 +43,8 @@ class Memory:
         self.pipeline = pipeline
         self.service = service
         self.llms = llms if llms is not None else LLMs()
-        self.pipeline_error: Exception | None = None
-        """Why the declared pipeline cannot run here (set only for services that do not use it,
-        see ``Service.uses_pipeline``); :meth:`query` without ``index`` raises it."""
+        self.pipeline_error: ConfigError | None = None
+        """Why the declared pipeline cannot run here (only for services that do not use it)."""
 
     # -- writes --------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .errors import ConfigError, ValidationError
+from .collection_view import CollectionView
+from .merge import merge_layers
 from .records import Hit, Query, Record
 from .registry import ComponentConfig, Registry
 
@@ -31,9 +33,14 @@ class PipelineContext:
     about its run (which path it took, a fallback and why...), see :meth:`note`.
     """
 
-    def __init__(self, collection: "Collection", query: Query):
-        self.collection = collection
+    def __init__(self, collection: "Collection | CollectionView", query: Query, *, with_records: bool = False):
+        self.collection = CollectionView(collection)
+        """What the stages may touch of the collection: a read-only view."""
+        self._source = self.collection._collection
         self.query = query
+        self.with_records = with_records
+        """The run ends by attaching records: :meth:`texts` then reads whole records, so the
+        attachment reuses that one read."""
         self.lists: dict[str, list[Hit]] = {}
         self.current: list[Hit] = []
         self.trace: list[dict[str, Any]] = []
@@ -56,18 +63,20 @@ class PipelineContext:
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[Any, Any]:
         """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)``, batched."""
-        return self.collection.vectors(ids, space)
+        return self._source.vectors(ids, space)
 
     def query_vector(self, space: str) -> Any:
         """The query's vector in ``space``, embedded once per pipeline run."""
-        return self.collection.query_vector(self.query, space)
+        return self._source.query_vector(self.query, space)
 
     def texts(self, ids: Sequence[str]) -> list[str | None]:
         """The stored texts of ``ids`` (``None`` for unknown ids), cached for the run; lighter
         than :meth:`records` when a stage needs nothing else."""
         missing = [i for i in ids if i not in self._texts]
-        if missing:
-            for rid, text in zip(missing, self.collection.store.texts(missing)):
+        if missing and self.with_records:  # the records are read anyway: one read for both
+            self.records(missing)
+        elif missing:
+            for rid, text in zip(missing, self._source.store.texts(missing)):
                 if text is not None:
                     self._texts[rid] = text
         return [self._texts.get(i) for i in ids]
@@ -76,7 +85,7 @@ class PipelineContext:
         """Stored records (without vectors), cached for the run."""
         missing = [i for i in ids if i not in self._records]
         if missing:
-            for rec in self.collection.store.get(missing, with_vectors=False):
+            for rec in self._source.store.get(missing, with_vectors=False):
                 if rec is not None:
                     self._records[rec.id] = rec
                     self._texts[rec.id] = rec.text
@@ -92,8 +101,16 @@ class Stage(ABC):
     def run(self, ctx: PipelineContext) -> None:
         """Read and update ``ctx`` (add lists, replace ``ctx.current``)."""
 
-    def check(self, collection: "Collection") -> None:
-        """Raise ConfigError when the stage cannot run on this collection (unknown index...)."""
+    def check(self, collection: CollectionView) -> None:
+        """Raise :class:`ConfigError` when the stage cannot run on this collection.
+
+        Called once when the memory is built (:meth:`Pipeline.check`), before any query.
+        It may: read ``collection`` (a read-only :class:`CollectionView`: its indexes,
+        spaces, records), resolve and remember defaults (the index to search when the
+        settings name none, a fusion built once), and raise ``ConfigError`` naming what is
+        wrong. It must not write to the collection, embed, or call a model or the network;
+        ``run`` must still work when ``check`` was not called (a pipeline built by hand).
+        """
 
     def bind_llms(self, llms: "LLMs") -> None:
         """Receive the memory's declared LLMs (stages with an LLM step resolve theirs here)."""
@@ -116,7 +133,7 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
         {"kind": "recall", "index": "vector", "over_fetch": 3.0},
         {"kind": "intent"},
         {"kind": "rerank", "keyword_weight": 0.5},
-        {"kind": "mmr", "lambda": 0.7, "relevance": "score"},
+        {"kind": "mmr", "lambda": 0.7, "relevance": "score", "if_installed": True},
         {"kind": "limit"},
     ],
 }
@@ -125,7 +142,12 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
 
 - ``basic``: recall on the only index (else the one named ``vector``) -> rerank -> limit;
 - ``advanced``: recall ``vector`` + recall ``bm25`` -> fuse (RRF) -> rerank -> limit;
-- ``semantic``: recall ``vector`` -> intent -> rerank -> mmr (memcore-mmr) -> limit.
+- ``semantic``: recall ``vector`` -> intent -> rerank -> mmr (memcore-mmr) -> limit; without
+  memcore-mmr the mmr stage is left out (``if_installed``), the rest runs unchanged.
+
+The core presets name no plugin's stage except with ``if_installed = true``, which any
+stage entry may carry: the stage is skipped (and listed in ``Pipeline.skipped``) when no
+installed plugin registers its kind.
 
 The options were chosen on two data sets (BEIR SciFact train, LoCoMo dev; see
 docs/concepts.md): RRF ``k = 10`` rather than the usual 60, and a keyword-overlap rerank
@@ -152,8 +174,6 @@ def apply_overrides(entries: Sequence[Mapping[str, Any]], overrides: Mapping[str
     is deep-merged into the entry (a nested table whose ``kind`` changes is replaced whole);
     ``false`` removes the stage.
     """
-    from .settings import merge_layers
-
     out: list[dict[str, Any] | None] = [dict(e) for e in entries]
     for key, change in overrides.items():
         loc = f"{location}.overrides.{key}"
@@ -184,9 +204,11 @@ def apply_overrides(entries: Sequence[Mapping[str, Any]], overrides: Mapping[str
 class Pipeline:
     """An ordered list of stages; :meth:`run` returns the final hits."""
 
-    def __init__(self, stages: Sequence[Stage], *, preset: str | None = None):
+    def __init__(self, stages: Sequence[Stage], *, preset: str | None = None, skipped: Sequence[str] = ()):
         self.stages = list(stages)
         self.preset = preset
+        self.skipped = list(skipped)
+        """Kinds of the ``if_installed`` stages left out because no plugin registers them."""
 
     @classmethod
     def from_config(
@@ -208,19 +230,26 @@ class Pipeline:
         elif isinstance(entries, str):
             preset, entries = entries, cls._preset(entries, location)
         stages = []
+        skipped = []
         for i, entry in enumerate(entries):
             loc = f"{location}[{i}]"
             if not isinstance(entry, Mapping) or "kind" not in entry:
                 raise ConfigError("each stage needs a 'kind'", location=loc)
             data = dict(entry)
             kind = data.pop("kind")
+            if_installed = data.pop("if_installed", False)
+            if not isinstance(if_installed, bool):
+                raise ConfigError(f"if_installed must be true or false, got {if_installed!r}", location=f"{loc}.if_installed")
+            if if_installed and kind not in registry.names("stages"):
+                skipped.append(str(kind))
+                continue
             reg = registry.get("stages", kind, location=f"{loc}.kind")
             stage = reg.factory(reg.parse_config(data, loc))
             if not isinstance(stage, Stage):
                 raise ConfigError(f"stage kind {kind!r} built a {type(stage).__name__}, not a memcore.Stage", location=loc)
             stage.name = getattr(stage, "name", "") or kind
             stages.append(stage)
-        return cls(stages, preset=preset)
+        return cls(stages, preset=preset, skipped=skipped)
 
     @staticmethod
     def _preset(name: Any, location: str) -> list[dict[str, Any]]:
@@ -229,13 +258,14 @@ class Pipeline:
         except (KeyError, TypeError):
             raise ConfigError(f"unknown preset {name!r}; presets: {sorted(PRESETS)}", location=location) from None
 
-    def check(self, collection: "Collection") -> None:
+    def check(self, collection: "Collection | CollectionView") -> None:
         """Check every stage against the collection (indexes exist, spaces declared...)."""
         if not self.stages:
             raise ConfigError("the pipeline has no stages", location="pipeline")
+        view = CollectionView(collection)
         for stage in self.stages:
             try:
-                stage.check(collection)
+                stage.check(view)
             except ConfigError as exc:
                 if self.preset is None:
                     raise
@@ -251,9 +281,9 @@ class Pipeline:
         for stage in self.stages:
             stage.bind_llms(llms)
 
-    def run_context(self, collection: "Collection", query: Query) -> PipelineContext:
+    def run_context(self, collection: "Collection", query: Query, *, with_records: bool = False) -> PipelineContext:
         """Run every stage and return the context (all lists, trace, final list)."""
-        ctx = PipelineContext(collection, query)
+        ctx = PipelineContext(collection, query, with_records=with_records)
         for stage in self.stages:
             started = time.perf_counter()
             before = len(ctx.current)
@@ -269,5 +299,13 @@ class Pipeline:
         q = collection.make_query(query, k=k, where=where, scope=scope)
         if q.text is not None and not q.text.strip() and not q.vectors and not q.extras:
             raise ValidationError("the query is empty")
-        hits = self.run_context(collection, q).current[: q.k]
-        return collection.attach_records(hits) if with_records else hits
+        ctx = self.run_context(collection, q, with_records=with_records)
+        hits = ctx.current[: q.k]
+        if not with_records:
+            return hits
+        out = []
+        for hit, record in zip(hits, ctx.records([h.id for h in hits])):  # read once, shared with the stages
+            if record is not None:  # a record deleted meanwhile is dropped, as attach_records does
+                hit.record = record
+                out.append(hit)
+        return out

@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import pluggy
 
@@ -89,7 +89,7 @@ class PluginHost:
         for module_name in builtins:
             if module_name in deny or module_name.rsplit(".", 1)[-1] in deny:
                 continue
-            self.add(module_name, lambda m=module_name: importlib.import_module(m), builtin=True, version=_core_version(), distribution="memcore")
+            self.load(module_name, lambda m=module_name: importlib.import_module(m), builtin=True, version=_core_version(), distribution="memcore")
         if load_entry_points:
             self._load_entry_points(deny)
 
@@ -97,39 +97,72 @@ class PluginHost:
 
     def _load_entry_points(self, deny: set[str]) -> None:
         allow = _env_list("MEMCORE_PLUGINS")
-        seen: set[str] = set()
-        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        first: dict[str, str | None] = {}  # entry-point name -> the distribution loaded under it
+        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, _dist_name(e) or "")):
             dist = getattr(ep, "dist", None)
-            dist_name = dist.metadata["Name"] if dist is not None else None
+            dist_name = _dist_name(ep)
             names = {ep.name, dist_name}
-            if ep.name in seen:
-                continue
-            seen.add(ep.name)
             if allow is not None and not names & set(allow):
                 continue
             if names & deny:
                 continue
-            self.add(ep.name, ep.load, builtin=False, version=dist.version if dist else None, distribution=dist_name)
+            if ep.name in first:  # reported, never silently skipped
+                key = f"{ep.name} ({dist_name})"
+                info = PluginInfo(name=key, builtin=False, version=dist.version if dist else None, distribution=dist_name)
+                info.error = (
+                    f"PluginError: entry point {ep.name!r} of {dist_name or 'an unknown distribution'} is also provided by "
+                    f"{first[ep.name] or 'another distribution'}, which was loaded under that name; uninstall one of them"
+                )
+                self.infos[key] = info
+                log.warning("plugin.load_failed", plugin=key, error=info.error)
+                continue
+            first[ep.name] = dist_name
+            self.load(ep.name, ep.load, builtin=False, version=dist.version if dist else None, distribution=dist_name)
 
-    def add(self, name: str, load: Any, *, builtin: bool = False, version: str | None = None, distribution: str | None = None) -> PluginInfo:
-        """Load one plugin (``load()`` returns the module or object) and register what it provides.
+    def load(
+        self, name: str, loader: Callable[[], object], *, builtin: bool = False, version: str | None = None, distribution: str | None = None
+    ) -> PluginInfo:
+        """Import a plugin with ``loader()`` (an entry point's ``load``, an import) and
+        :meth:`add` it. Never raises for a broken plugin: the error is in the returned info."""
+        try:
+            plugin = loader()
+        except Exception as exc:  # noqa: BLE001 - isolation is the point
+            return self._failed(PluginInfo(name=name, builtin=builtin, version=version, distribution=distribution), exc)
+        return self.add(name, plugin, builtin=builtin, version=version, distribution=distribution)
 
-        Never raises for a broken plugin: the error is recorded in the returned info.
+    def add(self, name: str, plugin: object, *, builtin: bool = False, version: str | None = None, distribution: str | None = None) -> PluginInfo:
+        """Register one plugin object (a module, or any object with ``@memcore.hookimpl``
+        functions) and what its hooks provide.
+
+        Never raises for a broken plugin: the error is recorded in the returned info and
+        nothing of the plugin stays registered.
         """
         info = PluginInfo(name=name, builtin=builtin, version=version, distribution=distribution)
-        self.infos[name] = info
         try:
-            plugin = load() if callable(load) and not isinstance(load, ModuleType) else load
             self._register(name, plugin, info)
         except Exception as exc:  # noqa: BLE001 - isolation is the point
-            info.error = f"{type(exc).__name__}: {exc}"
-            info.registers = {}
-            log.warning("plugin.load_failed", plugin=name, error=info.error)
+            return self._failed(info, exc)
+        self.infos[name] = info
         return info
 
-    def _register(self, plugin_name: str, plugin: Any, info: PluginInfo) -> None:
+    def _failed(self, info: PluginInfo, exc: Exception) -> PluginInfo:
+        info.error = f"{type(exc).__name__}: {exc}"
+        info.registers = {}
+        self.infos[info.name] = info
+        log.warning("plugin.load_failed", plugin=info.name, error=info.error)
+        return info
+
+    def hook_of(self, plugin: object, hook: str) -> pluggy.HookCaller:
+        """pluggy's hook caller of ``hook`` restricted to one registered ``plugin``: calling
+        it runs that plugin's implementation (and its wrappers) the way pluggy documents
+        (``tryfirst``/``trylast``/``wrapper``), isolated from every other plugin's."""
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
+        return self.pm.subset_hook_caller(hook, remove_plugins=others)
+
+    def _register(self, plugin_name: str, plugin: object, info: PluginInfo) -> None:
         if self.pm.has_plugin(plugin_name):
             raise PluginError(f"a plugin named {plugin_name!r} is already registered")
+        plugin = _hashable(plugin, plugin_name)
         self.pm.register(plugin, name=plugin_name)  # validates hookimpl signatures
         try:
             callers = self.pm.get_hookcallers(plugin) or []
@@ -137,18 +170,19 @@ class PluginHost:
             if unknown:
                 raise PluginError(f"unknown hook(s) {', '.join(sorted(unknown))}; known: {', '.join(_hook_names())}")
             info.hooks = sorted(hc.name for hc in callers)
+            if not info.hooks:
+                raise PluginError(f"{type(plugin).__name__} {plugin_name!r} implements no memcore hook (@memcore.hookimpl); known: {', '.join(_hook_names())}")
+            implemented = set(info.hooks)
             staged: list[Registration] = []
             for category in CATEGORIES:
-                caller = getattr(self.pm.hook, f"register_{category}")
-                for impl in caller.get_hookimpls():
-                    if impl.plugin is not plugin:
-                        continue
+                hook = f"register_{category}"
+                if hook not in implemented:
+                    continue
 
-                    def register(name: Any, factory: Any, config_model: Any = None, _c: str = category) -> None:
-                        staged.append(Registry.make_registration(_c, name, factory, config_model, plugin_name))
+                def register(name: Any, factory: Any, config_model: Any = None, _c: str = category) -> None:
+                    staged.append(Registry.make_registration(_c, name, factory, config_model, plugin_name))
 
-                    args = {"register": register}
-                    impl.function(*(args[a] for a in impl.argnames))
+                self.hook_of(plugin, hook)(register=register)
             problems = self.registry.conflicts(staged)
             if problems:
                 raise PluginError("; ".join(problems))
@@ -169,6 +203,23 @@ class PluginHost:
             for category, names in info.registers.items():
                 for n in names:
                     self.registry.entries[category].pop(n, None)
+
+
+def _hashable(plugin: object, name: str) -> object:
+    """``plugin``, or a module holding its attributes when it is unhashable (a
+    ``SimpleNamespace``): pluggy's subset hook callers keep plugins in sets."""
+    try:
+        hash(plugin)
+        return plugin
+    except TypeError:
+        proxy = ModuleType(f"memcore-plugin:{name}")
+        proxy.__dict__.update({attr: getattr(plugin, attr) for attr in dir(plugin) if not attr.startswith("__")})
+        return proxy
+
+
+def _dist_name(ep: metadata.EntryPoint) -> str | None:
+    dist = getattr(ep, "dist", None)
+    return dist.metadata["Name"] if dist is not None else None
 
 
 def _hook_names() -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -10,7 +10,7 @@ from .errors import DuplicateIdError, ValidationError
 from .records import Record, Scope
 from .spaces import Space
 
-__all__ = ["RecordInput", "coerce_records"]
+__all__ = ["RecordInput", "coerce_records", "coerce_ids"]
 
 RecordInput = Record | Mapping[str, Any] | str
 """A :class:`Record`, a dict (``text`` plus optional ``id``, ``metadata``, ``vectors``,
@@ -35,6 +35,19 @@ def _one(item: Any, scope: Scope | None) -> Record:
             links=item.get("links") or (), scope=item.get("scope") or scope,
         )
     raise ValidationError(f"cannot insert a {type(item).__name__}; give Records, dicts or strings")
+
+
+def coerce_ids(ids: Any) -> list[str]:
+    """One id (a string) or an iterable of string ids as a list; anything else is a ValidationError."""
+    if isinstance(ids, str):
+        return [ids]
+    if isinstance(ids, (bytes, Mapping)) or not isinstance(ids, Iterable):
+        raise ValidationError(f"give a record id or a list of ids, got {type(ids).__name__}")
+    out = list(ids)
+    bad = [i for i in out if not isinstance(i, str)]
+    if bad:
+        raise ValidationError(f"record ids are strings, got {bad[0]!r} ({type(bad[0]).__name__})")
+    return out
 
 
 def _same_vectors(a: Record, b: Record) -> bool:

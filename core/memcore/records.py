@@ -16,11 +16,21 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import numpy as np
 
 from .errors import DimensionError, ValidationError
+from .filters import Filter, parse_filter
 
-__all__ = ["Scope", "Link", "Record", "Query", "Hit", "Contribution", "content_id", "as_vector"]
+__all__ = ["Scope", "Link", "Record", "Query", "Hit", "Contribution", "content_id", "as_vector", "check_finite_vectors", "MAX_VECTOR_NORM", "MIN_VECTOR_NORM"]
 
 MAX_TEXT_CHARS = 1_000_000
 """Texts longer than this are rejected (a memory is not a book; split it first)."""
+
+MAX_VECTOR_NORM = 1e18
+"""The largest L2 norm a vector may have. Squared norms, inner products and squared L2
+distances of any two such vectors stay below ~4e36, far from the float32 maximum (3.4e38):
+every index computes them in float32, where larger values overflow to infinity."""
+
+MIN_VECTOR_NORM = 1e-18
+"""The smallest L2 norm of a non-zero vector: below it the float32 squared norm
+underflows, and normalising (cosine) would silently turn the vector into zeros."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +110,66 @@ def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np
         raise DimensionError(f"{what} must be a non-empty 1-d array, got shape {arr.shape}")
     if dim is not None and arr.shape[0] != dim:
         raise DimensionError(f"{what} has dimension {arr.shape[0]}, expected {dim}")
-    if not np.isfinite(arr).all():
-        raise ValidationError(f"{what} contains NaN or infinite values")
+    check_finite_vectors(arr.reshape(1, -1), what)
     return arr
+
+
+def check_finite_vectors(matrix: np.ndarray, what: str = "vectors") -> None:
+    """Reject rows that float32 arithmetic cannot handle: NaN/inf values, a norm above
+    :data:`MAX_VECTOR_NORM` (squares and distances would overflow) or a non-zero norm
+    below :data:`MIN_VECTOR_NORM` (normalisation would turn the row into zeros).
+
+    ``matrix`` is a 2-d float array, one vector per row; the norms are computed in float64.
+    """
+    if not np.isfinite(matrix).all():
+        row = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
+        raise ValidationError(f"{what} contains NaN or infinite values" + (f" (row {row})" if matrix.shape[0] > 1 else ""))
+    wide = matrix.astype(np.float64, copy=False)
+    norms = np.sqrt(np.einsum("ij,ij->i", wide, wide))
+    bad = (norms > MAX_VECTOR_NORM) | ((norms > 0) & (norms < MIN_VECTOR_NORM))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        where = f" (row {row})" if matrix.shape[0] > 1 else ""
+        raise ValidationError(
+            f"{what}{where} has L2 norm {norms[row]:.3g}; vectors need a norm of 0 or between "
+            f"{MIN_VECTOR_NORM:g} and {MAX_VECTOR_NORM:g} so that float32 arithmetic stays finite and exact (scale it)"
+        )
+
+
+MAX_JSON_DEPTH = 32
+"""Deepest nesting of dicts/lists accepted in metadata and state values."""
+
+
+def check_json_value(value: Any, what: str) -> None:
+    """Walk a JSON-like value without recursion and apply the same rules at every depth:
+    dict keys are non-empty strings without NUL, integers fit in 64 bits, strings have no NUL,
+    floats are finite, nesting is at most :data:`MAX_JSON_DEPTH`; anything else is a ValidationError."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, what)]
+    while stack:
+        item, depth, where = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise ValidationError(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep")
+        if isinstance(item, Mapping):
+            for key, sub in item.items():
+                if not isinstance(key, str) or not key or "\x00" in key:
+                    raise ValidationError(f"{where}: keys must be non-empty strings without NUL, got {key!r}")
+                stack.append((sub, depth + 1, f"{where}.{key}"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((sub, depth + 1, f"{where}[{i}]") for i, sub in enumerate(item))
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if not -(2**63) <= item < 2**63:
+                raise ValidationError(f"{where}: integer {item} does not fit in 64 bits (filters compare 64-bit integers)")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValidationError(f"{where}: {item} is not a finite number (JSON has no NaN/inf)")
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise ValidationError(f"{where}: text contains a NUL character (SQLite filters cannot compare it)")
+            check_unicode(item, where)
+        else:
+            raise ValidationError(f"{where}: a {type(item).__name__} is not JSON (use dicts, lists, strings, numbers, booleans, null)")
 
 
 def _json_safe(metadata: Any) -> dict[str, Any]:
@@ -110,6 +177,10 @@ def _json_safe(metadata: Any) -> dict[str, Any]:
         return {}
     if not isinstance(metadata, Mapping):
         raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
+    try:
+        check_json_value(metadata, "metadata")
+    except ValidationError as exc:
+        raise ValidationError(f"metadata is not JSON-safe: {exc}") from None
     try:
         text = json.dumps(metadata, sort_keys=True, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
@@ -247,6 +318,9 @@ def _coerce_link(value: Any, source: str) -> Link:
     return Link(link.target, link.relation, float(link.weight))
 
 
+_UNPARSED: Any = object()
+
+
 @dataclass(slots=True)
 class Query:
     """What to retrieve: text and/or vectors per space, ``k``, a ``where`` filter, scope, extras.
@@ -261,6 +335,7 @@ class Query:
     where: dict[str, Any] | None = None
     scope: Scope | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    _parsed_where: Any = field(default=_UNPARSED, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         validate_k(self.k)
@@ -273,6 +348,10 @@ class Query:
         if self.vectors is not None and not isinstance(self.vectors, Mapping):
             raise ValidationError(f"query vectors must be a dict of space name -> vector, got {type(self.vectors).__name__}")
         self.vectors = {str(k): as_vector(v, what=f"query vector {k!r}") for k, v in (self.vectors or {}).items()}
+        if self.extras is None:
+            self.extras = {}
+        if not isinstance(self.extras, Mapping) or not all(isinstance(key, str) for key in self.extras):
+            raise ValidationError(f"query extras must be a dict keyed by index kind (e.g. {{'faiss': {{...}}}}), got {self.extras!r}"[:300])
         self.scope = Scope.coerce(self.scope)
 
     @classmethod
@@ -292,6 +371,13 @@ class Query:
     def evolve(self, **changes: Any) -> "Query":
         """A copy with some fields replaced (validated again)."""
         return replace(self, **changes)
+
+    def parsed_where(self) -> Filter | None:
+        """The ``where`` filter parsed (:class:`FilterError` when malformed), once per query:
+        every recall stage of a pipeline run resolves the same parsed filter."""
+        if self._parsed_where is _UNPARSED:
+            self._parsed_where = parse_filter(self.where)
+        return self._parsed_where  # type: ignore[no-any-return]
 
 
 _QUERY_FIELDS = frozenset({"text", "vectors", "k", "where", "scope", "extras"})

@@ -14,30 +14,14 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ConfigError, PluginError, UnknownComponentError
+from .providers import known_providers, provider_of
 
-__all__ = ["ComponentConfig", "Registration", "Registry", "CATEGORIES", "KNOWN_PROVIDERS"]
+__all__ = ["ComponentConfig", "Registration", "Registry", "CATEGORIES"]
 
 CATEGORIES = ("stores", "embedders", "indexes", "stages", "fusions", "services", "llms")
 """The kinds of component a plugin can register, one hook each (``register_<category>``)."""
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_\-.]*$")
-
-KNOWN_PROVIDERS: dict[str, dict[str, str]] = {
-    "indexes": {
-        "faiss": "faiss", "lsh": "lsh", "fifo": "fifo-kv", "sorted": "fifo-kv", "bm25": "fifo-kv",
-        "graph": "graph", "poincare": "poincare", "colbert": "colbert", "colbert-remote": "colbert",
-    },
-    "fusions": {"weighted": "rrf", "dbsf": "rrf", "union": "rrf"},
-    "stages": {"mmr": "mmr", "graph_recall": "graph", "llm_rerank": "embed"},
-    "embedders": {"minilm": "embed", "openai": "embed"},
-    "services": {
-        "hyperamy": "poincare", "short_term_memory": "services", "memoryos": "services", "hierarchical": "services",
-        "vector_hash": "services", "hybrid": "services",
-    },
-    "llms": {"openai": "embed", "llama-server": "embed"},
-    "stores": {"chroma": "poincare"},
-}
-"""Names provided by memcore's own plugin distributions, for "pip install" hints."""
 
 
 class ComponentConfig(BaseModel):
@@ -136,9 +120,9 @@ class Registry:
         except KeyError:
             pass
         installed = self.names(category)
-        known = KNOWN_PROVIDERS.get(category, {})
-        extra = known.get(str(name))
-        close = [] if extra else difflib.get_close_matches(str(name), installed + list(known), n=1)
+        known = known_providers().get(category, {})  # from the plugin distributions' metadata
+        extra = provider_of(category, str(name))
+        close = [] if extra else difflib.get_close_matches(str(name), installed + [n for n in known if n not in installed], n=1)
         if extra is None and close and close[0] not in installed:
-            extra = known[close[0]]
+            extra = provider_of(category, close[0])
         raise UnknownComponentError(category, str(name), installed, close[0] if close else None, extra, location)

@@ -5,7 +5,7 @@ Precedence: init kwargs > environment (``MEMCORE_`` prefix, ``__`` nesting, e.g.
 
 Each store / embedder / index / stage / service / llm entry is ``{kind = "<registered name>",
 ...its own fields}``, validated by that component's config model when the memory is built
-(:func:`check_settings`), with errors pointing at the offending key.
+(:func:`memcore.settings_check.check_settings`), with errors pointing at the offending key.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pydantic import Field, ValidationError as PydanticValidationError, field_va
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource, YamlConfigSettingsSource
 
 from .errors import ConfigError
-from .registry import Registry
+from .merge import merge_layers
 
-__all__ = ["MemcoreSettings", "load_settings", "check_settings", "merge_layers"]
+__all__ = ["MemcoreSettings", "load_settings", "merge_layers", "DEFAULTS"]
 
 
 DEFAULTS: dict[str, Any] = {
@@ -131,22 +131,6 @@ class MemcoreSettings(BaseSettings):
         return (_LayeredSource(settings_cls, layers),)
 
 
-def merge_layers(lower: Mapping[str, Any], upper: Mapping[str, Any]) -> dict[str, Any]:
-    """Deep-merge ``upper`` over ``lower``; a table whose ``kind`` changes is replaced whole.
-
-    So ``store={"kind": "memory"}`` over a file's ``[store] kind = "sqlite" ...`` drops the
-    sqlite options, while ``MEMCORE_INDEXES__VECTOR__METRIC=ip`` only tunes one option.
-    """
-    out = dict(lower)
-    for key, value in upper.items():
-        below = out.get(key)
-        if isinstance(value, Mapping) and isinstance(below, Mapping) and not ("kind" in value and value.get("kind") != below.get("kind")):
-            out[key] = merge_layers(below, value)
-        else:
-            out[key] = value
-    return out
-
-
 class _LayeredSource(PydanticBaseSettingsSource):
     """One source merging the layers (lowest first) and naming the layer that fails to read."""
 
@@ -163,8 +147,10 @@ class _LayeredSource(PydanticBaseSettingsSource):
         for what, make in self.layers:
             try:
                 values = make()()
-            except (ValueError, OSError, yaml.YAMLError) as exc:
-                raise ConfigError(f"cannot read {what}: {exc}") from None
+            except (ValueError, OSError, yaml.YAMLError, RecursionError) as exc:
+                raise ConfigError(f"cannot read {what}: {type(exc).__name__ if isinstance(exc, RecursionError) else exc}") from None
+            if not isinstance(values, dict):  # e.g. a YAML file whose top level is a list
+                raise ConfigError(f"cannot read {what}: the top level must be a table/mapping, got {type(values).__name__}")
             merged = merge_layers(merged, values)
         return merged
 
@@ -192,28 +178,3 @@ def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: An
         loc = ".".join(str(x) for x in first["loc"]) or None
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ConfigError(f"{first['msg']}{more}", location=loc) from None
-
-
-def check_settings(settings: MemcoreSettings, registry: Registry) -> dict[str, Any]:
-    """Validate every entry with its component's config model; returns the parsed configs."""
-    from .pipeline import Pipeline
-
-    parsed: dict[str, Any] = {"store": None, "spaces": {}, "indexes": {}, "service": None, "llms": {}}
-    store = dict(settings.store)
-    parsed["store"] = registry.get("stores", store["kind"], location="store.kind").parse_config({k: v for k, v in store.items() if k != "kind"}, "store")
-    for name, space in settings.spaces.items():
-        emb = space.get("embedder")
-        if emb is not None:
-            reg = registry.get("embedders", emb["kind"], location=f"spaces.{name}.embedder.kind")
-            parsed["spaces"][name] = reg.parse_config({k: v for k, v in emb.items() if k != "kind"}, f"spaces.{name}.embedder")
-    for name, entry in settings.indexes.items():
-        reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
-        parsed["indexes"][name] = reg.parse_config({k: v for k, v in entry.items() if k != "kind"}, f"indexes.{name}")
-    for name, entry in settings.llms.items():
-        reg = registry.get("llms", entry["kind"], location=f"llms.{name}.kind")
-        parsed["llms"][name] = reg.parse_config({k: v for k, v in entry.items() if k != "kind"}, f"llms.{name}")
-    parsed["pipeline"] = Pipeline.from_config(settings.pipeline, registry)
-    service = dict(settings.service)
-    reg = registry.get("services", service["kind"], location="service.kind")
-    parsed["service"] = reg.parse_config({k: v for k, v in service.items() if k != "kind"}, "service")
-    return parsed

@@ -15,7 +15,7 @@ import numpy as np
 from .embedder import Embedder
 from .errors import ConfigError, DimensionError, ValidationError
 from .index import Requirements, SpaceInfo
-from .records import Query, Record, as_vector
+from .records import Query, Record, as_vector, check_finite_vectors
 
 __all__ = ["Space", "fill_vectors", "prepare_query", "query_vector"]
 
@@ -56,8 +56,7 @@ class Space:
         out = np.asarray(fn(list(texts)), dtype=np.float32)
         if out.shape != (len(texts), self.dim):
             raise DimensionError(f"embedder of space {self.name!r} returned shape {out.shape}, expected {(len(texts), self.dim)}")
-        if not np.isfinite(out).all():
-            raise ValidationError(f"embedder of space {self.name!r} returned NaN or infinite values")
+        check_finite_vectors(out, f"embedder of space {self.name!r}: output")
         return out
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 from .filters import Filter
 from .records import Record, Scope
 
-__all__ = ["Store", "WriteBatch", "Applied", "Op", "OpKind"]
+__all__ = ["Store", "WriteBatch", "Applied", "Op", "OpKind", "LogRead"]
 
 OpKind = Literal["add", "remove", "update"]
 
@@ -64,6 +64,16 @@ class Applied:
 
     seq: int
     ops: tuple[Op, ...] = ()
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """One consistent read of the log for one index: where it starts, the last sequence
+    number and the index's ops above a given number, all from the same snapshot."""
+
+    start: int
+    last: int
+    ops: list[Op]
 
 
 class Store(ABC):
@@ -139,6 +149,14 @@ class Store(ABC):
     @abstractmethod
     def prune_log(self, upto: int) -> None:
         """Forget ops with sequence numbers ``<= upto`` (every index is saved past them)."""
+
+    def read_log(self, seq: int, index: str) -> LogRead:
+        """:meth:`log_start`, :meth:`last_seq` and :meth:`ops_since` as one consistent read.
+
+        Stores shared between processes override it with one read transaction: a writer
+        pruning the log between the reads would otherwise make a reader skip ops forever.
+        """
+        return LogRead(self.log_start(), self.last_seq(), self.ops_since(seq, index))
 
     @abstractmethod
     def log_start(self) -> int:

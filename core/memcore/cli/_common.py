@@ -150,7 +150,7 @@ def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[s
     from .. import api
 
     from ..plugins import get_registry
-    from ..settings import check_settings
+    from ..settings_check import check_settings
 
     settings = load_cli_settings(config, read_only=read_only)
     if read_only:

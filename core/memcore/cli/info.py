@@ -73,7 +73,10 @@ def _read(store: Any, path: Path, filename: str) -> dict[str, Any]:
 @click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Settings file: only needed for a non-default store file name, or to add live index statistics.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
-def info(path: Path, config: Path | None, as_json: bool) -> None:
+@click.option("--check", "check", is_flag=True,
+              help="Also run SQLite's integrity check and load every index read-only; exit status 1 when the store is "
+                   "damaged or an index is broken.")
+def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
     """Show a collection: records, embedding spaces, indexes (kind, count, size on disk,
     saved sequence number) and store size.
 
@@ -90,6 +93,15 @@ def info(path: Path, config: Path | None, as_json: bool) -> None:
             raise NotFoundError(f"memcore info reads SQLite collections; {config} declares store kind {store.get('kind')!r}")
         filename = store.get("filename", filename)
     data = collect_info(path, filename)
+    if check:
+        from ..stores.sqlite import SQLiteStore, SQLiteStoreConfig
+        from .check import check_collection
+
+        store = SQLiteStore(path, SQLiteStoreConfig(read_only=True, filename=filename))
+        try:
+            data["check"] = check_collection(store, path)
+        finally:
+            store.close()
     if settings is not None:
         from .. import api
 
@@ -102,6 +114,7 @@ def info(path: Path, config: Path | None, as_json: bool) -> None:
         data["config"] = str(config)
     if as_json:
         echo_json(data)
+        _exit_on_failed_check(data)
         return
     click.echo(f"Collection {data['path']}")
     click.echo(f"  records: {data['records']}   seq: {data['seq']}   store: {data['store']['file']} ({human_bytes(data['store']['bytes'])})")
@@ -113,6 +126,7 @@ def info(path: Path, config: Path | None, as_json: bool) -> None:
             click.echo(f"    {name}: dim {space.get('dim')}, embedder {space.get('embedder')} ({model})")
     if not data["indexes"]:
         click.echo("  indexes: (none)")
+        _print_check(data)
         return
     click.echo("  indexes:")
     width = max(len(i["name"]) for i in data["indexes"])
@@ -121,3 +135,18 @@ def info(path: Path, config: Path | None, as_json: bool) -> None:
         saved = f"saved at seq {entry['seq']}" if entry["seq"] is not None else "not saved yet"
         click.echo(f"    {entry['name']:<{width}}  {entry['kind']:<10} {entry['count']:>8} records  {human_bytes(entry['bytes']):>10}  {saved}"
                    + (f"  [{options}]" if options else ""))
+    _print_check(data)
+
+
+def _print_check(data: dict[str, Any]) -> None:
+    if "check" in data:
+        result = data["check"]
+        click.echo(f"  check: {'ok' if result['ok'] else 'PROBLEMS'}; SQLite integrity: {'ok' if not result['integrity'] else '; '.join(result['integrity'][:5])}")
+        for name, entry in result["indexes"].items():
+            click.echo(f"    {name}: {entry['status']}" + (f" ({entry['error']})" if entry.get("error") else ""))
+    _exit_on_failed_check(data)
+
+
+def _exit_on_failed_check(data: dict[str, Any]) -> None:
+    if "check" in data and not data["check"]["ok"]:
+        raise SystemExit(1)

@@ -57,7 +57,7 @@ def add_plugin_commands(group: click.Group) -> None:
     host = get_host()
     for impl in host.pm.hook.register_commands.get_hookimpls():
         try:
-            impl.function(cli=_Registrar(group, impl.plugin_name))
+            host.hook_of(impl.plugin, "register_commands")(cli=_Registrar(group, impl.plugin_name))  # through pluggy
         except Exception as exc:  # noqa: BLE001 - one broken plugin never breaks the CLI
             click.echo(f"memcore: plugin {impl.plugin_name!r} failed to add its commands: {type(exc).__name__}: {exc}", err=True)
             log.warning("plugin.commands_failed", plugin=impl.plugin_name, error=f"{type(exc).__name__}: {exc}")

@@ -1,1 +1,4 @@
-"""Dependency-free builtin plugins, registered through the same hooks as third-party ones."""
+"""Builtin plugins: each module only registers (one ``register_*`` hook), through the same
+hooks as third-party plugins. The implementations live in :mod:`memcore.stores`,
+:mod:`memcore.embedders`, :mod:`memcore.indexes`, :mod:`memcore.stages`,
+:mod:`memcore.fusions` and :mod:`memcore.services`."""

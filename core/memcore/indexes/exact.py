@@ -18,7 +18,7 @@ from ..allowed import AllowedIds
 from ..errors import CorruptError, DimensionError
 from ..atomic import atomic_write_bytes, atomic_write_json
 from ..index import Index, IndexContext, Requirements
-from ..records import Hit, Query, Record, validate_k
+from ..records import Hit, Query, Record, check_finite_vectors, validate_k
 from ..registry import ComponentConfig
 
 __all__ = ["ExactIndex", "ExactIndexConfig", "top_k"]
@@ -44,8 +44,13 @@ def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, flo
         part = np.flatnonzero(scores >= kth)
     else:
         part = np.arange(n)
-    order = sorted(part.tolist(), key=lambda i: (-float(scores[i]), ids[i]))[:k]
-    return [(ids[i], float(scores[i])) for i in order]
+    part = part[np.argsort(-scores[part], kind="stable")]
+    values = scores[part]
+    if len(part) <= k and not (values[1:] == values[:-1]).any():  # no ties: numpy's order is final
+        return [(ids[i], s) for i, s in zip(part.tolist(), values.tolist())]
+    values_of = dict(zip(part.tolist(), values.tolist()))
+    order = sorted(values_of, key=lambda i: (-values_of[i], ids[i]))[:k]
+    return [(ids[i], values_of[i]) for i in order]
 
 
 class ExactIndex(Index):
@@ -84,7 +89,9 @@ class ExactIndex(Index):
             return
         self.validate(records)
         self._version += 1
-        vectors = self._prepare(np.stack([r.vectors[self.config.space] for r in records]))
+        raw = np.stack([r.vectors[self.config.space] for r in records]).astype(np.float32, copy=False)
+        check_finite_vectors(raw, f"index {self.name!r}: vectors")  # never normalise an overflowing row to zeros
+        vectors = self._prepare(raw)
         self.remove([r.id for r in records if r.id in self._rows])
         need = self._n + len(records)
         if need > self._matrix.shape[0]:

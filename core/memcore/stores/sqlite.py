@@ -7,7 +7,6 @@ ops), ``state`` (JSON per namespace/key) and ``meta`` (schema version, last sequ
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sqlite3
@@ -16,13 +15,14 @@ from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from ..errors import ConfigError, CorruptError, LockedError, NotFoundError, ValidationError
 from ..filters import Filter, filter_fields, to_sql
-from ..records import Link, Record, Scope
+from ..records import Link, Record, Scope, check_finite_vectors
 from ..registry import ComponentConfig
-from ..store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
+from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, plan_ops
+from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig"]
@@ -70,9 +70,17 @@ class SQLiteStoreConfig(ComponentConfig):
     """Settings of the ``sqlite`` store."""
 
     kind: str = "sqlite"
-    filename: str = Field("store.sqlite3", description="Database file name inside the collection directory.")
+    filename: str = Field("store.sqlite3", min_length=1, max_length=255, description="Database file name inside the collection directory (a plain name: no path separators).")
     synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
+
+    @field_validator("filename")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        if "/" in value or "\\" in value or "\x00" in value or value in (".", "..") or value != value.strip():
+            raise ValueError(f"filename must be a plain file name inside the collection directory, got {value!r}")
+        return value
+
     filter_indexes: int = Field(
         16,
         ge=0,
@@ -85,35 +93,7 @@ def _chunks(seq: Sequence[str]) -> list[Sequence[str]]:
     return [seq[i : i + _CHUNK] for i in range(0, len(seq), _CHUNK)]
 
 
-class _WriterLock:
-    """An exclusive ``flock`` on ``writer.lock``: a second writer fails at once."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self.fd)
-            holder = ""
-            try:
-                holder = f" (pid {path.read_text().strip()})"
-            except OSError:
-                pass
-            raise LockedError(
-                f"collection at {path.parent} is open for writing by another process{holder}; "
-                "open it read-only or close the other writer"
-            ) from None
-        os.ftruncate(self.fd, 0)
-        os.write(self.fd, str(os.getpid()).encode())
-
-    def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-
+@guard_methods
 class SQLiteStore(Store):
     """Records in one SQLite file with WAL; see the module docstring for the tables."""
 
@@ -122,13 +102,20 @@ class SQLiteStore(Store):
         self.read_only = self.config.read_only
         self.dir = Path(path)
         self.file = self.dir / self.config.filename
+        self._mutex = threading.RLock()
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
         if self.read_only:
             if not self.file.is_file():
                 raise NotFoundError(f"no memcore store at {self.file}")
         else:
             self.dir.mkdir(parents=True, exist_ok=True)
-        self._lock = None if self.read_only else _WriterLock(self.dir / "writer.lock")
-        self._mutex = threading.RLock()
+        self._lock = None if self.read_only else WriterLock(self.dir)
+        try:
+            check_store_file(self.dir, self.file)
+        except CorruptError:
+            self.close()
+            raise
         try:
             self.db = sqlite3.connect(self.file, check_same_thread=False, isolation_level=None, timeout=5.0)
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -188,8 +175,7 @@ class SQLiteStore(Store):
             cur.execute(f"DELETE FROM vectors WHERE record_id IN ({marks})", args)
             cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", args + args)
             cur.execute(f"DELETE FROM membership WHERE record_id IN ({marks})", args)
-        for record in batch.upserts:
-            self._write_record(cur, record)
+        self._write_records(cur, batch.upserts)
         for index, rids in batch.remove_membership.items():
             cur.executemany("DELETE FROM membership WHERE index_name=? AND record_id=?", [(index, r) for r in rids])
         for index, rids in batch.add_membership.items():
@@ -207,22 +193,36 @@ class SQLiteStore(Store):
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
         return Applied(seq, tuple(Op(seq, i, r, o) for i, r, o in ops))
 
-    def _write_record(self, cur: sqlite3.Cursor, r: Record) -> None:
-        scope = r.scope or Scope()
-        cur.execute(
+    def _write_records(self, cur: sqlite3.Cursor, records: Sequence[Record]) -> None:
+        """Upsert records with one ``executemany`` per table (not five statements per record).
+
+        Rows are written in batch order, so a repeated id ends as its last occurrence, with
+        that occurrence's vectors and links."""
+        if not records:
+            return
+        rows = []
+        for r in records:
+            scope = r.scope
+            if scope is None:
+                rows.append((r.id, r.text, json.dumps(r.metadata), None, None, None, r.created_at, r.updated_at))
+            else:
+                rows.append((r.id, r.text, json.dumps(r.metadata), scope.user_id, scope.agent_id, scope.run_id, r.created_at, r.updated_at))
+        cur.executemany(
             "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text=excluded.text, "
             "metadata=excluded.metadata, user_id=excluded.user_id, agent_id=excluded.agent_id, "
             "run_id=excluded.run_id, updated_at=excluded.updated_at",
-            (r.id, r.text, json.dumps(r.metadata), scope.user_id, scope.agent_id, scope.run_id, r.created_at, r.updated_at),
+            rows,
         )
-        cur.execute("DELETE FROM vectors WHERE record_id=?", (r.id,))
+        last = {r.id: r for r in records}
+        keys = [(rid,) for rid in last]
+        cur.executemany("DELETE FROM vectors WHERE record_id=?", keys)
         cur.executemany(
             "INSERT INTO vectors VALUES (?, ?, ?, ?)",
-            [(r.id, space, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for space, v in r.vectors.items()],
+            [(r.id, space, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for r in last.values() for space, v in r.vectors.items()],
         )
-        cur.execute("DELETE FROM links WHERE source=?", (r.id,))
-        cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", [(r.id, l.target, l.relation, l.weight) for l in r.links])
+        cur.executemany("DELETE FROM links WHERE source=?", keys)
+        cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links])
 
     def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch) -> None:
         members = sorted({rid for rids in batch.add_membership.values() for rid in rids})
@@ -245,11 +245,9 @@ class SQLiteStore(Store):
                 for row in self.db.execute(
                     f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at FROM records WHERE id IN ({marks})", list(chunk)
                 ):
-                    scope = Scope(row[3], row[4], row[5])
-                    found[row[0]] = Record(
-                        id=row[0], text=row[1], metadata=json.loads(row[2]), scope=None if scope.is_empty() else scope,
-                        created_at=row[6], updated_at=row[7],
-                    )
+                    # the common shapes cheaply: no scope, empty metadata (this runs for every hit of every query)
+                    scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
+                    found[row[0]] = Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, (), scope, row[6], row[7])
                 links: dict[str, list[Link]] = {}
                 for src, tgt, rel, w in self.db.execute(f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)):
                     links.setdefault(src, []).append(Link(tgt, rel, w))
@@ -257,8 +255,17 @@ class SQLiteStore(Store):
                     found[rid].links = tuple(ls)
                 if with_vectors:
                     for rid, space, dim, data in self.db.execute(f"SELECT record_id, space, dim, data FROM vectors WHERE record_id IN ({marks})", list(chunk)):
-                        found[rid].vectors[space] = np.frombuffer(data, dtype=np.float32, count=dim).copy()
+                        found[rid].vectors[space] = self._stored_vector(rid, space, dim, data).copy()
             return [found.get(i) for i in ids]
+
+    def _stored_vector(self, rid: str, space: str, dim: int, data: bytes) -> np.ndarray:
+        """A stored vector, checked: a damaged blob is a CorruptError naming the record and file."""
+        try:
+            vector = np.frombuffer(data, dtype=np.float32, count=dim)
+            check_finite_vectors(vector.reshape(1, -1), f"vector {space!r} of record {rid!r}")
+        except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
+            raise CorruptError(f"{self.file}: stored {exc}; delete or update the record") from None
+        return vector
 
     def texts(self, ids: Sequence[str]) -> list[str | None]:
         """One ``SELECT id, text`` per chunk of ids: no metadata parsing, links or vectors."""
@@ -311,7 +318,7 @@ class SQLiteStore(Store):
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
                 for rid, dim, data in self.db.execute(f"SELECT record_id, dim, data FROM vectors WHERE space = ? AND record_id IN ({marks})", [space, *chunk]):
-                    rows[rid] = np.frombuffer(data, dtype=np.float32, count=dim)
+                    rows[rid] = self._stored_vector(rid, space, dim, data)
         dim = next(iter(rows.values())).shape[0] if rows else 0
         matrix = np.zeros((len(ids), dim), dtype=np.float32)
         present = np.zeros(len(ids), dtype=bool)
@@ -348,6 +355,18 @@ class SQLiteStore(Store):
                 self.db.execute("ROLLBACK")
                 raise
 
+    def read_log(self, seq: int, index: str) -> LogRead:
+        """One read transaction (one WAL snapshot): a concurrent prune cannot open a gap."""
+        with self._mutex:
+            self.db.execute("BEGIN")
+            try:
+                start = self.log_start()
+                last = self.last_seq()
+                ops = self.ops_since(seq, index)
+            finally:
+                self.db.execute("COMMIT")
+        return LogRead(start, last, ops)
+
     def log_start(self) -> int:
         with self._mutex:
             row = self.db.execute("SELECT value FROM meta WHERE key='log_start'").fetchone()
@@ -364,6 +383,12 @@ class SQLiteStore(Store):
         return {k: json.loads(v) for k, v in rows}
 
     # -- lifecycle -----------------------------------------------------------------------
+
+    def integrity_check(self) -> list[str]:
+        """SQLite's ``PRAGMA integrity_check``: the problems found (empty when the file is sound)."""
+        with self._mutex:
+            rows = [row[0] for row in self.db.execute("PRAGMA integrity_check").fetchall()]
+        return [] if rows == ["ok"] else rows
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.dir.glob(self.config.filename + "*") if p.is_file())

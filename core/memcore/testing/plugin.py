@@ -34,8 +34,7 @@ def register_plugin(obj: Any, name: str = "test-plugin") -> Iterator[PluginInfo]
     host = get_host()
     if name in host.infos or host.pm.has_plugin(name):
         raise PluginError(f"a plugin named {name!r} is already loaded; give the test plugin another name")
-    # A loader returning obj: the host would otherwise call a callable obj (a class...) to load it.
-    info = host.add(name, lambda: obj)
+    info = host.add(name, obj)
     try:
         if info.error is not None:
             raise PluginError(f"test plugin {name!r} failed to register: {info.error}")

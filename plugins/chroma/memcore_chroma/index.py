@@ -25,25 +25,18 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError
+from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from .config import ChromaIndexConfig
 from .home import CollectionHome, chunks
 
-__all__ = ["ChromaIndex", "check_k"]
+__all__ = ["ChromaIndex"]
 
 _SCORES = {
     "cosine": ("cosine similarity", (-1.0, 1.0)),
     "ip": ("inner product", (None, None)),
     "l2": ("negative squared L2 distance", (None, 0.0)),
 }
-
-
-def check_k(k: Any) -> int:
-    """``k`` as a positive int (ValidationError otherwise)."""
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValidationError(f"k must be a positive integer, got {k!r}")
-    return int(k)
 
 
 class ChromaIndex(Index):
@@ -141,26 +134,25 @@ class ChromaIndex(Index):
         return out
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        k = check_k(k)
+        k = validate_k(k)
         return self._search(self._query_vector(query), k, allowed)[0]
 
     def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
         if not queries:
             return []
-        k = check_k(k)
+        k = validate_k(k)
         return self._search(np.concatenate([self._query_vector(q) for q in queries]), k, allowed)
 
     def _search(self, x: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
         empty: list[list[Hit]] = [[] for _ in range(len(x))]
         if not self.home.opened:
             return empty
-        ids = None
-        if allowed is not None:
-            ids = self.held(allowed)
-            if not ids:
+        if allowed is None:
+            found = self.home.collection.query(query_embeddings=x, n_results=k, include=["distances"])
+        else:
+            found = self._query_allowed(x, k, allowed)
+            if found is None:
                 return empty
-            k = min(k, len(ids))
-        found = self.home.collection.query(query_embeddings=x, n_results=k, ids=ids, include=["distances"])
         metric, source = self.config.metric, self.name
         out = []
         for row_ids, row_d in zip(found["ids"], found["distances"]):
@@ -173,6 +165,24 @@ class ChromaIndex(Index):
                 scores = 1.0 - d
             out.append([Hit(rid, s, r, source) for rid, s, r in zip(row_ids, scores.tolist(), d.tolist())])
         return out
+
+    def _query_allowed(self, x: np.ndarray, k: int, allowed: AbstractSet[str]) -> dict[str, Any] | None:
+        """The query restricted to ``allowed`` (None when the index holds none of them).
+
+        The allowed set a collection passes is made of this index's members, so it is
+        first sent to Chroma as is (one call); Chroma refuses ids it does not hold, and
+        only then are the held ones looked up (one more ``get``) and the query repeated.
+        """
+        ids = [i for i in allowed if isinstance(i, str)]
+        if not ids:
+            return None
+        try:
+            return self.home.collection.query(query_embeddings=x, n_results=min(k, len(ids)), ids=ids, include=["distances"])
+        except Exception:  # noqa: BLE001 - chromadb: "Error finding id" (an allowed id it does not hold)
+            held = self.held(set(ids))
+        if not held:
+            return None
+        return self.home.collection.query(query_embeddings=x, n_results=min(k, len(held)), ids=held, include=["distances"])
 
     # -- persistence -----------------------------------------------------------------------
 

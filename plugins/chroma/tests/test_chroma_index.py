@@ -86,12 +86,16 @@ def test_allowed_is_pushed_down_as_ids(monkeypatch):
         return original(**kwargs)
 
     monkeypatch.setattr(collection, "query", spy)
-    allowed = {"r3", "r7", "r11", "missing"}
+    allowed = {"r3", "r7", "r11"}  # members only, as a collection passes them: one Chroma call
     hits = index.search(query(records[7].vectors["default"]), 10, allowed)
     assert [h.id for h in hits][0] == "r7" and {h.id for h in hits} == {"r3", "r7", "r11"}
-    assert sorted(calls[-1]["ids"]) == ["r11", "r3", "r7"] and calls[-1]["n_results"] == 3
+    assert len(calls) == 1 and sorted(calls[0]["ids"]) == ["r11", "r3", "r7"] and calls[0]["n_results"] == 3
     batch = index.search_batch([query(records[3].vectors["default"]), query(records[11].vectors["default"])], 2, allowed)
     assert [b[0].id for b in batch] == ["r3", "r11"] and len(calls) == 2  # one Chroma call for the batch
+    # an id Chroma does not hold: it refuses the query, the held ids are looked up, the query repeated
+    hits = index.search(query(records[7].vectors["default"]), 10, allowed | {"missing"})
+    assert {h.id for h in hits} == {"r3", "r7", "r11"} and len(calls) == 4
+    assert sorted(calls[-1]["ids"]) == ["r11", "r3", "r7"]
 
 
 def test_adds_are_batched_by_the_max_batch_size(monkeypatch):

@@ -10,6 +10,7 @@ class TestChromaRegistration(PluginRegistrationContract):
     plugin = "chroma"
     registers = {"indexes": {"chroma": (None, ChromaIndexConfig)}}
     heavy_modules = (*HEAVY_MODULES, "chromadb")
+    allowed_imports = {"__future__", "dataclasses", "json", "math", "pathlib", "re", "time", "typing", "uuid", "memcore", "numpy", "pydantic", "chromadb"}
     light_imports = ("memcore_chroma", "memcore_chroma:ChromaIndex", "memcore_chroma.home")
 
 

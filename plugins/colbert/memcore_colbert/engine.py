@@ -60,6 +60,7 @@ class Engine:
         self._derived()
 
     def _derived(self) -> None:
+        self.version = getattr(self, "version", 0) + 1  # any change of slots or rows
         self.offsets = np.concatenate(([0], np.cumsum(self.doclens, dtype=np.int64)))
         self._ivf: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -125,6 +126,7 @@ class Engine:
         slots = [self.slot_of.pop(p) for p in dict.fromkeys(pids) if p in self.slot_of]
         if slots:
             self.alive[slots] = False
+            self.version += 1
             if compact:
                 self._maybe_compact()
         return len(slots)
@@ -172,8 +174,8 @@ class Engine:
     def token_vectors(self, rows: np.ndarray) -> np.ndarray:
         """Token vectors of ``rows`` (decompressed when the engine is compressed)."""
         if self.compressed:
-            return self.codec.decompress(self.codes[rows], self.residuals[rows], self.centroids)
-        return self.raw[rows]
+            return self.codec.decompress(np.take(self.codes, rows), np.take(self.residuals, rows, axis=0), self.centroids)
+        return np.take(self.raw, rows, axis=0)
 
     def ivf(self) -> tuple[np.ndarray, np.ndarray]:
         """The inverted file: ``(offsets (C+1,), slots)``, slots of centroid c at ``offsets[c]:offsets[c+1]``."""

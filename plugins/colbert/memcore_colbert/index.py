@@ -13,7 +13,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
+from memcore import AllowedIds, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from . import storage
 from .config import ColbertIndexConfig, ColbertQueryMode, parse_query_mode, resolve_params
@@ -80,7 +80,7 @@ class ColbertIndex(Index):
             self.validate_query(query)
         if len(self.engine) == 0 or (allowed is not None and not allowed):
             return [[] for _ in queries]
-        mask = self.engine.allowed_mask(allowed) if allowed is not None else None
+        mask = self._allowed_mask(allowed)
         tokens = self.encoder.queries([q.text for q in queries])
         out = []
         for query, q in zip(queries, tokens):
@@ -90,6 +90,14 @@ class ColbertIndex(Index):
             pids = self.engine.pids
             out.append([Hit(pids[s], float(r) / n, float(r), self.name) for s, r in zip(slots.tolist(), scores.tolist())])
         return out
+
+    def _allowed_mask(self, allowed: AbstractSet[str] | None) -> np.ndarray | None:
+        """The slot mask of ``allowed`` (memoised on an AllowedIds while the engine is unchanged)."""
+        if allowed is None:
+            return None
+        if isinstance(allowed, AllowedIds):
+            return allowed.memo(self.engine, "colbert.mask", self.engine.version, lambda: self.engine.allowed_mask(allowed))
+        return self.engine.allowed_mask(allowed)
 
     # -- persistence -------------------------------------------------------------------
 

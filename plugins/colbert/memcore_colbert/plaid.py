@@ -73,9 +73,9 @@ def centroid_scores(
     scores = np.zeros(len(slots), dtype=np.float32)
     for part in _chunks(slots, doclens):
         rows, starts = token_rows(slots[part], offsets, doclens)
-        token_codes = codes[rows]
+        token_codes = np.take(codes, rows)
         if keep is None:
-            scores[part] = _segment_max_sum(s_t[token_codes], starts)
+            scores[part] = _segment_max_sum(np.take(s_t, token_codes, axis=0), starts)
             continue
         position = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(rows))))
         kept = keep[token_codes]
@@ -83,7 +83,7 @@ def centroid_scores(
             continue
         position = position[kept]
         first = np.flatnonzero(np.r_[True, position[1:] != position[:-1]])
-        scores[part][position[first]] = _segment_max_sum(s_t[token_codes[kept]], first)
+        scores[part][position[first]] = _segment_max_sum(np.take(s_t, token_codes[kept], axis=0), first)
     return scores
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from memcore import ConfigError
 
 from .config import FaissIndexConfig
+from .defaults import DEFAULT_EF_CONSTRUCTION
+from .grammar import check_dimension, parse_factory
 
 __all__ = ["Layout", "make_layout", "import_faiss", "DEFAULT_MIN_TRAIN", "TRAIN_POINTS_PER_CENTROID"]
 
@@ -79,8 +81,8 @@ class Layout:
         faiss = self.faiss
         cfg = self.config
         core = _core(faiss, base)
-        if cfg.ef_construction is not None and hasattr(core, "hnsw"):
-            core.hnsw.efConstruction = cfg.ef_construction
+        if hasattr(core, "hnsw"):
+            core.hnsw.efConstruction = cfg.ef_construction if cfg.ef_construction is not None else DEFAULT_EF_CONSTRUCTION
         if cfg.ef_search is not None and hasattr(core, "hnsw"):
             core.hnsw.efSearch = cfg.ef_search
         if cfg.nprobe is not None and self.family == "ivf":
@@ -141,8 +143,12 @@ def _min_train_floor(faiss: Any, core: Any) -> tuple[int, int]:
 
 def make_layout(config: FaissIndexConfig, dim: int, name: str) -> Layout:
     """Build one empty index from ``config.factory`` and describe it (ConfigError if faiss refuses)."""
-    faiss = import_faiss()
     location = f"indexes.{name}"
+    try:
+        check_dimension(parse_factory(config.factory), dim)
+    except ValueError as exc:
+        raise ConfigError(f"{config.factory!r} for dimension {dim}: {exc}", location=f"{location}.factory") from None
+    faiss = import_faiss()
     metric_type = faiss.METRIC_L2 if config.metric == "l2" else faiss.METRIC_INNER_PRODUCT
     try:
         base = faiss.index_factory(dim, config.factory, metric_type)

@@ -39,6 +39,7 @@ from . import storage
 from .build import Layout, make_layout
 from .container import Container
 from .config import FaissIndexConfig, FaissQueryMode, parse_query_mode
+from .defaults import auto_ef_search
 from .labels import LabelMap
 from .runtime import blas_counts_elements, faiss_settings
 from .scores import Scoring
@@ -84,7 +85,17 @@ class FaissIndex(Index):
         self._params_ok = True  # False once faiss refused SearchParameters (IndexPQ...)
         core = self._layout.inner(main.index)
         self._ef_default = self._ef_of(core)
+        #: ef_search follows k and the size unless the config fixes it (see .defaults)
+        self._ef_auto = self._layout.family == "hnsw" and self.config.ef_search is None and "efSearch" not in self.config.params
         self._nprobe_default = int(self._faiss.extract_index_ivf(core).nprobe) if self._layout.family == "ivf" else None
+
+    def _ef_construction(self) -> int | None:
+        if self._layout.family != "hnsw":
+            return None
+        node = self._faiss.downcast_index(self._layout.inner(self._main.index))
+        while isinstance(node, self._faiss.IndexPreTransform):
+            node = self._faiss.downcast_index(node.index)
+        return int(node.hnsw.efConstruction)
 
     def _ef_of(self, core: Any) -> int | None:
         if self._layout.family != "hnsw":
@@ -263,6 +274,13 @@ class FaissIndex(Index):
             return self._exact(x, k, self._labels.live_labels(), threshold)
         return self._approximate(x, k, threshold, mode, None)
 
+    def effective_ef(self, k: int) -> int | None:
+        """The ef_search of an unfiltered top-``k`` query without its own ef_search (None: not HNSW)."""
+        if self._ef_auto:
+            live = len(self._labels)
+            return auto_ef_search(max(1, min(k, live)), live)
+        return self._ef_default
+
     def _version(self) -> tuple[int, int]:
         """Changes whenever labels, the faiss index or its storage change."""
         return (self._generation, self._labels.version)
@@ -331,9 +349,11 @@ class FaissIndex(Index):
         ef = nprobe = None
         if mode is not None:
             ef, nprobe = mode.ef_search, mode.nprobe
-        if ef is None and allowed is not None and family == "hnsw" and self._ef_default is not None:
-            widened = math.ceil(self._ef_default * live / max(len(allowed), 1))
-            ef = min(max(self._ef_default, widened), max(self._ef_default, self.config.filter_ef_max))
+        if ef is None and family == "hnsw" and self._ef_default is not None:
+            ef = self.effective_ef(k)
+            if allowed is not None:
+                widened = math.ceil(ef * live / max(len(allowed), 1))
+                ef = min(max(ef, widened), max(ef, self.config.filter_ef_max))
         params = None
         if pushdown is not None or ef is not None or nprobe is not None:
             if pushdown is not None and not self._params_ok:
@@ -506,6 +526,8 @@ class FaissIndex(Index):
             "removal": "remove_ids" if self._layout.removable else "tombstones",
             "tombstones": len(self._labels.dead),
             "faiss_ntotal": int(self._main.ntotal),
-            "ef_search": self._ef_default,
+            "ef_search": "auto" if self._ef_auto else self._ef_default,
+            "ef_search_at_k10": self.effective_ef(10),
+            "ef_construction": self._ef_construction(),
             "nprobe": self._nprobe_default,
         }

@@ -279,7 +279,30 @@ def test_query_modes(make, kit):
     truth = kit.exact_ids(base, ids, q, 10)
     assert [h.id for h in hnsw.search(kit.query(q, exact=True), 10)] == truth
     assert [h.id for h in hnsw.search(kit.query(q, ef_search=400), 10)] == truth
-    assert hnsw.stats()["ef_search"] == 16  # the override did not stick
+    assert hnsw.stats()["ef_search"] == "auto"  # the override did not stick
+    assert hnsw.stats()["ef_search_at_k10"] == hnsw.effective_ef(10) == 40
+    fixed = make(16, factory="HNSW32", ef_search=16)
+    fixed.add(kit.records(base))
+    fixed.search(kit.query(q, ef_search=400), 10)
+    assert fixed.stats()["ef_search"] == 16 and fixed.effective_ef(10) == 16
+
+
+def test_hnsw_defaults_grow_with_k_and_size(make, kit, monkeypatch):
+    from memcore_faiss.defaults import DEFAULT_EF_CONSTRUCTION, auto_ef_search
+
+    assert auto_ef_search(10, 500) == 40 and auto_ef_search(50, 500) == 100
+    assert auto_ef_search(10, 100_000) > auto_ef_search(10, 10_000) > auto_ef_search(10, 1_000)
+    assert auto_ef_search(10, 10**40) == 512 and auto_ef_search(2000, 10) == 2000
+    index = make(16, factory="HNSW32")
+    index.add(kit.records(kit.clustered(300, 16)))
+    assert index.stats()["ef_construction"] == DEFAULT_EF_CONSTRUCTION
+    assert make(16, factory="HNSW32", ef_construction=24).stats()["ef_construction"] == 24
+    seen = []
+    real = index._run
+    monkeypatch.setattr(index, "_run", lambda target, x, fetch, params: seen.append(params.efSearch) or real(target, x, fetch, params))
+    index.search(kit.query(kit.clustered(1, 16)[0]), 40)
+    index.search(kit.query(kit.clustered(1, 16)[0], ef_search=20), 10)
+    assert seen == [80, 20]
 
 
 def test_search_batch_with_mixed_modes(make, kit):

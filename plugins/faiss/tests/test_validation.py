@@ -92,6 +92,10 @@ def test_huge_k_is_capped_not_allocated(filled, kit):
     [
         ({"faiss": {"nprobes": 3}}, "nprobes"),
         ({"faiss": {"ef_search": 0}}, "ef_search"),
+        ({"faiss": {"ef_search": 10**9}}, "ef_search"),  # issue 13 item 7: 41 s and 7.7 GB before the bound
+        ({"faiss": {"ef_search": 2**40}}, "ef_search"),  # a raw SWIG OverflowError before the bound
+        ({"faiss": {"nprobe": 2**40}}, "nprobe"),
+        ({"faiss": {"score_threshold": float("nan")}}, "score_threshold"),
         ({"faiss": {"exact": "maybe"}}, "exact"),
         ({"faiss": ["exact"]}, "must be a dict"),
         ({"faiss": {"score_threshold": "high"}}, "score_threshold"),
@@ -125,7 +129,9 @@ def test_other_extras_keys_are_left_to_other_indexes(filled):
 @pytest.mark.parametrize(
     "options, location, message",
     [
-        ({"factory": "NotAnIndex"}, "factory", "could not parse"),
+        ({"factory": "PQ3"}, "factory", "divisible by 3"),
+        ({"factory": "PCA16,Flat"}, "factory", "cannot raise the dimension"),
+        ({"factory": "OPQ3,Flat"}, "factory", "divisible by 3"),
         ({"factory": "IVF8,Flat", "min_train": 4}, "min_train", "below the 8 centroids"),
         ({"factory": "IVF8,PQ4", "min_train": 100}, "min_train", "below the 256 centroids"),
         ({"factory": "Flat", "ef_search": 16}, "ef_search", "HNSW"),
@@ -143,7 +149,14 @@ def test_config_errors_name_the_key(make, options, location, message):
 
 @pytest.mark.parametrize(
     "options",
-    [{"factory": "IDMap,Flat"}, {"factory": ""}, {"metric": "hamming"}, {"compact_fraction": 0}, {"omp_threads": 0}, {"params": {"a b": 1}}, {"unknown": 1}],
+    [{"factory": "IDMap,Flat"}, {"factory": ""}, {"metric": "hamming"}, {"compact_fraction": 0}, {"omp_threads": 0}, {"params": {"a b": 1}}, {"unknown": 1},
+     # issue 13: strings faiss accepts but that abort (HNSW0: SIGABRT on add, HNSW1: SIGSEGV) or fail every search (PQ4x2)
+     {"factory": "NotAnIndex"}, {"factory": "HNSW0"}, {"factory": "HNSW1"}, {"factory": "HNSW032"}, {"factory": "PQ4x2"},
+     {"factory": "IVF0,Flat"}, {"factory": "IVF8"}, {"factory": "HNSW300"},
+     # issue 13 item 7: every numeric option is bounded
+     {"factory": "HNSW32", "ef_search": 10**9}, {"factory": "HNSW32", "ef_search": 2**40}, {"factory": "HNSW32", "ef_construction": 10**6},
+     {"factory": "IVF8,Flat", "nprobe": 10**6}, {"params": {"efSearch": 1e9}}, {"params": {"efSearch": float("nan")}},
+     {"score_threshold": float("nan")}, {"min_train": 10**12}, {"blas_min_queries": 10**12}, {"exact_filter_below": 10**12}],
 )
 def test_config_model_rejects(options):
     with pytest.raises(Exception) as info:

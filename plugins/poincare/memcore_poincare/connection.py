@@ -62,10 +62,14 @@ def open_client(connection: ChromaConnection, path: Path | str | None) -> Any:
             )
         except Exception as exc:  # noqa: BLE001 - chromadb raises plain exceptions for a missing server
             raise ConfigError(f"cannot reach the Chroma server at {connection.host}:{connection.port}: {exc}") from None
-    if path is None:
-        return chromadb.EphemeralClient(settings=settings, tenant=connection.tenant, database=connection.database)
-    Path(path).mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=settings, tenant=connection.tenant, database=connection.database)
+    try:
+        if path is None:
+            return chromadb.EphemeralClient(settings=settings, tenant=connection.tenant, database=connection.database)
+        Path(path).mkdir(parents=True, exist_ok=True)
+        return chromadb.PersistentClient(path=str(path), settings=settings, tenant=connection.tenant, database=connection.database)
+    except ValueError as exc:  # another client of this process opened the same folder with other Settings
+        where = "in memory" if path is None else f"at {path}"
+        raise ConfigError(f"cannot open the embedded Chroma database {where}: {exc}") from None
 
 
 def chroma_error_types() -> tuple[type[BaseException], ...]:

@@ -22,13 +22,11 @@ instance's own unsaved generation. Nothing is pickled.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from memcore import CorruptError
+from memcore import CorruptError, atomic_write_json
 
 from .connection import ChromaConnection, open_client
 
@@ -43,24 +41,6 @@ def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
     """Consecutive slices of at most ``size`` items."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
-
-
-def _atomic_json(path: Path, value: Any) -> None:
-    """Write JSON to a temp file beside ``path``, fsync, then ``os.replace`` it in."""
-    data = json.dumps(value, sort_keys=True, indent=1).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 class CollectionHome:
@@ -133,7 +113,7 @@ class CollectionHome:
                 self._move_to(target)
         else:
             _ = self.collection
-        _atomic_json(directory / STATE_FILE, {**self.state, **extra, "mode": self.connection.mode, "collection": self.collection.name})
+        atomic_write_json(directory / STATE_FILE, {**self.state, **extra, "mode": self.connection.mode, "collection": self.collection.name})
         self.saved = True
         old = previous.get("collection") if previous else None
         if old and old != self.collection.name:

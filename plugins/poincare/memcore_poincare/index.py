@@ -20,7 +20,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode
+from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
 
 from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
 from .home import CollectionHome, chunks
@@ -160,8 +160,7 @@ class PoincareIndex(Index):
     # -- reading ---------------------------------------------------------------------------
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValidationError(f"k must be a positive integer, got {k!r}")
+        k = validate_k(k)
         point, mode, t_now = self._query_point(query)
         if not self.home.opened:
             self.retrieval.query_state(point, t_now)  # still validate the query

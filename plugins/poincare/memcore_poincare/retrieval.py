@@ -132,6 +132,21 @@ class HyperAmyRetrieval:
         """The Chroma collection searched (the storage's current one)."""
         return self.storage.collection
 
+    def _cone(self, direction: np.ndarray, cone: int, restrict: list[str] | None) -> dict[str, Any] | None:
+        """Step 1's Chroma query. ``restrict`` is sent as is first (an allowed set usually
+        holds stored ids only); Chroma refuses unknown ids, and only then are the stored
+        ones looked up (one more ``get``). None when none of them is stored."""
+        include = ["metadatas", "embeddings"]
+        if restrict is None:
+            return self.collection.query(query_embeddings=direction, n_results=cone, include=include)
+        try:
+            return self.collection.query(query_embeddings=direction, n_results=cone, ids=restrict, include=include)
+        except Exception:  # noqa: BLE001 - chromadb: "Error finding id" (an id it does not hold)
+            held = sorted(self.storage.existing(restrict))
+        if not held:
+            return None
+        return self.collection.query(query_embeddings=direction, n_results=min(cone, len(held)), ids=held, include=include)
+
     def query_state(self, query_point: Point, t_now: float) -> tuple[np.ndarray, ParticleStates]:
         """The query's unit direction (1, d) and its projected state at ``t_now``."""
         raw = query_point.emotion_vector
@@ -173,7 +188,7 @@ class HyperAmyRetrieval:
         direction, query = self.query_state(query_point, float(t_now))
         restrict: list[str] | None = None
         if allowed is not None:
-            restrict = sorted(self.storage.existing(sorted(allowed))) if allowed else []
+            restrict = sorted(i for i in allowed if isinstance(i, str))
             if not restrict:
                 return []
         if restrict is not None:
@@ -187,7 +202,9 @@ class HyperAmyRetrieval:
             cone = default_cone_width(total, top_k)
 
         # 1. cone
-        found = self.collection.query(query_embeddings=direction, n_results=cone, ids=restrict, include=["metadatas", "embeddings"])
+        found = self._cone(direction, cone, restrict)
+        if found is None:
+            return []
         cands = Candidates.from_chroma(found["ids"][0], found["embeddings"][0], found["metadatas"][0])
         if not cands.ids:
             return []

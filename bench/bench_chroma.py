@@ -1,0 +1,210 @@
+#!/usr/bin/env python
+"""memcore-chroma benchmark: the ``chroma`` index against raw chromadb on the same vectors,
+same process, same run.
+
+- **insert**: ``ChromaIndex.add`` (validation, normalisation, ``upsert`` batches of
+  ``get_max_batch_size()``) vs raw ``collection.upsert`` (the same semantics: re-adding
+  replaces) and raw ``collection.add``, the same batches, both in an in-memory
+  ``EphemeralClient`` collection (a new memcore index lives there until its first save);
+  ``ratio = memcore points/s / raw points/s`` (target >= 0.9);
+- **query**: ``ChromaIndex.search`` (on a ``Query`` built beforehand) vs raw
+  ``collection.query(n_results=k, include=["distances"])``, one query at a time,
+  interleaved (the order flipped each query so load hits both alike); p50 ms, QPS ratio,
+  recall@k of both against exact numpy search; and with an ``allowed`` set of 10% of the
+  ids passed as ``ids=`` by both;
+- **save**: the first ``save`` of the embedded index (copy into a ``PersistentClient``
+  inside the index folder);
+- **server**: the same against a ``chroma run`` server on 127.0.0.1 (``--server-n``
+  points): insert and query ratio to raw ``HttpClient``, and server over embedded latency.
+
+Data: ``--n`` (100,000; ``--quick`` 20,000) vectors of ``--dim`` (384) around 1,000
+Gaussian centres, normalised; ``--queries`` (200) drawn the same way.
+
+    python bench/bench_chroma.py --quick
+    python bench/bench_chroma.py --n 100000 --server-n 20000
+
+Never run as a test: timings belong here (DESIGN.md section 8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from _chroma_server import chroma_server
+from _common import emit, finish_environment, header, log, pct, use_checkout
+
+use_checkout("chroma")
+
+from memcore import IndexContext, Query, Record, SpaceInfo  # noqa: E402
+from memcore_chroma import ChromaIndexConfig  # noqa: E402
+from memcore_chroma.index import ChromaIndex  # noqa: E402
+
+
+def clustered(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((1000, dim)).astype(np.float32)
+    x = centres[rng.integers(0, 1000, n)] + 0.35 * rng.standard_normal((n, dim)).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def insert_part(make_raw: Callable[[str], Any], index: ChromaIndex, x: np.ndarray, records: list[Record], batch: int) -> dict[str, Any]:
+    """Raw upsert, raw add and memcore add of the same vectors, each into a fresh collection."""
+    ids = [r.id for r in records]
+    n = len(ids)
+    out: dict[str, Any] = {"n": n, "batch": batch}
+
+    def raw(kind: str) -> float:
+        col = make_raw(kind)
+        fn = col.upsert if kind == "upsert" else col.add
+        return sum(timed(lambda s=s: fn(ids=ids[s : s + batch], embeddings=x[s : s + batch])) for s in range(0, n, batch))
+
+    log(f"  raw upsert {n}")
+    out["raw_upsert_points_per_s"] = round(n / raw("upsert"))
+    log(f"  memcore add {n}")  # between the two raw runs: drifting load hits both sides
+    out["memcore_points_per_s"] = round(n / sum(timed(lambda s=s: index.add(records[s : s + batch])) for s in range(0, n, batch)))
+    log(f"  raw add {n}")
+    out["raw_add_points_per_s"] = round(n / raw("add"))
+    out["ratio_vs_raw_upsert"] = round(out["memcore_points_per_s"] / out["raw_upsert_points_per_s"], 3)
+    out["ratio_vs_raw_add"] = round(out["memcore_points_per_s"] / out["raw_add_points_per_s"], 3)
+    return out
+
+
+def exact_top(x: np.ndarray, q: np.ndarray, k: int, allowed_rows: np.ndarray | None) -> set[str]:
+    """The true top-k ids by numpy (cosine on normalised vectors)."""
+    rows = allowed_rows if allowed_rows is not None else np.arange(len(x))
+    scores = x[rows] @ q
+    best = rows[np.argsort(-scores, kind="stable")[:k]]
+    return {f"r{i}" for i in best}
+
+
+def query_part(raw_col: Any, index: ChromaIndex, x: np.ndarray, queries: np.ndarray, k: int, allowed: set[str] | None) -> dict[str, Any]:
+    """Interleaved one-by-one queries; p50 ms, QPS ratio, recall@k of both against exact search."""
+    lat: dict[str, list[float]] = {"raw": [], "memcore": []}
+    recall: dict[str, list[float]] = {"raw": [], "memcore": []}
+    allowed_list = sorted(allowed) if allowed is not None else None
+    allowed_rows = np.array(sorted(int(i[1:]) for i in allowed)) if allowed is not None else None
+    built = [Query(vectors={"default": q}) for q in queries]  # the caller's Query, made before timing
+    for i, q in enumerate(queries):
+        got: dict[str, list[str]] = {}
+        for who in [("raw", "memcore"), ("memcore", "raw")][i % 2]:
+            t0 = time.perf_counter()
+            if who == "raw":
+                res = raw_col.query(query_embeddings=q[None, :], n_results=k, ids=allowed_list, include=["distances"])
+                got[who] = res["ids"][0]
+            else:
+                got[who] = [h.id for h in index.search(built[i], k, allowed)]
+            lat[who].append(time.perf_counter() - t0)
+        truth = exact_top(x, q, k, allowed_rows)
+        for who in got:
+            recall[who].append(len(truth & set(got[who])) / k)
+    raw_p50, mc_p50 = statistics.median(lat["raw"]), statistics.median(lat["memcore"])
+    return {
+        "queries": len(queries),
+        "k": k,
+        "allowed": None if allowed is None else len(allowed),
+        "raw_p50_ms": round(raw_p50 * 1000, 3),
+        "memcore_p50_ms": round(mc_p50 * 1000, 3),
+        "raw_p95_ms": round(pct(lat["raw"], 95) * 1000, 3),
+        "memcore_p95_ms": round(pct(lat["memcore"], 95) * 1000, 3),
+        "qps_ratio": round(raw_p50 / mc_p50, 3),
+        "raw_recall_at_k": round(float(np.mean(recall["raw"])), 4),
+        "memcore_recall_at_k": round(float(np.mean(recall["memcore"])), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--server-n", type=int, default=None, help="points on the server (default --n)")
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--k", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="--n 20000 --queries 100")
+    parser.add_argument("--no-server", action="store_true")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.queries = 20_000, 100
+    server_n = args.server_n or args.n
+    import chromadb
+    from chromadb.config import Settings
+
+    result = header("chroma", args, chromadb=chromadb.__version__)
+    x = clustered(args.n, args.dim, args.seed)
+    queries = clustered(args.queries, args.dim, args.seed + 1)
+    records = [Record(id=f"r{i}", text="", vectors={"default": x[i]}) for i in range(args.n)]
+    context = IndexContext(name="bench", spaces={"default": SpaceInfo("default", args.dim, "bench")})
+    rng = np.random.default_rng(args.seed + 2)
+    allowed = {f"r{i}" for i in rng.choice(args.n, args.n // 10, replace=False)}
+    config = {"hnsw": {"space": "cosine"}}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False, allow_reset=False))
+        batch = int(client.get_max_batch_size())
+        made: dict[str, Any] = {}
+
+        def make_raw(kind: str) -> Any:
+            made[kind] = client.create_collection(f"raw-{kind}", configuration=config, embedding_function=None)
+            return made[kind]
+
+        index = ChromaIndex(ChromaIndexConfig(), context)
+        log("embedded insert")
+        result["embedded_insert"] = insert_part(make_raw, index, x, records, batch)
+        log("embedded query")
+        result["embedded_query"] = query_part(made["upsert"], index, x, queries, args.k, None)
+        log("embedded query, 10% allowed")
+        result["embedded_query_allowed"] = query_part(made["upsert"], index, x, queries[: max(20, args.queries // 4)], args.k, allowed)
+        folder = Path(tmp) / "index"
+        folder.mkdir()
+        result["embedded_first_save_s"] = round(timed(lambda: index.save(folder)), 2)
+        log("persistent query after save")
+        result["persistent_query"] = query_part(made["upsert"], index, x, queries[: max(20, args.queries // 4)], args.k, None)
+
+        if not args.no_server:
+            with chroma_server(Path(tmp)) as (host, port):
+                http = chromadb.HttpClient(host=host, port=port, settings=Settings(anonymized_telemetry=False))  # a Settings of its own: HttpClient mutates it
+                hmade: dict[str, Any] = {}
+
+                def make_http(kind: str) -> Any:
+                    hmade[kind] = http.create_collection(f"raw-{kind}", configuration=config, embedding_function=None)
+                    return hmade[kind]
+
+                remote = ChromaIndex(ChromaIndexConfig(connection={"mode": "http", "host": host, "port": port}), context)
+                log(f"server insert {server_n}")
+                result["server_insert"] = insert_part(make_http, remote, x[:server_n], records[:server_n], batch)
+                log("server query")
+                result["server_query"] = query_part(hmade["upsert"], remote, x[:server_n], queries, args.k, None)
+                small = index
+                if server_n != args.n:
+                    small = ChromaIndex(ChromaIndexConfig(), context)
+                    small.add(records[:server_n])
+                lat: dict[str, list[float]] = {"embedded": [], "server": []}
+                for i, q in enumerate(queries):
+                    for who in [("embedded", "server"), ("server", "embedded")][i % 2]:
+                        target = small if who == "embedded" else remote
+                        lat[who].append(timed(lambda: target.search(Query(vectors={"default": q}), args.k)))
+                result["server_vs_embedded"] = {
+                    "n": server_n,
+                    "embedded_p50_ms": round(statistics.median(lat["embedded"]) * 1000, 3),
+                    "server_p50_ms": round(statistics.median(lat["server"]) * 1000, 3),
+                    "server_over_embedded": round(statistics.median(lat["server"]) / statistics.median(lat["embedded"]), 2),
+                }
+    result["environment"] = finish_environment(result["environment"])
+    emit(result, args.out)
+
+
+if __name__ == "__main__":
+    main()

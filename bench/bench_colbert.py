@@ -1,0 +1,358 @@
+#!/usr/bin/env python
+"""ColBERT-style late interaction on BEIR SciFact: PLAID (compressed) vs exhaustive MaxSim.
+
+Token vectors: all-MiniLM-L6-v2 token embeddings (memcore-embed's ``minilm``, through
+``memcore.build_embedder``), per-token normalised, ``--doc-maxlen`` / ``--query-maxlen``
+tokens. Encoding the corpus takes minutes on a loaded 2-core machine, so the vectors are
+cached as float16 ``.npy`` under ``--cache`` (default /tmp/memcore_colbert_bench) and
+reused by later runs; only missing documents are encoded.
+
+Measured in one process, on the same token vectors and queries:
+
+- ``exhaustive_fp32``: exact MaxSim of every query against every passage (numpy, float32,
+  uncompressed): the accuracy reference and the latency baseline;
+- ``plaid``: the memcore ``colbert`` engine (faiss k-means centroids, residuals at
+  ``--nbits``, PLAID stages with ColBERT's defaults for k);
+- ``exhaustive_compressed`` (first ``--compressed-queries`` queries): exact MaxSim over the
+  decompressed residuals (the index's ``exhaustive`` query mode);
+- latency ratio exhaustive_fp32 / plaid, recall@10 of PLAID against the exhaustive
+  top-10, nDCG@10 (qrels) of both, stored bytes per token vs float32, build time;
+- with ``--advanced``: the ``advanced`` preset (dense MiniLM + BM25, RRF k 10, keyword
+  rerank) with and without a third recall list from a colbert index, nDCG@10 / recall@100,
+  on the same documents and queries.
+
+    python bench/bench_colbert.py --docs 1000 --queries 200     # quick (--data DIR when ../shared is elsewhere)
+    python bench/bench_colbert.py                               # full corpus, all 809 train queries
+    python bench/bench_colbert.py --advanced
+
+Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from _common import SHARED, emit, finish_environment, header, log, pct, use_checkout
+
+use_checkout("colbert", "embed", "fifo-kv")
+
+import memcore  # noqa: E402
+from memcore.eval import evaluate_run, load_beir  # noqa: E402
+from memcore_colbert import ColbertIndexConfig  # noqa: E402
+from memcore_colbert.config import resolve_params  # noqa: E402
+from memcore_colbert.engine import Engine  # noqa: E402
+from memcore_colbert import plaid  # noqa: E402
+
+DATA = SHARED / "data" / "scifact"
+
+
+# -- token vectors, cached ---------------------------------------------------------------------
+
+
+class TokenCache:
+    """Per-text token matrices of one (model, max length), in float16 ``.npy`` files."""
+
+    def __init__(self, folder: Path, embedder: Any, max_length: int, kind: str):
+        self.folder = folder / f"{hashlib.sha1(embedder.model_id.encode()).hexdigest()[:10]}_{kind}{max_length}_input{max_length}"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.embedder, self.max_length, self.kind = embedder, max_length, kind
+        self.keys: list[str] = []
+        self.flat = np.zeros((0, embedder.dim), dtype=np.float16)
+        self.lens = np.zeros(0, dtype=np.int64)
+        if (self.folder / "keys.json").is_file():
+            keys = json.loads((self.folder / "keys.json").read_text())
+            flat = np.load(self.folder / "tokens.npy", allow_pickle=False, mmap_mode="r")
+            lens = np.load(self.folder / "lens.npy", allow_pickle=False)
+            n = min(len(keys), len(lens))  # another run may be appending: keep the consistent prefix
+            while n and int(lens[:n].sum()) > len(flat):
+                n -= 1
+            self.keys, self.lens = keys[:n], lens[:n]
+            self.flat = np.asarray(flat[: int(self.lens.sum())])
+        self.row = {k: i for i, k in enumerate(self.keys)}
+        self.offsets = np.concatenate(([0], np.cumsum(self.lens)))
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+    def ensure(self, texts: list[str], batch: int = 64) -> float:
+        """Encode the texts not cached yet; returns the seconds spent encoding."""
+        todo = list(dict.fromkeys(t for t in texts if self.key(t) not in self.row))
+        if not todo:
+            return 0.0
+        started = time.perf_counter()
+        fn = self.embedder.embed_document_tokens if self.kind == "doc" else self.embedder.embed_query_tokens
+        # sorted by length within blocks of 512 (less padding), the blocks in the given order
+        todo = [t for block in range(0, len(todo), 512) for t in sorted(todo[block : block + 512], key=len)]
+        parts, lens = [], []
+        for start in range(0, len(todo), batch):
+            out = fn(todo[start : start + batch], max_length=self.max_length)
+            parts += [m.astype(np.float16) for m in out]
+            lens += [len(m) for m in out]
+            if (start // batch) % 10 == 0:
+                log(f"encoded {start + len(out)}/{len(todo)} {self.kind} texts")
+            if len(parts) >= 256:  # save as we go: an interrupted run keeps what it encoded
+                self._append(todo[start + len(out) - len(parts) : start + len(out)], parts, lens)
+                parts, lens = [], []
+        self._append(todo[len(todo) - len(parts) :] if parts else [], parts, lens)
+        return time.perf_counter() - started
+
+    def _append(self, texts: list[str], parts: list[np.ndarray], lens: list[int]) -> None:
+        if not parts:
+            return
+        self.keys += [self.key(t) for t in texts]
+        self.flat = np.concatenate([self.flat, *parts])
+        self.lens = np.concatenate([self.lens, np.asarray(lens, dtype=np.int64)])
+        np.save(self.folder / "tokens.npy", self.flat, allow_pickle=False)
+        np.save(self.folder / "lens.npy", self.lens, allow_pickle=False)
+        (self.folder / "keys.json").write_text(json.dumps(self.keys))
+        self.row = {k: i for i, k in enumerate(self.keys)}
+        self.offsets = np.concatenate(([0], np.cumsum(self.lens)))
+
+    def get(self, text: str) -> np.ndarray:
+        i = self.row[self.key(text)]
+        m = self.flat[self.offsets[i] : self.offsets[i + 1]].astype(np.float32)
+        return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-12)  # float16 rounding
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+
+def select(data: Any, n_docs: int | None, n_queries: int | None) -> tuple[list[dict], list[tuple[str, str]]]:
+    """The first ``n_queries`` judged queries, and the documents: every document the split
+    judges, then the rest of the corpus in order, up to ``n_docs`` (all when None). The
+    document list does not depend on ``n_queries``, so smaller runs reuse a prefix of the
+    cache a larger run filled."""
+    queries = list(data.judged_queries())[: n_queries or None]
+    if n_docs is None:
+        return data.corpus, queries
+    wanted = {d for q in data.qrels for d in data.qrels[q]}
+    docs = [d for d in data.corpus if d["_id"] in wanted]
+    for d in data.corpus:
+        if len(docs) >= max(n_docs, len(wanted)):
+            break
+        if d["_id"] not in wanted:
+            docs.append(d)
+    return docs, queries
+
+
+def doc_text(d: dict) -> str:
+    return f"{d['title']} {d['text']}".strip()
+
+
+# -- measurement ---------------------------------------------------------------------------------
+
+
+def exhaustive_fp32(q: np.ndarray, flat: np.ndarray, offsets: np.ndarray, doclens: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact MaxSim over every passage: one matmul per chunk + segment maxima."""
+    slots = np.arange(len(doclens))
+    scores = plaid.maxsim(q, slots, offsets, doclens, lambda rows: flat[rows])
+    best = plaid.top(scores, k)
+    return slots[best], scores[best]
+
+
+def timed(fn, *args) -> tuple[Any, float]:
+    started = time.perf_counter()
+    out = fn(*args)
+    return out, time.perf_counter() - started
+
+
+def summary(seconds: list[float]) -> dict[str, float]:
+    return {"median_ms": round(1000 * pct(seconds, 50), 3), "p95_ms": round(1000 * pct(seconds, 95), 3), "mean_ms": round(1000 * float(np.mean(seconds)), 3)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--docs", type=int, default=None, help="Documents: the judged ones of the chosen queries plus the corpus in order up to N (default: all 5,183).")
+    parser.add_argument("--queries", type=int, default=None, help="First N judged train queries (default: all).")
+    parser.add_argument("--data", type=Path, default=DATA, help="SciFact folder (BEIR layout + minilm/ vectors); default ../shared/data/scifact.")
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--nbits", type=int, default=2, choices=(1, 2, 4))
+    parser.add_argument("--doc-maxlen", type=int, default=180)
+    parser.add_argument("--query-maxlen", type=int, default=32)
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--compressed-queries", type=int, default=20, help="Queries of the exhaustive-over-decompressed measurement (slow).")
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/memcore_colbert_bench"))
+    parser.add_argument("--advanced", action="store_true", help="Also: the advanced preset with colbert as a third recall list.")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    result = header("colbert", args)
+    if not args.data.is_dir():
+        result["skipped"] = f"no SciFact data at {args.data}"
+        emit(result, args.out)
+        return
+    data = load_beir(args.data, args.split)
+    docs, queries = select(data, args.docs, args.queries)
+    log(f"{len(docs)} documents, {len(queries)} queries")
+    # the model reads at most max_length input tokens (ColBERT truncates the input the same way)
+    doc_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.doc_maxlen}), args.doc_maxlen, "doc")
+    query_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.query_maxlen}), args.query_maxlen, "query")
+    encode_seconds = doc_cache.ensure([doc_text(d) for d in docs]) + query_cache.ensure([t for _, t in queries])
+    pids = [d["_id"] for d in docs]
+    matrices = [doc_cache.get(doc_text(d)) for d in docs]
+    qmats = [query_cache.get(t) for _, t in queries]
+    flat = np.ascontiguousarray(np.concatenate(matrices))
+    doclens = np.array([len(m) for m in matrices], dtype=np.int32)
+    offsets = np.concatenate(([0], np.cumsum(doclens, dtype=np.int64)))
+    log(f"{len(flat)} document tokens ({flat.nbytes / 1e6:.0f} MB fp32), {sum(len(q) for q in qmats)} query tokens")
+
+    # -- build ---------------------------------------------------------------------------
+    config = ColbertIndexConfig(embedder={"kind": "minilm"}, nbits=args.nbits, doc_maxlen=args.doc_maxlen, query_maxlen=args.query_maxlen,
+                                train_min_tokens=16, exhaustive_below=0)
+    engine = Engine(config, flat.shape[1], "bench")
+    started = time.perf_counter()
+    engine.add(pids, matrices)
+    build_seconds = time.perf_counter() - started
+    sizes = engine.nbytes()
+    per_token = {
+        "fp32": flat.shape[1] * 4,
+        "stored_codes_residuals": (engine.codes.nbytes + engine.residuals.nbytes) / len(engine.codes),
+        "stored_with_centroids": sizes["stored_bytes"] / sizes["tokens"],
+    }
+    log(f"built in {build_seconds:.1f}s: {len(engine.centroids)} centroids, {per_token['stored_with_centroids']:.1f} bytes/token")
+
+    # -- search --------------------------------------------------------------------------
+    k = args.k
+    params = resolve_params(config, k, None)
+    t_plaid, t_exact, recall, run_plaid, run_exact, exact_slots = [], [], [], {}, {}, {}
+    for (qid, _), q in zip(queries, qmats):
+        (slots_p, scores_p), sp = timed(engine.search, q, k, params)
+        (slots_e, scores_e), se = timed(exhaustive_fp32, q, flat, offsets, doclens, k)
+        t_plaid.append(sp)
+        t_exact.append(se)
+        recall.append(len(set(slots_p.tolist()) & set(slots_e.tolist())) / max(1, min(k, len(slots_e))))
+        run_plaid[qid] = {pids[s]: float(v) for s, v in zip(slots_p.tolist(), scores_p.tolist())}
+        run_exact[qid] = {pids[s]: float(v) for s, v in zip(slots_e.tolist(), scores_e.tolist())}
+        exact_slots[qid] = set(slots_e.tolist())
+    t_comp, recall_comp = [], []
+    for (qid, _), q in list(zip(queries, qmats))[: args.compressed_queries]:
+        (slots_c, _), sc = timed(engine.search, q, k, resolve_params(config, k, None).model_copy(update={"exhaustive": True}))
+        t_comp.append(sc)
+        recall_comp.append(len(set(slots_c.tolist()) & exact_slots[qid]) / k)
+    qrels = {q: data.qrels[q] for q, _ in queries}
+    quality_plaid = evaluate_run(run_plaid, qrels, k=10, recall_k=k)
+    quality_exact = evaluate_run(run_exact, qrels, k=10, recall_k=k)
+    result.update({
+        "corpus": {"documents": len(docs), "queries": len(queries), "document_tokens": int(len(flat)), "avg_doclen": round(float(doclens.mean()), 1),
+                   "encode_seconds_uncached": round(encode_seconds, 1)},
+        "index": {"nbits": args.nbits, "centroids": int(len(engine.centroids)), "build_seconds": round(build_seconds, 2),
+                  "bytes_per_token": {k2: round(v, 2) for k2, v in per_token.items()},
+                  "compression_vs_fp32": round(per_token["fp32"] / per_token["stored_with_centroids"], 2),
+                  "compression_vs_fp32_codes_residuals_only": round(per_token["fp32"] / per_token["stored_codes_residuals"], 2)},
+        "search": {
+            "k": k, "plaid_params": params.model_dump(),
+            "plaid": summary(t_plaid), "exhaustive_fp32": summary(t_exact),
+            "exhaustive_compressed": {**summary(t_comp), "queries": len(t_comp), f"recall@{k}_vs_exhaustive_fp32": round(float(np.mean(recall_comp)), 4)} if t_comp else None,
+            "latency_ratio_exhaustive_over_plaid_median": round(pct(t_exact, 50) / pct(t_plaid, 50), 2),
+            "latency_ratio_exhaustive_over_plaid_mean": round(float(np.sum(t_exact) / np.sum(t_plaid)), 2),
+            f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(recall)), 4),
+        },
+        "quality": {"plaid": {m: round(v, 4) for m, v in quality_plaid.items()}, "exhaustive_fp32": {m: round(v, 4) for m, v in quality_exact.items()}},
+    })
+    if args.advanced:
+        result["advanced"] = advanced(args, data, docs, queries, doc_cache, query_cache, config)
+    result["environment"] = finish_environment(result["environment"])
+    emit(result, args.out)
+
+
+def subset_memory(args: argparse.Namespace, data: Any, docs: list[dict], pipeline: Any) -> tuple[Any, list[tuple[str, str, np.ndarray]], dict]:
+    """An in-memory hybrid memory over ``docs`` as bench/_scifact.py builds it for the whole
+    corpus: precomputed MiniLM vectors in space ``default``, ``exact`` cosine index
+    ``vector``, ``bm25`` index ``bm25`` (k1 1.2, b 0.75, English stopwords and stemmer)."""
+    folder = args.data / "minilm"
+    ids = json.loads((folder / "corpus_ids.json").read_text())
+    vectors = np.load(folder / "corpus.npy", allow_pickle=False)
+    qids = json.loads((folder / "query_ids.json").read_text())
+    qvecs = np.load(folder / "queries.npy", allow_pickle=False)
+    row, qrow = {d: i for i, d in enumerate(ids)}, {q: i for i, q in enumerate(qids)}
+    memory = memcore.open({
+        "store": {"kind": "memory"},
+        "spaces": {"default": {"dim": int(vectors.shape[1])}},
+        "indexes": {
+            "vector": {"kind": "exact", "space": "default", "metric": "cosine"},
+            "bm25": {"kind": "bm25", "k1": 1.2, "b": 0.75, "stopwords": "en", "stemmer": "english"},
+        },
+        "pipeline": pipeline,
+    })
+    records = [{"id": d["_id"], "text": doc_text(d), "metadata": {"title": d["title"]}, "vectors": {"default": vectors[row[d["_id"]]]}} for d in docs]
+    for start in range(0, len(records), 1000):
+        memory.collection.insert(records[start : start + 1000])
+    return memory, qrow, qvecs
+
+
+def advanced(args: argparse.Namespace, data: Any, docs: list[dict], queries: list[tuple[str, str]], doc_cache: TokenCache,
+             query_cache: TokenCache, config: ColbertIndexConfig) -> dict[str, Any]:
+    """nDCG@10 / recall@100 of the advanced preset (dense + BM25, RRF k 10, keyword rerank)
+    with and without a third recall list from a colbert index, on the same documents and
+    queries as the main measurement.
+
+    The colbert index gets its token vectors from the caches through an embedder registered
+    for this run only (``bench-cached-tokens``), so nothing is re-encoded."""
+    from types import SimpleNamespace
+
+    from memcore import Embedder, Query, hookimpl
+    from memcore.pipeline import PRESETS, Pipeline
+    from memcore.plugins import get_registry
+    from memcore.testing import register_plugin
+
+    class Cached(Embedder):
+        dim = doc_cache.embedder.dim
+        model_id = doc_cache.embedder.model_id
+
+        def __init__(self, _config: Any = None):
+            pass
+
+        def embed_documents(self, texts):
+            raise NotImplementedError("token vectors only")
+
+        def embed_document_tokens(self, texts, *, max_length=None):
+            doc_cache.ensure(list(texts))
+            return [doc_cache.get(t) for t in texts]
+
+        def embed_query_tokens(self, texts, *, max_length=None):
+            query_cache.ensure(list(texts))
+            return [query_cache.get(t) for t in texts]
+
+    @hookimpl
+    def register_embedders(register):
+        register("bench-cached-tokens", Cached, None)
+
+    out: dict[str, Any] = {}
+    with register_plugin(SimpleNamespace(register_embedders=register_embedders), name="bench-cached-tokens"):
+        memory, qrow, qvecs = subset_memory(args, data, docs, "advanced")
+        log("adding the colbert index...")
+        started = time.perf_counter()
+        options = {**config.model_dump(exclude={"kind"}), "embedder": {"kind": "bench-cached-tokens"}, "train_min_tokens": 4096, "exhaustive_below": 256}
+        memory.collection.create_index("colbert", "colbert", populate=True, **options)
+        out["colbert_index_seconds"] = round(time.perf_counter() - started, 1)
+        variants = {
+            "advanced": PRESETS["advanced"],
+            "advanced+colbert": [*PRESETS["advanced"][:2], {"kind": "recall", "index": "colbert", "over_fetch": 2.0}, *PRESETS["advanced"][2:]],
+            "colbert_only": [{"kind": "recall", "index": "colbert"}, {"kind": "limit"}],
+            "dense_only": [{"kind": "recall", "index": "vector"}, {"kind": "limit"}],
+        }
+        registry = get_registry()
+        judged = [(q, t) for q, t in queries if q in qrow]
+        for name, spec in variants.items():
+            pipeline = Pipeline.from_config(spec, registry)
+            pipeline.check(memory.collection)
+            run = {}
+            started = time.perf_counter()
+            for qid, text in judged:
+                hits = pipeline.run(memory.collection, Query(text=text, vectors={"default": qvecs[qrow[qid]]}, k=100), with_records=False)
+                run[qid] = {h.id: h.score for h in hits}
+            metrics = evaluate_run(run, {q: data.qrels[q] for q, _ in judged}, k=10, recall_k=100)
+            out[name] = {**{m: round(v, 4) for m, v in metrics.items()}, "qps": round(len(judged) / (time.perf_counter() - started), 1)}
+            log(name, out[name])
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+#!/usr/bin/env python
+"""Small memories: the fixed per-query cost of a pipeline recall on ~600 items, vs raw.
+
+An agent's memory is often a few hundred items (one LoCoMo conversation is ~600 turns).
+There a query's own work is tiny, so what memcore adds per query (query object, filter
+and scope handling, Hit and provenance objects, records attached) shows. Per query:
+
+- ``bm25``: a one-stage pipeline ``recall(bm25)`` through ``Pipeline.run`` (records
+  attached, as ``Memory.query`` returns them) against raw ``bm25s`` (``bm25s.tokenize`` of
+  the query with the same stopwords and stemmer + ``BM25.retrieve``, then the texts of
+  the top ids looked up in a list);
+- ``dense``: ``recall(vector)`` over an ``exact`` index with the query's vector given
+  against raw numpy (``matrix @ q`` + ``argpartition`` + sort of the top k + their texts);
+- both also through ``Collection.search_index`` (no pipeline, no records) to split the cost.
+
+Data: the first LoCoMo conversation (``../shared/data/locomo/locomo_dev.json``: turns as
+``speaker: text``, its questions as queries) when present, else ``--n`` synthetic turns
+and questions (seeded). Vectors: memcore's ``hashing`` embedder (256-d), computed once
+for both sides. QPS are medians over ``--repeat`` interleaved passes.
+
+    PYTHONPATH=core python bench/bench_small_memory.py --quick
+    PYTHONPATH=core python bench/bench_small_memory.py --store sqlite --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from _common import SHARED, emit, finish_environment, header, log, use_checkout
+
+use_checkout("fifo-kv")
+
+from memcore.collection import Collection  # noqa: E402
+from memcore.default_plugins.embedders import HashingEmbedder  # noqa: E402
+from memcore.pipeline import Pipeline  # noqa: E402
+from memcore.plugins import get_registry  # noqa: E402
+from memcore.records import Query  # noqa: E402
+from memcore.spaces import Space  # noqa: E402
+from memcore.stores.memory import MemoryStore  # noqa: E402
+from memcore.stores.sqlite import SQLiteStore  # noqa: E402
+
+LOCOMO = SHARED / "data" / "locomo" / "locomo_dev.json"
+WORDS = (
+    "trip flight paris lisbon dog puppy beagle chess piano guitar sister brother mom dad job interview office "
+    "painting museum concert book novel recipe cake garden tomato hike mountain beach camping photo camera "
+    "birthday party gift wedding school class exam project friend coffee tea movie series game soccer yoga"
+).split()
+
+
+def load(n: int, seed: int) -> tuple[list[str], list[str], str]:
+    if LOCOMO.is_file():
+        sample = json.loads(LOCOMO.read_text())[0]
+        conv = sample["conversation"]
+        turns = [f"{t['speaker']}: {t['text']}" for key in sorted(conv, key=str) if key.startswith("session_") and isinstance(conv[key], list) for t in conv[key]]
+        questions = [str(qa["question"]) for qa in sample["qa"]]
+        return turns, questions, f"LoCoMo {sample.get('sample_id', 0)}"
+    rng = np.random.default_rng(seed)
+    speakers = ["Alice", "Bob"]
+    turns = [f"{speakers[i % 2]}: " + " ".join(rng.choice(WORDS, rng.integers(6, 16))) for i in range(n)]
+    questions = ["what " + " ".join(rng.choice(WORDS, rng.integers(3, 7))) + "?" for _ in range(200)]
+    return turns, questions, "synthetic (LoCoMo not found at ../shared/data/locomo)"
+
+
+class RawBM25:
+    def __init__(self, texts: list[str]):
+        import bm25s
+        import Stemmer
+
+        self.bm25s = bm25s
+        self.stemmer = Stemmer.Stemmer("english")
+        self.texts = texts
+        self.retriever = bm25s.BM25(k1=1.2, b=0.75)
+        self.retriever.index(bm25s.tokenize(texts, stopwords="en", stemmer=self.stemmer, show_progress=False), show_progress=False)
+
+    def __call__(self, text: str, k: int) -> list[tuple[int, float, str]]:
+        tokens = self.bm25s.tokenize([text], stopwords="en", stemmer=self.stemmer, show_progress=False)
+        docs, scores = self.retriever.retrieve(tokens, k=min(k, len(self.texts)), show_progress=False)
+        return [(d, s, self.texts[d]) for d, s in zip(docs[0].tolist(), scores[0].tolist()) if s > 0]
+
+
+class RawDense:
+    def __init__(self, matrix: np.ndarray, texts: list[str]):
+        self.matrix = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        self.texts = texts
+
+    def __call__(self, q: np.ndarray, k: int) -> list[tuple[int, float, str]]:
+        scores = self.matrix @ (q / max(float(np.linalg.norm(q)), 1e-12))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top])]
+        return [(i, s, self.texts[i]) for i, s in zip(top.tolist(), scores[top].tolist())]
+
+
+def qps(fn: Callable[[Any], Any], items: list[Any], repeat: int) -> float:
+    rates = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        for item in items:
+            fn(item)
+        rates.append(len(items) / (time.perf_counter() - started))
+    return float(np.median(rates))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=600, help="synthetic turns when LoCoMo is absent")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--store", choices=["memory", "sqlite"], default="sqlite")
+    p.add_argument("--quick", action="store_true", help="2 repeats")
+    p.add_argument("--profile", action="store_true", help="cProfile the memcore bm25 pipeline (top 25 on stderr)")
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    if args.quick:
+        args.repeat = 2
+    result = header("bench_small_memory", args)
+    turns, questions, source = load(args.n, args.seed)
+    result["data"] = {"source": source, "items": len(turns), "queries": len(questions)}
+    emb = HashingEmbedder()
+    vectors = emb.embed_documents(turns)
+    qvecs = emb.embed_queries(questions)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_small_"))
+    try:
+        store = SQLiteStore(tmp) if args.store == "sqlite" else MemoryStore()
+        col = Collection(store, {"default": Space("default", emb.dim, emb, "hashing")}, get_registry(), tmp if args.store == "sqlite" else None)
+        col.create_index("bm25", "bm25", stopwords="en", stemmer="english")
+        col.create_index("vector", "exact", space="default")
+        col.insert([{"id": f"t{i}", "text": t, "vectors": {"default": vectors[i]}, "metadata": {"turn": i}} for i, t in enumerate(turns)])
+        reg = get_registry()
+        pipes = {
+            "bm25": Pipeline.from_config([{"kind": "recall", "index": "bm25"}], reg),
+            "dense": Pipeline.from_config([{"kind": "recall", "index": "vector"}], reg),
+        }
+        for pipe in pipes.values():
+            pipe.check(col)
+        raw_bm25, raw_dense = RawBM25(turns), RawDense(vectors, turns)
+        k = args.k
+        sides: dict[str, dict[str, Callable[[Any], Any]]] = {
+            "bm25": {
+                "raw": lambda i: raw_bm25(questions[i], k),
+                "pipeline": lambda i: pipes["bm25"].run(col, Query(text=questions[i], k=k)),
+                "search_index": lambda i: col.search_index("bm25", Query(text=questions[i], k=k), k),
+            },
+            "dense": {
+                "raw": lambda i: raw_dense(qvecs[i], k),
+                "pipeline": lambda i: pipes["dense"].run(col, Query(vectors={"default": qvecs[i]}, k=k)),
+                "search_index": lambda i: col.search_index("vector", Query(vectors={"default": qvecs[i]}, k=k), k),
+            },
+        }
+        items = list(range(len(questions)))
+        for name, fns in sides.items():
+            for fn in fns.values():
+                fn(0)  # warm-up
+            rates = {side: [] for side in fns}
+            for _ in range(args.repeat):  # interleaved passes: noise hits every side alike
+                for side, fn in fns.items():
+                    rates[side].append(qps(fn, items, 1))
+            med = {side: float(np.median(r)) for side, r in rates.items()}
+            same = sum(
+                [h.id for h in fns["pipeline"](i)] == [f"t{d}" for d, _, _ in fns["raw"](i)][: len(fns["pipeline"](i))] for i in items[:50]
+            )
+            result[name] = {
+                **{f"{side}_qps": round(v, 1) for side, v in med.items()},
+                "ratio_pipeline_over_raw": round(med["pipeline"] / med["raw"], 3),
+                "ratio_search_index_over_raw": round(med["search_index"] / med["raw"], 3),
+                "same_top_k_of_50": int(same),
+            }
+            log(name, result[name])
+        if args.profile:
+            prof = cProfile.Profile()
+            prof.enable()
+            for i in items * 3:
+                sides["bm25"]["pipeline"](i)
+            prof.disable()
+            out = io.StringIO()
+            pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)
+            print(out.getvalue(), file=sys.stderr)
+        col.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    finish_environment(result["environment"])
+    emit(result, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

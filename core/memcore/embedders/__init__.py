@@ -1,0 +1,1 @@
+"""Builtin embedders (registered by :mod:`memcore.default_plugins.embedders`)."""

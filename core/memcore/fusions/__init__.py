@@ -1,0 +1,1 @@
+"""Builtin fusion strategies (registered by :mod:`memcore.default_plugins.fusions`)."""

@@ -1,0 +1,1 @@
+"""Builtin services (registered by :mod:`memcore.default_plugins.services`)."""

@@ -1,0 +1,74 @@
+"""Stages see a read-only view of the collection; index factories see their kind."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import memcore
+from memcore import CollectionView, Stage, hookimpl
+from memcore.indexes.exact import ExactIndex, ExactIndexConfig
+from memcore.pipeline import Pipeline, PipelineContext
+from memcore.records import Query
+from memcore.testing import register_plugin
+
+WRITES = ("insert", "upsert", "update", "delete", "create_index", "drop_index", "set_state", "evict", "store", "index", "registry", "close")
+
+
+@pytest.fixture
+def collection():
+    c = memcore.Collection.create()
+    c.create_index("vector", "exact", space="default")
+    c.insert(["the cat sat", "a dog ran"])
+    yield c
+    c.close()
+
+
+def test_the_view_reads_and_searches_but_cannot_write(collection):
+    view = CollectionView(collection)
+    assert [i["name"] for i in view.list_indexes()] == ["vector"] and view.has_index("vector")
+    assert view.count() == 2 and len(view.ids()) == 2
+    assert view.search_index("vector", Query(text="cat", k=1), 1)[0].record is None
+    assert view.get_many(view.ids())[0].text == "the cat sat"
+    with pytest.raises(TypeError):
+        view.spaces["x"] = None  # type: ignore[index]
+    for name in WRITES:
+        assert not hasattr(view, name), name
+    assert CollectionView(view)._collection is collection
+
+
+def test_stages_get_the_view_in_check_and_run(collection):
+    seen = []
+
+    class Spy(Stage):
+        def check(self, c):
+            seen.append(("check", type(c)))
+
+        def run(self, ctx):
+            seen.append(("run", type(ctx.collection)))
+
+    pipeline = Pipeline([Spy()])
+    pipeline.check(collection)
+    pipeline.run(collection, "cat", k=1)
+    assert seen == [("check", CollectionView), ("run", CollectionView)]
+    assert isinstance(PipelineContext(collection, Query(text="x")).collection, CollectionView)
+
+
+def test_an_index_factory_gets_its_kind(collection):
+    contexts = []
+
+    class AliasConfig(ExactIndexConfig):
+        kind: str = "alias-exact"
+
+    def factory(config, context):
+        contexts.append(context)
+        return ExactIndex(config, context)
+
+    @hookimpl
+    def register_indexes(register):
+        register("alias-exact", factory, AliasConfig)
+
+    with register_plugin(SimpleNamespace(register_indexes=register_indexes), name="alias"):
+        collection.create_index("aliased", "alias-exact", space="default")
+    assert [(c.name, c.kind) for c in contexts] == [("aliased", "alias-exact")]
