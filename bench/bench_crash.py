@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     })
     with tempfile.TemporaryDirectory() as tmp:
         log(f"{args.trials} trials in {tmp}")
-        report = run_crash_trials(Path(tmp) / "memory", args.trials, settings=settings, seed=args.seed, max_delay=args.max_delay)
+        report = run_crash_trials(Path(tmp) / "memory", args.trials, settings=settings, seed=args.seed, max_delay=args.max_delay,
+                                  progress=lambda t, r: log(f"trial {t + 1}: acknowledged {r.acknowledged}, lost {r.lost}, "
+                                                            f"misses {r.index_misses}, unopenable {r.unopenable}, kills {r.kill_phases}"))
     result["report"] = report.as_dict()
     finish_environment(result["environment"])
     emit(result, args.out)

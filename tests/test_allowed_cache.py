@@ -120,3 +120,50 @@ def test_memory_store_collections_cache_too():
     assert len(c.retrieve("n", k=20, where={"g": 1})) == 4
     c.close()
     assert memcore.AllowedIds is AllowedIds
+
+
+def test_new_stores_use_8k_pages_and_old_ones_keep_theirs(tmp_path):
+    store = SQLiteStore(tmp_path / "new")
+    assert store.db.execute("PRAGMA page_size").fetchone()[0] == 8192
+    store.close()
+    old = tmp_path / "old"
+    old.mkdir()
+    db = sqlite3.connect(old / "store.sqlite3")
+    db.execute("CREATE TABLE x (a)")
+    db.close()
+    kept = SQLiteStore(old)  # an existing file keeps its page size (changing it would need a VACUUM)
+    assert kept.db.execute("PRAGMA page_size").fetchone()[0] == 4096
+    kept.close()
+    reopened = SQLiteStore(tmp_path / "new")
+    assert reopened.db.execute("PRAGMA page_size").fetchone()[0] == 8192
+    reopened.close()
+
+
+def test_cached_record_rows_never_go_stale(tmp_path):
+    path = tmp_path / "c"
+    writer = Collection.create(path)
+    writer.create_index("vec", "exact")
+    writer.insert([{"id": "a", "text": "alpha", "metadata": {"n": 1}}, {"id": "b", "text": "beta"}])
+    reader = Collection.create(store=SQLiteStore(path, SQLiteStoreConfig(read_only=True)), path=path)
+    for col in (writer, reader):
+        first = col.store.get(["a", "b", "zz"], with_vectors=False)
+        assert [r.text if r else None for r in first] == ["alpha", "beta", None]
+        first[0].metadata["n"] = 99  # a caller's change never reaches the cache
+        assert col.store.get(["a"], with_vectors=False)[0].metadata == {"n": 1}
+    writer.update("a", text="alpha 2", metadata={"n": 2})
+    writer.link("b", "a")
+    for col in (writer, reader):
+        a, b = col.store.get(["a", "b"], with_vectors=False)
+        assert (a.text, a.metadata) == ("alpha 2", {"n": 2})
+        assert [l.target for l in b.links] == ["a"]
+    writer.delete("b")
+    for col in (writer, reader):
+        assert col.store.get(["b", "a"], with_vectors=False)[0] is None
+    store = writer.store
+    store._rows.limit = 3
+    writer.insert([{"id": f"x{i}", "text": f"x{i}"} for i in range(5)])
+    got = store.get([f"x{i}" for i in range(5)] + ["a"], with_vectors=False)
+    assert [r.text for r in got] == [f"x{i}" for i in range(5)] + ["alpha 2"]
+    assert [r.text for r in store.get(["x0", "x4", "a"], with_vectors=False)] == ["x0", "x4", "alpha 2"]
+    reader.close()
+    writer.close()

@@ -43,14 +43,8 @@ def _no_memcore_env(monkeypatch):
             monkeypatch.delenv(key)
 
 
-def make_spaces() -> dict[str, Space]:
-    default = HashingEmbedder()
-    small = HashingEmbedder(HashingEmbedderConfig(dim=64))
-    return {"default": Space("default", DIM, default, "hashing"), "small": Space("small", 64, small, "hashing")}
-
-
 @pytest.fixture(params=["memory", "sqlite"])
-def coll(request, tmp_path):
+def coll(request, tmp_path, make_spaces):
     path = None if request.param == "memory" else tmp_path / "coll"
     c = Collection.create(path, spaces=make_spaces())
     c.create_index("a", "exact")

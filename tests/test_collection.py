@@ -39,17 +39,8 @@ TEXTS = [
 ]
 
 
-def make_spaces() -> dict[str, Space]:
-    default = HashingEmbedder()
-    small = HashingEmbedder(HashingEmbedderConfig(dim=64))
-    return {
-        "default": Space("default", default.dim, default, "hashing"),
-        "small": Space("small", small.dim, small, "hashing"),
-    }
-
-
 @pytest.fixture(params=["memory", "sqlite"])
-def make(request, tmp_path):
+def make(request, tmp_path, make_spaces):
     """A factory of empty collections (both spaces, no index) on the parametrized store."""
     opened: list[Collection] = []
 
@@ -713,7 +704,7 @@ def test_filter_semantics_spot_checks(coll):
 # -- both stores agree -----------------------------------------------------------------
 
 
-def test_memory_and_sqlite_agree(tmp_path):
+def test_memory_and_sqlite_agree(tmp_path, make_spaces):
     results = []
     for path in (None, tmp_path / "agree"):
         c = Collection.create(path, spaces=make_spaces())

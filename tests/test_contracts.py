@@ -287,8 +287,20 @@ def test_memcore_plugin_fixture(memcore_plugin):
         assert [h.id for h in collection.retrieve("plugins", index="words")] == ["x"]
 
 
-def test_memcore_plugin_fixture_removed_after_previous_test():
+def test_memcore_plugin_fixture_removes_its_plugins_at_teardown():
+    """Drives the fixture's own generator (setup, use, teardown) inside this test, so the
+    check does not depend on which test ran before."""
+    from memcore.testing import pytest_plugin
+
+    fixture = getattr(pytest_plugin.memcore_plugin, "__pytest_wrapped__", None)
+    generator = (fixture.obj if fixture is not None else pytest_plugin.memcore_plugin.__wrapped__)()
+    register = next(generator)
+    register(OVERLAP_PLUGIN)
+    assert "contract-overlap" in get_registry().names("indexes")
+    with pytest.raises(StopIteration):
+        next(generator)  # the teardown
     assert "contract-overlap" not in get_registry().names("indexes")
+    assert "test-plugin" not in get_host().infos
 
 
 # -- test data helpers -------------------------------------------------------------------------

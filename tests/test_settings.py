@@ -310,9 +310,31 @@ def test_sqlite_store_needs_a_path():
         memcore.open({"store": "sqlite"})
 
 
-@pytest.mark.skip(reason="no builtin service reserves index names yet; the clash check needs one (memoryos-style services)")
-def test_service_reserved_index_clash():
+def test_service_reserved_index_clash(tmp_path):
     """A user index named like one the service requires is rejected by memcore.open."""
+    from types import SimpleNamespace
+
+    from memcore import hookimpl
+    from memcore.services.default import DefaultService, DefaultServiceConfig
+    from memcore.testing import register_plugin
+
+    class KeepsRecent(DefaultService):
+        @classmethod
+        def required_indexes(cls, config):
+            return {"recent.items": {"kind": "exact", "space": "default"}}
+
+    @hookimpl
+    def register_services(register):
+        register("keeps-recent", KeepsRecent, DefaultServiceConfig)
+
+    with register_plugin(SimpleNamespace(register_services=register_services), name="reserving"):
+        with memcore.open({"service": "keeps-recent"}, path=tmp_path / "ok") as memory:
+            assert memory.collection.has_index("recent.items") and memory.collection.has_index("vector")
+        clash = {"service": "keeps-recent", "indexes": {"vector": {"kind": "exact"}, "recent.items": {"kind": "exact"}}}
+        with pytest.raises(ConfigError, match=r"index name\(s\) \['recent.items'\] are reserved by service 'keeps-recent'") as info:
+            memcore.open(clash, path=tmp_path / "clash")
+        assert info.value.location == "indexes"
+        assert not (tmp_path / "clash").exists()  # refused before anything was created
 
 
 def test_an_override_that_changes_kind_replaces_the_whole_entry(tmp_path):

@@ -2,7 +2,7 @@
 
 Resolving a filter is a store query (an SQL statement over every matching record); the
 index search after it is often a fraction of a millisecond. So the collection keeps the
-resolved sets in an :class:`AllowedCache` keyed by (index, filter, scope) and valid for one
+resolved sets in an :class:`AllowedCache` keyed by (filter, scope) and valid for one
 store sequence number: any write (from this process or, for readers, another one) bumps
 the sequence and empties the cache, so a cached set is never stale.
 

@@ -10,7 +10,6 @@ from .collection import Collection
 from .embedder import Embedder
 from .errors import ConfigError
 from .llm import LLMs
-from .pipeline import Pipeline
 from .plugins import get_registry
 from .memory import Memory
 from .registry import Registry

@@ -137,5 +137,5 @@ class Index(ABC):
 
 
 # Kept for code written against the old layout; new code imports these from ``memcore``.
-from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with  # noqa: E402
-from .query_modes import query_mode  # noqa: E402
+from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with  # noqa: E402, F401
+from .query_modes import query_mode  # noqa: E402, F401

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ __all__ = ["IndexHandle", "fold_ops"]
 
 log = get_logger("memcore.index")
 MANIFEST = "index.json"
+PREVIOUS = ".previous"
+"""Hard links of the last complete save, kept while a new save is written."""
 
 
 def fold_ops(ops: Iterable[Op]) -> tuple[list[str], list[str]]:
@@ -154,8 +157,9 @@ class IndexHandle:
             except (OSError, ValueError):
                 pass  # no readable manifest: save everything
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._keep_previous(manifest)
         if manifest.exists():
-            manifest.unlink()  # a crash mid-save leaves no manifest -> rebuild, never a mix
+            manifest.unlink()  # a crash mid-save leaves no manifest here -> the previous save, never a mix
         self.index.save(self.directory)
         files = {p.name: _sha256(p) for p in sorted(self.directory.iterdir()) if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")}
         atomic_write_json(
@@ -163,14 +167,49 @@ class IndexHandle:
             {**self.definition(), "format_version": self.index.format_version, "seq": self.applied_seq, "files": files, "count": len(self.index)},
         )
         self.dirty = False
+        shutil.rmtree(self.directory / PREVIOUS, ignore_errors=True)
+
+    def _keep_previous(self, manifest: Path) -> None:
+        """Hard-link the current save into ``.previous/`` before overwriting it.
+
+        Index files are replaced atomically (new inodes), so the links keep the previous
+        save intact: a kill during this save recovers from it plus the log instead of a
+        full rebuild. Kept as is when the directory holds no manifest (a save was cut short).
+        """
+        assert self.directory is not None
+        previous = self.directory / PREVIOUS
+        if not manifest.exists():
+            return
+        shutil.rmtree(previous, ignore_errors=True)
+        staging = self.directory / (PREVIOUS + ".tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for path in sorted(self.directory.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
+            if path.is_file() and not path.name.startswith("."):
+                try:
+                    os.link(path, staging / path.name)
+                except OSError:  # no hard links here: copy
+                    shutil.copy2(path, staging / path.name)
+        staging.rename(previous)
 
     def load(self) -> int | None:
-        """Load the saved index; returns its sequence number, or None when it must be rebuilt."""
+        """Load the saved index -- or, when a save was cut short, the previous one; returns
+        its sequence number, or None when it must be rebuilt."""
         if self.directory is None:
             return None
-        manifest = self.directory / MANIFEST
+        seq = self._load_from(self.directory)
+        previous = self.directory / PREVIOUS
+        if seq is None and (previous / MANIFEST).is_file():
+            seq = self._load_from(previous)
+            if seq is not None:
+                self.dirty = True  # the main folder holds a cut-short save: rewrite it
+                log.info("index.recovered_previous", name=self.name, seq=seq)
+        return seq
+
+    def _load_from(self, directory: Path) -> int | None:
+        manifest = directory / MANIFEST
         if not manifest.exists():
-            if self.directory.exists():
+            if directory.exists() and directory == self.directory:
                 log.warning("index.no_manifest", name=self.name)
             return None
         try:
@@ -180,10 +219,10 @@ class IndexHandle:
             if meta.get("format_version") != self.index.format_version:
                 raise CorruptError(f"format version {meta.get('format_version')} != {self.index.format_version}")
             for fname, digest in meta.get("files", {}).items():
-                if _sha256(self.directory / fname) != digest:
+                if _sha256(directory / fname) != digest:
                     raise CorruptError(f"checksum mismatch in {fname}")
             self.pristine = False
-            self.index.load(self.directory)
+            self.index.load(directory)
         except (OSError, ValueError, KeyError, CorruptError) as exc:
             log.warning("index.load_failed", name=self.name, error=str(exc), action="rebuild")
             self.index = self.make()

@@ -30,6 +30,8 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, str, dict[str, Any]]]:
                 item = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValidationError(f"{where}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+            except RecursionError:
+                raise ValidationError(f"{where}: JSON nested too deeply") from None
             if not isinstance(item, dict):
                 raise ValidationError(f"{where}: expected a JSON object, got {type(item).__name__}")
             yield number, where, item

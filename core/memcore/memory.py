@@ -43,8 +43,9 @@ class Memory:
         self.pipeline = pipeline
         self.service = service
         self.llms = llms if llms is not None else LLMs()
-        self.pipeline_error: ConfigError | None = None
-        """Why the declared pipeline cannot run here (only for services that do not use it)."""
+        self.pipeline_error: Exception | None = None
+        """Why the declared pipeline cannot run here (set only for services that do not use it,
+        see ``Service.uses_pipeline``); :meth:`query` without ``index`` raises it."""
 
     # -- writes --------------------------------------------------------------------------
 

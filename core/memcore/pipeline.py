@@ -16,7 +16,7 @@ from .errors import ConfigError, ValidationError
 from .collection_view import CollectionView
 from .merge import merge_layers
 from .records import Hit, Query, Record
-from .registry import ComponentConfig, Registry
+from .registry import Registry
 
 if TYPE_CHECKING:
     from .collection import Collection

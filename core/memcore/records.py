@@ -103,7 +103,8 @@ def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np
     if np.iscomplexobj(value):
         raise ValidationError(f"{what} is complex; vectors are real numbers")
     try:
-        arr = np.asarray(value, dtype=np.float32)
+        with np.errstate(over="ignore"):  # values beyond float32 become inf and are refused below
+            arr = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"{what} is not numeric: {exc}") from None
     if arr.ndim != 1 or arr.size == 0:
@@ -384,7 +385,7 @@ _QUERY_FIELDS = frozenset({"text", "vectors", "k", "where", "scope", "extras"})
 
 
 def validate_k(k: Any) -> int:
-    """Reject k that is not a positive int (bools included)."""
+    """Reject k that is not a positive int (bools included); indexes cap it at their size."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise ValidationError(f"k must be a positive integer, got {k!r}")
     return int(k)

@@ -132,3 +132,17 @@ def test_integrity_check_reports_damage(directory):
         pass  # so damaged that the check itself cannot run: still typed
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("depth", [40, 990, 100_000])
+def test_ingest_of_deeply_nested_metadata_is_a_clean_error(tmp_path, depth):
+    from click.testing import CliRunner
+
+    from memcore.cli import main
+
+    data = tmp_path / "items.jsonl"
+    data.write_text('{"text": "x", "metadata": ' + '{"k": ' * depth + "1" + "}" * depth + "}\n")
+    result = CliRunner().invoke(main, ["ingest", str(data), "--path", str(tmp_path / "mem")])
+    assert result.exit_code != 0
+    assert result.exception is None or isinstance(result.exception, (SystemExit, MemcoreError)), repr(result.exception)
+    assert "Traceback" not in result.output and "RecursionError" not in result.output

@@ -61,7 +61,7 @@ try:  # rewrite the suites' asserts for readable failures (must run before they 
 except ImportError:  # pragma: no cover - pytest is only needed for the contract suites
     pass
 
-__all__ = ["WORDS", "make_records", "make_texts", "random_unit_vectors", "unique_word", "register_plugin", "plugin_api", "plugin_api_violations", *_CONTRACTS]
+__all__ = ["WORDS", "make_records", "make_texts", "random_unit_vectors", "unique_word", "register_plugin", "plugin_api", "plugin_api_violations", *_CONTRACTS]  # noqa: PLE0604
 
 
 def __getattr__(name: str) -> Any:

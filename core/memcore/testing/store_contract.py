@@ -463,6 +463,14 @@ class StoreContract:
         self.apply_checked(store, WriteBatch(add_membership={"iy": ["c"]}))
         assert [(op.seq, op.record_id, op.op) for op in store.ops_since(0, "iy")] == [(5, "c", "add")]
 
+    def test_read_log_is_one_consistent_read(self, store):
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b")], add_membership={"ix": ["a"]}))  # seq 1
+        self.apply_checked(store, WriteBatch(add_membership={"ix": ["b"]}))  # seq 2
+        store.prune_log(1)
+        read = store.read_log(0, "ix")
+        assert (read.start, read.last) == (store.log_start(), store.last_seq()) == (1, 2)
+        assert [(op.seq, op.record_id) for op in read.ops] == [(2, "b")]
+
     def test_drop_indexes(self, store):
         self.seed_graph(store)
         applied = self.apply_checked(store, WriteBatch(drop_indexes=["ix"], state={("indexes", "ix"): None}))

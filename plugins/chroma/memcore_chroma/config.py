@@ -23,9 +23,9 @@ class ChromaIndexConfig(ComponentConfig):
     )
     connection: ChromaConnection = Field(default_factory=ChromaConnection, description="Embedded (inside the index folder) or a Chroma server.")
     collection_prefix: str = Field("memcore", description="Collections are named <prefix>-<index name>-<12 hex> (one per index generation).")
-    ef_search: int | None = Field(None, ge=1, description="Chroma HNSW ef_search (Chroma default 100).")
-    ef_construction: int | None = Field(None, ge=1, description="Chroma HNSW ef_construction (Chroma default 100).")
-    max_neighbors: int | None = Field(None, ge=2, description="Chroma HNSW max_neighbors, i.e. M (Chroma default 16).")
+    ef_search: int | None = Field(None, ge=1, le=4096, description="Chroma HNSW ef_search (Chroma default 100).")
+    ef_construction: int | None = Field(None, ge=1, le=4096, description="Chroma HNSW ef_construction (Chroma default 100).")
+    max_neighbors: int | None = Field(None, ge=2, le=256, description="Chroma HNSW max_neighbors, i.e. M (Chroma default 16).")
 
     @field_validator("collection_prefix")
     @classmethod

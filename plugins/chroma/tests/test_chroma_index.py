@@ -4,11 +4,9 @@ memcore collections (log catch-up after a crash) and two processes on one server
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest

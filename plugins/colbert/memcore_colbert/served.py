@@ -17,6 +17,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from pydantic import ValidationError as PydanticValidationError
+
 from memcore import ConfigError, CorruptError, NotFoundError, ValidationError, atomic_write_json, get_logger
 
 from . import storage
@@ -214,11 +216,10 @@ class IndexRoot:
         merged.pop("kind", None)
         try:
             return ColbertIndexConfig.model_validate({**merged, "kind": "colbert"})
-        except Exception as exc:  # pydantic ValidationError: the first problem, as a memcore error
-            errors = getattr(exc, "errors", None)
-            first = errors()[0] if callable(errors) else None
-            where = ".".join(str(p) for p in first["loc"]) if first else ""
-            raise ValidationError(f"config.{where}: {first['msg'] if first else exc}") from None
+        except PydanticValidationError as exc:  # the first problem, as a memcore error
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ValidationError(f"config.{where}: {first['msg']}") from None
 
     def create(self, name: str, tsv: str, metadata: Any, options: Mapping[str, Any] | None, overwrite: bool) -> ServedIndex:
         check_index_name(name)

@@ -221,7 +221,7 @@ def test_memcore_colbert_serve_subprocess_and_remote_memory(tmp_path):
                     break
             except memcore.MemcoreError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"server did not start: {proc.stderr.read().decode()[-2000:]}")
+                    raise AssertionError(f"server did not start: {proc.stderr.read().decode()[-2000:]}") from None
                 time.sleep(0.2)
         config = {"indexes": {"late": {"kind": "colbert-remote", "url": url, "index_name": "ws_kb_turns"}}}
         with memcore.open(config, path=tmp_path / "mem") as memory:

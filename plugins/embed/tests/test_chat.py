@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 import memcore
-from memcore import ConfigError, MemcoreSettings, ValidationError
+from memcore import ConfigError, ValidationError
 from pydantic import BaseModel
 
-from memcore_embed import ChatClient, ChatConfig, EmbeddingServiceError
+from memcore_embed import ChatClient, EmbeddingServiceError
 from memcore_embed.chat import parse_json_reply
 
 

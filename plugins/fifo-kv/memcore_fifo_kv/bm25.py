@@ -59,17 +59,17 @@ class BM25Config(ComponentConfig):
     """Settings of the ``bm25`` index (``[indexes.<name>] kind = "bm25"``)."""
 
     kind: str = "bm25"
-    k1: float = Field(1.2, gt=0, description="Term-frequency saturation.")
+    k1: float = Field(1.2, gt=0, le=100, description="Term-frequency saturation.")
     b: float = Field(0.75, ge=0, le=1, description="Length normalisation (0 = none, 1 = full).")
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field("lucene", description="bm25s scoring variant.")
-    delta: float = Field(0.5, ge=0, description="The delta of BM25L / BM25+ (ignored by the other methods).")
+    delta: float = Field(0.5, ge=0, le=100, description="The delta of BM25L / BM25+ (ignored by the other methods).")
     stopwords: str | tuple[str, ...] | None = Field(
         "en", description='A bm25s stopword list ("en", "de", "fr"...), a list of words, or "none".'
     )
     stemmer: str | None = Field("english", description='A PyStemmer algorithm ("english", "porter", "german"...) or "none".')
     fields: tuple[str, ...] = Field(("text",), description='What is indexed: "text" and/or "metadata.<key>", joined.')
     merge_threshold: int | None = Field(
-        None, ge=1, description="Fresh documents + tombstones that trigger a merge; default max(1000, 1% of the base)."
+        None, ge=1, le=1_000_000_000, description="Fresh documents + tombstones that trigger a merge; default max(1000, 1% of the base)."
     )
 
     @field_validator("stopwords", mode="before")
@@ -108,7 +108,7 @@ class BM25QueryModes(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    min_score: float | None = Field(None, ge=0, description="Drop hits scoring below this BM25 score.")
+    min_score: float | None = Field(None, ge=0, allow_inf_nan=False, description="Drop hits scoring below this BM25 score.")
 
 
 class BM25Index(Index):
@@ -255,7 +255,7 @@ class BM25Index(Index):
         mask = base.weight_mask(allowed) if base is not None else None
         unchanged = self._fresh.n_slots == 0 and (base is None or base.n_dead == 0)
         out = []
-        for query, mode, sequence in zip(queries, modes, self._tokenizer.queries([q.text for q in queries])):
+        for _query, mode, sequence in zip(queries, modes, self._tokenizer.queries([q.text for q in queries])):
             terms = self._query_terms(sequence)
             if terms is None:
                 out.append([])

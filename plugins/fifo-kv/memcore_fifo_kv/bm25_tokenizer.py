@@ -11,6 +11,7 @@ lists them in id order, which is what the index persists.
 
 from __future__ import annotations
 
+import itertools
 from typing import Sequence
 
 import numpy as np
@@ -36,10 +37,10 @@ class DocTerms:
 
     __slots__ = ("terms", "tfs", "length")
 
-    def __init__(self, terms: np.ndarray, tfs: np.ndarray):
+    def __init__(self, terms: np.ndarray, tfs: np.ndarray, length: int | None = None):
         self.terms = terms
         self.tfs = tfs
-        self.length = int(tfs.sum())
+        self.length = int(tfs.sum()) if length is None else length
 
 
 def doc_terms(token_ids: Sequence[int]) -> DocTerms:
@@ -48,6 +49,29 @@ def doc_terms(token_ids: Sequence[int]) -> DocTerms:
         return DocTerms(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32))
     terms, tfs = np.unique(np.asarray(token_ids, dtype=np.int32), return_counts=True)
     return DocTerms(terms.astype(np.int32, copy=False), tfs.astype(np.int32, copy=False))
+
+
+def batch_doc_terms(docs: Sequence[Sequence[int]]) -> list[DocTerms]:
+    """:func:`doc_terms` of many documents with one sort: (document, term) pairs are
+    counted together, then sliced per document (one ``np.unique`` per document costs
+    more than the tokenizing on short texts)."""
+    n = len(docs)
+    if n == 0:
+        return []
+    lengths = np.fromiter(map(len, docs), dtype=np.int64, count=n)
+    total = int(lengths.sum())
+    if total == 0:
+        return [doc_terms(()) for _ in range(n)]
+    flat = np.fromiter(itertools.chain.from_iterable(docs), dtype=np.int64, count=total)
+    width = int(flat.max()) + 1
+    keys = np.repeat(np.arange(n, dtype=np.int64), lengths) * width + flat
+    pairs, counts = np.unique(keys, return_counts=True)
+    owner = pairs // width
+    terms = (pairs - owner * width).astype(np.int32)
+    counts = counts.astype(np.int32)
+    bounds = np.searchsorted(owner, np.arange(n + 1, dtype=np.int64)).tolist()
+    sizes = lengths.tolist()
+    return [DocTerms(terms[bounds[i] : bounds[i + 1]], counts[bounds[i] : bounds[i + 1]], sizes[i]) for i in range(n)]
 
 
 class BM25Tokenizer:
@@ -110,7 +134,7 @@ class BM25Tokenizer:
         """Tokenize documents, adding their new terms to the vocabulary."""
         # streaming_tokenize is what Tokenizer.tokenize runs, without its progress-bar wrapper
         stream = self._tokenizer.streaming_tokenize(list(texts), update_vocab=True, allow_empty=False)
-        return [doc_terms(doc) for doc in stream]
+        return batch_doc_terms(list(stream))
 
     def queries(self, texts: Sequence[str]) -> list[list[int]]:
         """Term ids of each query, repeats kept (bm25s counts a repeated query word twice);

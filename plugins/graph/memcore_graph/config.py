@@ -17,8 +17,8 @@ class GraphIndexConfig(ComponentConfig):
     kind: str = "graph"
     directed: bool = Field(True, description="A link A -> B is a directed edge (traversals follow it A to B by default); false: an undirected graph.")
     decay: float = Field(0.7, gt=0.0, le=1.0, description="Score factor per hop: score = seed score x decay ** hops.")
-    max_depth: int = Field(2, ge=0, description="Default number of hops a search walks from its start nodes (a query may override it).")
-    max_nodes: int = Field(1000, ge=1, description="Default bound on the nodes one search visits, entity nodes included (a query may override it).")
+    max_depth: int = Field(2, ge=0, le=64, description="Default number of hops a search walks from its start nodes (a query may override it).")
+    max_nodes: int = Field(1000, ge=1, le=10_000_000, description="Default bound on the nodes one search visits, entity nodes included (a query may override it).")
     default_weight: float = Field(1.0, allow_inf_nan=False, description="Weight of the record-entity edges ('mentions'); links carry their own weight.")
     entity_extraction: Literal["rule", "spacy", "none"] = Field(
         "rule", description="How entities are found in record texts: capitalised phrases and quoted terms, a spaCy pipeline, or none."

@@ -45,8 +45,8 @@ class _Mode(BaseModel):
 class _Walk(_Mode):
     """Options shared by the modes that walk outwards from start nodes."""
 
-    max_depth: StrictInt | None = Field(None, ge=0, description="Hops to walk (default: the index's max_depth).")
-    max_nodes: StrictInt | None = Field(None, ge=1, description="Nodes to visit at most (default: the index's max_nodes).")
+    max_depth: StrictInt | None = Field(None, ge=0, le=64, description="Hops to walk (default: the index's max_depth).")
+    max_nodes: StrictInt | None = Field(None, ge=1, le=10_000_000, description="Nodes to visit at most (default: the index's max_nodes).")
     relations: list[NodeId] | None = Field(None, min_length=1, description="Follow only links of these relations (entity edges are 'mentions').")
     direction: Direction = Field("out", description="Directed graphs: follow links forwards ('out'), backwards ('in') or both.")
     pass_through: StrictBool = Field(False, description="Walk through records outside `allowed` (never returning them).")
@@ -93,7 +93,7 @@ class PathMode(_Mode):
     mode: Literal["path"]
     source: NodeId
     target: NodeId
-    max_depth: StrictInt | None = Field(None, ge=1, description="Longest path to look for, in hops (default: unlimited).")
+    max_depth: StrictInt | None = Field(None, ge=1, le=64, description="Longest path to look for, in hops (default: unlimited).")
     relations: list[NodeId] | None = Field(None, min_length=1)
     direction: Direction = "out"
     pass_through: StrictBool = False

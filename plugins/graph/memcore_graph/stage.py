@@ -30,8 +30,8 @@ class GraphRecallConfig(ComponentConfig):
     seed_score: Literal["rank", "minmax", "score"] = Field(
         "rank", description="Seed score of the hit at rank r: 1/r ('rank'), its score min-max scaled to [0, 1] ('minmax'), or its score as is, negatives as 0 ('score')."
     )
-    max_depth: int | None = Field(None, ge=0, description="Hops (default: the index's max_depth).")
-    max_nodes: int | None = Field(None, ge=1, description="Nodes visited at most (default: the index's max_nodes).")
+    max_depth: int | None = Field(None, ge=0, le=64, description="Hops (default: the index's max_depth).")
+    max_nodes: int | None = Field(None, ge=1, le=10_000_000, description="Nodes visited at most (default: the index's max_nodes).")
     relations: list[str] | None = Field(None, min_length=1, description="Follow only these relations.")
     direction: Literal["out", "in", "both"] = Field("out", description="Directed graphs: links forwards, backwards or both.")
     include_seeds: bool = Field(True, description="Keep the seeds in the produced list (with their seed scores).")

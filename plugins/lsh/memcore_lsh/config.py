@@ -45,13 +45,14 @@ class LSHIndexConfig(ComponentConfig):
     space: str = Field("default", description="Embedding space whose vectors are hashed.")
     bits: int = Field(10, ge=1, le=64, description="Hyperplanes (code bits) per hash table; a bucket is one code.")
     tables: int = Field(16, ge=1, le=64, description="Independent hash tables; candidates are the union over tables.")
-    seed: int = Field(0, ge=0, description="Seed of the random hyperplanes (persisted with the index).")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the random hyperplanes (persisted with the index).")
     multi_probe: int = Field(
         1, ge=0, le=3, description="Hamming radius of the probed buckets per table: 0 = only the query's own bucket."
     )
     probes: int | None = Field(
         None,
         ge=1,
+        le=100_000,
         description="Probe at most this many buckets per table besides the query's own, the likeliest first "
         "(smallest hyperplane margins); None = every bucket within multi_probe.",
     )
@@ -62,6 +63,7 @@ class LSHIndexConfig(ComponentConfig):
     max_candidates: int | None = Field(
         None,
         ge=1,
+        le=10_000_000,
         description="Score at most this many candidates per query (never fewer than k): the nearest by full-code "
         "Hamming distance. None = score every candidate.",
     )
@@ -71,6 +73,7 @@ class LSHIndexConfig(ComponentConfig):
     exact_filter_below: int = Field(
         2048,
         ge=0,
+        le=10_000_000,
         description="A filtered search whose allowed set holds at most this many of the index's ids scores them all "
         "instead of looking up buckets; 0 = never.",
     )
@@ -94,8 +97,8 @@ class LSHQueryMode(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     multi_probe: int | None = Field(None, ge=0, le=3)
-    probes: int | None = Field(None, ge=1)
-    max_candidates: int | None = Field(None, ge=1)
+    probes: int | None = Field(None, ge=1, le=100_000)
+    max_candidates: int | None = Field(None, ge=1, le=10_000_000)
     fallback_exact: bool | None = None
     exact: bool = False
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-import memcore
 from memcore import LLM, ComponentConfig, ConfigError, ValidationError, hookimpl
 from memcore.testing import register_plugin
 

@@ -1,0 +1,46 @@
+"""The rows behind ``SQLiteStore.get(..., with_vectors=False)``, cached between writes.
+
+Every retrieval attaches the records of its hits: on a small memory (hundreds of items,
+an agent's conversation) that ``SELECT`` is the largest fixed cost of a query. The store
+keeps the rows it read (text, metadata JSON, scope, times, links -- never vectors) until
+the next write: the writer clears them in every ``apply`` (it is the only process that
+writes), a reader whenever the store's sequence number moved. Callers get new
+:class:`~memcore.records.Record` objects built from the cached row each time (metadata
+parsed again), so nothing they change can reach the cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RowCache"]
+
+Row = tuple[Any, ...]
+"""``(id, text, metadata JSON, user_id, agent_id, run_id, created_at, updated_at, links)``."""
+
+
+class RowCache:
+    """Record rows by id, valid for one store sequence number; at most ``limit`` rows."""
+
+    def __init__(self, limit: int = 20_000):
+        self.limit = limit
+        self.rows: dict[str, Row] = {}
+        self.seq: int | None = None
+
+    def valid_for(self, seq: int) -> None:
+        """Forget every row when the store moved past the sequence they were read at."""
+        if seq != self.seq:
+            self.rows.clear()
+            self.seq = seq
+
+    def put(self, rows: dict[str, Row]) -> None:
+        """Remember rows (everything is forgotten first when the limit would be passed)."""
+        if len(self.rows) + len(rows) > self.limit:
+            self.rows.clear()
+        if len(rows) <= self.limit:
+            self.rows.update(rows)
+
+    def clear(self) -> None:
+        """Forget every row (after a write)."""
+        self.rows.clear()
+        self.seq = None
