@@ -179,12 +179,13 @@ ints = st.one_of(st.integers(-3, 3), st.integers(-(2**63), 2**63 - 1))
 floats = st.one_of(st.sampled_from([0.0, -0.0, 0.5, 1.0, 2.0, -1.5, 1e300, 2.0**62, 2.0**63]), st.floats(allow_nan=False, allow_infinity=False))
 numbers = st.one_of(ints, floats)
 scalars = st.one_of(texts, numbers, st.booleans())
-nested = st.one_of(
-    st.lists(st.one_of(st.none(), scalars), max_size=2),
-    st.dictionaries(st.sampled_from(FIELDS), st.one_of(st.none(), scalars), max_size=2),
-)
-# top-level texts never hold NUL: Record.create rejects it (SQLite's JSON functions stop at NUL)
+# stored texts never hold NUL, at any depth: Record.create rejects it (SQLite's JSON functions stop at NUL)
 top_texts = texts.filter(lambda t: "\x00" not in t)
+stored_scalars = st.one_of(top_texts, numbers, st.booleans())
+nested = st.one_of(
+    st.lists(st.one_of(st.none(), stored_scalars), max_size=2),
+    st.dictionaries(st.sampled_from(FIELDS), st.one_of(st.none(), stored_scalars), max_size=2),
+)
 metadata = st.dictionaries(st.sampled_from(FIELDS), st.one_of(st.none(), top_texts, numbers, st.booleans(), nested), max_size=4)
 
 filter_floats = st.one_of(floats, st.sampled_from([math.inf, -math.inf]))

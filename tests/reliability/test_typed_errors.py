@@ -123,9 +123,13 @@ def test_integrity_check_reports_damage(directory):
     store.close()
     path = directory / "store.sqlite3"
     data = bytearray(path.read_bytes())
-    data[4096 * 3 + 50 : 4096 * 3 + 3000] = b"\x00\x13" * 1475
+    for offset in range(4096, len(data), 4096):  # garbage b-tree page headers after the first page
+        data[offset : offset + 64] = b"\x13" * 64
     path.write_bytes(bytes(data))
-    store = SQLiteStore(directory, SQLiteStoreConfig(read_only=True))
+    try:
+        store = SQLiteStore(directory, SQLiteStoreConfig(read_only=True))
+    except CorruptError:
+        return  # refused at open already: typed, names the file
     try:
         assert store.integrity_check()
     except CorruptError:
