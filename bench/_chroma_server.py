@@ -32,7 +32,12 @@ def chroma_server(path: Path) -> Iterator[tuple[str, int]]:
         raise RuntimeError("the chroma command line is not installed")
     port = _free_port()
     log = open(Path(path) / "server.log", "wb")
-    proc = subprocess.Popen([exe_s, "run", "--path", str(Path(path) / "data"), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [exe_s, "run", "--path", str(Path(path) / "data"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

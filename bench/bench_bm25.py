@@ -74,8 +74,12 @@ def mean_ndcg(rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]], 
 def percentiles(ms: Sequence[float]) -> dict[str, float]:
     """p50/p95/max/mean of latencies in milliseconds."""
     a = np.asarray(ms, dtype=np.float64)
-    return {"p50_ms": round(float(np.percentile(a, 50)), 4), "p95_ms": round(float(np.percentile(a, 95)), 4),
-            "max_ms": round(float(a.max()), 4), "mean_ms": round(float(a.mean()), 4)}
+    return {
+        "p50_ms": round(float(np.percentile(a, 50)), 4),
+        "p95_ms": round(float(np.percentile(a, 95)), 4),
+        "max_ms": round(float(a.max()), 4),
+        "mean_ms": round(float(a.mean()), 4),
+    }
 
 
 def alternate(runs: int, **fns: Callable[[], float]) -> dict[str, list[float]]:
@@ -205,15 +209,22 @@ def part_scifact(args: argparse.Namespace) -> dict[str, Any]:
     raw_one(), ours_one()  # warm-up
     qps = alternate(args.repeats, raw_one=raw_one, memcore_one=ours_one, raw_batch=raw_batch, memcore_batch=ours_batch)
     med = {name: statistics.median(v) for name, v in qps.items()}
-    log(f"scifact: QPS one-by-one raw {med['raw_one']:.0f} memcore {med['memcore_one']:.0f}; batch raw {med['raw_batch']:.0f} memcore {med['memcore_batch']:.0f}")
+    log(
+        f"scifact: QPS one-by-one raw {med['raw_one']:.0f} memcore {med['memcore_one']:.0f}; batch raw {med['raw_batch']:.0f} memcore {med['memcore_batch']:.0f}"
+    )
 
     between = scifact_between_merges(corpus, queries, qrels, qids, args)
     return {
         "documents": len(corpus),
         "queries": len(qids),
         "recipe": "title + ' ' + text; stopwords='en'; PyStemmer english; k1=1.2 b=0.75 lucene",
-        "ndcg@10": {"raw_bm25s": round(raw_ndcg, 4), "memcore": round(ours_ndcg, 4), "abs_diff": round(abs(raw_ndcg - ours_ndcg), 5),
-                    "target_abs_diff": 0.002, "reference_raw_train": 0.696},
+        "ndcg@10": {
+            "raw_bm25s": round(raw_ndcg, 4),
+            "memcore": round(ours_ndcg, 4),
+            "abs_diff": round(abs(raw_ndcg - ours_ndcg), 5),
+            "target_abs_diff": 0.002,
+            "reference_raw_train": 0.696,
+        },
         "identical_top10_rankings": f"{same_top10}/{len(qids)}",
         "build_seconds": {"raw_bm25s": round(raw_build, 3), "memcore_add_and_merge": round(memcore_build, 3)},
         "qps": {

@@ -172,7 +172,9 @@ def summary(seconds: list[float]) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--docs", type=int, default=None, help="Documents: the judged ones of the chosen queries plus the corpus in order up to N (default: all 5,183).")
+    parser.add_argument(
+        "--docs", type=int, default=None, help="Documents: the judged ones of the chosen queries plus the corpus in order up to N (default: all 5,183)."
+    )
     parser.add_argument("--queries", type=int, default=None, help="First N judged train queries (default: all).")
     parser.add_argument("--data", type=Path, default=DATA, help="SciFact folder (BEIR layout + minilm/ vectors); default ../shared/data/scifact.")
     parser.add_argument("--split", default="train")
@@ -206,8 +208,9 @@ def main() -> None:
     log(f"{len(flat)} document tokens ({flat.nbytes / 1e6:.0f} MB fp32), {sum(len(q) for q in qmats)} query tokens")
 
     # -- build ---------------------------------------------------------------------------
-    config = ColbertIndexConfig(embedder={"kind": "minilm"}, nbits=args.nbits, doc_maxlen=args.doc_maxlen, query_maxlen=args.query_maxlen,
-                                train_min_tokens=16, exhaustive_below=0)
+    config = ColbertIndexConfig(
+        embedder={"kind": "minilm"}, nbits=args.nbits, doc_maxlen=args.doc_maxlen, query_maxlen=args.query_maxlen, train_min_tokens=16, exhaustive_below=0
+    )
     engine = Engine(config, flat.shape[1], "bench")
     started = time.perf_counter()
     engine.add(pids, matrices)
@@ -242,24 +245,43 @@ def main() -> None:
     qrels = {q: data.qrels[q] for q, _ in queries}
     quality_plaid = evaluate_run(run_plaid, qrels, k=10, recall_k=k)
     quality_exact = evaluate_run(run_exact, qrels, k=10, recall_k=k)
-    result.update({
-        "corpus": {"documents": len(docs), "queries": len(queries), "document_tokens": int(len(flat)), "avg_doclen": round(float(doclens.mean()), 1),
-                   "encode_seconds_uncached": round(encode_seconds, 1)},
-        "index": {"nbits": args.nbits, "centroids": int(len(engine.centroids)), "build_seconds": round(build_seconds, 2),
-                  "bytes_per_token": {k2: round(v, 2) for k2, v in per_token.items()},
-                  "compression_vs_fp32": round(per_token["fp32"] / per_token["stored_with_centroids"], 2),
-                  "compression_vs_fp32_codes_residuals_only": round(per_token["fp32"] / per_token["stored_codes_residuals"], 2)},
-        "search": {
-            "k": k, "plaid_params": params.model_dump(),
-            "plaid": summary(t_plaid), "exhaustive_fp32": summary(t_exact),
-            "exhaustive_compressed": {**summary(t_comp), "queries": len(t_comp), f"recall@{k}_vs_exhaustive_fp32": round(float(np.mean(recall_comp)), 4),
-                                      f"recall@{k}_plaid_vs_exhaustive_compressed": round(float(np.mean(plaid_vs_comp)), 4)} if t_comp else None,
-            "latency_ratio_exhaustive_over_plaid_median": round(pct(t_exact, 50) / pct(t_plaid, 50), 2),
-            "latency_ratio_exhaustive_over_plaid_mean": round(float(np.sum(t_exact) / np.sum(t_plaid)), 2),
-            f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(recall)), 4),
-        },
-        "quality": {"plaid": {m: round(v, 4) for m, v in quality_plaid.items()}, "exhaustive_fp32": {m: round(v, 4) for m, v in quality_exact.items()}},
-    })
+    result.update(
+        {
+            "corpus": {
+                "documents": len(docs),
+                "queries": len(queries),
+                "document_tokens": int(len(flat)),
+                "avg_doclen": round(float(doclens.mean()), 1),
+                "encode_seconds_uncached": round(encode_seconds, 1),
+            },
+            "index": {
+                "nbits": args.nbits,
+                "centroids": int(len(engine.centroids)),
+                "build_seconds": round(build_seconds, 2),
+                "bytes_per_token": {k2: round(v, 2) for k2, v in per_token.items()},
+                "compression_vs_fp32": round(per_token["fp32"] / per_token["stored_with_centroids"], 2),
+                "compression_vs_fp32_codes_residuals_only": round(per_token["fp32"] / per_token["stored_codes_residuals"], 2),
+            },
+            "search": {
+                "k": k,
+                "plaid_params": params.model_dump(),
+                "plaid": summary(t_plaid),
+                "exhaustive_fp32": summary(t_exact),
+                "exhaustive_compressed": {
+                    **summary(t_comp),
+                    "queries": len(t_comp),
+                    f"recall@{k}_vs_exhaustive_fp32": round(float(np.mean(recall_comp)), 4),
+                    f"recall@{k}_plaid_vs_exhaustive_compressed": round(float(np.mean(plaid_vs_comp)), 4),
+                }
+                if t_comp
+                else None,
+                "latency_ratio_exhaustive_over_plaid_median": round(pct(t_exact, 50) / pct(t_plaid, 50), 2),
+                "latency_ratio_exhaustive_over_plaid_mean": round(float(np.sum(t_exact) / np.sum(t_plaid)), 2),
+                f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(recall)), 4),
+            },
+            "quality": {"plaid": {m: round(v, 4) for m, v in quality_plaid.items()}, "exhaustive_fp32": {m: round(v, 4) for m, v in quality_exact.items()}},
+        }
+    )
     if args.advanced:
         result["advanced"] = advanced(args, data, docs, queries, doc_cache, query_cache, config)
     result["environment"] = finish_environment(result["environment"])
@@ -276,23 +298,32 @@ def subset_memory(args: argparse.Namespace, data: Any, docs: list[dict], pipelin
     qids = json.loads((folder / "query_ids.json").read_text())
     qvecs = np.load(folder / "queries.npy", allow_pickle=False)
     row, qrow = {d: i for i, d in enumerate(ids)}, {q: i for i, q in enumerate(qids)}
-    memory = memcore.open({
-        "store": {"kind": "memory"},
-        "spaces": {"default": {"dim": int(vectors.shape[1])}},
-        "indexes": {
-            "vector": {"kind": "exact", "space": "default", "metric": "cosine"},
-            "bm25": {"kind": "bm25", "k1": 1.2, "b": 0.75, "stopwords": "en", "stemmer": "english"},
-        },
-        "pipeline": pipeline,
-    })
+    memory = memcore.open(
+        {
+            "store": {"kind": "memory"},
+            "spaces": {"default": {"dim": int(vectors.shape[1])}},
+            "indexes": {
+                "vector": {"kind": "exact", "space": "default", "metric": "cosine"},
+                "bm25": {"kind": "bm25", "k1": 1.2, "b": 0.75, "stopwords": "en", "stemmer": "english"},
+            },
+            "pipeline": pipeline,
+        }
+    )
     records = [{"id": d["_id"], "text": doc_text(d), "metadata": {"title": d["title"]}, "vectors": {"default": vectors[row[d["_id"]]]}} for d in docs]
     for start in range(0, len(records), 1000):
         memory.collection.insert(records[start : start + 1000])
     return memory, qrow, qvecs
 
 
-def advanced(args: argparse.Namespace, data: Any, docs: list[dict], queries: list[tuple[str, str]], doc_cache: TokenCache,
-             query_cache: TokenCache, config: ColbertIndexConfig) -> dict[str, Any]:
+def advanced(
+    args: argparse.Namespace,
+    data: Any,
+    docs: list[dict],
+    queries: list[tuple[str, str]],
+    doc_cache: TokenCache,
+    query_cache: TokenCache,
+    config: ColbertIndexConfig,
+) -> dict[str, Any]:
     """nDCG@10 / recall@100 of the advanced preset (dense + BM25, RRF k 10, keyword rerank)
     with and without a third recall list from a colbert index, on the same documents and
     queries as the main measurement.

@@ -58,8 +58,36 @@ CORE = REPO / "core"
 # -- data ------------------------------------------------------------------------------
 
 _SYLLABLES = [
-    "ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "do", "gu", "he", "ji", "ba",
-    "fe", "co", "xi", "wu", "yo", "an", "el", "is", "or", "um", "qua", "tre", "spo", "gli", "bra",
+    "ka",
+    "lo",
+    "mi",
+    "ne",
+    "ru",
+    "sa",
+    "ti",
+    "vo",
+    "ze",
+    "pa",
+    "do",
+    "gu",
+    "he",
+    "ji",
+    "ba",
+    "fe",
+    "co",
+    "xi",
+    "wu",
+    "yo",
+    "an",
+    "el",
+    "is",
+    "or",
+    "um",
+    "qua",
+    "tre",
+    "spo",
+    "gli",
+    "bra",
 ]
 
 
@@ -122,10 +150,7 @@ def dense_collection(directory: Path, dim: int) -> Collection:
 
 
 def items_for(ids: range, texts: list[str], vectors: np.ndarray) -> list[dict[str, Any]]:
-    return [
-        {"id": f"r{i}", "text": t, "metadata": Corpus.metadata(i), "vectors": {"dense": v}}
-        for i, t, v in zip(ids, texts, vectors)
-    ]
+    return [{"id": f"r{i}", "text": t, "metadata": Corpus.metadata(i), "vectors": {"dense": v}} for i, t, v in zip(ids, texts, vectors)]
 
 
 def profiled(enabled: bool, fn: Callable[[], Any], top: int = 25) -> tuple[Any, list[str] | None]:

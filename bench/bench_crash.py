@@ -31,15 +31,24 @@ def main(argv: list[str] | None = None) -> None:
     from memcore.testing.crash import crash_settings, run_crash_trials
 
     result = header("crash harness: SIGKILLed writer, every acknowledged record checked", args, argv=argv)
-    settings = crash_settings({
-        "flat": {"kind": "faiss", "space": "v", "factory": "Flat"},
-        "hnsw": {"kind": "faiss", "space": "v", "factory": "HNSW16", "ef_search": 256},
-    })
+    settings = crash_settings(
+        {
+            "flat": {"kind": "faiss", "space": "v", "factory": "Flat"},
+            "hnsw": {"kind": "faiss", "space": "v", "factory": "HNSW16", "ef_search": 256},
+        }
+    )
     with tempfile.TemporaryDirectory() as tmp:
         log(f"{args.trials} trials in {tmp}")
-        report = run_crash_trials(Path(tmp) / "memory", args.trials, settings=settings, seed=args.seed, max_delay=args.max_delay,
-                                  progress=lambda t, r: log(f"trial {t + 1}: acknowledged {r.acknowledged}, lost {r.lost}, "
-                                                            f"misses {r.index_misses}, unopenable {r.unopenable}, kills {r.kill_phases}"))
+        report = run_crash_trials(
+            Path(tmp) / "memory",
+            args.trials,
+            settings=settings,
+            seed=args.seed,
+            max_delay=args.max_delay,
+            progress=lambda t, r: log(
+                f"trial {t + 1}: acknowledged {r.acknowledged}, lost {r.lost}, misses {r.index_misses}, unopenable {r.unopenable}, kills {r.kill_phases}"
+            ),
+        )
     result["report"] = report.as_dict()
     finish_environment(result["environment"])
     emit(result, args.out)

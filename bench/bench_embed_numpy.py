@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         log(f"{name} backend loaded in {time.perf_counter() - started:.1f}s")
     seconds: dict[str, list[float]] = {name: [] for name in backends}
     vectors: dict[str, np.ndarray] = {}
-    chunks = [texts[i:i + args.chunk] for i in range(0, len(texts), args.chunk)]
+    chunks = [texts[i : i + args.chunk] for i in range(0, len(texts), args.chunk)]
     for rep in range(args.repeat):
         spent = {name: 0.0 for name in backends}
         outs: dict[str, list[np.ndarray]] = {name: [] for name in backends}

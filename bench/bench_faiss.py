@@ -108,11 +108,19 @@ def compare(raw_units: list[Callable[[], Any]], mem_units: list[Callable[[], Any
         raw_t = mem_t = 0.0
         for i, (raw_fn, mem_fn) in enumerate(zip(raw_units, mem_units)):
             if i % 2:
-                t0 = clock(); mem_fn(); t1 = clock(); raw_fn(); t2 = clock()  # noqa: E702
+                t0 = clock()
+                mem_fn()
+                t1 = clock()
+                raw_fn()
+                t2 = clock()  # noqa: E702
                 mem_t += t1 - t0
                 raw_t += t2 - t1
             else:
-                t0 = clock(); raw_fn(); t1 = clock(); mem_fn(); t2 = clock()  # noqa: E702
+                t0 = clock()
+                raw_fn()
+                t1 = clock()
+                mem_fn()
+                t2 = clock()  # noqa: E702
                 raw_t += t1 - t0
                 mem_t += t2 - t1
         raw_qps.append(count / raw_t)
@@ -189,7 +197,9 @@ def run_dataset(name: str, base: np.ndarray, queries: np.ndarray, args: argparse
             )
             entry["blas_threshold"] = {"faiss_default": previous, "memcore": tuned}
         out["configs"][label] = entry
-        log(f"{name} {label}: single ratio {single['ratio']}, batched ratio {batched['ratio']}, recall raw {entry[f'recall@{k}_raw']} memcore {entry[f'recall@{k}_memcore']}")
+        log(
+            f"{name} {label}: single ratio {single['ratio']}, batched ratio {batched['ratio']}, recall raw {entry[f'recall@{k}_raw']} memcore {entry[f'recall@{k}_memcore']}"
+        )
 
     # Flat
     log(f"{name}: building Flat")
@@ -268,7 +278,12 @@ def main() -> None:
     summary = {}
     for dname, d in result["datasets"].items():
         for cname, c in d.get("configs", {}).items():
-            summary[f"{dname}/{cname}"] = {"single": c["single"]["ratio"], "batched": c["batched"]["ratio"], "recall_memcore": c[f"recall@{args.k}_memcore"], "recall_raw": c[f"recall@{args.k}_raw"]}
+            summary[f"{dname}/{cname}"] = {
+                "single": c["single"]["ratio"],
+                "batched": c["batched"]["ratio"],
+                "recall_memcore": c[f"recall@{args.k}_memcore"],
+                "recall_raw": c[f"recall@{args.k}_raw"],
+            }
     result["ratios"] = summary
     emit(result, args.out)
 

@@ -117,7 +117,9 @@ FUSIONS: dict[str, tuple[Any, Callable[[dict[str, Pairs], int], Pairs]]] = {
 # -- timing ----------------------------------------------------------------------------------
 
 
-def timed_pair(mem: Callable[[Any, int], Any], raw: Callable[[Any, int], Any], hit_cases: list[Any], cases: list[Any], k: int, loops: int) -> tuple[float, float]:
+def timed_pair(
+    mem: Callable[[Any, int], Any], raw: Callable[[Any, int], Any], hit_cases: list[Any], cases: list[Any], k: int, loops: int
+) -> tuple[float, float]:
     """Seconds per call of each side, the two interleaved call by call so that noise from
     other processes hits both alike."""
     clock = time.perf_counter

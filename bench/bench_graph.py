@@ -204,7 +204,9 @@ def main() -> None:
         finally:
             gc.enable()
         rounds.append({**{k: summary(v) for k, v in ms.items()}, "batch": {"memcore_ms": batch_ms, "raw_sspl_loop_ms": raw_batch_ms}})
-        log(f"traverse round {round_ + 1}: memcore p50 {rounds[-1]['memcore']['p50_ms']:.3f} ms, raw sspl p50 {rounds[-1]['raw_sspl']['p50_ms']:.3f} ms, raw bfs_tree p50 {rounds[-1]['raw_bfs_tree']['p50_ms']:.3f} ms")
+        log(
+            f"traverse round {round_ + 1}: memcore p50 {rounds[-1]['memcore']['p50_ms']:.3f} ms, raw sspl p50 {rounds[-1]['raw_sspl']['p50_ms']:.3f} ms, raw bfs_tree p50 {rounds[-1]['raw_bfs_tree']['p50_ms']:.3f} ms"
+        )
 
     def med(path: tuple[str, str]) -> float:
         return round(statistics.median(r[path[0]][path[1]] for r in rounds), 4)  # type: ignore[index]
@@ -219,7 +221,10 @@ def main() -> None:
         "k": big_k,
         "nodes_visited": {"mean": round(statistics.fmean(visited), 1), "p50": pct(visited, 50), "p95": pct(visited, 95), "max": max(visited)},
         "results_match_raw": f"{args.queries - mismatches}/{args.queries}",
-        **{name: {stat: med((name, stat)) for stat in ("p50_ms", "p95_ms", "mean_ms")} for name in ("memcore", "raw_sspl", "raw_bfs_tree", "memcore_k10", "memcore_expand")},
+        **{
+            name: {stat: med((name, stat)) for stat in ("p50_ms", "p95_ms", "mean_ms")}
+            for name in ("memcore", "raw_sspl", "raw_bfs_tree", "memcore_k10", "memcore_expand")
+        },
         "ratio_p50_memcore_over_raw_sspl": ratio("memcore", "raw_sspl", "p50_ms"),
         "ratio_p95_memcore_over_raw_sspl": ratio("memcore", "raw_sspl", "p95_ms"),
         "ratio_p50_memcore_over_raw_bfs_tree": ratio("memcore", "raw_bfs_tree", "p50_ms"),
@@ -246,7 +251,9 @@ def main() -> None:
                 same = same and all([h.id for h in fresh.search(q, big_k)] == [h.id for h in index.search(q, big_k)] for q in queries[:50])
                 del fresh
                 gc.collect()
-                log(f"persist round {round_ + 1}: save {runs['save'][-1] / 1000:.2f}s (raw {runs['raw_save'][-1] / 1000:.2f}s), load {runs['load'][-1] / 1000:.2f}s (raw {runs['raw_load'][-1] / 1000:.2f}s)")
+                log(
+                    f"persist round {round_ + 1}: save {runs['save'][-1] / 1000:.2f}s (raw {runs['raw_save'][-1] / 1000:.2f}s), load {runs['load'][-1] / 1000:.2f}s (raw {runs['raw_load'][-1] / 1000:.2f}s)"
+                )
             size = (directory / "graph.json").stat().st_size
         med_s = {key: statistics.median(v) / 1000 for key, v in runs.items()}
         persist = {

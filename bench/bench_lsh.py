@@ -103,8 +103,14 @@ def synthetic(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, dict[st
 
     corpus = np.concatenate([draw(min(20_000, args.n - i)) for i in range(0, args.n, 20_000)])
     info = {
-        "n": args.n, "queries": args.queries, "dim": args.dim, "clusters": args.clusters,
-        "subclusters": args.subclusters, "sub_spread": args.sub_spread, "noise": args.noise, "seed": args.seed,
+        "n": args.n,
+        "queries": args.queries,
+        "dim": args.dim,
+        "clusters": args.clusters,
+        "subclusters": args.subclusters,
+        "sub_spread": args.sub_spread,
+        "noise": args.noise,
+        "seed": args.seed,
     }
     return corpus, draw(args.queries), info
 
@@ -131,8 +137,10 @@ def exact_top_k(corpus: np.ndarray, queries: np.ndarray, k: int) -> tuple[np.nda
         picked = np.take_along_axis(sims, top, axis=1)
         first.append(picked[:, 0])
         kth.append(picked[:, -1])
-    return np.concatenate(out), {"mean_top1_cosine": round(float(np.concatenate(first).mean()), 4),
-                                 f"mean_top{k}_cosine": round(float(np.concatenate(kth).mean()), 4)}
+    return np.concatenate(out), {
+        "mean_top1_cosine": round(float(np.concatenate(first).mean()), 4),
+        f"mean_top{k}_cosine": round(float(np.concatenate(kth).mean()), 4),
+    }
 
 
 def recall(found: list[list[int]], truth: np.ndarray) -> float:
@@ -211,8 +219,7 @@ def mean_candidates(index: LSHIndex, queries: np.ndarray) -> float:
     codes = planes.codes(projections)
     packed = planes.pack(codes)
     keys = index._plan(mode).keys(codes, projections)
-    sizes = [lists.sizes() for _, lists in bucket_candidates(
-        index._tables, keys, packed, index._rows.packed, index._rows.used, None, mode.max_candidates)]
+    sizes = [lists.sizes() for _, lists in bucket_candidates(index._tables, keys, packed, index._rows.packed, index._rows.used, None, mode.max_candidates)]
     return round(float(np.concatenate(sizes).mean()), 1)
 
 
@@ -244,8 +251,10 @@ def run_dataset(name: str, corpus: np.ndarray, queries: np.ndarray, info: dict[s
             faiss_cache[nbits] = FaissLSH(faiss, corpus, nbits)
             found = faiss_cache[nbits].search(queries, k, 1)
             faiss_rows[nbits] = {
-                "nbits": nbits, "recall": round(recall([row.tolist() for row in found], truth), 4),
-                "bytes_per_vector": nbits // 8, "build_s": round(faiss_cache[nbits].build_s, 3),
+                "nbits": nbits,
+                "recall": round(recall([row.tolist() for row in found], truth), 4),
+                "bytes_per_vector": nbits // 8,
+                "build_s": round(faiss_cache[nbits].build_s, 3),
                 "single_p50_us_1thread": single_latency_us(lambda i: faiss_cache[nbits].search(queries[i : i + 1], k, 1), singles),
             }
         return faiss_cache[nbits]
@@ -306,13 +315,16 @@ def run_dataset(name: str, corpus: np.ndarray, queries: np.ndarray, info: dict[s
             row[f"vs_index_lsh_{key}"] = block
         table_recall = faiss_rows[index.config.bits]["recall"]
         row["vs_index_lsh_equal_bits_per_table"] = {
-            "nbits": index.config.bits, "faiss_recall": table_recall,
+            "nbits": index.config.bits,
+            "faiss_recall": table_recall,
             "recall_ratio": round(ours_recall / table_recall, 3) if table_recall else None,
         }
         equal = row["vs_index_lsh_equal_total_bits"]
-        log(f"{name}: {label}: recall {row['recall']:.3f} vs IndexLSH({total_bits}) {equal['faiss_recall']:.3f}; "
+        log(
+            f"{name}: {label}: recall {row['recall']:.3f} vs IndexLSH({total_bits}) {equal['faiss_recall']:.3f}; "
             f"qps {row['qps']:.0f} vs {equal['faiss_qps_1thread']:.0f} (1 thread) / "
-            f"{equal[f'faiss_qps_{default_threads}threads']:.0f} ({default_threads} threads)")
+            f"{equal[f'faiss_qps_{default_threads}threads']:.0f} ({default_threads} threads)"
+        )
         results.append(row)
         del index
     keys = ["equal_total_bits", *(f"{b}_bits" for b in args.reference_bits_list)]
@@ -347,7 +359,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--single-queries", type=int, default=200, help="one-query calls timed for the p50 latency")
     p.add_argument("--batch", type=int, default=10_000, help="records per add() while building")
     p.add_argument("--configs", help="JSON list of lsh config dicts (overrides --grid)")
-    p.add_argument("--grid", choices=sorted(GRIDS), default="default", help="built-in config list: default (14 configs), quick (7), large (bits for ~1M vectors)")
+    p.add_argument(
+        "--grid", choices=sorted(GRIDS), default="default", help="built-in config list: default (14 configs), quick (7), large (bits for ~1M vectors)"
+    )
     p.add_argument("--reference-bits", default="128,256", help="IndexLSH sizes every config is also compared with (comma-separated; empty: none)")
     p.add_argument("--quick", action="store_true", help="N=20,000, 200 queries, 200 SciFact queries, the quick grid, 2 repeats")
     p.add_argument("--out", type=Path, help="also write the JSON here")

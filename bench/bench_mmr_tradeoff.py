@@ -126,16 +126,18 @@ def main() -> None:
             r["delta_ild@10"] = r["ild@10"] - base["ild@10"]
             r["delta_ndcg@10_rel"] = r["delta_ndcg@10"] / base["ndcg@10"] if base["ndcg@10"] else 0.0
             r["delta_ild@10_rel"] = r["delta_ild@10"] / base["ild@10"] if base["ild@10"] else 0.0
-    result.update({
-        "split": args.split,
-        "queries": len(queries),
-        "k": K,
-        "recall_depth": DEPTH,
-        "build_seconds": round(build_seconds, 2),
-        "diversity": "ild@10 = mean over the 45 pairs of the top 10 of (1 - cosine) of the MiniLM doc vectors, averaged over queries",
-        "settings": {n: {k: round(v, 4) for k, v in r.items()} for n, r in results.items()},
-        "pipelines": configs,
-    })
+    result.update(
+        {
+            "split": args.split,
+            "queries": len(queries),
+            "k": K,
+            "recall_depth": DEPTH,
+            "build_seconds": round(build_seconds, 2),
+            "diversity": "ild@10 = mean over the 45 pairs of the top 10 of (1 - cosine) of the MiniLM doc vectors, averaged over queries",
+            "settings": {n: {k: round(v, 4) for k, v in r.items()} for n, r in results.items()},
+            "pipelines": configs,
+        }
+    )
     finish_environment(result["environment"])
     emit(result)
 

@@ -200,7 +200,8 @@ def main() -> None:
         for cone in [int(c) for c in args.cones.split(",")]:
             log(f"cone_width {cone}")
             fetched = [
-                storage.collection.query(query_embeddings=retrieval.query_state(q, t_now)[0], n_results=cone, include=["metadatas", "embeddings"]) for q in queries
+                storage.collection.query(query_embeddings=retrieval.query_state(q, t_now)[0], n_results=cone, include=["metadatas", "embeddings"])
+                for q in queries
             ]
             times: dict[str, list[float]] = {k: [] for k in ("search_batched", "search_loop", "shell_batched", "shell_loop", "score_batched", "score_loop")}
             same_order = same_ids = 0

@@ -45,6 +45,7 @@ from memcore.pipeline import Pipeline  # noqa: E402
 from memcore.plugins import get_registry  # noqa: E402
 from memcore.records import Query  # noqa: E402
 
+
 def _single(index: str, kw: float | None = None) -> list[dict[str, Any]]:
     """One recall stage (2 x k deep when re-ranked), an optional keyword rerank, limit."""
     if kw is None:
@@ -104,8 +105,19 @@ VARIANTS: dict[str, Any] = {
 
 
 DEFAULT_VARIANTS = (
-    "dense", "bm25", "basic", "bm25_kw0.5", "rrf60", "rrf10", "advanced", "weighted_minmax_kw0.3", "dbsf",
-    "semantic", "semantic_kw0", "semantic_mmr0.9", "semantic_no_mmr",
+    "dense",
+    "bm25",
+    "basic",
+    "bm25_kw0.5",
+    "rrf60",
+    "rrf10",
+    "advanced",
+    "weighted_minmax_kw0.3",
+    "dbsf",
+    "semantic",
+    "semantic_kw0",
+    "semantic_mmr0.9",
+    "semantic_no_mmr",
 )
 """The variants documented in docs/concepts.md (``advanced`` is examples/beir_hybrid.toml)."""
 
@@ -169,10 +181,13 @@ def main() -> None:
     parser.add_argument("--variants", default=",".join(DEFAULT_VARIANTS), help=f"Comma-separated variant names, or 'all': {', '.join(VARIANTS)}.")
     parser.add_argument("--repeat", type=int, default=3, help="Passes of the overhead measurement.")
     parser.add_argument("--quick", action="store_true", help="200 queries, 1 overhead pass.")
-    parser.add_argument("--overhead-variant", default="advanced", help="The variant whose overhead is measured (its recall stages must be named vector and bm25).")
+    parser.add_argument(
+        "--overhead-variant", default="advanced", help="The variant whose overhead is measured (its recall stages must be named vector and bm25)."
+    )
     parser.add_argument("--overhead-k", default="10,100", help="Comma-separated query depths of the overhead measurement.")
     parser.add_argument(
-        "--live-query-embedding", action="store_true",
+        "--live-query-embedding",
+        action="store_true",
         help="Overhead only: embed each query with MiniLM inside the vector recall (memcore-embed), as `memcore eval beir` does.",
     )
     args = parser.parse_args()
@@ -209,16 +224,21 @@ def main() -> None:
     over["live_query_embedding"] = args.live_query_embedding
     over["variant"] = args.overhead_variant
     memory.close()
-    print(json.dumps({
-        "split": args.split,
-        "queries": len(queries),
-        "build_seconds": round(build_seconds, 2),
-        "variants": results,
-        "overhead": over,
-        "variant_settings": {k: VARIANTS[k] for k in names},
-        "loadavg_start": load_start,
-        "loadavg_end": os.getloadavg(),
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "split": args.split,
+                "queries": len(queries),
+                "build_seconds": round(build_seconds, 2),
+                "variants": results,
+                "overhead": over,
+                "variant_settings": {k: VARIANTS[k] for k in names},
+                "loadavg_start": load_start,
+                "loadavg_end": os.getloadavg(),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -86,9 +86,14 @@ def run_one(name: str, embedder: str, store: str, turns: list[Any], questions: l
         finally:
             memory.close()
     return {
-        "turns": len(turns), "entries": len(items), "insert_seconds": round(seconds, 3), "turns_per_s": round(len(turns) / seconds, 1),
-        "retrieve_ms_median": round(statistics.median(latencies), 3), "retrieve_ms_p95": round(pct(latencies, 95), 3),
-        "report": report, "llm_steps": llm["steps"],
+        "turns": len(turns),
+        "entries": len(items),
+        "insert_seconds": round(seconds, 3),
+        "turns_per_s": round(len(turns) / seconds, 1),
+        "retrieve_ms_median": round(statistics.median(latencies), 3),
+        "retrieve_ms_p95": round(pct(latencies, 95), 3),
+        "report": report,
+        "llm_steps": llm["steps"],
     }
 
 

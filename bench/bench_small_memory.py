@@ -62,7 +62,9 @@ def load(n: int, seed: int) -> tuple[list[str], list[str], str]:
     if LOCOMO.is_file():
         sample = json.loads(LOCOMO.read_text())[0]
         conv = sample["conversation"]
-        turns = [f"{t['speaker']}: {t['text']}" for key in sorted(conv, key=str) if key.startswith("session_") and isinstance(conv[key], list) for t in conv[key]]
+        turns = [
+            f"{t['speaker']}: {t['text']}" for key in sorted(conv, key=str) if key.startswith("session_") and isinstance(conv[key], list) for t in conv[key]
+        ]
         questions = [str(qa["question"]) for qa in sample["qa"]]
         return turns, questions, f"LoCoMo {sample.get('sample_id', 0)}"
     rng = np.random.default_rng(seed)
@@ -167,9 +169,7 @@ def main() -> None:
                 for side, fn in fns.items():
                     rates[side].append(qps(fn, items, 1))
             med = {side: float(np.median(r)) for side, r in rates.items()}
-            same = sum(
-                [h.id for h in fns["pipeline"](i)] == [f"t{d}" for d, _, _ in fns["raw"](i)][: len(fns["pipeline"](i))] for i in items[:50]
-            )
+            same = sum([h.id for h in fns["pipeline"](i)] == [f"t{d}" for d, _, _ in fns["raw"](i)][: len(fns["pipeline"](i))] for i in items[:50])
             result[name] = {
                 **{f"{side}_qps": round(v, 1) for side, v in med.items()},
                 "ratio_pipeline_over_raw": round(med["pipeline"] / med["raw"], 3),

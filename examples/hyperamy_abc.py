@@ -46,11 +46,13 @@ def run(path: str, decay: bool = False) -> dict[str, list[dict[str, object]]]:
 
     now = time.time()
     anger, happy = np.array([0.9, 0.1, 0.0]), np.array([0.0, 0.1, 0.9])
-    storage.upsert_points([
-        Point("A", anger, v=0.9, T=0.5, born=now, links=["B", "C"]),
-        Point("B", anger, v=0.2, T=0.5, born=now),
-        Point("C", happy, v=0.5, T=0.5, born=now),
-    ])
+    storage.upsert_points(
+        [
+            Point("A", anger, v=0.9, T=0.5, born=now, links=["B", "C"]),
+            Point("B", anger, v=0.2, T=0.5, born=now),
+            Point("C", happy, v=0.5, T=0.5, born=now),
+        ]
+    )
     t_now = now + 7200.0 if decay else now
 
     def show(results):

@@ -78,9 +78,7 @@ def test_the_store_indexes_filtered_fields(tmp_path, col):
     names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     db.close()
     assert {INDEX_PREFIX + "user", INDEX_PREFIX + "n"} <= names
-    plan = col.store.db.execute(
-        "EXPLAIN QUERY PLAN SELECT id FROM records r WHERE json_extract(r.metadata, '$.\"user\"') = 'u1'"
-    ).fetchall()
+    plan = col.store.db.execute("EXPLAIN QUERY PLAN SELECT id FROM records r WHERE json_extract(r.metadata, '$.\"user\"') = 'u1'").fetchall()
     assert any(INDEX_PREFIX + "user" in row[3] for row in plan)
     col.insert([{"id": "late", "text": "late", "metadata": {"user": "u1", "n": 99}}])
     assert "late" in col.ids(where={"user": "u1", "n": {"$gt": 3}})

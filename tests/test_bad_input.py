@@ -316,7 +316,7 @@ BAD_FILTERS = [
     {"n": {"$in": "abc"}},
     {"n": {"$in": [[1]]}},
     {"n": {"$eq": [1, 2]}},
-    {"n": {"$eq": {"nested": 1}}} ,
+    {"n": {"$eq": {"nested": 1}}},
     {"n": {"$gt": True}},
     {"n": {"$gt": None}},
     {"n": {"$gt": [1]}},
@@ -359,7 +359,20 @@ def test_where_not_a_dict(coll):
 
 @pytest.mark.parametrize(
     "metadata",
-    [{"s": {1, 2}}, {"f": math.nan}, {"f": math.inf}, {"f": -math.inf}, {"o": object()}, {"b": b"bytes"}, {"np": np.float32(1)}, {"nested": {"f": math.nan}}, {"": 1}, ["not", "a", "dict"], "text", {"big": 2**70}],
+    [
+        {"s": {1, 2}},
+        {"f": math.nan},
+        {"f": math.inf},
+        {"f": -math.inf},
+        {"o": object()},
+        {"b": b"bytes"},
+        {"np": np.float32(1)},
+        {"nested": {"f": math.nan}},
+        {"": 1},
+        ["not", "a", "dict"],
+        "text",
+        {"big": 2**70},
+    ],
     ids=["set", "nan", "inf", "-inf", "object", "bytes", "numpy", "nested-nan", "empty-key", "list", "str", "big-int"],
 )
 def test_metadata_not_json_safe(coll, metadata):
@@ -476,7 +489,7 @@ def test_unknown_index_kind_faiss_hints_the_extra(tmp_path, core_registry):
             assert 'pip install -c constraints.txt "memcore[faiss]"' in message
             assert info.value.extra == "faiss"
         assert "Did you mean 'faiss'?" in str(info.value)  # for the typo "fais"
-        with pytest.raises(UnknownComponentError, match=r'memcore\[fifo-kv\]'):
+        with pytest.raises(UnknownComponentError, match=r"memcore\[fifo-kv\]"):
             c.create_index("kv", "bm25")
         assert state(c) == before
     finally:

@@ -140,7 +140,9 @@ def test_ingest_then_query_finds_the_record(runner, tmp_path, data):
     hits = hits_json(invoke(runner, "query", "--path", directory, "-k", "2", "--json", "flight to Lisbon"))
     assert hits[0]["id"] == "a1" and hits[0]["text"] == ROWS[0]["text"] and hits[0]["metadata"] == ROWS[0]["metadata"]
     assert len(hits) == 2 and hits[0]["score"] >= hits[1]["score"] and hits[0]["provenance"][0]["rank"] == 1
-    one = hits_json(invoke(runner, "query", "--config", EXAMPLES / "default.toml", "--path", directory, "--index", "vector", "--json", "--explain", "chess", "online"))
+    one = hits_json(
+        invoke(runner, "query", "--config", EXAMPLES / "default.toml", "--path", directory, "--index", "vector", "--json", "--explain", "chess", "online")
+    )
     assert one[0]["id"] == "a2" and "explain" in one[0]
     # re-ingesting the same file is a no-op
     again = json.loads(invoke(runner, "ingest", "--path", directory, "--json", data).stdout)
@@ -291,7 +293,13 @@ def test_log_option_configures_logging(runner, tmp_path, data):
 def test_demo_json(runner, tmp_path):
     data = json.loads(invoke(runner, "demo", "--path", tmp_path / "demo", "--embedder", "hashing", "--json").stdout)
     assert data["records"] >= 40 and data["k"] == 3
-    assert data["components"] == {"store": "sqlite", "spaces": {"default": "hashing"}, "indexes": {"vector": "exact"}, "pipeline": "basic", "service": "default"}
+    assert data["components"] == {
+        "store": "sqlite",
+        "spaces": {"default": "hashing"},
+        "indexes": {"vector": "exact"},
+        "pipeline": "basic",
+        "service": "default",
+    }
     assert 5 <= data["total"] == len(data["questions"])
     assert data["found"] == sum(q["found"] for q in data["questions"])
     assert data["hits@3"] == data["found"] / data["total"] >= 0.8
@@ -341,7 +349,9 @@ def test_subprocess_ingest_query_and_errors(tmp_path):
     proc = run_cli("ingest", "--config", EXAMPLES / "default.toml", "--path", "mem", "--json", data, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["inserted"] == len(ROWS)
-    proc = run_cli("query", "--config", EXAMPLES / "default.toml", "--path", "mem", "--where", '{"speaker": "Bob"}', "-k", "1", "--json", "beagle puppy", cwd=tmp_path)
+    proc = run_cli(
+        "query", "--config", EXAMPLES / "default.toml", "--path", "mem", "--where", '{"speaker": "Bob"}', "-k", "1", "--json", "beagle puppy", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     assert [h["id"] for h in json.loads(proc.stdout)] == ["b1"]
     bad = write_jsonl(tmp_path / "bad.jsonl", [ROWS[0], "{oops"])
@@ -354,8 +364,7 @@ def test_subprocess_ingest_query_and_errors(tmp_path):
 def test_ingest_keeps_links(runner, tmp_path):
     data = tmp_path / "linked.jsonl"
     data.write_text(
-        '{"id": "a", "text": "Alice went to Lisbon"}\n'
-        '{"id": "b", "text": "She loved the tiles", "links": [{"target": "a", "relation": "follows"}]}\n'
+        '{"id": "a", "text": "Alice went to Lisbon"}\n{"id": "b", "text": "She loved the tiles", "links": [{"target": "a", "relation": "follows"}]}\n'
     )
     invoke(runner, "ingest", "-p", tmp_path / "mem", data)
     with memcore.open(path=tmp_path / "mem") as memory:

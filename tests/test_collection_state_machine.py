@@ -25,7 +25,9 @@ WORDS = ["cat", "dog", "bird", "fish", "red", "blue", "green", "fast", "slow", "
 POOL = [f"r{i}" for i in range(8)]  # explicit ids: small, so they collide
 
 texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join)
-metadatas = st.one_of(st.just({}), st.fixed_dictionaries({"n": st.integers(0, 3)}), st.fixed_dictionaries({"n": st.integers(0, 3), "tag": st.sampled_from(["x", "y"])}))
+metadatas = st.one_of(
+    st.just({}), st.fixed_dictionaries({"n": st.integers(0, 3)}), st.fixed_dictionaries({"n": st.integers(0, 3), "tag": st.sampled_from(["x", "y"])})
+)
 index_sets = st.one_of(st.none(), st.lists(st.sampled_from(INDEXES), unique=True, max_size=2))
 
 # where filters on the int field "n", with an independent model-side predicate

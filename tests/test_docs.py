@@ -60,11 +60,7 @@ def _bare(fn) -> inspect.Signature:
 
 
 def hook_signatures() -> dict[str, str]:
-    return {
-        name: f"{name}{_bare(fn)}"
-        for name, fn in vars(hookspecs).items()
-        if name.startswith("register_") and inspect.isfunction(fn)
-    }
+    return {name: f"{name}{_bare(fn)}" for name, fn in vars(hookspecs).items() if name.startswith("register_") and inspect.isfunction(fn)}
 
 
 def test_hooks_found():

@@ -20,7 +20,8 @@ DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "loco
 SAMPLE = {
     "sample_id": "conv-x",
     "conversation": {
-        "speaker_a": "Alice", "speaker_b": "Bob",
+        "speaker_a": "Alice",
+        "speaker_b": "Bob",
         "session_1_date_time": "1:56 pm on 8 May, 2023",
         "session_1": [
             {"speaker": "Alice", "dia_id": "D1:1", "text": "I started working at a bakery in Lisbon last week."},
@@ -150,7 +151,7 @@ def test_eval_config_errors(tmp_path):
     p.write_text('[locomo]\ntest_at = "never"\n')
     with pytest.raises(ConfigError, match=r"locomo\.test_at"):
         load_eval_config(p)
-    p.write_text('[memroy]\n')
+    p.write_text("[memroy]\n")
     with pytest.raises(ConfigError, match="unknown top-level"):
         load_eval_config(p)
     p.write_text('[locomo.insert]\nadapter = "to_tokens"\n')

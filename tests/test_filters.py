@@ -98,9 +98,20 @@ def test_edge_values_agree():
     """Regressions: 64-bit bounds against floats, NUL in filter texts, -0.0."""
     docs = [{"a": 2**63 - 1}, {"a": 2**53 + 1}, {"a": 2.0**63}, {"a": -(2**63)}, {"a": "a"}, {"a": "a b"}, {"a": -0.0}, {"a": 0}]
     for where in [
-        {"a": 2.0**63}, {"a": {"$lt": 2.0**63}}, {"a": {"$gte": 2.0**63}}, {"a": 2**53 + 1}, {"a": {"$gt": 2.0**53}},
-        {"a": {"$gt": 2**63 - 1}}, {"a": {"$lte": -(2.0**63)}}, {"a": "a\x00"}, {"a": {"$gt": "a\x00"}}, {"a": {"$lt": "a\x00b"}},
-        {"a": 0.0}, {"a": -0.0}, {"a": {"$lt": 0}}, {"a": {"$in": [0, "a"]}},
+        {"a": 2.0**63},
+        {"a": {"$lt": 2.0**63}},
+        {"a": {"$gte": 2.0**63}},
+        {"a": 2**53 + 1},
+        {"a": {"$gt": 2.0**53}},
+        {"a": {"$gt": 2**63 - 1}},
+        {"a": {"$lte": -(2.0**63)}},
+        {"a": "a\x00"},
+        {"a": {"$gt": "a\x00"}},
+        {"a": {"$lt": "a\x00b"}},
+        {"a": 0.0},
+        {"a": -0.0},
+        {"a": {"$lt": 0}},
+        {"a": {"$in": [0, "a"]}},
     ]:
         node = parse_filter(where)
         assert sql_matches(node, docs) == [i for i, m in enumerate(docs) if matches(node, m)], where
@@ -202,7 +213,12 @@ def conditions():
     )
     bare = st.builds(lambda f, v: {f: v}, st.sampled_from(FIELDS), eq_value)
     ops = st.builds(lambda f, pairs: {f: dict(pairs)}, st.sampled_from(FIELDS), st.lists(op, min_size=1, max_size=2))
-    multi = st.dictionaries(st.sampled_from(FIELDS), st.one_of(eq_value, st.dictionaries(st.sampled_from(["$gt", "$lte", "$ne"]), cmp_value, min_size=1, max_size=2)), min_size=2, max_size=3)
+    multi = st.dictionaries(
+        st.sampled_from(FIELDS),
+        st.one_of(eq_value, st.dictionaries(st.sampled_from(["$gt", "$lte", "$ne"]), cmp_value, min_size=1, max_size=2)),
+        min_size=2,
+        max_size=3,
+    )
     return st.one_of(bare, ops, multi)
 
 

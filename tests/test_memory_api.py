@@ -23,7 +23,9 @@ def memory():
 def test_insert_one_or_many_returns_ids(memory):
     one = memory.insert("Alice works at the bakery", metadata={"speaker": "Alice"})
     assert isinstance(one, str)
-    many = memory.insert(["Bob likes tea", {"text": "Carol plays chess", "id": "carol", "metadata": {"speaker": "Carol"}}, Record.create("Dan swims", id="dan")])
+    many = memory.insert(
+        ["Bob likes tea", {"text": "Carol plays chess", "id": "carol", "metadata": {"speaker": "Carol"}}, Record.create("Dan swims", id="dan")]
+    )
     assert isinstance(many, list) and len(many) == 3 and many[1:] == ["carol", "dan"]
     assert memory.count() == 4 and len(memory) == 4
     assert memory.insert({"text": "Eve runs", "id": "eve"}, metadata={"speaker": "Eve"}) == "eve"
@@ -87,8 +89,14 @@ def test_unknown_keyword_arguments_are_errors(memory):
         memory.insert("x", metdata={"a": 1})
     with pytest.raises(ValidationError, match=r"unknown keyword argument\(s\) \['wher'\]"):
         memory.retrieve("Alice", wher={"a": 1})
-    for call in (lambda: memory.get("a", filter={}), lambda: memory.count(wher={}), lambda: memory.delete("a", filter={}),
-                 lambda: memory.update("a", txt="x"), lambda: memory.upsert("x", indexes=[]), lambda: memory.query("x", kk=3)):
+    for call in (
+        lambda: memory.get("a", filter={}),
+        lambda: memory.count(wher={}),
+        lambda: memory.delete("a", filter={}),
+        lambda: memory.update("a", txt="x"),
+        lambda: memory.upsert("x", indexes=[]),
+        lambda: memory.query("x", kk=3),
+    ):
         with pytest.raises(TypeError, match="unexpected keyword argument"):
             call()
     assert memory.count() == 1  # nothing was written by the failed calls

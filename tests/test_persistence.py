@@ -27,7 +27,7 @@ CORE = Path(__file__).resolve().parents[1] / "core"
 
 # Shared by this module and the child processes it starts, so both compute results alike.
 HELPERS = textwrap.dedent(
-    '''
+    """
     from memcore import Collection
     from memcore.default_plugins.embedders import HashingEmbedder, HashingEmbedderConfig
     from memcore.spaces import Space
@@ -66,7 +66,7 @@ HELPERS = textwrap.dedent(
         out["records"] = [[r.id, r.text, r.metadata, [list(l.as_dict().values()) for l in r.links]] for r in c.get_many(c.ids())]
         out["members"] = {i["name"]: c.ids(index=i["name"]) for i in c.list_indexes()}
         return out
-    '''
+    """
 )
 exec(HELPERS, globals())
 

@@ -219,8 +219,7 @@ def test_semantic_preset_from_one_line_of_settings(tmp_path):
 def test_pipeline_table_from_a_toml_file(tmp_path):
     config = tmp_path / "memcore.toml"
     config.write_text(
-        '[pipeline]\npreset = "basic"\n\n[pipeline.overrides.rerank]\nkeyword_weight = 0.5\n'
-        'boosts = [{where = {speaker = "Bob"}, boost = 0.25}]\n',
+        '[pipeline]\npreset = "basic"\n\n[pipeline.overrides.rerank]\nkeyword_weight = 0.5\nboosts = [{where = {speaker = "Bob"}, boost = 0.25}]\n',
         encoding="utf-8",
     )
     with memcore.open(config, path=tmp_path / "mem") as memory:

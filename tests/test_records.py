@@ -133,8 +133,13 @@ def test_to_dict_is_json_safe():
     r = Record.create("t", id="x", metadata={"k": [1]}, links=[Link("y", "r", 0.5)], scope={"agent_id": "a"}, vectors={"d": [1.0, 2.0]})
     d = r.to_dict()
     assert d == {
-        "id": "x", "text": "t", "metadata": {"k": [1]}, "links": [{"target": "y", "relation": "r", "weight": 0.5}],
-        "scope": {"agent_id": "a"}, "created_at": r.created_at, "updated_at": r.updated_at,
+        "id": "x",
+        "text": "t",
+        "metadata": {"k": [1]},
+        "links": [{"target": "y", "relation": "r", "weight": 0.5}],
+        "scope": {"agent_id": "a"},
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
     }
     json.dumps(d)
     assert r.to_dict(with_vectors=True)["vectors"] == {"d": [1.0, 2.0]}
@@ -171,7 +176,11 @@ def test_content_ids_depend_on_text_metadata_and_scope():
 @settings(max_examples=200, deadline=None)
 @given(
     text=st.text(min_size=1, max_size=30).filter(lambda t: t.strip()),
-    meta=st.dictionaries(st.text(min_size=1, max_size=5).filter(lambda t: "\x00" not in t), st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=5).filter(lambda t: "\x00" not in t), st.booleans(), st.none()), max_size=3),
+    meta=st.dictionaries(
+        st.text(min_size=1, max_size=5).filter(lambda t: "\x00" not in t),
+        st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=5).filter(lambda t: "\x00" not in t), st.booleans(), st.none()),
+        max_size=3,
+    ),
     user=st.one_of(st.none(), st.text(max_size=5)),
 )
 def test_content_id_property(text, meta, user):
@@ -269,7 +278,10 @@ def test_hit_explain_and_to_dict():
     assert h.explain() == "r1: score 0.0325 from rrf <- dense#1 (0.91), bm25#3 (12.5)"
     d = h.to_dict()
     assert d == {
-        "id": "r1", "score": 0.0325, "raw": 0.0325, "source": "rrf",
+        "id": "r1",
+        "score": 0.0325,
+        "raw": 0.0325,
+        "source": "rrf",
         "provenance": [{"source": "dense", "rank": 1, "score": 0.91}, {"source": "bm25", "rank": 3, "score": 12.5}],
     }
     json.dumps(d)

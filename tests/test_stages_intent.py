@@ -84,7 +84,12 @@ def test_temporal_rule_wins_over_entity_and_question():
 
 def test_time_expressions():
     assert time_expressions("On 2024-03-16 and 16/03/2024, in May 2023, last Monday, yesterday") == [
-        "2024-03-16", "16/03/2024", "may", "2023", "last monday", "yesterday",
+        "2024-03-16",
+        "16/03/2024",
+        "may",
+        "2023",
+        "last monday",
+        "yesterday",
     ]
     assert time_expressions("the 1990s and sept") == ["1990s", "sept"]
     assert time_expressions("May we go") == []  # "may" only capitalised and not first
@@ -151,8 +156,14 @@ def test_entity_phrase_must_match_whole(collection):
 
 
 def test_temporal_intent_matches_time_terms_and_recency(collection):
-    ctx = run(collection, "what happened last week", normalize="none", time_field="ts", half_life=10,
-              intents={"temporal": {"match_weight": 1.0, "recency_weight": 1.0}})
+    ctx = run(
+        collection,
+        "what happened last week",
+        normalize="none",
+        time_field="ts",
+        half_life=10,
+        intents={"temporal": {"match_weight": 1.0, "recency_weight": 1.0}},
+    )
     # "last week" only in a; ts 30 (newest) -> 1, 20 -> 0.5, 10 -> 0.25, d none -> 0
     assert {h.id: h.score for h in ctx.current} == pytest.approx({"a": 0.6 + 1 + 1, "c": 0.7 + 0.5, "b": 0.9 + 0.25, "d": 0.8})
     assert [h.id for h in ctx.current] == ["a", "c", "b", "d"]
@@ -182,8 +193,15 @@ def test_configured_factual_action_uses_content_words(collection):
 
 def test_forced_intent(collection):
     # the rules say factual; forced to temporal, the recency action applies
-    ctx = run(collection, "who was there", extras={"intent": {"name": "temporal"}}, normalize="none", time_field="ts", half_life=10,
-              intents={"temporal": {"match_weight": 0.0, "recency_weight": 1.0}})
+    ctx = run(
+        collection,
+        "who was there",
+        extras={"intent": {"name": "temporal"}},
+        normalize="none",
+        time_field="ts",
+        half_life=10,
+        intents={"temporal": {"match_weight": 0.0, "recency_weight": 1.0}},
+    )
     assert ctx.query.extras["intent"]["name"] == "temporal"
     assert [h.id for h in ctx.current] == ["a", "c", "b", "d"]
     # forced to entity: the entities the rules found are the terms

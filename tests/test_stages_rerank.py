@@ -128,8 +128,10 @@ def test_recency_reference_from_the_query(collection):
     got = {h.id: h.score for h in rerank(collection, BASE, extras=extras, time_field="ts", half_life=100, recency_weight=1.0, normalize="none")}
     assert got["b"] == pytest.approx(0.8 + 0.5) and got["a"] == pytest.approx(0.9 + 0.125)
     # a reference before a record's time counts as age 0
-    got = {h.id: h.score for h in rerank(collection, BASE, extras={"recency": {"now": 150}}, time_field="ts", half_life=100, recency_weight=1.0, normalize="none")}
-    assert got["b"] == pytest.approx(1.8) and got["a"] == pytest.approx(0.9 + 0.5 ** 0.5)
+    got = {
+        h.id: h.score for h in rerank(collection, BASE, extras={"recency": {"now": 150}}, time_field="ts", half_life=100, recency_weight=1.0, normalize="none")
+    }
+    assert got["b"] == pytest.approx(1.8) and got["a"] == pytest.approx(0.9 + 0.5**0.5)
     iso = {"recency": {"now": "2024-03-04"}}
     got = {h.id: h.score for h in rerank(collection, BASE, extras=iso, time_field="date", half_life=86400, recency_weight=1.0, normalize="none")}
     assert got["b"] == pytest.approx(0.8 + 0.5)

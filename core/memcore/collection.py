@@ -215,9 +215,7 @@ class Collection:
         """
         return bool(self.ensure_indexes({name: (kind, options)}))
 
-    def ensure_indexes(
-        self, definitions: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]], *, populate: Iterable[str] = ()
-    ) -> list[str]:
+    def ensure_indexes(self, definitions: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]], *, populate: Iterable[str] = ()) -> list[str]:
         """:meth:`ensure_index` for several ``{name: (kind, options or config)}``: every
         definition is checked before any index is created. A read-only collection creates
         nothing. Returns the names of the indexes created.
@@ -399,7 +397,14 @@ class Collection:
 
     # -- writes --------------------------------------------------------------------------
 
-    def insert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None, state: StateChanges | None = None) -> list[str]:
+    def insert(
+        self,
+        items: RecordInput | Sequence[RecordInput],
+        *,
+        indexes: str | Iterable[str] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        state: StateChanges | None = None,
+    ) -> list[str]:
         """Insert records into the store and the chosen indexes (all when ``indexes`` is None).
 
         Items are :class:`Record`, dicts (``text``, ``id``, ``metadata``, ``vectors``,
@@ -431,7 +436,14 @@ class Collection:
                 self._commit(batch, {r.id: r for r in fresh + kept})
             return ids
 
-    def upsert(self, items: RecordInput | Sequence[RecordInput], *, indexes: str | Iterable[str] | None = None, scope: Scope | Mapping[str, Any] | None = None, state: StateChanges | None = None) -> list[str]:
+    def upsert(
+        self,
+        items: RecordInput | Sequence[RecordInput],
+        *,
+        indexes: str | Iterable[str] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        state: StateChanges | None = None,
+    ) -> list[str]:
         """Insert new records (into ``indexes``, all by default) and replace existing ones.
 
         A replaced record keeps its index memberships (plus ``indexes`` when given); its
@@ -857,4 +869,3 @@ class Collection:
         # holds), so the store skips the membership join: measured at 100k records it was the
         # costlier half of the query, and it can only shrink a set whose size is paid in SQL anyway.
         return self.store.ids(where=where, scope=scope)
-

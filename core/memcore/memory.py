@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from .errors import ConfigError, NotFoundError, ValidationError
+from .errors import NotFoundError, ValidationError
 from .llm import LLMs
 from .records import Hit, Record, Scope
 

@@ -211,18 +211,14 @@ class Pipeline:
         """Kinds of the ``if_installed`` stages left out because no plugin registers them."""
 
     @classmethod
-    def from_config(
-        cls, entries: str | Sequence[Mapping[str, Any]] | Mapping[str, Any], registry: Registry, location: str = "pipeline"
-    ) -> "Pipeline":
+    def from_config(cls, entries: str | Sequence[Mapping[str, Any]] | Mapping[str, Any], registry: Registry, location: str = "pipeline") -> "Pipeline":
         """Build from settings: a preset name, ``{preset = ..., overrides = {...}}`` (see
         :func:`apply_overrides`), or a list of ``{kind = ..., ...}`` entries."""
         preset = None
         if isinstance(entries, Mapping):
             unknown = sorted(set(entries) - set(PIPELINE_SPEC_KEYS))
             if unknown or "preset" not in entries:
-                raise ConfigError(
-                    f"a pipeline table has the keys 'preset' (required) and 'overrides'; got {sorted(entries)}", location=location
-                )
+                raise ConfigError(f"a pipeline table has the keys 'preset' (required) and 'overrides'; got {sorted(entries)}", location=location)
             preset, overrides = entries["preset"], entries.get("overrides") or {}
             if not isinstance(overrides, Mapping):
                 raise ConfigError("overrides must be a table: stage -> options", location=f"{location}.overrides")
@@ -294,7 +290,16 @@ class Pipeline:
             ctx.trace.append(entry)
         return ctx
 
-    def run(self, collection: "Collection", query: Query | str | Mapping[str, Any], *, k: int | None = None, where: Any = None, scope: Any = None, with_records: bool = True) -> list[Hit]:
+    def run(
+        self,
+        collection: "Collection",
+        query: Query | str | Mapping[str, Any],
+        *,
+        k: int | None = None,
+        where: Any = None,
+        scope: Any = None,
+        with_records: bool = True,
+    ) -> list[Hit]:
         """Retrieve: run the stages, cut to ``k``, attach records."""
         q = collection.make_query(query, k=k, where=where, scope=scope)
         if q.text is not None and not q.text.strip() and not q.vectors and not q.extras:

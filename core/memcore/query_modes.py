@@ -80,10 +80,7 @@ def query_mode(
         return raw
     elif not isinstance(raw, Mapping):
         who = label or f"index {index_name!r} ({key})"
-        raise ValidationError(
-            f"{who}: bad query extras: extras.{key} must be a dict of query modes "
-            f"({spec.describe()}), got {type(raw).__name__}"
-        )
+        raise ValidationError(f"{who}: bad query extras: extras.{key} must be a dict of query modes ({spec.describe()}), got {type(raw).__name__}")
     data = {**defaults, **raw} if defaults else dict(raw)
     cache_key = _mode_cache_key(spec, data)
     cached = _MODE_CACHE.get(cache_key) if cache_key is not None else None

@@ -31,8 +31,12 @@ def _one(item: Any, scope: Scope | None) -> Record:
         if "text" not in item:
             raise ValidationError("a record needs a 'text'")
         return Record.create(
-            item["text"], id=item.get("id"), metadata=item.get("metadata"), vectors=item.get("vectors"),
-            links=item.get("links") or (), scope=item.get("scope") or scope,
+            item["text"],
+            id=item.get("id"),
+            metadata=item.get("metadata"),
+            vectors=item.get("vectors"),
+            links=item.get("links") or (),
+            scope=item.get("scope") or scope,
         )
     raise ValidationError(f"cannot insert a {type(item).__name__}; give Records, dicts or strings")
 

@@ -203,9 +203,7 @@ def content_id(text: str, metadata: Mapping[str, Any] | None = None, scope: Scop
 
     Inserting identical content twice without an id is therefore idempotent.
     """
-    payload = json.dumps(
-        {"t": text, "m": metadata or {}, "s": (scope or Scope()).as_dict()}, sort_keys=True, ensure_ascii=False
-    )
+    payload = json.dumps({"t": text, "m": metadata or {}, "s": (scope or Scope()).as_dict()}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
 
 

@@ -90,7 +90,9 @@ class Service(ABC):
         """Remember one item; returns its id."""
 
     @abstractmethod
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """Recall items for a query text and/or vector, filtered by ``metadata`` (a where filter)."""
 
     def insert_many(self, items: list[Any]) -> list[str]:
@@ -137,9 +139,7 @@ class Service(ABC):
             raise ValidationError(f"say which space the vector belongs to (service 'space' option); spaces: {spaces}")
         return spaces[0]
 
-    def make_query(
-        self, query: str | None, vector: Any, metadata: Mapping[str, Any] | None, k: int, space: str | None = None, scope: Any = None
-    ) -> Query:
+    def make_query(self, query: str | None, vector: Any, metadata: Mapping[str, Any] | None, k: int, space: str | None = None, scope: Any = None) -> Query:
         """The one Query of a retrieve, from the unified arguments (give ``scope`` here rather
         than to ``Pipeline.run``, which would build a second query to add it)."""
         if query is None and vector is None:

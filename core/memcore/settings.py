@@ -57,7 +57,7 @@ class MemcoreSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMCORE_", env_nested_delimiter="__", extra="forbid", nested_model_default_partial_update=False)
 
     path: str | None = Field(None, description="Collection directory (needed by file-backed stores).")
-    store: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["store"]), description="Store entry, e.g. {kind = \"sqlite\"}.")
+    store: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["store"]), description='Store entry, e.g. {kind = "sqlite"}.')
     spaces: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: copy.deepcopy(DEFAULTS["spaces"]),
         description="Embedding spaces: name -> {embedder = kind or table, dim = n (only without embedder)}.",
@@ -66,11 +66,13 @@ class MemcoreSettings(BaseSettings):
         default_factory=lambda: copy.deepcopy(DEFAULTS["indexes"]),
         description="Named indexes: name -> {kind = ..., options}.",
     )
-    pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field("basic", description="A preset name, {preset = ..., overrides = {...}}, or a list of stage entries.")
+    pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field(
+        "basic", description="A preset name, {preset = ..., overrides = {...}}, or a list of stage entries."
+    )
     service: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["service"]), description="Service entry.")
     llms: dict[str, dict[str, Any]] = Field(
         default_factory=dict,
-        description="Named LLMs (chat models) of the LLM steps: name -> {kind = ..., options}; services and stages name theirs (llm = \"default\").",
+        description='Named LLMs (chat models) of the LLM steps: name -> {kind = ..., options}; services and stages name theirs (llm = "default").',
     )
 
     @field_validator("store", "service", mode="before")

@@ -49,12 +49,15 @@ def test_huge_k_is_capped_by_the_index_not_allocated(tmp_path, k):
             assert len(memory.collection.retrieve({"vectors": {"v": vec(1)}}, index=name, k=k)) == 5
 
 
-@pytest.mark.parametrize("plugin, model, field", [
-    ("memcore_faiss", "FaissQueryMode", "ef_search"),
-    ("memcore_faiss", "FaissQueryMode", "nprobe"),
-    ("memcore_lsh.config", "LSHQueryMode", "probes"),
-    ("memcore_lsh.config", "LSHQueryMode", "max_candidates"),
-])
+@pytest.mark.parametrize(
+    "plugin, model, field",
+    [
+        ("memcore_faiss", "FaissQueryMode", "ef_search"),
+        ("memcore_faiss", "FaissQueryMode", "nprobe"),
+        ("memcore_lsh.config", "LSHQueryMode", "probes"),
+        ("memcore_lsh.config", "LSHQueryMode", "max_candidates"),
+    ],
+)
 @pytest.mark.parametrize("value", [10**9, 2**40])
 def test_query_modes_are_bounded(plugin, model, field, value):
     try:

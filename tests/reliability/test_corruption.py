@@ -40,7 +40,11 @@ def _results(memory):
     c = memory.collection
     out = {}
     for name in sorted(i["name"] for i in c.list_indexes()):
-        q = {"vectors": {"v": vec(3)}} if name not in ("bm25", "fifo") else ("apple 3" if name == "bm25" else {"text": "x", "extras": {"fifo": {"mode": "newest"}}})
+        q = (
+            {"vectors": {"v": vec(3)}}
+            if name not in ("bm25", "fifo")
+            else ("apple 3" if name == "bm25" else {"text": "x", "extras": {"fifo": {"mode": "newest"}}})
+        )
         try:
             out[name] = [h.id for h in c.retrieve(q, index=name, k=5, with_records=False)]
         except memcore.ValidationError:

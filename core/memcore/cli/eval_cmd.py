@@ -54,21 +54,44 @@ def eval_group() -> None:
 
 
 @eval_group.command("beir")
-@click.option("--data", "-d", "data_dir", required=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
-              help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.")
+@click.option(
+    "--data",
+    "-d",
+    "data_dir",
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
+)
 @click.option("--split", "-s", default="test", show_default=True, help="Qrels split to evaluate (qrels/<split>.tsv).")
-@click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Settings file (TOML/YAML) declaring the retriever. Default: MEMCORE_* environment and the built-in defaults.")
-@click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True,
-              help="Cutoff of nDCG and MRR; queries retrieve max(100, k) hits (for recall@100).")
-@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Collection directory to ingest into (kept, and reused by later runs). Default: a temporary directory.")
-@click.option("--limit-queries", "-n", "limit_queries", type=click.IntRange(min=1), default=None,
-              help="Evaluate only the first N judged queries.")
+@click.option(
+    "--config",
+    "-c",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Settings file (TOML/YAML) declaring the retriever. Default: MEMCORE_* environment and the built-in defaults.",
+)
+@click.option(
+    "-k",
+    "--k",
+    "k",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Cutoff of nDCG and MRR; queries retrieve max(100, k) hits (for recall@100).",
+)
+@click.option(
+    "--path",
+    "-p",
+    "path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Collection directory to ingest into (kept, and reused by later runs). Default: a temporary directory.",
+)
+@click.option("--limit-queries", "-n", "limit_queries", type=click.IntRange(min=1), default=None, help="Evaluate only the first N judged queries.")
 @click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True, help="Documents per insert batch.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: ndcg@10, recall@100, mrr@10, queries, qps.")
-def beir(data_dir: Path, split: str, config: Path | None, k: int, path: Path | None, limit_queries: int | None,
-         batch_size: int, as_json: bool) -> None:
+def beir(data_dir: Path, split: str, config: Path | None, k: int, path: Path | None, limit_queries: int | None, batch_size: int, as_json: bool) -> None:
     """Ingest a BEIR corpus into the retriever declared by --config and score it on --split.
 
     Each document becomes a record with id `_id`, text `title + " " + text` and metadata
@@ -90,8 +113,13 @@ def beir(data_dir: Path, split: str, config: Path | None, k: int, path: Path | N
         bars = _Bars(stack)
         stack.callback(bars.close)
         report = run_beir(
-            memory, data, k=k, limit_queries=limit_queries, batch_size=batch_size,
-            ingest_progress=bars.start("Ingesting"), query_progress=bars.start("Querying"),
+            memory,
+            data,
+            k=k,
+            limit_queries=limit_queries,
+            batch_size=batch_size,
+            ingest_progress=bars.start("Ingesting"),
+            query_progress=bars.start("Querying"),
         )
         bars.close()
     if report.skipped:
@@ -109,16 +137,40 @@ def beir(data_dir: Path, split: str, config: Path | None, k: int, path: Path | N
 
 
 @eval_group.command("locomo")
-@click.option("--data", "-d", "data_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="LoCoMo JSON file (a list of samples, e.g. locomo_dev.json).")
-@click.option("--config", "-c", "config", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Evaluation config (TOML/YAML): [memory] memcore settings and [locomo] pipeline options (examples/locomo/*.toml).")
-@click.option("--out", "-o", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Directory for questions.jsonl (one line per question) and summary.json.")
+@click.option(
+    "--data",
+    "-d",
+    "data_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="LoCoMo JSON file (a list of samples, e.g. locomo_dev.json).",
+)
+@click.option(
+    "--config",
+    "-c",
+    "config",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Evaluation config (TOML/YAML): [memory] memcore settings and [locomo] pipeline options (examples/locomo/*.toml).",
+)
+@click.option(
+    "--out",
+    "-o",
+    "out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for questions.jsonl (one line per question) and summary.json.",
+)
 @click.option("--conversations", "-n", "limit_conversations", type=click.IntRange(min=1), default=None, help="Evaluate only the first N conversations.")
-@click.option("--questions", "-q", "limit_questions", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions of each conversation.")
-@click.option("--json", "as_json", is_flag=True,
-              help="Print one JSON object: recall@5/10/25/50, entry_recall@10, questions, by_category, llm (and f1, bleu1 when an LLM answered).")
+@click.option(
+    "--questions", "-q", "limit_questions", type=click.IntRange(min=1), default=None, help="Evaluate only the first N questions of each conversation."
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object: recall@5/10/25/50, entry_recall@10, questions, by_category, llm (and f1, bleu1 when an LLM answered).",
+)
 def locomo(data_file: Path, config: Path, out: Path | None, limit_conversations: int | None, limit_questions: int | None, as_json: bool) -> None:
     """Run the LoCoMo memory test pipeline on the memory declared by --config.
 
@@ -137,7 +189,12 @@ def locomo(data_file: Path, config: Path, out: Path | None, limit_conversations:
         bars = _Bars(stack)
         stack.callback(bars.close)
         summary = run_locomo(
-            memory_settings, eval_config, conversations, workdir, out=out, limit_questions=limit_questions,
+            memory_settings,
+            eval_config,
+            conversations,
+            workdir,
+            out=out,
+            limit_questions=limit_questions,
             progress=lambda name, total: bars.start(f"{name}")(total),
         )
         bars.close()

@@ -17,10 +17,15 @@ import click
 from ..progress import use_progress
 from ._common import CliError, echo_json, load_cli_settings, open_memory, open_settings, progress_bar, require_collection
 
-CONFIG = click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                      help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.")
-PATH = click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=True,
-                    help="Collection directory.")
+CONFIG = click.option(
+    "--config",
+    "-c",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.",
+)
+PATH = click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=True, help="Collection directory.")
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 

@@ -46,15 +46,17 @@ def _read(store: Any, path: Path, filename: str) -> dict[str, Any]:
     for name, definition in definitions.items():
         directory = path / "indexes" / name
         saved = _saved_manifest(directory)
-        indexes.append({
-            "name": name,
-            "kind": definition.get("kind"),
-            "config": definition.get("config", {}),
-            "count": store.count(index=name),
-            "bytes": dir_bytes(directory),
-            "seq": saved.get("seq") if saved else None,
-            "saved_count": saved.get("count") if saved else None,
-        })
+        indexes.append(
+            {
+                "name": name,
+                "kind": definition.get("kind"),
+                "config": definition.get("config", {}),
+                "count": store.count(index=name),
+                "bytes": dir_bytes(directory),
+                "seq": saved.get("seq") if saved else None,
+                "saved_count": saved.get("count") if saved else None,
+            }
+        )
     store_bytes = store.size_bytes()
     return {
         "path": str(path),
@@ -68,14 +70,22 @@ def _read(store: Any, path: Path, filename: str) -> dict[str, Any]:
 
 
 @click.command("info")
-@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=True,
-              help="Collection directory.")
-@click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Settings file: only needed for a non-default store file name, or to add live index statistics.")
+@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=True, help="Collection directory.")
+@click.option(
+    "--config",
+    "-c",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Settings file: only needed for a non-default store file name, or to add live index statistics.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
-@click.option("--check", "check", is_flag=True,
-              help="Also run SQLite's integrity check and load every index read-only; exit status 1 when the store is "
-                   "damaged or an index is broken.")
+@click.option(
+    "--check",
+    "check",
+    is_flag=True,
+    help="Also run SQLite's integrity check and load every index read-only; exit status 1 when the store is damaged or an index is broken.",
+)
 def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
     """Show a collection: records, embedding spaces, indexes (kind, count, size on disk,
     saved sequence number) and store size.
@@ -133,15 +143,19 @@ def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
     for entry in data["indexes"]:
         options = ", ".join(f"{k}={v}" for k, v in entry["config"].items() if k != "kind")
         saved = f"saved at seq {entry['seq']}" if entry["seq"] is not None else "not saved yet"
-        click.echo(f"    {entry['name']:<{width}}  {entry['kind']:<10} {entry['count']:>8} records  {human_bytes(entry['bytes']):>10}  {saved}"
-                   + (f"  [{options}]" if options else ""))
+        click.echo(
+            f"    {entry['name']:<{width}}  {entry['kind']:<10} {entry['count']:>8} records  {human_bytes(entry['bytes']):>10}  {saved}"
+            + (f"  [{options}]" if options else "")
+        )
     _print_check(data)
 
 
 def _print_check(data: dict[str, Any]) -> None:
     if "check" in data:
         result = data["check"]
-        click.echo(f"  check: {'ok' if result['ok'] else 'PROBLEMS'}; SQLite integrity: {'ok' if not result['integrity'] else '; '.join(result['integrity'][:5])}")
+        click.echo(
+            f"  check: {'ok' if result['ok'] else 'PROBLEMS'}; SQLite integrity: {'ok' if not result['integrity'] else '; '.join(result['integrity'][:5])}"
+        )
         for name, entry in result["indexes"].items():
             click.echo(f"    {name}: {entry['status']}" + (f" ({entry['error']})" if entry.get("error") else ""))
     _exit_on_failed_check(data)

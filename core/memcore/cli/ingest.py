@@ -30,7 +30,9 @@ def attach_vectors(records: list[Record], lines: int, vectors_file: Path, space:
     if matrix.ndim != 2 or matrix.dtype.kind not in "fiu":
         raise ValidationError(f"{vectors_file}: need a 2-d numeric array (rows = records), got shape {matrix.shape} of {matrix.dtype}")
     if matrix.shape[0] != len(records) or lines != len(records):
-        raise ValidationError(f"{vectors_file} has {matrix.shape[0]} row(s) for {lines} line(s) ({len(records)} unique record(s)); give one row per line, no duplicate lines")
+        raise ValidationError(
+            f"{vectors_file} has {matrix.shape[0]} row(s) for {lines} line(s) ({len(records)} unique record(s)); give one row per line, no duplicate lines"
+        )
     for record, row in zip(records, matrix):
         if space in record.vectors:
             raise ValidationError(f"record {record.id!r} has a vector of {space!r} in the JSON line and in {vectors_file}")
@@ -67,10 +69,14 @@ def read_records(path: Path) -> tuple[list[Record], int]:
         if unknown:
             raise ValidationError(f"{where}: unknown field(s) {unknown}; a record has id, text, metadata, scope, links, vectors")
         if "text" not in item:
-            raise ValidationError(f"{where}: missing required field \"text\"")
+            raise ValidationError(f'{where}: missing required field "text"')
         try:
             record = Record.create(
-                item["text"], id=item.get("id"), metadata=item.get("metadata"), scope=item.get("scope"), links=item.get("links") or (),
+                item["text"],
+                id=item.get("id"),
+                metadata=item.get("metadata"),
+                scope=item.get("scope"),
+                links=item.get("links") or (),
                 vectors=item.get("vectors"),
             )
         except MemcoreError as exc:
@@ -86,22 +92,43 @@ def read_records(path: Path) -> tuple[list[Record], int]:
 
 
 @click.command("ingest")
-@click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.")
-@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Collection directory (created when missing). Default: the settings' `path`.")
-@click.option("--index", "-i", "indexes", multiple=True, metavar="NAME",
-              help="Insert into this index only (repeatable). Default: every declared index.")
-@click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True,
-              help="Records per atomic insert batch.")
-@click.option("--vectors", "vectors_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="A .npy matrix of precomputed embeddings, row i for line i (instead of embedding the texts).")
-@click.option("--space", "space", default=None, metavar="NAME",
-              help="The space the --vectors rows belong to. Default: the only declared space.")
+@click.option(
+    "--config",
+    "-c",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.",
+)
+@click.option(
+    "--path",
+    "-p",
+    "path",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Collection directory (created when missing). Default: the settings' `path`.",
+)
+@click.option("--index", "-i", "indexes", multiple=True, metavar="NAME", help="Insert into this index only (repeatable). Default: every declared index.")
+@click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True, help="Records per atomic insert batch.")
+@click.option(
+    "--vectors",
+    "vectors_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A .npy matrix of precomputed embeddings, row i for line i (instead of embedding the texts).",
+)
+@click.option("--space", "space", default=None, metavar="NAME", help="The space the --vectors rows belong to. Default: the only declared space.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary.")
 @click.argument("input_file", metavar="INPUT.jsonl", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def ingest(
-    config: Path | None, path: Path | None, indexes: tuple[str, ...], batch_size: int, vectors_file: Path | None, space: str | None, as_json: bool, input_file: Path
+    config: Path | None,
+    path: Path | None,
+    indexes: tuple[str, ...],
+    batch_size: int,
+    vectors_file: Path | None,
+    space: str | None,
+    as_json: bool,
+    input_file: Path,
 ) -> None:
     """Insert the records of INPUT.jsonl into the memory at --path.
 
@@ -137,7 +164,7 @@ def ingest(
             attach_vectors(records, lines, vectors_file, space)
         check_vectors(records, collection.spaces)
         if dict(memory.settings.store).get("kind") == "memory":
-            note("note: the store is in-memory (store.kind = \"memory\"); nothing is kept after this command")
+            note('note: the store is in-memory (store.kind = "memory"); nothing is kept after this command')
         targets = list(indexes) or None
         stored = {r.id: r for r in collection.get_many([r.id for r in records]) if r is not None}
         clashes = [r.id for r in records if r.id in stored and not r.same_content(stored[r.id])]

@@ -11,22 +11,37 @@ from ._common import JSON_OBJECT, echo_json, open_memory, shorten
 
 
 @click.command("query")
-@click.option("--config", "-c", "config", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.")
-@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Collection directory. Default: the settings' `path`.")
-@click.option("--index", "-i", "index", metavar="NAME", default=None,
-              help="Search this one index instead of running the pipeline.")
+@click.option(
+    "--config",
+    "-c",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.",
+)
+@click.option(
+    "--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), default=None, help="Collection directory. Default: the settings' `path`."
+)
+@click.option("--index", "-i", "index", metavar="NAME", default=None, help="Search this one index instead of running the pipeline.")
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Number of hits.")
-@click.option("--where", "-w", type=JSON_OBJECT, default=None,
-              help='Metadata filter as JSON, e.g. \'{"speaker": "Alice", "turn": {"$gte": 3}}\'.')
+@click.option("--where", "-w", type=JSON_OBJECT, default=None, help='Metadata filter as JSON, e.g. \'{"speaker": "Alice", "turn": {"$gte": 3}}\'.')
 @click.option("--scope", type=JSON_OBJECT, default=None, help='Scope as JSON, e.g. \'{"user_id": "u1"}\'.')
 @click.option("--explain", is_flag=True, help="Explain each hit's score (which lists it came from, at which rank).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of hits (Hit.to_dict()).")
 @click.option("--width", type=click.IntRange(min=20), default=100, show_default=True, help="Maximum width of the text column.")
 @click.argument("text", nargs=-1, required=True)
-def query(config: Path | None, path: Path | None, index: str | None, k: int, where: dict[str, Any] | None,
-          scope: dict[str, Any] | None, explain: bool, as_json: bool, width: int, text: tuple[str, ...]) -> None:
+def query(
+    config: Path | None,
+    path: Path | None,
+    index: str | None,
+    k: int,
+    where: dict[str, Any] | None,
+    scope: dict[str, Any] | None,
+    explain: bool,
+    as_json: bool,
+    width: int,
+    text: tuple[str, ...],
+) -> None:
     """Retrieve the best K records for TEXT.
 
     Runs the pipeline declared in the settings (preset "basic" by default), or searches

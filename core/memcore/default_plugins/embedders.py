@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from ..embedders.hashing import HashingEmbedderConfig, HashingEmbedder
 
-__all__ = ['HashingEmbedderConfig', 'HashingEmbedder', "register_embedders"]
+__all__ = ["HashingEmbedderConfig", "HashingEmbedder", "register_embedders"]
 
 
 @hookimpl

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from ..fusions.builtin import RRFConfig, ReciprocalRankFusion, ConcatConfig, Concatenate
 
-__all__ = ['RRFConfig', 'ReciprocalRankFusion', 'ConcatConfig', 'Concatenate', "register_fusions"]
+__all__ = ["RRFConfig", "ReciprocalRankFusion", "ConcatConfig", "Concatenate", "register_fusions"]
 
 
 @hookimpl

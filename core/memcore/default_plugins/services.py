@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from ..services.default import DefaultServiceConfig, DefaultService
 
-__all__ = ['DefaultServiceConfig', 'DefaultService', "register_services"]
+__all__ = ["DefaultServiceConfig", "DefaultService", "register_services"]
 
 
 @hookimpl

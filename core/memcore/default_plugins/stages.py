@@ -10,7 +10,23 @@ from ..stages.basic import Fuse, FuseConfig, Limit, LimitConfig, MetadataFilter,
 from ..stages.intent import IntentConfig, IntentStage
 from ..stages.rerank import RerankConfig, RerankStage
 
-__all__ = ['RecallConfig', 'Recall', 'FuseConfig', 'Fuse', 'FilterConfig', 'MetadataFilter', 'ThresholdConfig', 'Threshold', 'LimitConfig', 'Limit', 'RerankConfig', 'RerankStage', 'IntentConfig', 'IntentStage', "register_stages"]
+__all__ = [
+    "RecallConfig",
+    "Recall",
+    "FuseConfig",
+    "Fuse",
+    "FilterConfig",
+    "MetadataFilter",
+    "ThresholdConfig",
+    "Threshold",
+    "LimitConfig",
+    "Limit",
+    "RerankConfig",
+    "RerankStage",
+    "IntentConfig",
+    "IntentStage",
+    "register_stages",
+]
 
 
 @hookimpl

@@ -28,9 +28,21 @@ from typing import Any, Callable, Iterable, Sequence
 from ..errors import ValidationError
 
 __all__ = [
-    "Turn", "Question", "Conversation", "load_locomo", "normalise_ids", "turn_text",
-    "first_turns", "evidence_recall", "entry_recall", "token_f1", "answer_f1", "bleu1",
-    "CATEGORY_NAMES", "HEADLINE_CATEGORIES", "RECALL_KS",
+    "Turn",
+    "Question",
+    "Conversation",
+    "load_locomo",
+    "normalise_ids",
+    "turn_text",
+    "first_turns",
+    "evidence_recall",
+    "entry_recall",
+    "token_f1",
+    "answer_f1",
+    "bleu1",
+    "CATEGORY_NAMES",
+    "HEADLINE_CATEGORIES",
+    "RECALL_KS",
 ]
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -132,10 +144,16 @@ def _conversation(sample: dict[str, Any]) -> Conversation:
                 elif eid not in evidence:
                     evidence.append(eid)
         answer = qa.get("answer")
-        questions.append(Question(
-            f"{sample['sample_id']}:q{n}", str(qa["question"]), None if answer is None else str(answer), int(qa["category"]), evidence,
-            qa.get("adversarial_answer"),
-        ))
+        questions.append(
+            Question(
+                f"{sample['sample_id']}:q{n}",
+                str(qa["question"]),
+                None if answer is None else str(answer),
+                int(qa["category"]),
+                evidence,
+                qa.get("adversarial_answer"),
+            )
+        )
     return Conversation(str(sample["sample_id"]), (str(conv.get("speaker_a", "")), str(conv.get("speaker_b", ""))), turns, questions, dropped)
 
 

@@ -40,7 +40,17 @@ from ..errors import ConfigError
 from ..llm import StepCounter, run_llm_step
 from ..triples import extract_triples, refactor_triple
 from .locomo import (
-    CATEGORY_NAMES, HEADLINE_CATEGORIES, RECALL_KS, Conversation, Question, Turn, answer_f1, bleu1, entry_recall, evidence_recall, turn_text,
+    CATEGORY_NAMES,
+    HEADLINE_CATEGORIES,
+    RECALL_KS,
+    Conversation,
+    Question,
+    Turn,
+    answer_f1,
+    bleu1,
+    entry_recall,
+    evidence_recall,
+    turn_text,
 )
 
 if TYPE_CHECKING:
@@ -63,19 +73,25 @@ class _Strict(BaseModel):
 class InsertConfig(_Strict):
     """The insert pipeline."""
 
-    pre_insert: Literal["none", "tri_embed"] = Field("none", description="none: the packet as is; tri_embed: triples (LLM or rule fallback) -> sentences -> vectors.")
+    pre_insert: Literal["none", "tri_embed"] = Field(
+        "none", description="none: the packet as is; tri_embed: triples (LLM or rule fallback) -> sentences -> vectors."
+    )
     adapter: Literal["to_dialogs", "to_refactor", "to_turns"] = Field("to_turns", description="How an entry becomes the inserted text.")
     post_insert: Literal["none"] = "none"
     date: bool = Field(True, description="Prefix entry texts with the session date/time '(date)'.")
     caption: bool = Field(True, description="Append ' [image: caption]' to turns that shared an image.")
-    context: int = Field(0, ge=0, le=8, description="to_turns: also write the previous N turns of the session into the entry text (the entry still stands for its own turn).")
+    context: int = Field(
+        0, ge=0, le=8, description="to_turns: also write the previous N turns of the session into the entry text (the entry still stands for its own turn)."
+    )
     max_triples: int = Field(10, ge=1, le=50, description="tri_embed: triples kept per packet.")
 
 
 class TestConfig(_Strict):
     """The test pipeline."""
 
-    pre_retrieval: Literal["none", "embedding"] = Field("none", description="embedding: the question is embedded (the memory's space) and passed as the vector.")
+    pre_retrieval: Literal["none", "embedding"] = Field(
+        "none", description="embedding: the question is embedded (the memory's space) and passed as the vector."
+    )
     space: str | None = Field(None, description="Space used by pre_retrieval/tri_embed embeddings (default: the only one).")
     k: int = Field(50, ge=1, le=500, description="Entries retrieved per question.")
     history: int = Field(10, ge=1, description="Retrieved entries written into the answer prompt.")
@@ -203,7 +219,7 @@ def _to_dialogs(run: InsertRun, item: dict[str, Any]) -> list[Entry]:
 
 def _to_refactor(run: InsertRun, item: dict[str, Any]) -> list[Entry]:
     if "refactor" not in item:
-        raise ConfigError("adapter to_refactor needs pre_insert = \"tri_embed\"", location="locomo.insert.adapter")
+        raise ConfigError('adapter to_refactor needs pre_insert = "tri_embed"', location="locomo.insert.adapter")
     turns = item["packet"].turns
     return [Entry(item["refactor"], [t.dia_id for t in turns], item.get("embedding"), {"triple": item["triple"]})]
 
@@ -233,7 +249,13 @@ def insert_packet(run: InsertRun, packet: Packet) -> int:
     n = 0
     for item in items:
         for entry in adapter(run, item):
-            metadata = {"dia_ids": entry.dia_ids, "session": packet.session, "date_time": packet.turns[0].date_time, "speaker": packet.turns[0].speaker, **entry.extra}
+            metadata = {
+                "dia_ids": entry.dia_ids,
+                "session": packet.session,
+                "date_time": packet.turns[0].date_time,
+                "speaker": packet.turns[0].speaker,
+                **entry.extra,
+            }
             run.memory.insert(entry.text, vector=entry.vector, metadata=metadata)
             n += 1
     return n  # post_insert "none": nothing more
@@ -268,8 +290,13 @@ def test_question(run: InsertRun, question: Question, ks: tuple[int, ...]) -> di
     seconds = time.perf_counter() - started
     entry_turns = [list((r.get("metadata") or {}).get("dia_ids") or []) for r in results]
     row: dict[str, Any] = {
-        "qid": question.qid, "sample_id": run.conv.sample_id, "category": question.category, "question": question.text,
-        "answer": question.answer, "evidence": question.evidence, "retrieve_seconds": round(seconds, 5),
+        "qid": question.qid,
+        "sample_id": run.conv.sample_id,
+        "category": question.category,
+        "question": question.text,
+        "answer": question.answer,
+        "evidence": question.evidence,
+        "retrieve_seconds": round(seconds, 5),
         "retrieved": [{"id": r["id"], "dia_ids": t, "score": r["score"]} for r, t in zip(results[:10], entry_turns[:10])],
     }
     if question.evidence:
@@ -281,7 +308,14 @@ def test_question(run: InsertRun, question: Question, ks: tuple[int, ...]) -> di
         prompt = history_text(results, cfg.history) + "\n\n" + ANSWER_PROMPT.format(question=question.text)
         prediction, report = run_llm_step("answer", llm, lambda m: m.complete(prompt, max_tokens=cfg.max_tokens).strip(), lambda: "", "no_answer")
         run.steps.add(report)
-        row.update({"prediction": prediction, "answered_by": report.used, "f1": answer_f1(prediction, question.answer, question.category), "bleu1": bleu1(prediction, question.answer)})
+        row.update(
+            {
+                "prediction": prediction,
+                "answered_by": report.used,
+                "f1": answer_f1(prediction, question.answer, question.category),
+                "bleu1": bleu1(prediction, question.answer),
+            }
+        )
     return row
 
 
@@ -293,9 +327,16 @@ def _visible_at(conv: Conversation) -> dict[str, int]:
     return {t.dia_id: i for i, t in enumerate(conv.turns, start=1)}
 
 
-def run_conversation(memory: "Memory", conv: Conversation, config: LocomoConfig, *, ks: tuple[int, ...] = RECALL_KS,
-                     questions: list[Question] | None = None, progress: Callable[[int], None] | None = None,
-                     steps: StepCounter | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_conversation(
+    memory: "Memory",
+    conv: Conversation,
+    config: LocomoConfig,
+    *,
+    ks: tuple[int, ...] = RECALL_KS,
+    questions: list[Question] | None = None,
+    progress: Callable[[int], None] | None = None,
+    steps: StepCounter | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Source -> caller -> sink over one conversation. Returns (one row per question, insert stats)."""
     run = InsertRun(memory, config, conv, steps if steps is not None else StepCounter())
     pending = list(conv.questions if questions is None else questions)
@@ -317,11 +358,7 @@ def run_conversation(memory: "Memory", conv: Conversation, config: LocomoConfig,
         if progress:
             progress(0)
         at_end = packet.position == len(conv.turns)
-        due = (
-            config.test_at == "evidence"
-            or (config.test_at == "session" and packet.last_of_session)
-            or at_end
-        )
+        due = config.test_at == "evidence" or (config.test_at == "session" and packet.last_of_session) or at_end
         if due:
             ready = [q for q in pending if needed[q.qid] <= packet.position or at_end]
             pending = [q for q in pending if q not in ready]
@@ -351,9 +388,17 @@ def summarise(rows: list[dict[str, Any]], ks: tuple[int, ...] = RECALL_KS) -> di
     return summary
 
 
-def run_locomo(memory_settings: Mapping[str, Any], config: LocomoConfig, conversations: list[Conversation], workdir: Path, *,
-               ks: tuple[int, ...] = RECALL_KS, out: Path | None = None, progress: Callable[[str, int], Callable[[int], None]] | None = None,
-               limit_questions: int | None = None) -> dict[str, Any]:
+def run_locomo(
+    memory_settings: Mapping[str, Any],
+    config: LocomoConfig,
+    conversations: list[Conversation],
+    workdir: Path,
+    *,
+    ks: tuple[int, ...] = RECALL_KS,
+    out: Path | None = None,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    limit_questions: int | None = None,
+) -> dict[str, Any]:
     """Evaluate the memory declared by ``memory_settings`` on ``conversations`` (one fresh
     memory per conversation under ``workdir``). Writes ``questions.jsonl`` into ``out``
     when given. Returns the summary (see ``memcore eval locomo --json``)."""

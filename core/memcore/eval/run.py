@@ -56,9 +56,7 @@ def ingest_corpus(memory: "Memory", records: Sequence[Record], *, batch_size: in
     stored = {r.id: r for r in collection.get_many([r.id for r in records]) if r is not None}
     clashes = [r.id for r in records if r.id in stored and not r.same_content(stored[r.id])]
     if clashes:
-        raise DuplicateIdError(
-            f"{len(clashes)} corpus document(s) reuse ids stored with other content (e.g. {clashes[:3]}); use another --path"
-        )
+        raise DuplicateIdError(f"{len(clashes)} corpus document(s) reuse ids stored with other content (e.g. {clashes[:3]}); use another --path")
     todo = [r for r in records if r.id not in stored]
     if stored:
         for entry in collection.list_indexes():
@@ -76,7 +74,9 @@ def ingest_corpus(memory: "Memory", records: Sequence[Record], *, batch_size: in
     return len(todo), len(stored)
 
 
-def run_queries(memory: "Memory", queries: Sequence[tuple[str, str]], depth: int, *, progress: Progress | None = None) -> tuple[dict[str, dict[str, float]], float]:
+def run_queries(
+    memory: "Memory", queries: Sequence[tuple[str, str]], depth: int, *, progress: Progress | None = None
+) -> tuple[dict[str, dict[str, float]], float]:
     """``Memory.query(text, k=depth)`` for each ``(id, text)``; returns the run
     (query id -> doc id -> score) and the seconds spent inside the queries."""
     run: dict[str, dict[str, float]] = {}
@@ -109,9 +109,7 @@ def run_beir(
     """
     records, skipped = corpus_records(data)
     started = time.perf_counter()
-    inserted, existing = ingest_corpus(
-        memory, records, batch_size=batch_size, progress=ingest_progress(len(records)) if ingest_progress else None
-    )
+    inserted, existing = ingest_corpus(memory, records, batch_size=batch_size, progress=ingest_progress(len(records)) if ingest_progress else None)
     ingest_seconds = time.perf_counter() - started
     queries = data.judged_queries()
     if limit_queries is not None:

@@ -37,7 +37,9 @@ class DefaultService(Service):
         """Insert many items in one transaction (texts, dicts, Records); returns their ids."""
         return self.collection.insert(items, indexes=self.config.indexes)
 
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
         if self.pipeline is None:
             raise ConfigError("no pipeline is configured", location="pipeline")

@@ -33,10 +33,7 @@ __all__ = ["INTENTS", "QueryIntent", "classify", "time_expressions", "entities",
 INTENTS: tuple[str, ...] = ("temporal", "entity", "factual", "default")
 """The intents, in the order their rules are checked."""
 
-MONTHS = (
-    "january february march april june july august september october november december "
-    "jan feb mar apr jun jul aug sep sept oct nov dec"
-).split()
+MONTHS = ("january february march april june july august september october november december jan feb mar apr jun jul aug sep sept oct nov dec").split()
 WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 RELATIVE_WORDS = "yesterday today tonight tomorrow recently recent latest lately ago earlier weekend".split()
 QUESTION_WORDS = ("who", "what", "when", "where", "why", "how", "which", "whom", "whose")

@@ -63,9 +63,7 @@ class RerankConfig(ComponentConfig):
     time_field: str | None = Field(None, description="Metadata field holding the record's time (a number, or an ISO-8601 string).")
     half_life: float = Field(86400.0, gt=0.0, description="Age at which the recency signal halves, in the field's units (seconds for ISO strings).")
     recency_weight: float = Field(0.0, ge=0.0, description="Weight of the recency decay (needs time_field).")
-    reference: Literal["newest", "now"] = Field(
-        "newest", description="Ages are measured from the newest candidate, or from the wall clock (epoch seconds)."
-    )
+    reference: Literal["newest", "now"] = Field("newest", description="Ages are measured from the newest candidate, or from the wall clock (epoch seconds).")
     boosts: list[Boost] = Field(default_factory=list, description="Metadata boosts: [{where = {...}, boost = 0.2}, ...].")
     boost_mode: Literal["add", "multiply"] = Field("add", description="Boosts are added to the score, or multiplied with it.")
     top_n: int | None = Field(None, gt=0, description="Keep only the best top_n after re-scoring (default: all).")
@@ -76,7 +74,7 @@ class RerankConfig(ComponentConfig):
         if self.recency_weight > 0 and not self.time_field:
             raise ValueError("recency_weight needs time_field (the metadata field holding each record's time)")
         if self.boost_mode == "multiply" and any(b.boost <= 0 for b in self.boosts):
-            raise ValueError("with boost_mode = \"multiply\" every boost must be > 0 (1 = no change)")
+            raise ValueError('with boost_mode = "multiply" every boost must be > 0 (1 = no change)')
         return self
 
 

@@ -106,10 +106,7 @@ class MemoryStore(Store):
     def _select(self, where: Filter | None, scope: Scope | None, index: str | None) -> list[str]:
         with self._mutex:
             candidates = list(self._records) if index is None else [r for r in self._records if r in self._members.get(index, {})]
-            return [
-                rid for rid in candidates
-                if matches(where, self._records[rid].metadata) and (scope is None or scope.covers(self._records[rid].scope))
-            ]
+            return [rid for rid in candidates if matches(where, self._records[rid].metadata) and (scope is None or scope.covers(self._records[rid].scope))]
 
     def ids(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None, limit: int | None = None) -> list[str]:
         found = self._select(where, scope, index)
@@ -176,9 +173,14 @@ def _json_copy(value: Any) -> Any:
 def _copy(r: Record, with_vectors: bool = True) -> Record:
     """A copy the caller may change without touching the store (vectors only when asked)."""
     return Record(
-        id=r.id, text=r.text, metadata=_json_copy(r.metadata),
+        id=r.id,
+        text=r.text,
+        metadata=_json_copy(r.metadata),
         vectors={k: v.copy() for k, v in r.vectors.items()} if with_vectors else {},
-        links=tuple(r.links), scope=r.scope, created_at=r.created_at, updated_at=r.updated_at,
+        links=tuple(r.links),
+        scope=r.scope,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
     )
 
 

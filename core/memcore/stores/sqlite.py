@@ -73,7 +73,9 @@ class SQLiteStoreConfig(ComponentConfig):
     """Settings of the ``sqlite`` store."""
 
     kind: str = "sqlite"
-    filename: str = Field("store.sqlite3", min_length=1, max_length=255, description="Database file name inside the collection directory (a plain name: no path separators).")
+    filename: str = Field(
+        "store.sqlite3", min_length=1, max_length=255, description="Database file name inside the collection directory (a plain name: no path separators)."
+    )
     synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
 
@@ -259,7 +261,9 @@ class SQLiteStore(Store):
                     scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
                     found[row[0]] = Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, (), scope, row[6], row[7])
                 links: dict[str, list[Link]] = {}
-                for src, tgt, rel, w in self.db.execute(f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)):
+                for src, tgt, rel, w in self.db.execute(
+                    f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)
+                ):
                     links.setdefault(src, []).append(Link(tgt, rel, w))
                 for rid, ls in links.items():
                     found[rid].links = tuple(ls)
@@ -285,7 +289,9 @@ class SQLiteStore(Store):
                     ):
                         fetched[row[0]] = [*row, ()]
                     links: dict[str, list[Link]] = {}
-                    for src, tgt, rel, w in self.db.execute(f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)):
+                    for src, tgt, rel, w in self.db.execute(
+                        f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)
+                    ):
                         links.setdefault(src, []).append(Link(tgt, rel, w))
                     for rid, ls in links.items():
                         fetched[rid][8] = tuple(ls)
@@ -454,5 +460,5 @@ class SQLiteStore(Store):
 def sqlite_store_factory(config: SQLiteStoreConfig, path: str | os.PathLike[str] | None) -> SQLiteStore:
     """Build the SQLite store of the collection at ``path`` (a directory)."""
     if path is None:
-        raise ConfigError("the sqlite store needs a collection directory (path=...); use kind = \"memory\" for no files", location="store")
+        raise ConfigError('the sqlite store needs a collection directory (path=...); use kind = "memory" for no files', location="store")
     return SQLiteStore(path, config)

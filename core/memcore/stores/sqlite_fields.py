@@ -34,7 +34,9 @@ class FieldIndexes:
         self.db = db
         self.limit = limit
         self.writable = writable
-        self.known = {name[len(INDEX_PREFIX) :] for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='index' AND name LIKE ?", (INDEX_PREFIX + "%",))}
+        self.known = {
+            name[len(INDEX_PREFIX) :] for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='index' AND name LIKE ?", (INDEX_PREFIX + "%",))
+        }
         self._failed: set[str] = set()
 
     def ensure(self, fields: Iterable[str]) -> None:

@@ -51,8 +51,7 @@ class WriterLock:
             except OSError:
                 pass
             raise LockedError(
-                f"collection at {directory} is open for writing by another process{holder}; "
-                "open it read-only or close the other writer"
+                f"collection at {directory} is open for writing by another process{holder}; open it read-only or close the other writer"
             ) from None
         try:
             (directory / LOCK_NOTE).write_text(str(os.getpid()))

@@ -95,12 +95,7 @@ class FusionContract:
         for seed in range(3):
             lists = self.input_lists(seed)
             for hit in fusion.fuse(lists, 100):
-                expected = {
-                    (name, rank): float(h.score)
-                    for name, hits in lists.items()
-                    for rank, h in enumerate(hits, start=1)
-                    if h.id == hit.id
-                }
+                expected = {(name, rank): float(h.score) for name, hits in lists.items() for rank, h in enumerate(hits, start=1) if h.id == hit.id}
                 assert isinstance(hit.provenance, tuple)
                 assert all(isinstance(c, Contribution) for c in hit.provenance)
                 got = [(c.source, c.rank) for c in hit.provenance]

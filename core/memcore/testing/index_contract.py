@@ -82,9 +82,7 @@ class IndexContract:
 
     def records_for(self, index: Index, n: int, *, start: int = 0, seed: int | None = None) -> list[Record]:
         """``n`` records with ids ``r{start}``... carrying what ``index`` requires."""
-        return make_records(
-            n, self.dim, index.requires.spaces, self.seed if seed is None else seed, start=start, links=index.requires.links
-        )
+        return make_records(n, self.dim, index.requires.spaces, self.seed if seed is None else seed, start=start, links=index.requires.links)
 
     def query_for(self, index: Index, record: Record) -> Query:
         """The query that should find ``record`` first: its text and its vectors."""
@@ -98,10 +96,7 @@ class IndexContract:
         """``n`` queries unrelated to the stored records (vocabulary words, fresh vectors)."""
         texts = [" ".join(t.split()[1:4]) for t in make_texts(n, seed=self.seed + 1000 + seed, start=10_000)]
         vectors = {s: random_unit_vectors(n, self.dim, [self.seed + 1000 + seed, space_seed(s)]) for s in index.requires.spaces}
-        return [
-            Query(text=texts[i], vectors={s: v[i] for s, v in vectors.items()}, extras=dict(self.query_extras))
-            for i in range(n)
-        ]
+        return [Query(text=texts[i], vectors={s: v[i] for s, v in vectors.items()}, extras=dict(self.query_extras)) for i in range(n)]
 
     def filled_index(self, make_index: MakeIndex, n: int | None = None) -> tuple[Index, list[Record]]:
         """A new index holding ``n`` (default :attr:`n_records`) generated records."""

@@ -83,9 +83,7 @@ class StageContract:
             options = dict(entry)
             collection.create_index(name, options.pop("kind"), **options)
         texts = make_texts(self.n_records, seed=3)
-        collection.insert(
-            [{"id": f"s{i}", "text": t, "metadata": {"n": i, "parity": "even" if i % 2 == 0 else "odd"}} for i, t in enumerate(texts)]
-        )
+        collection.insert([{"id": f"s{i}", "text": t, "metadata": {"n": i, "parity": "even" if i % 2 == 0 else "odd"}} for i, t in enumerate(texts)])
         return collection
 
     def make_query(self, collection: Collection, where: Mapping[str, Any] | None = None) -> Query:

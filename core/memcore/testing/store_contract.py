@@ -15,8 +15,17 @@ from ..store import Applied, Op, Store, WriteBatch, plan_ops
 __all__ = ["StoreContract"]
 
 
-def _rec(rid: str, text: str | None = None, *, metadata: dict[str, Any] | None = None, vectors: dict[str, Any] | None = None,
-         links: tuple[Link, ...] = (), scope: Scope | None = None, created_at: float = 1000.0, updated_at: float | None = None) -> Record:
+def _rec(
+    rid: str,
+    text: str | None = None,
+    *,
+    metadata: dict[str, Any] | None = None,
+    vectors: dict[str, Any] | None = None,
+    links: tuple[Link, ...] = (),
+    scope: Scope | None = None,
+    created_at: float = 1000.0,
+    updated_at: float | None = None,
+) -> Record:
     return Record(
         id=rid,
         text=text if text is not None else f"text of {rid}",
@@ -102,9 +111,7 @@ class StoreContract:
     def expected_ops(self, store: Store, batch: WriteBatch) -> list[tuple[str, str, str]]:
         """The ops ``batch`` must log on ``store``, planned from the store's current content."""
         deleted = set(batch.deletes)
-        link_sources = {
-            r.id for chunk in store.iter_records() for r in chunk if any(link.target in deleted for link in r.links)
-        }
+        link_sources = {r.id for chunk in store.iter_records() for r in chunk if any(link.target in deleted for link in r.links)}
         involved = set(batch.deletes) | {r.id for r in batch.upserts} | link_sources
         for group in (batch.add_membership, batch.remove_membership):
             for rids in group.values():
@@ -168,8 +175,15 @@ class StoreContract:
 
     def test_apply_get_roundtrip(self, store):
         meta = {"speaker": "Alice", "n": 3, "x": 1.5, "ok": True, "none": None, "tags": ["a", "b"], "nested": {"k": [1, {"z": "q"}]}}
-        a = _rec("a", "first text", metadata=meta, vectors={"dense": [0.1, 0.2, 0.3], "other": [1.0, -1.0]},
-                 scope=Scope(user_id="u1", agent_id="ag", run_id="r9"), created_at=111.5, updated_at=222.25)
+        a = _rec(
+            "a",
+            "first text",
+            metadata=meta,
+            vectors={"dense": [0.1, 0.2, 0.3], "other": [1.0, -1.0]},
+            scope=Scope(user_id="u1", agent_id="ag", run_id="r9"),
+            created_at=111.5,
+            updated_at=222.25,
+        )
         b = _rec("b", "second text — ünïcode ✓", links=(Link("a", "cites", 0.5), Link("a", "about", 2.0)), scope=Scope(user_id="u2"))
         self.apply_checked(store, WriteBatch(upserts=[a, b]))
         got_b, missing, got_a = store.get(["b", "missing", "a"])

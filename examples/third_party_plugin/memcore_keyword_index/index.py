@@ -153,12 +153,8 @@ class KeywordIndex(Index):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CorruptError(f"keyword index {self.name!r}: cannot read {path}: {exc}") from None
         if version != self.format_version:
-            raise CorruptError(
-                f"keyword index {self.name!r}: {path} has format version {version}, expected {self.format_version}; rebuild the index"
-            )
-        if not isinstance(docs, dict) or not all(
-            isinstance(tokens, list) and all(isinstance(t, str) for t in tokens) for tokens in docs.values()
-        ):
+            raise CorruptError(f"keyword index {self.name!r}: {path} has format version {version}, expected {self.format_version}; rebuild the index")
+        if not isinstance(docs, dict) or not all(isinstance(tokens, list) and all(isinstance(t, str) for t in tokens) for tokens in docs.values()):
             raise CorruptError(f"keyword index {self.name!r}: {path} is malformed")
         self._docs = {}
         self._postings = {}

@@ -154,9 +154,7 @@ def test_save_load_roundtrip(index, tmp_path):
     assert len(fresh) == len(index)
     for text in ["alice zurich", "bob", "weather today", "hiking google"]:
         q = Query(text=text)
-        assert [(h.id, h.score, h.raw) for h in fresh.search(q, k=10)] == [
-            (h.id, h.score, h.raw) for h in index.search(q, k=10)
-        ]
+        assert [(h.id, h.score, h.raw) for h in fresh.search(q, k=10)] == [(h.id, h.score, h.raw) for h in index.search(q, k=10)]
 
 
 def test_load_replaces_contents(index, tmp_path):
@@ -201,9 +199,7 @@ def test_end_to_end_through_settings(tmp_path, monkeypatch):
     monkeypatch.delenv("MEMCORE_PLUGINS", raising=False)
     monkeypatch.delenv("MEMCORE_DISABLE_PLUGINS", raising=False)
     settings = tmp_path / "memcore.toml"
-    settings.write_text(
-        'pipeline = [{kind = "recall", index = "notes"}]\n\n[indexes.notes]\nkind = "keyword"\nmin_overlap = 1\n'
-    )
+    settings.write_text('pipeline = [{kind = "recall", index = "notes"}]\n\n[indexes.notes]\nkind = "keyword"\nmin_overlap = 1\n')
     directory = tmp_path / "mem"
     memory = memcore.open(settings, path=directory)
     try:

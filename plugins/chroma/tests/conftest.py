@@ -35,7 +35,9 @@ def chroma_server(tmp_path_factory):
     path = tmp_path_factory.mktemp("chroma-server")
     port = free_port()
     log = open(path / "server.log", "wb")
-    proc = subprocess.Popen([exe, "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -15,8 +15,6 @@ class TestChromaRegistration(PluginRegistrationContract):
 
 
 def test_the_config_parses_from_settings():
-    config = get_registry().get("indexes", "chroma").parse_config(
-        {"metric": "l2", "connection": {"mode": "http", "port": 8123, "tenant": "t1"}}, "indexes.vec"
-    )
+    config = get_registry().get("indexes", "chroma").parse_config({"metric": "l2", "connection": {"mode": "http", "port": 8123, "tenant": "t1"}}, "indexes.vec")
     assert (config.kind, config.metric, config.connection.mode, config.connection.port, config.connection.tenant) == ("chroma", "l2", "http", 8123, "t1")
     assert config.configuration() == {"hnsw": {"space": "l2"}}

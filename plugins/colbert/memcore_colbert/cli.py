@@ -21,7 +21,14 @@ def colbert_group() -> None:
 @click.option("--embedder", default="minilm", show_default=True, help="Default token embedder kind of new indexes (a create-index config may name another).")
 @click.option("--config", "config_json", default=None, help='Default index settings as JSON, e.g. \'{"nbits": 2, "doc_maxlen": 180}\'.')
 @click.option("--max-body-mb", default=64, show_default=True, type=click.IntRange(1, 4096), help="Largest request body accepted (413 above).")
-@click.option("--log-level", "uvicorn_log", default="warning", show_default=True, type=click.Choice(["critical", "error", "warning", "info", "debug"]), help="uvicorn's log level.")
+@click.option(
+    "--log-level",
+    "uvicorn_log",
+    default="warning",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    help="uvicorn's log level.",
+)
 def serve(root: str, host: str, port: int, embedder: str, config_json: str | None, max_body_mb: int, uvicorn_log: str) -> None:
     """Serve the indexes under ROOT: POST /api/create-index, POST /api/add-to-index,
     GET /api/search, DELETE /api/indexes/{name}[/passages] (OpenAPI docs at /docs)."""

@@ -60,10 +60,25 @@ class ColbertClient:
     def info(self, index_name: str) -> dict[str, Any]:
         return self._call("GET", f"/api/indexes/{check_index_name(index_name)}")
 
-    def create_index(self, index_name: str, passages: Sequence[tuple[str, str]], metadata: Mapping[str, Any] | None = None,
-                     config: Mapping[str, Any] | None = None, overwrite: bool = False) -> dict[str, Any]:
-        return self._call("POST", "/api/create-index", {"index_name": index_name, "collection_tsv_data": to_tsv(passages),
-                                                        "metadata": dict(metadata or {}), "config": dict(config or {}), "overwrite": overwrite})
+    def create_index(
+        self,
+        index_name: str,
+        passages: Sequence[tuple[str, str]],
+        metadata: Mapping[str, Any] | None = None,
+        config: Mapping[str, Any] | None = None,
+        overwrite: bool = False,
+    ) -> dict[str, Any]:
+        return self._call(
+            "POST",
+            "/api/create-index",
+            {
+                "index_name": index_name,
+                "collection_tsv_data": to_tsv(passages),
+                "metadata": dict(metadata or {}),
+                "config": dict(config or {}),
+                "overwrite": overwrite,
+            },
+        )
 
     def add_to_index(self, index_name: str, passages: Sequence[tuple[str, str]], metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self._call("POST", "/api/add-to-index", {"index_name": index_name, "collection_tsv_data": to_tsv(passages), "metadata": dict(metadata or {})})

@@ -92,7 +92,13 @@ class ResidualCodec:
 
     def to_json(self) -> dict:
         """The JSON form saved in ``buckets.json`` / ``avg_residual.json``."""
-        return {"nbits": self.nbits, "dim": self.dim, "bucket_cutoffs": self.cutoffs.tolist(), "bucket_weights": self.weights.tolist(), "avg_residual": self.avg_residual}
+        return {
+            "nbits": self.nbits,
+            "dim": self.dim,
+            "bucket_cutoffs": self.cutoffs.tolist(),
+            "bucket_weights": self.weights.tolist(),
+            "avg_residual": self.avg_residual,
+        }
 
     @classmethod
     def from_json(cls, data: dict) -> "ResidualCodec":

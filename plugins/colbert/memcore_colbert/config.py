@@ -37,14 +37,12 @@ class ColbertIndexConfig(ComponentConfig):
     embedder: dict[str, Any] = Field(
         default_factory=lambda: {"kind": "minilm"},
         description='Token embedder, built through the registry: {kind = "minilm"} or any embedder implementing '
-        "embed_document_tokens (e.g. the deterministic {kind = \"token-hashing\"}).",
+        'embed_document_tokens (e.g. the deterministic {kind = "token-hashing"}).',
     )
     doc_maxlen: int = Field(220, ge=1, le=8192, description="Tokens kept per passage (ColBERT default 220).")
     query_maxlen: int = Field(32, ge=1, le=8192, description="Tokens kept per query (ColBERT default 32).")
     nbits: Literal[1, 2, 4] = Field(2, description="Bits per residual dimension (ColBERTv2 buckets: 2**nbits).")
-    ncentroids: int | None = Field(
-        None, ge=2, description="k-means centroids; default ColBERT's 2**floor(log2(16*sqrt(tokens))), capped by max_centroids."
-    )
+    ncentroids: int | None = Field(None, ge=2, description="k-means centroids; default ColBERT's 2**floor(log2(16*sqrt(tokens))), capped by max_centroids.")
     max_centroids: int = Field(4096, ge=2, description="Upper bound of the default number of centroids.")
     kmeans_niters: int = Field(4, ge=1, le=100, description="k-means iterations (ColBERT default 4).")
     kmeans_points_per_centroid: int = Field(64, ge=8, description="Token vectors sampled per centroid to train k-means.")
@@ -54,18 +52,12 @@ class ColbertIndexConfig(ComponentConfig):
         description="Below this many token vectors the index keeps them uncompressed and searches exhaustively; "
         "the add that crosses it trains centroids and compresses.",
     )
-    retrain_growth: float = Field(
-        4.0, gt=1.0, description="Re-train centroids and buckets when the live tokens exceed this multiple of the tokens trained on."
-    )
+    retrain_growth: float = Field(4.0, gt=1.0, description="Re-train centroids and buckets when the live tokens exceed this multiple of the tokens trained on.")
     compact_fraction: float = Field(0.2, gt=0.0, le=1.0, description="Compact (drop tombstoned passages) above this fraction of dead tokens.")
     ncells: int | None = Field(None, ge=1, description="Centroids probed per query token (PLAID default by k: 1 / 2 / 4).")
-    centroid_score_threshold: float | None = Field(
-        None, ge=-1.0, le=1.0, description="Centroid pruning threshold (PLAID default by k: 0.5 / 0.45 / 0.4)."
-    )
+    centroid_score_threshold: float | None = Field(None, ge=-1.0, le=1.0, description="Centroid pruning threshold (PLAID default by k: 0.5 / 0.45 / 0.4).")
     ndocs: int | None = Field(None, ge=1, description="Passages kept after pruned centroid scoring (PLAID default by k: 256 / 1024 / max(4k, 4096)).")
-    exhaustive_below: int = Field(
-        256, ge=0, description="Collections (or allowed-id sets) of at most this many passages are scored exhaustively."
-    )
+    exhaustive_below: int = Field(256, ge=0, description="Collections (or allowed-id sets) of at most this many passages are scored exhaustively.")
     seed: int = Field(0, description="Seed of sampling and k-means.")
 
     @field_validator("embedder", mode="before")
@@ -87,9 +79,7 @@ class ColbertRemoteConfig(ComponentConfig):
     url: str = Field(..., min_length=1, description="Base URL of the server, e.g. http://127.0.0.1:8893")
     index_name: str = Field(..., min_length=1, description="Server-side index name ({workspace}_{kb}_{table}).")
     timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request.")
-    config: dict[str, Any] = Field(
-        default_factory=dict, description="Index settings sent when the client creates the index (doc_maxlen, nbits, embedder...)."
-    )
+    config: dict[str, Any] = Field(default_factory=dict, description="Index settings sent when the client creates the index (doc_maxlen, nbits, embedder...).")
     batch_size: int = Field(256, ge=1, description="Passages per add request.")
 
     @field_validator("url")

@@ -64,9 +64,7 @@ def maxsim(q: np.ndarray, slots: np.ndarray, offsets: np.ndarray, doclens: np.nd
     return scores
 
 
-def centroid_scores(
-    s_t: np.ndarray, slots: np.ndarray, offsets: np.ndarray, doclens: np.ndarray, codes: np.ndarray, keep: np.ndarray | None
-) -> np.ndarray:
+def centroid_scores(s_t: np.ndarray, slots: np.ndarray, offsets: np.ndarray, doclens: np.ndarray, codes: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
     """Approximate MaxSim with each token replaced by its centroid's scores ``s_t[code]``
     (``s_t``: ``(C, nq)``). With ``keep`` (a ``(C,)`` mask), tokens of other centroids are
     dropped; a passage left without tokens scores 0."""

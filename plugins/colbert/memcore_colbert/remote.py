@@ -94,8 +94,9 @@ class ColbertRemoteIndex(Index):
             return []
         mode = parse_query_mode(query.extras, self.name) if query.extras else None
         try:
-            topk = self.client.search(self.index_name, query.text, k, sorted(allowed) if allowed is not None else None,
-                                      exhaustive=bool(mode and mode.exhaustive))
+            topk = self.client.search(
+                self.index_name, query.text, k, sorted(allowed) if allowed is not None else None, exhaustive=bool(mode and mode.exhaustive)
+            )
         except NotFoundError:
             return []
         return [Hit(str(t["pid"]), float(t["score_normalized"]), float(t["score"]), self.name) for t in topk]
@@ -120,5 +121,9 @@ class ColbertRemoteIndex(Index):
             info = self.client.info(self.index_name)
         except NotFoundError:
             info = {"passages": 0}
-        return {"size": info.get("passages", 0), "url": self.config.url, "index_name": self.index_name,
-                **{k: info[k] for k in ("compressed", "nbits", "centroids", "stored_bytes", "fp32_bytes") if k in info}}
+        return {
+            "size": info.get("passages", 0),
+            "url": self.config.url,
+            "index_name": self.index_name,
+            **{k: info[k] for k in ("compressed", "nbits", "centroids", "stored_bytes", "fp32_bytes") if k in info},
+        }

@@ -119,15 +119,31 @@ class ServedIndex:
         for rank, (slot, score) in enumerate(zip(slots.tolist(), scores.tolist()), start=1):
             pid = self.engine.pids[slot]
             meta = self.metadata.get(pid, {})
-            out.append({"pid": pid, "score": float(score), "score_normalized": float(score) / len(q), "rank": rank,
-                        "text": self.texts.get(pid, ""), "metadata": meta, "hirag_metadata": meta})
+            out.append(
+                {
+                    "pid": pid,
+                    "score": float(score),
+                    "score_normalized": float(score) / len(q),
+                    "rank": rank,
+                    "text": self.texts.get(pid, ""),
+                    "metadata": meta,
+                    "hirag_metadata": meta,
+                }
+            )
         return out
 
     def info(self) -> dict[str, Any]:
         e = self.engine
-        return {"index_name": self.name, "passages": len(e), "compressed": e.compressed, "nbits": self.config.nbits,
-                "centroids": 0 if e.centroids is None else int(len(e.centroids)), "embedder": self.encoder.model_id,
-                "config": self.config.model_dump(mode="json"), **e.nbytes()}
+        return {
+            "index_name": self.name,
+            "passages": len(e),
+            "compressed": e.compressed,
+            "nbits": self.config.nbits,
+            "centroids": 0 if e.centroids is None else int(len(e.centroids)),
+            "embedder": self.encoder.model_id,
+            "config": self.config.model_dump(mode="json"),
+            **e.nbytes(),
+        }
 
     def save(self, directory: Path) -> None:
         storage.save_engine(self.engine, directory, self.encoder.model_id)
@@ -166,7 +182,7 @@ class IndexRoot:
 
     def _recover(self) -> None:
         for old in self.root.glob(".old-*"):
-            name = old.name[len(".old-"):]
+            name = old.name[len(".old-") :]
             target = self.root / name
             if not target.exists():
                 old.rename(target)

@@ -115,7 +115,9 @@ def create_app(root: Path, *, defaults: dict[str, Any] | None = None, max_body: 
             if not length.isdigit():
                 return error(400, "ValidationError", "bad Content-Length")
             if int(length) > max_body:
-                return error(413, "RequestTooLarge", f"request body of {length} bytes exceeds the limit of {max_body} bytes; split it into several add-to-index requests")
+                return error(
+                    413, "RequestTooLarge", f"request body of {length} bytes exceeds the limit of {max_body} bytes; split it into several add-to-index requests"
+                )
         elif request.method in ("POST", "PUT", "DELETE") and request.headers.get("transfer-encoding"):
             body = await request.body()
             if len(body) > max_body:
@@ -138,9 +140,7 @@ def create_app(root: Path, *, defaults: dict[str, Any] | None = None, max_body: 
     @app.post("/api/create-index")
     async def create_index(body: CreateIndex) -> dict[str, Any]:
         """Create an index from TSV passages (409 if it exists unless ``overwrite``)."""
-        served = await run_in_threadpool(
-            indexes.create, body.index_name, body.collection_tsv_data, metadata_of(body), body.config, body.overwrite
-        )
+        served = await run_in_threadpool(indexes.create, body.index_name, body.collection_tsv_data, metadata_of(body), body.config, body.overwrite)
         return {"status": "success", "index_name": served.name, "index_path": str(indexes.root / served.name), "passages": len(served.engine)}
 
     @app.post("/api/add-to-index")

@@ -51,10 +51,16 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
 
     ``model_id``: the token embedder's model, pinned in ``plan.json``."""
     directory = Path(directory)
-    atomic_write_json(directory / PLAN_FILE, {
-        "format_version": FORMAT_VERSION, "dim": engine.dim, "nbits": engine.config.nbits, "model_id": model_id,
-        "config": engine.config.model_dump(mode="json"),
-    })
+    atomic_write_json(
+        directory / PLAN_FILE,
+        {
+            "format_version": FORMAT_VERSION,
+            "dim": engine.dim,
+            "nbits": engine.config.nbits,
+            "model_id": model_id,
+            "config": engine.config.model_dump(mode="json"),
+        },
+    )
     atomic_write_json(directory / DOCLENS_FILE, engine.doclens.tolist())
     shapes: dict[str, list[int]] = {}
     if engine.compressed:
@@ -69,20 +75,23 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
     for key, array in arrays.items():
         atomic_write_bytes(directory / names[key], _npy_bytes(array))
         shapes[key] = list(array.shape)
-    atomic_write_json(directory / METADATA_FILE, {
-        "format_version": FORMAT_VERSION,
-        "num_chunks": 1,
-        "num_passages": len(engine.pids),
-        "num_live_passages": len(engine),
-        "num_embeddings": engine.total_tokens,
-        "avg_doclen": float(engine.doclens.mean()) if len(engine.doclens) else 0.0,
-        "compressed": engine.compressed,
-        "trained_tokens": engine.trained_tokens,
-        "pids": engine.pids,
-        "deleted_slots": np.flatnonzero(~engine.alive).tolist(),
-        "shapes": shapes,
-    })
-    stale = (set(RAW.values()) if engine.compressed else set(COMPRESSED.values()) | set(CODEC_FILES))
+    atomic_write_json(
+        directory / METADATA_FILE,
+        {
+            "format_version": FORMAT_VERSION,
+            "num_chunks": 1,
+            "num_passages": len(engine.pids),
+            "num_live_passages": len(engine),
+            "num_embeddings": engine.total_tokens,
+            "avg_doclen": float(engine.doclens.mean()) if len(engine.doclens) else 0.0,
+            "compressed": engine.compressed,
+            "trained_tokens": engine.trained_tokens,
+            "pids": engine.pids,
+            "deleted_slots": np.flatnonzero(~engine.alive).tolist(),
+            "shapes": shapes,
+        },
+    )
+    stale = set(RAW.values()) if engine.compressed else set(COMPRESSED.values()) | set(CODEC_FILES)
     for name in stale:
         (directory / name).unlink(missing_ok=True)
 

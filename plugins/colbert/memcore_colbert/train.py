@@ -49,15 +49,29 @@ def train(tokens: np.ndarray, config: ColbertIndexConfig, name: str) -> tuple[np
     if len(fit) < ncentroids:
         fit = sample
     kmeans = faiss.Kmeans(
-        dim, ncentroids, niter=config.kmeans_niters, seed=config.seed, spherical=True, gpu=False, verbose=False,
-        max_points_per_centroid=config.kmeans_points_per_centroid, min_points_per_centroid=1,
+        dim,
+        ncentroids,
+        niter=config.kmeans_niters,
+        seed=config.seed,
+        spherical=True,
+        gpu=False,
+        verbose=False,
+        max_points_per_centroid=config.kmeans_points_per_centroid,
+        min_points_per_centroid=1,
     )
     kmeans.train(np.ascontiguousarray(fit, dtype=np.float32))
     centroids = np.ascontiguousarray(kmeans.centroids, dtype=np.float32)
     centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
     codec = ResidualCodec.train(heldout, centroids, config.nbits)
     log.info(
-        "colbert.trained", name=name, tokens=n, centroids=ncentroids, sample=len(fit), heldout=len(heldout),
-        nbits=config.nbits, avg_residual=round(codec.avg_residual, 5), seconds=round(time.perf_counter() - started, 3),
+        "colbert.trained",
+        name=name,
+        tokens=n,
+        centroids=ncentroids,
+        sample=len(fit),
+        heldout=len(heldout),
+        nbits=config.nbits,
+        avg_residual=round(codec.avg_residual, 5),
+        seconds=round(time.perf_counter() - started, 3),
     )
     return centroids, codec

@@ -114,8 +114,18 @@ def test_save_reopen_compressed(kit, tmp_path):
     index.remove(["r3", "r4"])
     index.save(tmp_path)
     names = {p.name for p in tmp_path.iterdir()}
-    assert {"plan.json", "metadata.json", "centroids.npy", "0.codes.npy", "0.residuals.npy", "ivf.pid.npy", "ivf.lengths.npy",
-            "doclens.0.json", "buckets.json", "avg_residual.json"} <= names
+    assert {
+        "plan.json",
+        "metadata.json",
+        "centroids.npy",
+        "0.codes.npy",
+        "0.residuals.npy",
+        "ivf.pid.npy",
+        "ivf.lengths.npy",
+        "doclens.0.json",
+        "buckets.json",
+        "avg_residual.json",
+    } <= names
     assert not any(n.endswith(".tmp") or n.endswith(".pt") for n in names)
     fresh = kit.make(train_min_tokens=100, ncentroids=16, exhaustive_below=0, nbits=1)
     fresh.load(tmp_path)

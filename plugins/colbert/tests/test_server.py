@@ -81,16 +81,27 @@ TSV = "d1\tPenguins live in Antarctica and cannot fly\nd2\tThe central bank rais
 
 def test_create_add_search_delete_end_to_end(server):
     base = server.url
-    status, body = call(f"{base}/api/create-index", "POST", {
-        "index_name": "ws1_kb1_chunks", "collection_tsv_data": TSV,
-        "hirag_metadata": {"d1": {"documentKey": "d1", "workspaceId": "ws1"}}, "config": {"nbits": 2, "doc_maxlen": 64},
-    })
+    status, body = call(
+        f"{base}/api/create-index",
+        "POST",
+        {
+            "index_name": "ws1_kb1_chunks",
+            "collection_tsv_data": TSV,
+            "hirag_metadata": {"d1": {"documentKey": "d1", "workspaceId": "ws1"}},
+            "config": {"nbits": 2, "doc_maxlen": 64},
+        },
+    )
     assert status == 200 and body["passages"] == 3
     assert call(f"{base}/api/create-index", "POST", {"index_name": "ws1_kb1_chunks", "collection_tsv_data": TSV})[0] == 409
-    status, body = call(f"{base}/api/add-to-index", "POST", {
-        "index_name": "ws1_kb1_chunks", "collection_tsv_data": "d4\tBicycle tyre repair with a patch kit\n",
-        "metadata": {"d4": {"documentKey": "d4"}},
-    })
+    status, body = call(
+        f"{base}/api/add-to-index",
+        "POST",
+        {
+            "index_name": "ws1_kb1_chunks",
+            "collection_tsv_data": "d4\tBicycle tyre repair with a patch kit\n",
+            "metadata": {"d4": {"documentKey": "d4"}},
+        },
+    )
     assert status == 200 and body["passages"] == 4
     status, body = call(f"{base}/api/search?query=penguins+fly&k=2&index_name=ws1_kb1_chunks")
     assert status == 200 and body["query"] == "penguins fly"
@@ -208,9 +219,24 @@ def test_memcore_colbert_serve_subprocess_and_remote_memory(tmp_path):
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memcore.cli", "colbert", "serve", "--root", str(tmp_path / "root"), "--port", str(port),
-         "--embedder", "token-hashing", "--config", '{"nbits": 2}'],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        [
+            sys.executable,
+            "-m",
+            "memcore.cli",
+            "colbert",
+            "serve",
+            "--root",
+            str(tmp_path / "root"),
+            "--port",
+            str(port),
+            "--embedder",
+            "token-hashing",
+            "--config",
+            '{"nbits": 2}',
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     try:
         url = f"http://127.0.0.1:{port}"
@@ -225,10 +251,13 @@ def test_memcore_colbert_serve_subprocess_and_remote_memory(tmp_path):
                 time.sleep(0.2)
         config = {"indexes": {"late": {"kind": "colbert-remote", "url": url, "index_name": "ws_kb_turns"}}}
         with memcore.open(config, path=tmp_path / "mem") as memory:
-            memory.collection.insert([
-                {"id": "t1", "text": "Alice moved to Paris last spring", "metadata": {"speaker": "Bob"}},
-                {"id": "t2", "text": "The quarterly report is due on Friday"},
-            ], indexes=["late"])
+            memory.collection.insert(
+                [
+                    {"id": "t1", "text": "Alice moved to Paris last spring", "metadata": {"speaker": "Bob"}},
+                    {"id": "t2", "text": "The quarterly report is due on Friday"},
+                ],
+                indexes=["late"],
+            )
             hits = memory.collection.retrieve("where did Alice move", index="late", k=1)
             assert hits[0].id == "t1"
         top = ColbertClient(url).search("ws_kb_turns", "Alice Paris", 1)[0]

@@ -73,10 +73,7 @@ class EndpointConfig(BaseModel):
         if value is None or value == "":
             return None
         if not _ENV_NAME.match(value):
-            raise ValueError(
-                "api_key_env is the NAME of an environment variable (letters, digits, '_'), not the key itself; "
-                "export the key in that variable"
-            )
+            raise ValueError("api_key_env is the NAME of an environment variable (letters, digits, '_'), not the key itself; export the key in that variable")
         return value
 
 
@@ -212,9 +209,7 @@ class JsonHttpClient:
                 return self._decode(raw, url)
             if attempt + 1 >= attempts:
                 self.stats._count(failure=True)
-                raise EmbeddingServiceError(
-                    f"POST {url} failed after {attempts} attempt(s): {problem}", url=url, status=status, attempts=attempts
-                ) from None
+                raise EmbeddingServiceError(f"POST {url} failed after {attempts} attempt(s): {problem}", url=url, status=status, attempts=attempts) from None
             delay = self._delay(attempt, retry_after)
             self.stats._count(retry_delay=delay)
             log.info("embed.http_retry", url=url, attempt=attempt + 1, problem=problem, delay_s=round(delay, 3))

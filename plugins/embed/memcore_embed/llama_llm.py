@@ -71,10 +71,17 @@ class LlamaServerLLM(LLM):
                 except (RuntimeError, TimeoutError, OSError) as exc:
                     raise ConfigError(f"the llama.cpp server did not start: {exc}") from None
                 self._server = server
-                self._client = ChatClient(ChatConfig(
-                    base_url=server.url, model=server.model_alias, api_key_env=None, timeout_s=self.config.timeout_s,
-                    temperature=self.config.temperature, max_tokens=self.config.max_tokens, max_retries=1,
-                ))
+                self._client = ChatClient(
+                    ChatConfig(
+                        base_url=server.url,
+                        model=server.model_alias,
+                        api_key_env=None,
+                        timeout_s=self.config.timeout_s,
+                        temperature=self.config.temperature,
+                        max_tokens=self.config.max_tokens,
+                        max_retries=1,
+                    )
+                )
             return self._client
 
     def complete(self, messages: Any, **options: Any) -> str:

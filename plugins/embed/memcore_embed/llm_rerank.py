@@ -75,11 +75,14 @@ class LLMRerankConfig(ComponentConfig):
     """``llm_rerank``: reorder the best hits with an OpenAI-compatible chat model."""
 
     kind: str = "llm_rerank"
-    llm: str = Field("default", min_length=1, description="Name of the LLM (an [llms.<name>] settings table) that ranks; undeclared 'default': the fallback runs.")
+    llm: str = Field(
+        "default", min_length=1, description="Name of the LLM (an [llms.<name>] settings table) that ranks; undeclared 'default': the fallback runs."
+    )
     top_n: int = Field(20, gt=0, description="How many of the first hits are sent to the model; the rest follow in their incoming order.")
     batch: int | None = Field(None, gt=0, description="Passages per prompt (default: top_n, one prompt); hits are reordered within their batch.")
     fallback: Literal["keep", "keyword"] = Field(
-        "keep", description="Used when there is no query text, a call fails, or a reply holds no valid ranking: keep the incoming order, or rank by keyword overlap."
+        "keep",
+        description="Used when there is no query text, a call fails, or a reply holds no valid ranking: keep the incoming order, or rank by keyword overlap.",
     )
     max_chars: int = Field(500, gt=0, description="Longest passage sent, in characters (longer texts are cut and end with ' ...').")
     response_format: dict[str, Any] | None = Field(
@@ -107,7 +110,7 @@ def build_messages(query: str, passages: Sequence[str]) -> list[dict[str, str]]:
     numbered = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
     user = (
         f"Query: {query}\n\nPassages:\n{numbered}\n\n"
-        f'Rank the passages 1-{len(passages)} from most to least relevant to the query. '
+        f"Rank the passages 1-{len(passages)} from most to least relevant to the query. "
         f'Reply with JSON only: {{"ranking": [...]}}.'
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
@@ -230,8 +233,7 @@ class LLMRerankStage(Stage):
             report["used"] = "none"
         self._record(ctx, report)
         ctx.current = [
-            Hit(h.id, 1.0 / rank, raw=float(h.score), source=self.name, provenance=h.provenance, record=h.record)
-            for rank, h in enumerate(head + tail, start=1)
+            Hit(h.id, 1.0 / rank, raw=float(h.score), source=self.name, provenance=h.provenance, record=h.record) for rank, h in enumerate(head + tail, start=1)
         ]
 
     def _llm_order(self, query: str | None, texts: list[str | None]) -> tuple[list[int] | None, str | None, int]:

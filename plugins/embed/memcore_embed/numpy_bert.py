@@ -226,7 +226,7 @@ class NumpyBert:
         for key, value in raw.items():
             for prefix in ("bert.", "model."):
                 if key.startswith(prefix):
-                    key = key[len(prefix):]
+                    key = key[len(prefix) :]
             w[key] = np.ascontiguousarray(value, dtype=_F)
         self.word = w["embeddings.word_embeddings.weight"]
         self.position = w["embeddings.position_embeddings.weight"]
@@ -241,14 +241,20 @@ class NumpyBert:
             q_b = w[p + "attention.self.query.bias"] * scale
             qkv_w = np.concatenate([q_w, w[p + "attention.self.key.weight"], w[p + "attention.self.value.weight"]], axis=0)
             qkv_b = np.concatenate([q_b, w[p + "attention.self.key.bias"], w[p + "attention.self.value.bias"]])
-            self.layers.append({
-                "qkv_w": np.ascontiguousarray(qkv_w.T), "qkv_b": qkv_b,
-                "o_w": np.ascontiguousarray(w[p + "attention.output.dense.weight"].T), "o_b": w[p + "attention.output.dense.bias"],
-                "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
-                "i_w": np.ascontiguousarray(w[p + "intermediate.dense.weight"].T), "i_b": w[p + "intermediate.dense.bias"],
-                "f_w": np.ascontiguousarray(w[p + "output.dense.weight"].T), "f_b": w[p + "output.dense.bias"],
-                "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
-            })
+            self.layers.append(
+                {
+                    "qkv_w": np.ascontiguousarray(qkv_w.T),
+                    "qkv_b": qkv_b,
+                    "o_w": np.ascontiguousarray(w[p + "attention.output.dense.weight"].T),
+                    "o_b": w[p + "attention.output.dense.bias"],
+                    "ln1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+                    "i_w": np.ascontiguousarray(w[p + "intermediate.dense.weight"].T),
+                    "i_b": w[p + "intermediate.dense.bias"],
+                    "f_w": np.ascontiguousarray(w[p + "output.dense.weight"].T),
+                    "f_b": w[p + "output.dense.bias"],
+                    "ln2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"]),
+                }
+            )
 
     # -- tokenisation and batching -------------------------------------------------------
     def tokenize(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -259,7 +265,7 @@ class NumpyBert:
         """Yield (positions, id matrix, lengths) for texts grouped by length (longest first)."""
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
         for start in range(0, len(order), batch_size):
-            chunk = order[start:start + batch_size]
+            chunk = order[start : start + batch_size]
             width = len(ids[chunk[0]])
             matrix = np.zeros((len(chunk), width), dtype=np.int64)
             lengths = np.array([len(ids[i]) for i in chunk], dtype=np.int64)

@@ -57,9 +57,7 @@ def parse_embeddings(body: Any, n: int, dim: int) -> np.ndarray:
     for position, item in zip(order, data):
         values = item["embedding"]
         if not isinstance(values, list):
-            raise ValidationError(
-                f"embeddings reply: 'embedding' is a {type(values).__name__}, expected a list of floats (encoding_format=float)"
-            )
+            raise ValidationError(f"embeddings reply: 'embedding' is a {type(values).__name__}, expected a list of floats (encoding_format=float)")
         if len(values) != dim:
             raise DimensionError(f"the embeddings endpoint returned {len(values)}-d vectors, settings declare dim={dim}")
         try:

@@ -147,7 +147,9 @@ def test_auth_header(server, monkeypatch):
 
 
 def test_declared_in_settings(server):
-    with memcore.open({"store": "memory", "llms": {"default": {"kind": "openai", "base_url": server.url, "model": "tiny-chat", "api_key_env": "", "temperature": 0.2}}}) as memory:
+    with memcore.open(
+        {"store": "memory", "llms": {"default": {"kind": "openai", "base_url": server.url, "model": "tiny-chat", "api_key_env": "", "temperature": 0.2}}}
+    ) as memory:
         client = memory.llms["default"]
         assert isinstance(client, ChatClient) and isinstance(client, memcore.LLM)
         assert (client.config.temperature, client.config.timeout_s, client.config.max_retries) == (0.2, 60.0, 3)

@@ -174,7 +174,11 @@ def test_hits_without_a_record_are_empty_passages(server, collection):
     server.chat_reply = '{"ranking": [2, 1]}'
     ctx = seeded(collection, ["a", "ghost"])
     assert run(make_stage(server), ctx) == ["ghost", "a"]
-    assert server.requests[0].body["messages"][1]["content"].endswith(f"[1] {TEXTS['a']}\n[2] \n\nRank the passages 1-2 from most to least relevant to the query. Reply with JSON only: {{\"ranking\": [...]}}.")
+    assert (
+        server.requests[0]
+        .body["messages"][1]["content"]
+        .endswith(f'[1] {TEXTS["a"]}\n[2] \n\nRank the passages 1-2 from most to least relevant to the query. Reply with JSON only: {{"ranking": [...]}}.')
+    )
 
 
 # -- fallbacks ---------------------------------------------------------------------------------
@@ -483,7 +487,7 @@ def test_through_memcore_open(server, tmp_path):
             {"kind": "recall", "over_fetch": 2.0},
             {"kind": "llm_rerank"},
             {"kind": "limit"},
-        ]
+        ],
     }
     memory = memcore.open(settings, path=tmp_path)
     try:

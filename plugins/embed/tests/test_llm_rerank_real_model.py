@@ -53,7 +53,7 @@ def open_memory(path: Path, url: str, **stage_options):
             {"kind": "recall", "over_fetch": 1.0},
             {"kind": "llm_rerank", "top_n": 5, "fallback": "keep", **stage_options},
             {"kind": "limit"},
-        ]
+        ],
     }
     memory = memcore.open(settings, path=path)
     if len(memory.collection) == 0:

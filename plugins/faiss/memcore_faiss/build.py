@@ -161,7 +161,7 @@ def make_layout(config: FaissIndexConfig, dim: int, name: str) -> Layout:
     if core.metric_type != metric_type or base.metric_type != metric_type:
         raise ConfigError(
             f"faiss builds {config.factory!r} with the L2 metric only, not metric {config.metric!r} "
-            "(use metric = \"l2\": on normalised vectors it ranks like cosine)",
+            '(use metric = "l2": on normalised vectors it ranks like cosine)',
             location=f"{location}.metric",
         )
     try:

@@ -86,9 +86,7 @@ class FaissIndexConfig(ComponentConfig):
         description="Under a where filter above the exact thresholds, HNSW searches with ef_search / selectivity, at most this.",
     )
     score_threshold: float | None = Field(None, allow_inf_nan=False, description="Drop hits whose converted score is below this value.")
-    omp_threads: int | None = Field(
-        None, ge=1, le=1024, description="OpenMP threads for this index's faiss calls (default: leave faiss' setting)."
-    )
+    omp_threads: int | None = Field(None, ge=1, le=1024, description="OpenMP threads for this index's faiss calls (default: leave faiss' setting).")
     blas_min_queries: int | None = Field(
         16,
         ge=1,

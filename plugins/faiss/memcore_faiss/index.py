@@ -122,7 +122,9 @@ class FaissIndex(Index):
             if v is None:
                 raise DimensionError(f"index {self.name!r}: record {r.id!r} has no vector in space {space!r}")
             if getattr(v, "shape", None) != (self.dim,):
-                raise DimensionError(f"index {self.name!r}: record {r.id!r} needs a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}")
+                raise DimensionError(
+                    f"index {self.name!r}: record {r.id!r} needs a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}"
+                )
             if not np.isfinite(v).all():
                 raise ValidationError(f"index {self.name!r}: the vector of record {r.id!r} contains NaN or infinite values")
 
@@ -155,9 +157,7 @@ class FaissIndex(Index):
         latest = {r.id: r for r in records}  # a repeated id: the last one wins
         ids = list(latest)
         space = self.config.space
-        vectors = self._scoring.prepare(
-            np.stack([np.asarray(latest[i].vectors[space], dtype=np.float32) for i in ids]), f"index {self.name!r}: records"
-        )
+        vectors = self._scoring.prepare(np.stack([np.asarray(latest[i].vectors[space], dtype=np.float32) for i in ids]), f"index {self.name!r}: records")
         self.remove([i for i in ids if i in self._labels.label_of])
         labels = self._labels.assign(ids)
         with faiss_settings(self._faiss, threads=self.config.omp_threads, blas_threshold=None):
@@ -325,7 +325,13 @@ class FaissIndex(Index):
         return self._hits(distances, found, k, threshold)
 
     def _approximate(
-        self, x: np.ndarray, k: int, threshold: float | None, mode: FaissQueryMode | None, allowed: np.ndarray | None, allowed_ids: AbstractSet[str] | None = None
+        self,
+        x: np.ndarray,
+        k: int,
+        threshold: float | None,
+        mode: FaissQueryMode | None,
+        allowed: np.ndarray | None,
+        allowed_ids: AbstractSet[str] | None = None,
     ) -> list[list[Hit]]:
         """One faiss search call for every query, filters pushed down where faiss can.
 

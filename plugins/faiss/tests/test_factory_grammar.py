@@ -24,7 +24,7 @@ from memcore_faiss import FaissIndexConfig
 from memcore_faiss.index import FaissIndex
 
 CHILD = textwrap.dedent(
-    '''
+    """
     import json, sys, tempfile
     from pathlib import Path
     import numpy as np
@@ -59,7 +59,7 @@ CHILD = textwrap.dedent(
             again.load(Path(d))
             assert again.search(Query(vectors={"default": x[0]}), 5)
         print(json.dumps({"ok": text}), flush=True)
-    '''
+    """
 )
 
 
@@ -73,8 +73,14 @@ def run_child(candidates: list[tuple[str, int, str]]) -> list[dict]:
     return lines
 
 
-_NUMBERS = st.one_of(st.sampled_from(["0", "1", "2", "3", "4", "8", "16", "32", "64", "256", "257", "4096", "65536", "65537", "08", "99999999999999999999"]), st.integers(0, 300).map(str))
-_STORAGE = st.one_of(st.sampled_from(["Flat", "SQ4", "SQ6", "SQ8", "SQfp16", "SQ7", "LSH", "RFlat"]), st.builds(lambda m, b: f"PQ{m}" + (f"x{b}" if b else ""), _NUMBERS, st.one_of(st.none(), _NUMBERS)))
+_NUMBERS = st.one_of(
+    st.sampled_from(["0", "1", "2", "3", "4", "8", "16", "32", "64", "256", "257", "4096", "65536", "65537", "08", "99999999999999999999"]),
+    st.integers(0, 300).map(str),
+)
+_STORAGE = st.one_of(
+    st.sampled_from(["Flat", "SQ4", "SQ6", "SQ8", "SQfp16", "SQ7", "LSH", "RFlat"]),
+    st.builds(lambda m, b: f"PQ{m}" + (f"x{b}" if b else ""), _NUMBERS, st.one_of(st.none(), _NUMBERS)),
+)
 _MAIN = st.one_of(
     _STORAGE,
     st.builds(lambda m, sep, s: f"HNSW{m}" + (f"{sep}{s}" if s else ""), _NUMBERS, st.sampled_from([",", "_"]), st.one_of(st.none(), _STORAGE)),
@@ -110,7 +116,22 @@ def test_strings_that_crashed_faiss_are_config_errors_at_validation(text):
 
 
 def test_the_documented_factories_still_work():
-    docs = ["Flat", "HNSW32", "HNSW16_SQ8", "HNSW32,Flat", "HNSW16,PQ4", "IVF8,Flat", "IVF4,PQ4x4", "PQ4x4", "SQ8", "SQfp16",
-            "PCA4,IVF4,Flat", "OPQ4,IVF4,PQ4", "IVF8_HNSW32,Flat", "L2norm,Flat", "RR8,HNSW8"]
+    docs = [
+        "Flat",
+        "HNSW32",
+        "HNSW16_SQ8",
+        "HNSW32,Flat",
+        "HNSW16,PQ4",
+        "IVF8,Flat",
+        "IVF4,PQ4x4",
+        "PQ4x4",
+        "SQ8",
+        "SQfp16",
+        "PCA4,IVF4,Flat",
+        "OPQ4,IVF4,PQ4",
+        "IVF8_HNSW32,Flat",
+        "L2norm,Flat",
+        "RR8,HNSW8",
+    ]
     lines = run_child([(text, 8, "l2") for text in docs])
     assert [l["ok"] for l in lines if "ok" in l] == docs

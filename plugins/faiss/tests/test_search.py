@@ -32,7 +32,9 @@ def test_score_conventions(make, kit):
             else:
                 sq = float(((base[i] - q) ** 2).sum())
                 assert raw == pytest.approx(sq, rel=1e-4) and score == pytest.approx(-sq, rel=1e-4)
-        assert [h.id for h in hits[:10]] == kit.exact_ids(base if metric != "cosine" else base / np.linalg.norm(base, axis=1, keepdims=True), ids, q, 10, metric)
+        assert [h.id for h in hits[:10]] == kit.exact_ids(
+            base if metric != "cosine" else base / np.linalg.norm(base, axis=1, keepdims=True), ids, q, 10, metric
+        )
         assert index.score_range == {"cosine": (-1.0, 1.0), "ip": (None, None), "l2": (None, 0.0)}[metric]
 
 

@@ -149,14 +149,35 @@ def test_config_errors_name_the_key(make, options, location, message):
 
 @pytest.mark.parametrize(
     "options",
-    [{"factory": "IDMap,Flat"}, {"factory": ""}, {"metric": "hamming"}, {"compact_fraction": 0}, {"omp_threads": 0}, {"params": {"a b": 1}}, {"unknown": 1},
-     # issue 13: strings faiss accepts but that abort (HNSW0: SIGABRT on add, HNSW1: SIGSEGV) or fail every search (PQ4x2)
-     {"factory": "NotAnIndex"}, {"factory": "HNSW0"}, {"factory": "HNSW1"}, {"factory": "HNSW032"}, {"factory": "PQ4x2"},
-     {"factory": "IVF0,Flat"}, {"factory": "IVF8"}, {"factory": "HNSW300"},
-     # issue 13 item 7: every numeric option is bounded
-     {"factory": "HNSW32", "ef_search": 10**9}, {"factory": "HNSW32", "ef_search": 2**40}, {"factory": "HNSW32", "ef_construction": 10**6},
-     {"factory": "IVF8,Flat", "nprobe": 10**6}, {"params": {"efSearch": 1e9}}, {"params": {"efSearch": float("nan")}},
-     {"score_threshold": float("nan")}, {"min_train": 10**12}, {"blas_min_queries": 10**12}, {"exact_filter_below": 10**12}],
+    [
+        {"factory": "IDMap,Flat"},
+        {"factory": ""},
+        {"metric": "hamming"},
+        {"compact_fraction": 0},
+        {"omp_threads": 0},
+        {"params": {"a b": 1}},
+        {"unknown": 1},
+        # issue 13: strings faiss accepts but that abort (HNSW0: SIGABRT on add, HNSW1: SIGSEGV) or fail every search (PQ4x2)
+        {"factory": "NotAnIndex"},
+        {"factory": "HNSW0"},
+        {"factory": "HNSW1"},
+        {"factory": "HNSW032"},
+        {"factory": "PQ4x2"},
+        {"factory": "IVF0,Flat"},
+        {"factory": "IVF8"},
+        {"factory": "HNSW300"},
+        # issue 13 item 7: every numeric option is bounded
+        {"factory": "HNSW32", "ef_search": 10**9},
+        {"factory": "HNSW32", "ef_search": 2**40},
+        {"factory": "HNSW32", "ef_construction": 10**6},
+        {"factory": "IVF8,Flat", "nprobe": 10**6},
+        {"params": {"efSearch": 1e9}},
+        {"params": {"efSearch": float("nan")}},
+        {"score_threshold": float("nan")},
+        {"min_train": 10**12},
+        {"blas_min_queries": 10**12},
+        {"exact_filter_below": 10**12},
+    ],
 )
 def test_config_model_rejects(options):
     with pytest.raises(Exception) as info:
@@ -174,7 +195,13 @@ def test_default_min_train_follows_faiss_recommendation(make):
 def test_duplicate_ids_in_a_batch_last_wins(make, kit):
     index = make(4, metric="l2")
     first, second = np.eye(4, dtype=np.float32)[:2]
-    index.add([Record(id="a", text="1", vectors={"default": first}), Record(id="b", text="2", vectors={"default": second}), Record(id="a", text="3", vectors={"default": second * 2})])
+    index.add(
+        [
+            Record(id="a", text="1", vectors={"default": first}),
+            Record(id="b", text="2", vectors={"default": second}),
+            Record(id="a", text="3", vectors={"default": second * 2}),
+        ]
+    )
     assert len(index) == 2
     hits = index.search(kit.query(second * 2), 2)
     assert [h.id for h in hits] == ["a", "b"]

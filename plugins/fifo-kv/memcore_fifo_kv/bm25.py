@@ -65,9 +65,7 @@ class BM25Config(ComponentConfig):
     b: float = Field(0.75, ge=0, le=1, description="Length normalisation (0 = none, 1 = full).")
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = Field("lucene", description="bm25s scoring variant.")
     delta: float = Field(0.5, ge=0, le=100, description="The delta of BM25L / BM25+ (ignored by the other methods).")
-    stopwords: str | tuple[str, ...] | None = Field(
-        "en", description='A bm25s stopword list ("en", "de", "fr"...), a list of words, or "none".'
-    )
+    stopwords: str | tuple[str, ...] | None = Field("en", description='A bm25s stopword list ("en", "de", "fr"...), a list of words, or "none".')
     stemmer: str | None = Field("english", description='A PyStemmer algorithm ("english", "porter", "german"...) or "none".')
     fields: tuple[str, ...] = Field(("text",), description='What is indexed: "text" and/or "metadata.<key>", joined.')
     merge_threshold: int | None = Field(
@@ -379,4 +377,3 @@ class BM25Index(Index):
             self._stats.add(doc.terms, doc.length)
         self._fresh = fresh
         self.merges = int(state.get("merges", 0))
-

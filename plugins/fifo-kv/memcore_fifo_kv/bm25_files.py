@@ -91,19 +91,16 @@ def load_base(directory: Path, gen: str, scorer: Scorer) -> BaseSegment:
     import bm25s
 
     try:
-        retriever = bm25s.BM25.load(
-            directory, **{k: _name(gen, v) for k, v in _BM25S_NAMES.items()}, mmap=True, allow_pickle=False, show_progress=False
-        )
+        retriever = bm25s.BM25.load(directory, **{k: _name(gen, v) for k, v in _BM25S_NAMES.items()}, mmap=True, allow_pickle=False, show_progress=False)
         ids = json.loads((directory / _name(gen, _OWN_NAMES["ids"])).read_text(encoding="utf-8"))
-        arrays = {
-            key: np.load(directory / _name(gen, _OWN_NAMES[key]), mmap_mode="r", allow_pickle=False)
-            for key in _ARRAYS
-        }
+        arrays = {key: np.load(directory / _name(gen, _OWN_NAMES[key]), mmap_mode="r", allow_pickle=False) for key in _ARRAYS}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise CorruptError(f"bm25 base segment {gen}: cannot read it: {exc}") from None
     params = (retriever.method, float(retriever.k1), float(retriever.b), float(retriever.delta))
     if params != (scorer.method, scorer.k1, scorer.b, scorer.delta):
-        raise CorruptError(f"bm25 base segment {gen}: built with method/k1/b/delta {params}, the index uses {(scorer.method, scorer.k1, scorer.b, scorer.delta)}")
+        raise CorruptError(
+            f"bm25 base segment {gen}: built with method/k1/b/delta {params}, the index uses {(scorer.method, scorer.k1, scorer.b, scorer.delta)}"
+        )
     terms, tfs, offsets, tf_columns = (arrays[key] for key in _ARRAYS)
     scores = retriever.scores
     n_vocab = int(scores["indptr"].shape[0]) - 1

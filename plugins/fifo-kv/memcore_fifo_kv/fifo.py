@@ -61,13 +61,10 @@ class FifoIndexConfig(ComponentConfig):
     """Settings of the ``fifo`` index (``[indexes.<name>] kind = "fifo"``)."""
 
     kind: str = "fifo"
-    capacity: int | None = Field(
-        None, ge=1, description="Ids beyond this many are reported by overflow() for Collection.evict(); None: unbounded."
-    )
+    capacity: int | None = Field(None, ge=1, description="Ids beyond this many are reported by overflow() for Collection.evict(); None: unbounded.")
     order: Literal["arrival", "created_at"] = Field(
         "arrival",
-        description="arrival: the order of add() calls (re-adding moves to the tail); "
-        "created_at: the records' creation time (kept by updates and rebuilds).",
+        description="arrival: the order of add() calls (re-adding moves to the tail); created_at: the records' creation time (kept by updates and rebuilds).",
     )
 
 
@@ -80,7 +77,6 @@ class FifoQuery(ModeModel):
     def newest_first(self) -> bool:
         """True when the newest ids come first."""
         return self.mode == "newest"
-
 
 
 _DEFAULT_MODE = {"mode": "newest"}
@@ -99,9 +95,7 @@ class FifoIndex(Index):
         self.capacity = config.capacity
         self.by_created = config.order == "created_at"
         self.score_name = (
-            "creation time (newest: created_at, oldest: -created_at)"
-            if self.by_created
-            else "arrival sequence number (newest: seq, oldest: -seq)"
+            "creation time (newest: created_at, oldest: -created_at)" if self.by_created else "arrival sequence number (newest: seq, oldest: -seq)"
         )
         self._queue = OrderedIds()  # key: seq, or (created_at, seq)
         self._next_seq = 1
@@ -115,9 +109,7 @@ class FifoIndex(Index):
             if self.by_created:
                 created = record.created_at
                 if isinstance(created, bool) or not isinstance(created, (int, float)) or not math.isfinite(created):
-                    raise ValidationError(
-                        f"index {self.name!r} (fifo, order = created_at): record {record.id!r} has no finite created_at ({created!r})"
-                    )
+                    raise ValidationError(f"index {self.name!r} (fifo, order = created_at): record {record.id!r} has no finite created_at ({created!r})")
 
     def validate_query(self, query: Query) -> None:
         self._mode(query)

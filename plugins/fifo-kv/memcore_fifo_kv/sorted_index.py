@@ -79,9 +79,7 @@ class SortedIndexConfig(ComponentConfig):
 
     kind: str = "sorted"
     field: str = Field(..., min_length=1, description="Top-level metadata field whose value orders the records.")
-    missing: Literal["error", "skip"] = Field(
-        "error", description="A record without the field: error (rejected before it is stored) or skip (not held)."
-    )
+    missing: Literal["error", "skip"] = Field("error", description="A record without the field: error (rejected before it is stored) or skip (not held).")
 
 
 class TopQuery(ModeModel):
@@ -166,7 +164,7 @@ class SortedIndex(Index):
                 if self.config.missing == "error":
                     raise ValidationError(
                         f"index {self.name!r} (sorted on {self.field!r}): record {record.id!r} has no metadata field "
-                        f"{self.field!r}; add it, or set missing = \"skip\" to leave such records out of this index"
+                        f'{self.field!r}; add it, or set missing = "skip" to leave such records out of this index'
                     )
                 out.append((record.id, None))
                 continue
@@ -174,8 +172,7 @@ class SortedIndex(Index):
             kind = value_type(value)
             if kind is None:
                 raise ValidationError(
-                    f"index {self.name!r} (sorted on {self.field!r}): record {record.id!r} has {self.field}={value!r}; "
-                    "values must be finite numbers or strings"
+                    f"index {self.name!r} (sorted on {self.field!r}): record {record.id!r} has {self.field}={value!r}; values must be finite numbers or strings"
                 )
             expected = held or (first[0] if first else None)
             if expected is not None and kind != expected:
@@ -198,8 +195,7 @@ class SortedIndex(Index):
         for name, bound in mode.bounds().items():
             if held is not None and value_type(bound) != held:
                 raise ValidationError(
-                    f"index {self.name!r} (sorted on {self.field!r}): bound {name}={bound!r} is a {value_type(bound)} "
-                    f"but the index holds {held} values"
+                    f"index {self.name!r} (sorted on {self.field!r}): bound {name}={bound!r} is a {value_type(bound)} but the index holds {held} values"
                 )
         return mode
 

@@ -121,7 +121,13 @@ def churn(index: BM25Index, docs: dict[str, str], seed: int, adds: int, removes:
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"method": "bm25l"}, {"method": "bm25+", "delta": 1.0}, {"method": "robertson", "k1": 1.5, "b": 0.9}, {"method": "atire", "stemmer": "none", "stopwords": "none"}],
+    [
+        {},
+        {"method": "bm25l"},
+        {"method": "bm25+", "delta": 1.0},
+        {"method": "robertson", "k1": 1.5, "b": 0.9},
+        {"method": "atire", "stemmer": "none", "stopwords": "none"},
+    ],
     ids=["lucene", "bm25l", "bm25plus", "robertson", "atire-plain"],
 )
 def test_equal_to_fresh_bm25s_between_and_after_merges(options):

@@ -113,8 +113,17 @@ def test_config_validation():
     assert BM25Config(stopwords="none", stemmer="none").stopwords is None
     assert BM25Config(stopwords=False, stemmer=False).stemmer is None
     assert BM25Config(stopwords=["The", "a"]).stopwords == ("The", "a")
-    for bad in ({"stopwords": "klingon"}, {"fields": []}, {"fields": ["title"]}, {"fields": ["text", "text"]},
-                {"method": "bm26"}, {"k1": 0}, {"b": 1.5}, {"merge_threshold": 0}, {"colour": "red"}):
+    for bad in (
+        {"stopwords": "klingon"},
+        {"fields": []},
+        {"fields": ["title"]},
+        {"fields": ["text", "text"]},
+        {"method": "bm26"},
+        {"k1": 0},
+        {"b": 1.5},
+        {"merge_threshold": 0},
+        {"colour": "red"},
+    ):
         with pytest.raises(PydanticValidationError):
             BM25Config(**bad)
     with pytest.raises(ConfigError, match="unknown stemmer 'klingon'.*english"):
@@ -160,8 +169,7 @@ def test_repeated_query_words_count_twice():
 
 def test_batch_with_duplicate_ids_keeps_the_last():
     index = make_index()
-    index.add([Record.create("first version about tulips", id="x"), Record.create("other", id="y"),
-               Record.create("second version about roses", id="x")])
+    index.add([Record.create("first version about tulips", id="x"), Record.create("other", id="y"), Record.create("second version about roses", id="x")])
     assert len(index) == 2
     assert search(index, "tulips") == []
     assert search(index, "roses") == ["x"]

@@ -117,7 +117,10 @@ os._exit(0)  # a crash: no close, no flush
 def run_crashing_writer(path: Path, mode: str) -> dict:
     result = subprocess.run(
         [sys.executable, "-c", _CRASHING_WRITER, str(path), mode],
-        capture_output=True, text=True, timeout=120, env={k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_")},
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -162,9 +165,7 @@ def test_created_at_order_is_the_same_live_after_rebuild_and_after_reopen(tmp_pa
     coll.close()
     with Collection.create(tmp_path) as reopened:
         assert reopened.index("stm").oldest(10) == live
-        assert [h.score for h in reopened.retrieve({"extras": {"fifo": {"mode": "oldest"}}}, index="stm")] == [
-            -reopened.get(i).created_at for i in live
-        ]
+        assert [h.score for h in reopened.retrieve({"extras": {"fifo": {"mode": "oldest"}}}, index="stm")] == [-reopened.get(i).created_at for i in live]
 
 
 def test_arrival_order_rebuild_limitation_is_as_documented(tmp_path):

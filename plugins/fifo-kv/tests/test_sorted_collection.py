@@ -99,7 +99,9 @@ def test_open_with_settings_insert_query_reopen(tmp_path):
         assert [(h.id, h.score) for h in memory.query("any text", k=3)] == before
         ranged = memory.collection.retrieve({"extras": {"sorted": {"mode": "range", "gt": 1, "lte": 3}}}, index="by_turn")
         assert [h.record.metadata["turn"] for h in ranged] == [1.5, 2, 3]
-        assert memory.collection.index("by_turn").between(lt=2) == [h.id for h in memory.collection.retrieve({"extras": {"sorted": {"mode": "range", "lt": 2}}}, index="by_turn")]
+        assert memory.collection.index("by_turn").between(lt=2) == [
+            h.id for h in memory.collection.retrieve({"extras": {"sorted": {"mode": "range", "lt": 2}}}, index="by_turn")
+        ]
 
 
 @pytest.mark.parametrize(

@@ -418,9 +418,7 @@ def test_matches_plain_sorting(ops, queries):
 
 
 @settings(max_examples=100, deadline=None)
-@given(
-    st.lists(st.tuples(st.sampled_from(["put", "discard"]), st.lists(st.tuples(st.integers(0, 300), st.integers(0, 9)), max_size=150)), max_size=10)
-)
+@given(st.lists(st.tuples(st.sampled_from(["put", "discard"]), st.lists(st.tuples(st.integers(0, 300), st.integers(0, 9)), max_size=150)), max_size=10))
 def test_ordered_ids_bulk_and_single_paths_agree_with_a_dict(ops):
     ordered = OrderedIds()
     model: dict[str, int] = {}

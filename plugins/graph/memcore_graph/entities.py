@@ -136,9 +136,7 @@ def capitalised_phrases(text: str) -> list[str]:
     return phrases
 
 
-_SPACY_LABELS = frozenset(
-    "PERSON NORP FAC ORG GPE LOC PRODUCT EVENT WORK_OF_ART LAW LANGUAGE".split()
-)
+_SPACY_LABELS = frozenset("PERSON NORP FAC ORG GPE LOC PRODUCT EVENT WORK_OF_ART LAW LANGUAGE".split())
 _SPACY_CACHE: dict[str, object] = {}
 _SPACY_LOCK = threading.Lock()
 
@@ -162,11 +160,13 @@ def load_spacy(model: str) -> object:
         try:
             import spacy
         except ImportError:
-            raise ConfigError(f"entity_extraction = \"spacy\" needs spaCy, which is not installed: {SPACY_HINT}", location="entity_extraction") from None
+            raise ConfigError(f'entity_extraction = "spacy" needs spaCy, which is not installed: {SPACY_HINT}', location="entity_extraction") from None
         try:
             nlp = spacy.load(model, exclude=["lemmatizer"])
         except (OSError, ImportError, ValueError) as exc:
-            raise ConfigError(f"spaCy model {model!r} cannot be loaded ({exc.__class__.__name__}: {str(exc)[:200]}): {SPACY_HINT}", location="spacy_model") from None
+            raise ConfigError(
+                f"spaCy model {model!r} cannot be loaded ({exc.__class__.__name__}: {str(exc)[:200]}): {SPACY_HINT}", location="spacy_model"
+            ) from None
         if not any(name in ("ner", "entity_ruler") or type(pipe).__name__ in ("EntityRecognizer", "EntityRuler") for name, pipe in nlp.pipeline):
             raise ConfigError(f"spaCy pipeline {model!r} has no entity recognizer ('ner' or 'entity_ruler'); pipes: {nlp.pipe_names}", location="spacy_model")
         _SPACY_CACHE[model] = nlp

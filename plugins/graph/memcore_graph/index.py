@@ -102,7 +102,13 @@ class GraphIndex(Index):
 
     def _fingerprint(self) -> dict[str, Any]:
         c = self.config
-        fp: dict[str, Any] = {"format": FORMAT, "directed": c.directed, "entity_extraction": c.entity_extraction, "entity_nodes": c.entity_nodes, "name_field": c.name_field}
+        fp: dict[str, Any] = {
+            "format": FORMAT,
+            "directed": c.directed,
+            "entity_extraction": c.entity_extraction,
+            "entity_nodes": c.entity_nodes,
+            "name_field": c.name_field,
+        }
         if c.entity_extraction == "spacy":
             fp["spacy_model"] = c.spacy_model
         return fp
@@ -279,8 +285,7 @@ class GraphIndex(Index):
         mode = parse_mode(query.extras, self.name)
         if isinstance(mode, TextMode) and not (query.text and query.text.strip()):
             raise ValidationError(
-                f"graph index {self.name!r}: the query has no text; give text (names to start from) "
-                "or a mode in extras[\"graph\"] (traverse, expand, path)"
+                f'graph index {self.name!r}: the query has no text; give text (names to start from) or a mode in extras["graph"] (traverse, expand, path)'
             )
         return mode
 
@@ -400,7 +405,9 @@ class GraphIndex(Index):
         ends = dict.fromkeys((mode.source, mode.target))
         if len(self._present(ends, gate)) < len(ends):
             return []
-        path = shortest_path(mode.source, mode.target, self._expander(mode.direction, mode.relations, gate), max_depth=mode.max_depth, order_key=self._order_key())
+        path = shortest_path(
+            mode.source, mode.target, self._expander(mode.direction, mode.relations, gate), max_depth=mode.max_depth, order_key=self._order_key()
+        )
         if path is None:
             return []
         is_hit = self._is_hit(allowed) or _is_record
@@ -462,7 +469,9 @@ class GraphIndex(Index):
         self._out = out  # _relations reads the new links
         try:
             # an undirected edge may be saved as (u, v) when only v links to u
-            graph.add_edges_from((u, v, {"relations": self._relations(u, v) if u.__class__ is tuple or v in out[u] else self._relations(v, u)}) for u, v in edges)
+            graph.add_edges_from(
+                (u, v, {"relations": self._relations(u, v) if u.__class__ is tuple or v in out[u] else self._relations(v, u)}) for u, v in edges
+            )
         finally:
             self._out = previous
         self._graph, self._out, self._mentions = graph, out, mentions

@@ -28,7 +28,8 @@ class GraphRecallConfig(ComponentConfig):
     source: str | None = Field(None, description="List whose hits are the seeds (default: the working list).")
     seeds: int = Field(10, gt=0, description="How many of the source's best hits seed the expansion.")
     seed_score: Literal["rank", "minmax", "score"] = Field(
-        "rank", description="Seed score of the hit at rank r: 1/r ('rank'), its score min-max scaled to [0, 1] ('minmax'), or its score as is, negatives as 0 ('score')."
+        "rank",
+        description="Seed score of the hit at rank r: 1/r ('rank'), its score min-max scaled to [0, 1] ('minmax'), or its score as is, negatives as 0 ('score').",
     )
     max_depth: int | None = Field(None, ge=0, le=64, description="Hops (default: the index's max_depth).")
     max_nodes: int | None = Field(None, ge=1, le=10_000_000, description="Nodes visited at most (default: the index's max_nodes).")
@@ -85,7 +86,10 @@ class GraphRecall(Stage):
             self.index = graphs[0]
         elif indexes.get(self.config.index) != "graph":
             what = f"is a {indexes[self.config.index]!r} index" if self.config.index in indexes else "does not exist"
-            raise ConfigError(f"graph_recall stage: index {self.config.index!r} {what}; graph indexes: {sorted(n for n, k in indexes.items() if k == 'graph') or '(none)'}", location="pipeline")
+            raise ConfigError(
+                f"graph_recall stage: index {self.config.index!r} {what}; graph indexes: {sorted(n for n, k in indexes.items() if k == 'graph') or '(none)'}",
+                location="pipeline",
+            )
 
     def run(self, ctx: PipelineContext) -> None:
         """Seed from the source list, expand, add the new list (it becomes the working list)."""

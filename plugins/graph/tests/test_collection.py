@@ -116,7 +116,9 @@ def test_scoped_retrieve_never_sees_other_scopes(coll):
 
 def test_where_filter_restricts_hits(coll):
     coll.insert([{"id": f"n{i}", "text": f"note {i}", "metadata": {"even": i % 2 == 0}, "links": [f"n{i + 1}"] if i < 4 else []} for i in range(5)][::-1])
-    got = [h.id for h in coll.retrieve(Query(extras={"graph": {"mode": "traverse", "start": ["n0"], "pass_through": True}}, k=10), index="g", where={"even": True})]
+    got = [
+        h.id for h in coll.retrieve(Query(extras={"graph": {"mode": "traverse", "start": ["n0"], "pass_through": True}}, k=10), index="g", where={"even": True})
+    ]
     assert got == ["n0", "n2", "n4"]
     got = [h.id for h in coll.retrieve(Query(extras={"graph": {"mode": "traverse", "start": ["n0"]}}, k=10), index="g", where={"even": True})]
     assert got == ["n0"]

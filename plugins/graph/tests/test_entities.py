@@ -131,6 +131,7 @@ def test_entity_edges_carry_default_weight_and_mentions_relation():
 
 # -- spaCy -----------------------------------------------------------------------------------
 
+
 def test_spacy_missing_is_a_config_error_with_the_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "spacy", None)  # `import spacy` fails, installed or not
     monkeypatch.setattr(entities, "_SPACY_CACHE", {})

@@ -396,9 +396,13 @@ def test_bad_keys_inside_graph_are_named(chain, mode, where):
 
 def test_bad_keys_name_the_fields_of_the_mode_given(chain):
     query = Query(extras={"graph": {"mode": "path", "source": "a", "target": "b", "algorithm": "bfs"}})
-    with pytest.raises(ValidationError, match=re.escape("allowed in mode 'path': ['direction', 'max_depth', 'mode', 'pass_through', 'relations', 'source', 'target']")):
+    with pytest.raises(
+        ValidationError, match=re.escape("allowed in mode 'path': ['direction', 'max_depth', 'mode', 'pass_through', 'relations', 'source', 'target']")
+    ):
         chain.validate_query(query)
-    with pytest.raises(ValidationError, match=re.escape("extras.graph.mode: ") + ".*" + re.escape("allowed mode values: ['expand', 'path', 'text', 'traverse']")):
+    with pytest.raises(
+        ValidationError, match=re.escape("extras.graph.mode: ") + ".*" + re.escape("allowed mode values: ['expand', 'path', 'text', 'traverse']")
+    ):
         chain.validate_query(Query(extras={"graph": {"mode": "walk"}}))
 
 
@@ -447,7 +451,9 @@ def test_empty_index_and_batches(g):
 
 
 def test_search_batch_equals_search(chain):
-    queries = [Query(extras={"graph": {"mode": "traverse", "start": [s]}}) for s in "abc"] + [Query(extras={"graph": {"mode": "path", "source": "a", "target": "f"}})]
+    queries = [Query(extras={"graph": {"mode": "traverse", "start": [s]}}) for s in "abc"] + [
+        Query(extras={"graph": {"mode": "path", "source": "a", "target": "f"}})
+    ]
     assert [[h.id for h in hits] for hits in chain.search_batch(queries, 5)] == [[h.id for h in chain.search(q, 5)] for q in queries]
 
 

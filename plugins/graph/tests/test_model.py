@@ -32,7 +32,13 @@ def snapshot(index):
         {"graph": {"mode": "path", "source": IDS[0], "target": IDS[11], "direction": "both"}},
         {},
     ]
-    results = [[(h.id, round(h.score, 12), h.raw) for h in index.search(Query(text="what about alice and bank of america", extras=q), 20, set(IDS[::2]) if i % 2 else None)] for i, q in enumerate(queries)]
+    results = [
+        [
+            (h.id, round(h.score, 12), h.raw)
+            for h in index.search(Query(text="what about alice and bank of america", extras=q), 20, set(IDS[::2]) if i % 2 else None)
+        ]
+        for i, q in enumerate(queries)
+    ]
     return sorted(map(str, graph.nodes)), edges, index.pending_links(), index.stats(), results
 
 

@@ -39,10 +39,7 @@ def build(g, **options):
 
 
 def results(index, allowed=None):
-    return [
-        [(h.id, h.score, h.raw) for h in index.search(Query(text="alice and carol?", extras=extras), 20, allowed)]
-        for extras in QUERIES
-    ]
+    return [[(h.id, h.score, h.raw) for h in index.search(Query(text="alice and carol?", extras=extras), 20, allowed)] for extras in QUERIES]
 
 
 @pytest.mark.parametrize("options", [{}, {"directed": False}, {"entity_nodes": False}, {"entity_extraction": "none"}])

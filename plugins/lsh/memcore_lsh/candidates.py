@@ -100,9 +100,20 @@ def bucket_candidates(
         # as many queries as fit the limit, at least one however large its buckets
         last = max(first + 1, int(ends.searchsorted(before + limit, side="right")))
         last = min(last, first + most, n_queries)
-        yield first, _chunk(
-            tables, starts[first:last], counts[first:last], per_query[first:last], query_packed[first:last],
-            stored_packed, slot_bits, distance_bits, mask, cap,
+        yield (
+            first,
+            _chunk(
+                tables,
+                starts[first:last],
+                counts[first:last],
+                per_query[first:last],
+                query_packed[first:last],
+                stored_packed,
+                slot_bits,
+                distance_bits,
+                mask,
+                cap,
+            ),
         )
         first = last
 

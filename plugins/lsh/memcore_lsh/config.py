@@ -13,7 +13,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from memcore import ComponentConfig, query_mode
 
 __all__ = [
-    "LSHIndexConfig", "LSHQueryMode", "QUERY_MODE_KEY", "MAX_PROBE_MASKS", "check_probe_radius", "parse_query_mode", "probe_mask_count",
+    "LSHIndexConfig",
+    "LSHQueryMode",
+    "QUERY_MODE_KEY",
+    "MAX_PROBE_MASKS",
+    "check_probe_radius",
+    "parse_query_mode",
+    "probe_mask_count",
 ]
 
 QUERY_MODE_KEY = "lsh"
@@ -32,10 +38,7 @@ def check_probe_radius(bits: int, radius: int) -> None:
     """ValueError when probing ``radius`` around a ``bits``-bit code means too many buckets."""
     count = probe_mask_count(bits, radius)
     if count > MAX_PROBE_MASKS:
-        raise ValueError(
-            f"multi_probe={radius} with bits={bits} means {count} buckets per table (limit {MAX_PROBE_MASKS}); "
-            "lower multi_probe or bits"
-        )
+        raise ValueError(f"multi_probe={radius} with bits={bits} means {count} buckets per table (limit {MAX_PROBE_MASKS}); lower multi_probe or bits")
 
 
 class LSHIndexConfig(ComponentConfig):
@@ -48,9 +51,7 @@ class LSHIndexConfig(ComponentConfig):
     bits: int = Field(10, ge=1, le=64, description="Hyperplanes (code bits) per hash table; a bucket is one code.")
     tables: int = Field(16, ge=1, le=64, description="Independent hash tables; candidates are the union over tables.")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="Seed of the random hyperplanes (persisted with the index).")
-    multi_probe: int = Field(
-        1, ge=0, le=3, description="Hamming radius of the probed buckets per table: 0 = only the query's own bucket."
-    )
+    multi_probe: int = Field(1, ge=0, le=3, description="Hamming radius of the probed buckets per table: 0 = only the query's own bucket.")
     probes: int | None = Field(
         None,
         ge=1,
@@ -59,9 +60,7 @@ class LSHIndexConfig(ComponentConfig):
         "(smallest hyperplane margins); None = every bucket within multi_probe.",
     )
     rerank: bool = Field(True, description="Score candidates by exact cosine (else by Hamming distance of the full code).")
-    store_vectors: bool = Field(
-        True, description="Keep the normalised float32 vectors (needed by rerank); False keeps only the codes."
-    )
+    store_vectors: bool = Field(True, description="Keep the normalised float32 vectors (needed by rerank); False keeps only the codes.")
     max_candidates: int | None = Field(
         None,
         ge=1,
@@ -69,15 +68,12 @@ class LSHIndexConfig(ComponentConfig):
         description="Score at most this many candidates per query (never fewer than k): the nearest by full-code "
         "Hamming distance. None = score every candidate.",
     )
-    fallback_exact: bool = Field(
-        False, description="When the buckets yield fewer than k hits, score every held (allowed) id instead."
-    )
+    fallback_exact: bool = Field(False, description="When the buckets yield fewer than k hits, score every held (allowed) id instead.")
     exact_filter_below: int = Field(
         2048,
         ge=0,
         le=10_000_000,
-        description="A filtered search whose allowed set holds at most this many of the index's ids scores them all "
-        "instead of looking up buckets; 0 = never.",
+        description="A filtered search whose allowed set holds at most this many of the index's ids scores them all instead of looking up buckets; 0 = never.",
     )
 
     @model_validator(mode="after")

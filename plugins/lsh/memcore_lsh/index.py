@@ -65,9 +65,7 @@ class LSHIndex(Index):
         self._planes = Hyperplanes.random(self.dim, config.tables, config.bits, config.seed)
         self._rows = Slots(self.dim, config.tables, -(-config.tables * config.bits // 64), config.store_vectors)
         self._tables = make_tables(config.tables, config.bits)
-        self._scorer: Scorer = (
-            CosineScorer(self._rows) if config.rerank else HammingScorer(self._rows, config.tables * config.bits)
-        )
+        self._scorer: Scorer = CosineScorer(self._rows) if config.rerank else HammingScorer(self._rows, config.tables * config.bits)
         self.score_name = self._scorer.name
         self._default_mode = _Mode(config.multi_probe, config.probes, config.max_candidates, config.fallback_exact, False)
         self._plans: dict[tuple[int, int | None], ProbePlan] = {}
@@ -295,7 +293,5 @@ class LSHIndex(Index):
             "largest_bucket": largest,
             "mean_bucket_size_seen_by_a_record": expected,
             "dead_slots": self._rows.dead,
-            "memory_bytes": int(
-                self._rows.codes.nbytes + self._rows.packed.nbytes + self._tables.nbytes + (vectors.nbytes if vectors is not None else 0)
-            ),
+            "memory_bytes": int(self._rows.codes.nbytes + self._rows.packed.nbytes + self._tables.nbytes + (vectors.nbytes if vectors is not None else 0)),
         }

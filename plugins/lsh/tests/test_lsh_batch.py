@@ -149,9 +149,9 @@ def test_capped_candidates_are_the_nearest_of_the_uncapped():
     stored, qpacked = planes.pack(codes), planes.pack(qcodes)
     mask = rng.random(300) < 0.7
     for restrict in (None, mask):
-        (_, full), = bucket_candidates(table, keys, qpacked, stored, 300, restrict, None)
+        ((_, full),) = bucket_candidates(table, keys, qpacked, stored, 300, restrict, None)
         for cap in (1, 5, 17, 1000):
-            (_, capped), = bucket_candidates(table, keys, qpacked, stored, 300, restrict, cap)
+            ((_, capped),) = bucket_candidates(table, keys, qpacked, stored, 300, restrict, cap)
             owner, slots = _nearest(full.owners(), full.slots, qpacked, stored, cap, len(full))
             assert capped.slots.tolist() == slots.tolist()
             assert capped.bounds.tolist() == np.searchsorted(owner, np.arange(13)).tolist()

@@ -30,9 +30,7 @@ def test_insert_retrieve_close_reopen_identical(tmp_path):
     corpus = texts(300)
     questions = [" ".join(t.split()[1:4]) for t in corpus[::37]]
     memory = memcore.open(SETTINGS, path=tmp_path)
-    ids = memory.collection.insert(
-        [{"id": f"t{i}", "text": t, "metadata": {"parity": "even" if i % 2 == 0 else "odd"}} for i, t in enumerate(corpus)]
-    )
+    ids = memory.collection.insert([{"id": f"t{i}", "text": t, "metadata": {"parity": "even" if i % 2 == 0 else "odd"}} for i, t in enumerate(corpus)])
     assert len(ids) == 300 and len(memory.collection.index("hash")) == 300
     assert any(memory.query(q, k=5) for q in questions)
     # the exact words of a stored text find it first (its hashing vector is identical)
@@ -65,8 +63,13 @@ def test_reopen_loads_the_index_files_instead_of_rebuilding(tmp_path, monkeypatc
     before = [ranked(memory.collection.retrieve(q, index="hash")) for q in queries]
     memory.close()
     # a rebuild would draw hyperplanes from the seed: make such a draw different
-    monkeypatch.setattr(Hyperplanes, "random", classmethod(lambda cls, dim, tables, bits, seed: cls(
-        np.random.default_rng(seed + 1).standard_normal((dim, tables * bits)).astype(np.float32), tables, bits)))
+    monkeypatch.setattr(
+        Hyperplanes,
+        "random",
+        classmethod(
+            lambda cls, dim, tables, bits, seed: cls(np.random.default_rng(seed + 1).standard_normal((dim, tables * bits)).astype(np.float32), tables, bits)
+        ),
+    )
     with memcore.open(SETTINGS, path=tmp_path) as reopened:
         planes = reopened.collection.index("hash")._planes.planes
         assert np.array_equal(planes, np.load(tmp_path / "indexes" / "hash" / "planes.npy", allow_pickle=False))
@@ -95,8 +98,7 @@ def test_caller_given_vectors_scopes_and_extras(tmp_path):
     with memcore.open(settings, path=tmp_path) as memory:
         collection = memory.collection
         collection.insert(
-            [{"id": f"v{i}", "text": f"vector {i}", "vectors": {"dense": vectors[i]}, "scope": {"user_id": "ann" if i < 100 else "bob"}}
-             for i in range(200)]
+            [{"id": f"v{i}", "text": f"vector {i}", "vectors": {"dense": vectors[i]}, "scope": {"user_id": "ann" if i < 100 else "bob"}} for i in range(200)]
         )
         q = Query(vectors={"dense": vectors[7]}, k=5)
         assert collection.retrieve(q, index="hash")[0].id == "v7"

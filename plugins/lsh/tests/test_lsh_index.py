@@ -295,7 +295,7 @@ def test_hamming_mode_scores():
     index.add(records(vectors))
     planes = index._planes
     q = clustered(1, seed=11)[0]
-    q_bits = (q @ planes.planes > 0)
+    q_bits = q @ planes.planes > 0
     hits = index.search(query(q), 10)
     assert hits and index.score_name.startswith("SimHash")
     for hit in hits:
@@ -411,8 +411,13 @@ def test_reopen_uses_the_saved_hyperplanes(tmp_path, monkeypatch):
     index.save(tmp_path)
     before = index.search_batch([query(q) for q in queries], 10)
     # another numpy could draw other numbers from the same seed: simulate it
-    monkeypatch.setattr(Hyperplanes, "random", classmethod(lambda cls, dim, tables, bits, seed: cls(
-        np.random.default_rng(seed + 1000).standard_normal((dim, tables * bits)).astype(np.float32), tables, bits)))
+    monkeypatch.setattr(
+        Hyperplanes,
+        "random",
+        classmethod(
+            lambda cls, dim, tables, bits, seed: cls(np.random.default_rng(seed + 1000).standard_normal((dim, tables * bits)).astype(np.float32), tables, bits)
+        ),
+    )
     reopened = make_index(bits=8, tables=6, max_candidates=30)
     assert not np.array_equal(reopened._planes.planes, index._planes.planes)
     reopened.load(tmp_path)

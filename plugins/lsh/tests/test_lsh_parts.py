@@ -166,8 +166,7 @@ def test_bucket_candidates_are_the_distinct_union_over_tables_and_probes():
         lists = chunks[0][1]
         for j in range(5):
             expected = {
-                s for s in range(60) for t in range(3)
-                if bin(int(codes[s, t]) ^ int(qcodes[j, t])).count("1") <= 1 and (restrict is None or restrict[s])
+                s for s in range(60) for t in range(3) if bin(int(codes[s, t]) ^ int(qcodes[j, t])).count("1") <= 1 and (restrict is None or restrict[s])
             }
             got = lists.slots[lists.bounds[j] : lists.bounds[j + 1]].tolist()
             assert got == sorted(expected)

@@ -29,9 +29,7 @@ class MMRStage(Stage):
     def check(self, collection) -> None:
         """The space must be declared in the collection."""
         if self.config.space not in collection.spaces:
-            raise ConfigError(
-                f"mmr stage: no embedding space {self.config.space!r}; spaces: {sorted(collection.spaces)}", location="pipeline"
-            )
+            raise ConfigError(f"mmr stage: no embedding space {self.config.space!r}; spaces: {sorted(collection.spaces)}", location="pipeline")
 
     def _relevance(self, ctx: PipelineContext, hits: list[Hit], sim: CandidateSimilarity) -> np.ndarray:
         if self.config.relevance == "score":
@@ -41,11 +39,9 @@ class MMRStage(Stage):
             try:
                 query_vector = ctx.query_vector(self.config.space)
             except ValidationError as exc:
-                raise ValidationError(f"mmr stage: {exc}; give the query text or a vector, or set relevance = \"score\"") from None
+                raise ValidationError(f'mmr stage: {exc}; give the query text or a vector, or set relevance = "score"') from None
         elif not (ctx.query.text and ctx.query.text.strip()):
-            raise ValidationError(
-                f"mmr stage: no hit has a vector in space {self.config.space!r} and the query has no text; set relevance = \"score\""
-            )
+            raise ValidationError(f'mmr stage: no hit has a vector in space {self.config.space!r} and the query has no text; set relevance = "score"')
         return sim.to_query(query_vector, ctx.query.text)
 
     def run(self, ctx: PipelineContext) -> None:
@@ -63,9 +59,7 @@ class MMRStage(Stage):
             tokens = TokenSets(ctx.texts(ids))
         sim = CandidateSimilarity(matrix, present, tokens)
         relevance = self._relevance(ctx, hits, sim)
-        picks, values = mmr_select(
-            relevance, sim.column, self.config.top_n or ctx.query.k, self.config.lambda_, floor=self.config.redundancy_floor
-        )
+        picks, values = mmr_select(relevance, sim.column, self.config.top_n or ctx.query.k, self.config.lambda_, floor=self.config.redundancy_floor)
         ctx.current = [
             Hit(hits[i].id, value, raw=float(hits[i].score), source=self.name or "mmr", provenance=hits[i].provenance, record=hits[i].record)
             for i, value in zip(picks, values)

@@ -16,9 +16,7 @@ from memcore.plugins import get_registry
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "hybrid_fusion.toml"
 
-pytestmark = pytest.mark.skipif(
-    "dbsf" not in get_registry().names("fusions"), reason="needs the dbsf fusion of memcore-rrf (pip install -e ./plugins/rrf)"
-)
+pytestmark = pytest.mark.skipif("dbsf" not in get_registry().names("fusions"), reason="needs the dbsf fusion of memcore-rrf (pip install -e ./plugins/rrf)")
 
 ROWS = [
     {"id": "l1", "text": "Alice booked a flight to Lisbon for her summer vacation"},

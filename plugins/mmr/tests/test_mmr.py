@@ -62,12 +62,14 @@ def test_lambda_one_reproduces_the_relevance_order():
 
 def test_lambda_zero_picks_the_most_relevant_then_the_least_redundant():
     rel = np.array([1.0, 0.9, 0.8, 0.3])
-    sim = np.array([
-        [1.0, 0.9, 0.5, 0.1],
-        [0.9, 1.0, 0.4, 0.2],
-        [0.5, 0.4, 1.0, 0.6],
-        [0.1, 0.2, 0.6, 1.0],
-    ])
+    sim = np.array(
+        [
+            [1.0, 0.9, 0.5, 0.1],
+            [0.9, 1.0, 0.4, 0.2],
+            [0.5, 0.4, 1.0, 0.6],
+            [0.1, 0.2, 0.6, 1.0],
+        ]
+    )
     picks, values = mmr_select(rel, matrix_column(sim), 4, 0.0)
     # 0 first; redundancy to {0}: 1 .9, 2 .5, 3 .1 -> 3; to {0, 3}: 1 .9, 2 .6 -> 2; then 1
     assert picks == [0, 3, 2, 1]
@@ -233,7 +235,9 @@ def test_relevance_from_stored_vectors_equals_the_cosine_of_the_index(collection
 
 def test_relevance_score_uses_normalised_incoming_scores(collection):
     ctx = PipelineContext(collection, Query(text="anything", k=3))
-    ctx.add_list("given", [Hit(i, s, source="given", provenance=(Contribution("given", r, s),)) for r, (i, s) in enumerate([("d1", 9.0), ("b1", 5.0), ("c1", 1.0)], 1)])
+    ctx.add_list(
+        "given", [Hit(i, s, source="given", provenance=(Contribution("given", r, s),)) for r, (i, s) in enumerate([("d1", 9.0), ("b1", 5.0), ("c1", 1.0)], 1)]
+    )
     build_stage("mmr", **{"lambda": 1.0, "relevance": "score"}).run(ctx)
     assert [(h.id, h.score) for h in ctx.current] == [("d1", 1.0), ("b1", 0.5), ("c1", 0.0)]
 
@@ -301,7 +305,7 @@ def test_query_without_text_or_vector_for_the_space_is_a_validation_error():
     try:
         ctx = PipelineContext(coll, Query(vectors={"default": np.ones(256, dtype=np.float32)}, k=3))
         ctx.add_list("vector", coll.search_index("vector", ctx.query, 6))
-        with pytest.raises(ValidationError, match="relevance = \"score\""):
+        with pytest.raises(ValidationError, match='relevance = "score"'):
             build_stage("mmr", space="side").run(ctx)
         build_stage("mmr", space="side", relevance="score").run(ctx)  # works on the scores
         assert len(ctx.current) == 3
@@ -321,7 +325,12 @@ def test_lambda_spellings(key):
 def test_defaults():
     config = MMRStage().config
     assert (config.lambda_, config.top_n, config.fetch_k, config.space, config.relevance, config.redundancy_floor) == (
-        0.5, None, None, "default", "similarity", True
+        0.5,
+        None,
+        None,
+        "default",
+        "similarity",
+        True,
     )
     assert config.model_dump(by_alias=True)["lambda"] == 0.5
 

@@ -92,13 +92,17 @@ class PoincareIndex(Index):
             if v is None:
                 raise DimensionError(f"index {self.name!r}: record {r.id!r} has no vector in space {space!r}")
             if getattr(v, "shape", None) != (self.dim,):
-                raise DimensionError(f"index {self.name!r}: record {r.id!r} needs a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}")
+                raise DimensionError(
+                    f"index {self.name!r}: record {r.id!r} needs a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}"
+                )
             rows.append(np.asarray(v, dtype=np.float64))
             values = {}
             for key, default in ((cfg.v_key, cfg.default_v), (cfg.T_key, cfg.default_T), (cfg.born_key, r.created_at)):
                 value = r.metadata.get(key, default) if r.metadata else default
                 if not _number(value) or (key != cfg.born_key and value < 0):
-                    raise ValidationError(f"index {self.name!r}: record {r.id!r}: metadata {key!r} must be a finite number{'' if key == cfg.born_key else ' >= 0'}, got {value!r}")
+                    raise ValidationError(
+                        f"index {self.name!r}: record {r.id!r}: metadata {key!r} must be a finite number{'' if key == cfg.born_key else ' >= 0'}, got {value!r}"
+                    )
                 values[key] = float(value)
             links = list(dict.fromkeys(link.target for link in r.links))
             updated = r.updated_at or r.created_at or None

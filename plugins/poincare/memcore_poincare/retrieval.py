@@ -56,7 +56,12 @@ def check_search_args(top_k: Any, cone_width: Any, max_neighbors: Any, neighbor_
     top_k = _int_arg("top_k", top_k, 1)
     cone = None if cone_width is None else _int_arg("cone_width", cone_width, 1)
     maxn = _int_arg("max_neighbors", max_neighbors, 0)
-    if isinstance(neighbor_penalty, bool) or not isinstance(neighbor_penalty, (int, float, np.floating)) or not math.isfinite(neighbor_penalty) or neighbor_penalty < 1.0:
+    if (
+        isinstance(neighbor_penalty, bool)
+        or not isinstance(neighbor_penalty, (int, float, np.floating))
+        or not math.isfinite(neighbor_penalty)
+        or neighbor_penalty < 1.0
+    ):
         raise ValidationError(f"neighbor_penalty must be a finite number >= 1, got {neighbor_penalty!r}")
     return top_k, cone, maxn, float(neighbor_penalty)
 

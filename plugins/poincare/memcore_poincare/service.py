@@ -44,7 +44,17 @@ class HyperAmyService(Service):
         options = {k: v for k, v in config.index_options.items() if k not in ("kind", "v_key", "T_key", "born_key", "default_v", "default_T")}
         if config.space is not None:
             options.setdefault("space", config.space)
-        return {config.index: {"kind": "poincare", **options, "v_key": V_KEY, "T_key": T_KEY, "born_key": BORN_KEY, "default_v": config.default_v, "default_T": config.default_T}}
+        return {
+            config.index: {
+                "kind": "poincare",
+                **options,
+                "v_key": V_KEY,
+                "T_key": T_KEY,
+                "born_key": BORN_KEY,
+                "default_v": config.default_v,
+                "default_T": config.default_T,
+            }
+        }
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         """Store one particle; ``v``, ``T``, ``born`` (default now), ``links``, ``id``, ``scope`` as keywords."""
@@ -66,7 +76,9 @@ class HyperAmyService(Service):
             item["vectors"] = {self.vector_space(self.config.space): vector}
         return self.collection.insert([item], indexes=[self.config.index])[0]
 
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """The ``k`` closest particles at ``t_now``; ``v``/``T`` set the query particle."""
         unknown = sorted(set(kwargs) - {"v", "T", "scope", *_SEARCH_OPTIONS})
         if unknown:
@@ -78,10 +90,12 @@ class HyperAmyService(Service):
         out = []
         for hit in hits:
             record = hit.record
-            out.append({
-                "id": hit.id,
-                "text": record.text if record else None,
-                "score": float(hit.score),
-                "metadata": {key: value for key, value in (record.metadata if record else {}).items() if key not in _OWN},
-            })
+            out.append(
+                {
+                    "id": hit.id,
+                    "text": record.text if record else None,
+                    "score": float(hit.score),
+                    "metadata": {key: value for key, value in (record.metadata if record else {}).items() if key not in _OWN},
+                }
+            )
         return out

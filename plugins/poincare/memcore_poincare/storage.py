@@ -80,9 +80,7 @@ class HyperAmyStorage:
         self.connection = connection or ChromaConnection()
         self.client = client if client is not None else open_client(self.connection, persist_path)
         self.collection_name = check_collection_name(collection_name)
-        self.collection = self.client.get_or_create_collection(
-            name=collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None
-        )
+        self.collection = self.client.get_or_create_collection(name=collection_name, metadata={"hnsw:space": "cosine"}, embedding_function=None)
         space = (self.collection.metadata or {}).get("hnsw:space", "cosine")
         if space != "cosine":
             raise ConfigError(f"Chroma collection {collection_name!r} uses space {space!r}; HyperAmy needs 'cosine'")
@@ -229,7 +227,9 @@ class HyperAmyStorage:
             i = by_id[rid]
             meta = found["metadatas"][i]
             out.append(
-                Point(rid, np.asarray(found["embeddings"][i]), meta["v"], meta["T"], meta["born"], meta.get("last_updated"), json.loads(meta.get("links") or "[]"))
+                Point(
+                    rid, np.asarray(found["embeddings"][i]), meta["v"], meta["T"], meta["born"], meta.get("last_updated"), json.loads(meta.get("links") or "[]")
+                )
             )
         return out
 

@@ -34,11 +34,16 @@ def abc():
     """The design's scenario: A (anger, strong) links B (anger, weak) and C (happy)."""
     now = time.time()
     anger, happy = np.array([0.9, 0.1, 0.0]), np.array([0.0, 0.1, 0.9])
-    return now, anger, happy, [
-        Point("A", anger, 0.9, 0.5, now, links=["B", "C"]),
-        Point("B", anger, 0.2, 0.5, now),
-        Point("C", happy, 0.5, 0.5, now),
-    ]
+    return (
+        now,
+        anger,
+        happy,
+        [
+            Point("A", anger, 0.9, 0.5, now, links=["B", "C"]),
+            Point("B", anger, 0.2, 0.5, now),
+            Point("C", happy, 0.5, 0.5, now),
+        ],
+    )
 
 
 def free_port() -> int:
@@ -61,7 +66,9 @@ def chroma_server(tmp_path_factory):
     path = tmp_path_factory.mktemp("chroma-server")
     port = free_port()
     log = open(path / "server.log", "wb")
-    proc = subprocess.Popen([exe, "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [exe, "run", "--path", str(path / "data"), "--host", "127.0.0.1", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

@@ -46,7 +46,13 @@ def ctx(dim=3):
 
 
 def rec(rid, vec, v, born=100.0, links=(), T=0.5):
-    return Record(id=rid, text=rid, metadata={"v": v, "T": T, "born": born}, vectors={"default": np.asarray(vec, dtype=np.float32)}, links=tuple(memcore.Link(t) for t in links))
+    return Record(
+        id=rid,
+        text=rid,
+        metadata={"v": v, "T": T, "born": born},
+        vectors={"default": np.asarray(vec, dtype=np.float32)},
+        links=tuple(memcore.Link(t) for t in links),
+    )
 
 
 ANGER, HAPPY = [0.9, 0.1, 0.0], [0.0, 0.1, 0.9]
@@ -98,7 +104,14 @@ def test_bad_queries_are_typed_errors():
     index.add([rec("A", ANGER, 0.9)])
     with pytest.raises(ValidationError):  # memcore's Query refuses NaN itself
         index.search(q([np.nan, 1, 0]), 3)
-    for bad in (q([0, 0, 0]), q(ANGER, v=-1), q(ANGER, cone_width=0), q(ANGER, neighbor_penalty=0.9), q(ANGER, colour="red"), Query(vectors={"default": np.ones(5, dtype=np.float32)})):
+    for bad in (
+        q([0, 0, 0]),
+        q(ANGER, v=-1),
+        q(ANGER, cone_width=0),
+        q(ANGER, neighbor_penalty=0.9),
+        q(ANGER, colour="red"),
+        Query(vectors={"default": np.ones(5, dtype=np.float32)}),
+    ):
         with pytest.raises(ValidationError):
             index.validate_query(bad)
         with pytest.raises(ValidationError):

@@ -19,7 +19,9 @@ class TestPoincareRegistration(PluginRegistrationContract):
 
 
 def test_the_index_config_parses_from_settings():
-    config = get_registry().get("indexes", "poincare").parse_config(
-        {"curvature": 0.5, "f": {"law": "exponential", "half_life": 60}, "connection": {"mode": "http", "port": 8123}}, "indexes.emo"
+    config = (
+        get_registry()
+        .get("indexes", "poincare")
+        .parse_config({"curvature": 0.5, "f": {"law": "exponential", "half_life": 60}, "connection": {"mode": "http", "port": 8123}}, "indexes.emo")
     )
     assert (config.curvature, config.f.law, config.f.half_life, config.g.law, config.connection.port) == (0.5, "exponential", 60.0, "identity", 8123)

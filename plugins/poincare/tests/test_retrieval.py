@@ -27,7 +27,9 @@ def test_abc_scenario(storage, retrieval, abc):
     res = retrieval.search(Point("Q", anger, 0.9, 0.5, now), top_k=3, cone_width=2, neighbor_penalty=1.2)
     assert [(r.id, r.match_type) for r in res] == [("A", "direct"), ("B", "direct"), ("C", "neighbor")]
     proj = retrieval.projector
-    raw = proj.distance(proj.states(np.array([anger / np.linalg.norm(anger)]), 0.9, 0.5, now, now), proj.states(np.array([happy / np.linalg.norm(happy)]), 0.5, 0.5, now, now))[0]
+    raw = proj.distance(
+        proj.states(np.array([anger / np.linalg.norm(anger)]), 0.9, 0.5, now, now), proj.states(np.array([happy / np.linalg.norm(happy)]), 0.5, 0.5, now, now)
+    )[0]
     assert res[2].score == pytest.approx(1.2 * raw, rel=1e-5)
 
 
@@ -35,11 +37,13 @@ def test_neighbour_penalty_ordering(storage, retrieval):
     proj = retrieval.projector
     x = np.array([1.0, 0.0, 0.0])
     n_dir = np.array([1.0, 0.05, 0.0])
-    storage.upsert_points([
-        Point("A", x, 0.9, 0.5, 0.0, links=["N"]),
-        Point("B", x, 0.45, 0.5, 0.0),
-        Point("N", n_dir, 0.6, 0.5, 0.0),
-    ])
+    storage.upsert_points(
+        [
+            Point("A", x, 0.9, 0.5, 0.0, links=["N"]),
+            Point("B", x, 0.45, 0.5, 0.0),
+            Point("N", n_dir, 0.6, 0.5, 0.0),
+        ]
+    )
     query = q(x)
     state = proj.states(np.array([x]), 0.9, 0.5, 0.0, 0.0)
     d_b = proj.distance(state, proj.states(np.array([x]), 0.45, 0.5, 0.0, 0.0))[0]
@@ -116,7 +120,15 @@ def test_bad_queries_are_typed_errors(storage, retrieval, abc):
         retrieval.search(q(np.ones(4)))
     with pytest.raises(ValidationError):
         retrieval.search(Point("Q", anger, float("nan"), 0.5, 0.0))
-    for kwargs in ({"top_k": 0}, {"top_k": 2.5}, {"cone_width": 0}, {"max_neighbors": -1}, {"neighbor_penalty": 0.5}, {"neighbor_penalty": float("nan")}, {"top_k": True}):
+    for kwargs in (
+        {"top_k": 0},
+        {"top_k": 2.5},
+        {"cone_width": 0},
+        {"max_neighbors": -1},
+        {"neighbor_penalty": 0.5},
+        {"neighbor_penalty": float("nan")},
+        {"top_k": True},
+    ):
         with pytest.raises(ValidationError):
             retrieval.search(q(anger), **kwargs)
 

@@ -64,7 +64,9 @@ def test_unknown_links_are_reported(storage, abc):
     with pytest.raises(ValidationError, match="ghost"):
         storage.upsert_point(Point("D", np.ones(3), 0.5, 0.5, 0.0, links=["A", "ghost"]))
     assert storage.count() == 3
-    report = storage.upsert_points([Point("D", np.ones(3), 0.5, 0.5, 0.0, links=["A", "ghost", "E"]), Point("E", np.ones(3), 0.1, 0.1, 0.0)], unknown_links="drop")
+    report = storage.upsert_points(
+        [Point("D", np.ones(3), 0.5, 0.5, 0.0, links=["A", "ghost", "E"]), Point("E", np.ones(3), 0.1, 0.1, 0.0)], unknown_links="drop"
+    )
     assert report.unknown_links == {"D": {"ghost"}}
     assert storage.get_points(["D"])[0].links == ["A", "E"]
     keep = HyperAmyStorage(client=storage.client, collection_name="particles", unknown_links="keep")

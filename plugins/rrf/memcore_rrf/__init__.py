@@ -24,8 +24,18 @@ from .normalize import NORMALIZERS, NormalizeOptions
 from .score_fusion import AGGREGATORS, ScoreFusion
 
 __all__ = [
-    "WeightedFusion", "WeightedConfig", "DistributionBasedFusion", "DBSFConfig", "UnionFusion", "UnionConfig",
-    "ScoreFusion", "ScoreFusionConfig", "NORMALIZERS", "NormalizeOptions", "AGGREGATORS", "register_fusions",
+    "WeightedFusion",
+    "WeightedConfig",
+    "DistributionBasedFusion",
+    "DBSFConfig",
+    "UnionFusion",
+    "UnionConfig",
+    "ScoreFusion",
+    "ScoreFusionConfig",
+    "NORMALIZERS",
+    "NormalizeOptions",
+    "AGGREGATORS",
+    "register_fusions",
 ]
 __version__ = "0.1.0"
 

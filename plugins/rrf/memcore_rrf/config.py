@@ -19,12 +19,8 @@ Weight = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 class ScoreFusionConfig(ComponentConfig):
     """Options shared by the score fusions (``weighted``, ``dbsf``, ``union``)."""
 
-    weights: dict[str, Weight] = Field(
-        default_factory=dict, description="Per-list weight by list name (index or recall list name); unlisted lists weigh 1."
-    )
-    normalize_weights: bool = Field(
-        False, description="Divide the weights by their sum over the lists of each call (so they sum to 1)."
-    )
+    weights: dict[str, Weight] = Field(default_factory=dict, description="Per-list weight by list name (index or recall list name); unlisted lists weigh 1.")
+    normalize_weights: bool = Field(False, description="Divide the weights by their sum over the lists of each call (so they sum to 1).")
     std: Literal["population", "sample"] = Field(
         "population", description="Standard deviation used by the zscore and dbsf normalisations: population (divide by n) or sample (n - 1)."
     )

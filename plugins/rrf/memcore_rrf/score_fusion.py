@@ -113,7 +113,4 @@ class ScoreFusion(Fusion):
         ids = list(slot)
         best = top_k(fused, ids, k)
         provenance = merge_provenance(lists, {ids[i] for i in best})
-        return [
-            Hit(ids[i], float(fused[i]), raw=float(fused[i]), source=self.source, provenance=tuple(provenance[ids[i]]))
-            for i in best
-        ]
+        return [Hit(ids[i], float(fused[i]), raw=float(fused[i]), source=self.source, provenance=tuple(provenance[ids[i]])) for i in best]

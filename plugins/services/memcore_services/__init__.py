@@ -23,8 +23,17 @@ from .short_term import ShortTermMemory, ShortTermMemoryConfig
 from .vector_hash import VectorHashConfig, VectorHashMemory
 
 __all__ = [
-    "ShortTermMemory", "ShortTermMemoryConfig", "MemoryOS", "MemoryOSConfig", "HierarchicalMemory", "HierarchicalConfig",
-    "VectorHashMemory", "VectorHashConfig", "HybridService", "HybridConfig", "register_services",
+    "ShortTermMemory",
+    "ShortTermMemoryConfig",
+    "MemoryOS",
+    "MemoryOSConfig",
+    "HierarchicalMemory",
+    "HierarchicalConfig",
+    "VectorHashMemory",
+    "VectorHashConfig",
+    "HybridService",
+    "HybridConfig",
+    "register_services",
 ]
 __version__ = "0.1.0"
 

@@ -30,7 +30,12 @@ def record_result(record: Record, score: float) -> dict[str, Any]:
 
 def hit_result(hit: Hit) -> dict[str, Any]:
     """The unified result shape from a hit with its record attached."""
-    return {"id": hit.id, "text": hit.record.text if hit.record else None, "score": float(hit.score), "metadata": dict(hit.record.metadata) if hit.record else {}}
+    return {
+        "id": hit.id,
+        "text": hit.record.text if hit.record else None,
+        "score": float(hit.score),
+        "metadata": dict(hit.record.metadata) if hit.record else {},
+    }
 
 
 def _words(text: str) -> set[str]:

@@ -45,12 +45,18 @@ class HierarchicalConfig(ComponentConfig):
 
     kind: str = "hierarchical"
     layout: Literal["two_tier", "three_tier", "functional"] = Field("three_tier", description="Tiers and where overflow goes.")
-    capacities: dict[str, int | None] = Field(default_factory=dict, description="Tier -> capacity (None: unbounded). Default stm 20, mtm 200, episodic 200, others unbounded.")
+    capacities: dict[str, int | None] = Field(
+        default_factory=dict, description="Tier -> capacity (None: unbounded). Default stm 20, mtm 200, episodic 200, others unbounded."
+    )
     migration: Literal["fifo", "heat", "age"] = Field("fifo", description="Which entries leave an over-full tier.")
-    forget: Literal["never", "delete"] = Field("never", description="What leaves a full last tier: never (a capacity there is an error) or delete (counted in 'forgotten').")
+    forget: Literal["never", "delete"] = Field(
+        "never", description="What leaves a full last tier: never (a capacity there is an error) or delete (counted in 'forgotten')."
+    )
     heat: HeatWeights = Field(default_factory=HeatWeights, description="Weights of the heat policy.")
     space: str = Field("default", description="Embedding space of the tier indexes.")
-    tier_index: dict[str, Any] = Field(default_factory=lambda: {"kind": "exact", "metric": "cosine"}, description="Index entry used for every tier (its space is filled in).")
+    tier_index: dict[str, Any] = Field(
+        default_factory=lambda: {"kind": "exact", "metric": "cosine"}, description="Index entry used for every tier (its space is filled in)."
+    )
     tier_weights: dict[str, float] = Field(default_factory=dict, description="Score multiplier per tier at retrieval (default 1).")
     llm: str | None = Field(None, description="Unused (no LLM step).")
 
@@ -62,7 +68,7 @@ class HierarchicalConfig(ComponentConfig):
             raise ValueError(f"capacities name unknown tiers {unknown}; layout {self.layout} has {list(tiers)}")
         for tier, nxt in tiers.items():
             if nxt is None and self.capacity(tier) is not None and self.forget == "never":
-                raise ValueError(f"tier {tier!r} is the last one: a capacity there needs forget = \"delete\" (nothing is dropped silently)")
+                raise ValueError(f'tier {tier!r} is the last one: a capacity there needs forget = "delete" (nothing is dropped silently)')
         return self
 
     def capacity(self, tier: str) -> int | None:
@@ -137,7 +143,9 @@ class HierarchicalMemory(Service):
                 self.collection.remove_from_index(f"{NS}.{tier}", [rid], state={(NS, f"r:{rid}"): {**st, "tier": nxt, "entered": seq}, (NS, "seq"): seq})
             tier = nxt
 
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """Search every tier, weight by tier, count a visit on each returned entry."""
         q = self.make_query(query, vector, metadata, k, self.config.space)
         results = []
@@ -165,4 +173,3 @@ class HierarchicalMemory(Service):
     def report(self) -> dict[str, Any]:
         """Entries per tier and how many were forgotten."""
         return {**{t: self.collection.count(index=f"{NS}.{t}") for t in self.tiers}, "forgotten": int(self.collection.get_state(NS, "forgotten", 0))}
-

@@ -43,8 +43,12 @@ class HybridConfig(ComponentConfig):
     """Settings of ``hybrid``."""
 
     kind: str = "hybrid"
-    indexes: dict[str, dict[str, Any]] = Field(default_factory=lambda: copy.deepcopy(DEFAULT_INDEXES), description="Indexes (name -> {kind, options}), created as hybrid.<name>.")
-    pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULT_PIPELINE), description="The retrieval pipeline over those indexes (names without the prefix).")
+    indexes: dict[str, dict[str, Any]] = Field(
+        default_factory=lambda: copy.deepcopy(DEFAULT_INDEXES), description="Indexes (name -> {kind, options}), created as hybrid.<name>."
+    )
+    pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field(
+        default_factory=lambda: copy.deepcopy(DEFAULT_PIPELINE), description="The retrieval pipeline over those indexes (names without the prefix)."
+    )
     space: str | None = Field(None, description="Space of a bare vector argument (default: the only space).")
     speaker_boost: float = Field(0.0, ge=0, le=10, description="Boost of entries whose 'speaker' the query names (0: off).")
     llm: str | None = Field("default", description="LLM handed to the pipeline's LLM stages (llm_rerank).")
@@ -100,7 +104,9 @@ class HybridService(Service):
             item["vectors"] = {self.vector_space(self.config.space): vector}
         return self.collection.insert([item], indexes=list(self.required_indexes(self.config)))[0]
 
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
         depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
         q = self.make_query(query, vector, metadata, depth, self.config.space)

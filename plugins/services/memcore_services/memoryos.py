@@ -35,9 +35,11 @@ __all__ = ["MemoryOSConfig", "MemoryOS"]
 
 NS = "memoryos"
 STM, MTM, LTM = "memoryos.stm", "memoryos.mtm", "memoryos.ltm"
-_STOP = set("the a an and or but to of in on at for with is are was were be been i you he she it we they my your our his her "
-            "their me him them this that so just really very what do did does have has had not no yes oh too also can will would "
-            "about from as by if then than there here how when where why who which all any some more most like get got".split())
+_STOP = set(
+    "the a an and or but to of in on at for with is are was were be been i you he she it we they my your our his her "
+    "their me him them this that so just really very what do did does have has had not no yes oh too also can will would "
+    "about from as by if then than there here how when where why who which all any some more most like get got".split()
+)
 SUMMARY_PROMPT = "Summarise the following conversation pages in one or two sentences, keeping names, dates and facts.\n\n{pages}\n\nSummary:"
 
 
@@ -156,7 +158,9 @@ class MemoryOS(Service):
 
     # -- retrieve ------------------------------------------------------------------------
 
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """STM recent + MTM (segments, then pages) + LTM; visits the segments that answered."""
         q = self.make_query(query, vector, metadata, k, self.config.space)
         w = self.config.weights
@@ -187,7 +191,9 @@ class MemoryOS(Service):
         """Pages in STM and MTM, segments, LTM entries, pages summarised."""
         state = self.collection.state_items(NS)
         return {
-            "stm": self.collection.count(index=STM), "mtm": self.collection.count(index=MTM), "ltm": self.collection.count(index=LTM),
+            "stm": self.collection.count(index=STM),
+            "mtm": self.collection.count(index=MTM),
+            "ltm": self.collection.count(index=LTM),
             "segments": sum(1 for k in state if k.startswith("s:")),
             "summarised_pages": sum(1 for k, v in state.items() if k.startswith("p:") and v and v.get("tier") == "ltm"),
         }

@@ -54,7 +54,9 @@ class ShortTermMemory(Service):
                 self.collection.set_state({(STATE, key): counts.get(key, 0) + len(out)})
         return rid
 
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """The window's entries, best word overlap first (newest first on ties)."""
         self.make_query(query, vector, metadata, k)  # validates the arguments
         ids = where_ids(self.collection, WINDOW, metadata)

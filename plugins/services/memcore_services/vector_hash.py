@@ -79,7 +79,9 @@ class VectorHashMemory(Service):
         self.collection.insert(thoughts, indexes=[INDEX])
         return source
 
-    def retrieve(self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
         """The thoughts most similar to the query (text embedded, or the given vector)."""
         q = self.make_query(query, vector, metadata, k, self.config.space)
         return [hit_result(h) for h in self.collection.retrieve(q, index=INDEX)]

@@ -169,7 +169,10 @@ def test_vector_hash_extracts_triples_with_the_rule_fallback(opener, tmp_path):
 
 
 def test_vector_hash_with_an_llm_and_an_unparseable_reply(opener, tmp_path, scripted):
-    llms = {"default": {"kind": "scripted", "reply": "Sure! (Alice, works at, Google)\n(Alice, lives in, Zurich)"}, "bad": {"kind": "scripted", "reply": "I cannot help"}}
+    llms = {
+        "default": {"kind": "scripted", "reply": "Sure! (Alice, works at, Google)\n(Alice, lives in, Zurich)"},
+        "bad": {"kind": "scripted", "reply": "I cannot help"},
+    }
     with opener(tmp_path / "a", {"kind": "vector_hash"}, llms=llms) as m:
         m.insert("Alice: I work at Google and live in Zurich")
         assert sorted(m.collection.get(i).text for i in m.collection.ids(index="vector_hash.lsh")) == ["Alice lives in Zurich", "Alice works at Google"]
