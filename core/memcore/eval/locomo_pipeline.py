@@ -306,12 +306,14 @@ def test_question(run: InsertRun, question: Question, ks: tuple[int, ...]) -> di
     llm = run.memory.llms.resolve(cfg.llm, "locomo.test.llm")
     if llm is not None:
         prompt = history_text(results, cfg.history) + "\n\n" + ANSWER_PROMPT.format(question=question.text)
+        started = time.perf_counter()
         prediction, report = run_llm_step("answer", llm, lambda m: m.complete(prompt, max_tokens=cfg.max_tokens).strip(), lambda: "", "no_answer")
         run.steps.add(report)
         row.update(
             {
                 "prediction": prediction,
                 "answered_by": report.used,
+                "answer_seconds": round(time.perf_counter() - started, 4),
                 "f1": answer_f1(prediction, question.answer, question.category),
                 "bleu1": bleu1(prediction, question.answer),
             }
@@ -440,6 +442,9 @@ def run_locomo(
     summary["insert_turns_per_s"] = round(turns / insert_seconds, 1) if insert_seconds else None
     retrieve = [r["retrieve_seconds"] for r in rows]
     summary["retrieve_ms_median"] = round(1000 * statistics.median(retrieve), 3) if retrieve else None
+    answer = [r["answer_seconds"] for r in rows if "answer_seconds" in r]
+    if answer:  # the first answer includes starting a local model server, hence the median
+        summary["answer_seconds_median"] = round(statistics.median(answer), 3)
     summary["seconds"] = round(time.perf_counter() - started, 2)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
