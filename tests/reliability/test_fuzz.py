@@ -9,10 +9,7 @@ the issue's closing figure runs >= 500 in total).
 
 from __future__ import annotations
 
-import json
-import math
 import os
-from pathlib import Path
 
 import memcore
 import numpy as np
