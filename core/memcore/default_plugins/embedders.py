@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspecs import hookimpl
+from ..embedders.hashing import HashingEmbedderConfig, HashingEmbedder
 
 if TYPE_CHECKING:
     from ..factories import EmbedderFactory, Register
-from ..embedders.hashing import HashingEmbedderConfig, HashingEmbedder
 
 __all__ = ["HashingEmbedderConfig", "HashingEmbedder", "register_embedders"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspecs import hookimpl
+from ..fusions.builtin import RRFConfig, ReciprocalRankFusion, ConcatConfig, Concatenate
 
 if TYPE_CHECKING:
     from ..factories import FusionFactory, Register
-from ..fusions.builtin import RRFConfig, ReciprocalRankFusion, ConcatConfig, Concatenate
 
 __all__ = ["RRFConfig", "ReciprocalRankFusion", "ConcatConfig", "Concatenate", "register_fusions"]
 

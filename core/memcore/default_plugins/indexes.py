@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspecs import hookimpl
+from ..indexes.exact import ExactIndex, ExactIndexConfig
 
 if TYPE_CHECKING:
     from ..factories import IndexFactory, Register
-from ..indexes.exact import ExactIndex, ExactIndexConfig
 
 
 @hookimpl

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspecs import hookimpl
+from ..services.default import DefaultServiceConfig, DefaultService
 
 if TYPE_CHECKING:
     from ..factories import ServiceFactory, Register
-from ..services.default import DefaultServiceConfig, DefaultService
 
 __all__ = ["DefaultServiceConfig", "DefaultService", "register_services"]
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..hookspecs import hookimpl
-
-if TYPE_CHECKING:
-    from ..factories import StageFactory, Register
 from ..stages.basic import Fuse, FuseConfig, Limit, LimitConfig, MetadataFilter, FilterConfig, Recall, RecallConfig, Threshold, ThresholdConfig
 from ..stages.intent import IntentConfig, IntentStage
 from ..stages.rerank import RerankConfig, RerankStage
+
+if TYPE_CHECKING:
+    from ..factories import StageFactory, Register
 
 __all__ = [
     "RecallConfig",
