@@ -186,7 +186,7 @@ def apply_overrides(entries: Sequence[Mapping[str, Any]], overrides: Mapping[str
             known = sorted({a for e in out if e is not None for a in stage_addresses(e) if a})
             raise ConfigError(f"no stage of the preset is addressed by {key!r}; use one of {known}", location=loc)
         if len(matched) > 1:
-            names = [stage_addresses(out[i])[1] or stage_addresses(out[i])[0] for i in matched]  # type: ignore[index]
+            names = [a[1] or a[0] for a in (stage_addresses(e) for e in (out[i] for i in matched) if e is not None)]
             raise ConfigError(f"{key!r} addresses {len(matched)} stages; address one by its index or name: {names}", location=loc)
         i = matched[0]
         if change is False:
