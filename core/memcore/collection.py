@@ -246,7 +246,10 @@ class Collection:
             wanted = set(populate)
             for handle in new:
                 if handle.name in wanted:
-                    self.populate_index(handle.name)
+                    try:
+                        self.populate_index(handle.name)
+                    except Exception as exc:  # noqa: BLE001 - a failed fill is a broken index, never a failed open
+                        self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
             return [h.name for h in new]
 
     def _reconfigure(self, existing: IndexHandle, kind: str, options: Mapping[str, Any] | ComponentConfig, changed: list[str]) -> None:
