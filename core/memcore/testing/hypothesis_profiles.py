@@ -41,4 +41,6 @@ def examples(ci: int) -> int:
     default) profile, scaled by ``slow``/``ci`` (×10) under the loaded ``slow`` profile."""
     from hypothesis import settings
 
-    return max(1, ci * settings.default.max_examples // CI_EXAMPLES)
+    current = settings.default
+    loaded = current.max_examples if current is not None else CI_EXAMPLES
+    return max(1, ci * loaded // CI_EXAMPLES)
