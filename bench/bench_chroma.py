@@ -195,7 +195,7 @@ def main() -> None:
                 for i, q in enumerate(queries):
                     for who in [("embedded", "server"), ("server", "embedded")][i % 2]:
                         target = small if who == "embedded" else remote
-                        lat[who].append(timed(lambda: target.search(Query(vectors={"default": q}), args.k)))
+                        lat[who].append(timed(lambda target=target, q=q: target.search(Query(vectors={"default": q}), args.k)))
                 result["server_vs_embedded"] = {
                     "n": server_n,
                     "embedded_p50_ms": round(statistics.median(lat["embedded"]) * 1000, 3),

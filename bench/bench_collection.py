@@ -162,7 +162,7 @@ def profiled(enabled: bool, fn: Callable[[], Any], top: int = 25) -> tuple[Any, 
     stats = pstats.Stats(prof)
     stats.sort_stats("tottime")
     rows = []
-    for (file, line, func), (cc, nc, tt, ct, _) in sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]:  # type: ignore[attr-defined]
+    for (file, line, func), (_cc, nc, tt, ct, _) in sorted(stats.stats.items(), key=lambda kv: -kv[1][2])[:top]:  # type: ignore[attr-defined]
         rows.append(f"{tt:8.3f}s self {ct:8.3f}s cum {nc:>9} calls  {Path(file).name}:{line}({func})")
     for row in rows:
         log("  profile: " + row)

@@ -89,7 +89,7 @@ def alternate(paths: dict[str, Callable[[list[str]], Any]], texts: list[str], ch
             order = names[turn % len(names) :] + names[: turn % len(names)]
             turn += 1
             for name in order:
-                seconds, _ = timed(lambda: paths[name](part))
+                seconds, _ = timed(lambda name=name, part=part: paths[name](part))
                 totals[name] += seconds
         for name in names:
             runs[name].append(totals[name])

@@ -204,9 +204,9 @@ def run_dataset(name: str, base: np.ndarray, queries: np.ndarray, args: argparse
     # Flat
     log(f"{name}: building Flat")
     raw_flat = faiss.index_factory(dim, "Flat", faiss.METRIC_INNER_PRODUCT)
-    raw_s, _ = timed(lambda: raw_flat.add(base))
+    raw_s, _ = timed(lambda raw_flat=raw_flat: raw_flat.add(base))
     mem_flat = memcore_index(dim, factory="Flat", **threads)
-    mem_s, _ = timed(lambda: mem_flat.add(records))
+    mem_s, _ = timed(lambda mem_flat=mem_flat: mem_flat.add(records))
     out["build_flat_seconds"] = {"raw": round(raw_s, 3), "memcore": round(mem_s, 3)}
     measure("Flat", raw_flat, mem_flat)
     del raw_flat, mem_flat
@@ -226,7 +226,7 @@ def run_dataset(name: str, base: np.ndarray, queries: np.ndarray, args: argparse
             raw_hnsw.hnsw.efSearch = ef
             if ef != args.ef[0]:
                 mem_hnsw = memcore_index(dim, factory="HNSW32", ef_search=ef, **threads)
-                load_s, _ = timed(lambda: mem_hnsw.load(Path(tmp)))
+                load_s, _ = timed(lambda mem_hnsw=mem_hnsw: mem_hnsw.load(Path(tmp)))
                 out.setdefault("hnsw_load_seconds", round(load_s, 3))
             measure(f"HNSW32,efSearch={ef}", raw_hnsw, mem_hnsw)
     return out

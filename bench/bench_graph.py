@@ -188,13 +188,13 @@ def main() -> None:
                 order = ("raw_sspl", "memcore", "raw_bfs_tree") if (i + round_) % 2 == 0 else ("raw_bfs_tree", "memcore", "raw_sspl")
                 for name in order:
                     if name == "memcore":
-                        ms[name].append(timed(lambda: index.search(q, big_k))[1])
+                        ms[name].append(timed(lambda q=q: index.search(q, big_k))[1])
                     elif name == "raw_sspl":
-                        ms[name].append(timed(lambda: nx.single_source_shortest_path_length(raw, s, cutoff=args.depth))[1])
+                        ms[name].append(timed(lambda s=s: nx.single_source_shortest_path_length(raw, s, cutoff=args.depth))[1])
                     else:
-                        ms[name].append(timed(lambda: nx.bfs_tree(raw, s, depth_limit=args.depth))[1])
-                ms["memcore_k10"].append(timed(lambda: index.search(k10[i], 10))[1])
-                ms["memcore_expand"].append(timed(lambda: index.search(expand[i], big_k))[1])
+                        ms[name].append(timed(lambda s=s: nx.bfs_tree(raw, s, depth_limit=args.depth))[1])
+                ms["memcore_k10"].append(timed(lambda i=i: index.search(k10[i], 10))[1])
+                ms["memcore_expand"].append(timed(lambda i=i: index.search(expand[i], big_k))[1])
             batch_runs: list[float] = []
             raw_batch_runs: list[float] = []
             for _ in range(3):  # alternating, median of three
@@ -246,7 +246,7 @@ def main() -> None:
                 runs["save"].append(timed(lambda: index.save(directory))[1])
                 runs["raw_save"].append(timed(lambda: raw_path.write_text(json.dumps(nx.node_link_data(raw, edges="edges"), separators=(",", ":"))))[1])
                 fresh = GraphIndex(index.config, IndexContext("bench"))
-                runs["load"].append(timed(lambda: fresh.load(directory))[1])
+                runs["load"].append(timed(lambda fresh=fresh: fresh.load(directory))[1])
                 runs["raw_load"].append(timed(lambda: nx.node_link_graph(json.loads(raw_path.read_text()), edges="edges"))[1])
                 same = same and all([h.id for h in fresh.search(q, big_k)] == [h.id for h in index.search(q, big_k)] for q in queries[:50])
                 del fresh

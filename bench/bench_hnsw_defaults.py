@@ -105,7 +105,7 @@ def main() -> None:
         entry: dict[str, Any] = {"build_s": round(time.perf_counter() - started, 2)}
         for ef in [int(v) for v in args.ef.split(",")]:
             index.hnsw.efSearch = ef
-            rate, found = timed(lambda q: index.search(q[None, :], k)[1][0].tolist(), qs)
+            rate, found = timed(lambda q, index=index: index.search(q[None, :], k)[1][0].tolist(), qs)
             entry[f"ef={ef}"] = {"recall": round(recall(found, gt, k), 4), "qps": round(rate, 1)}
         raw[f"efConstruction={efc}"] = entry
         log(entry)

@@ -165,11 +165,11 @@ def overhead(memory, pipeline: Pipeline, stage, replies: list[dict[str, Any]], u
             if stage.config.response_format is not None:
                 payload["response_format"] = stage.config.response_format
 
-            def memcore_path() -> float:
+            def memcore_path(q: Query = q) -> float:
                 ctx = pipeline.run_context(memory.collection, q)
                 return next(t["seconds"] for t in ctx.trace if t["stage"] == stage.name)
 
-            def raw_path() -> float:
+            def raw_path(payload: dict = payload) -> float:
                 started = time.perf_counter()
                 raw_chat(url, payload, args.timeout)
                 return time.perf_counter() - started

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import re
 import statistics

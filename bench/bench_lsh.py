@@ -274,12 +274,12 @@ def run_dataset(name: str, corpus: np.ndarray, queries: np.ndarray, info: dict[s
         baselines = {nbits: faiss_for(nbits) for nbits in raw}
         hits = None
         for _ in range(args.repeat):  # alternate the sides: the same noise hits all of them
-            hits = ours.run(lambda: index.search_batch(query_objects, k))
+            hits = ours.run(lambda index=index: index.search_batch(query_objects, k))
             for nbits, timer in raw.items():
-                timer.run(lambda: baselines[nbits].search(queries, k, 1))
-            raw_default.run(lambda: baselines[total_bits].search(queries, k, default_threads))
+                timer.run(lambda baselines=baselines, nbits=nbits: baselines[nbits].search(queries, k, 1))
+            raw_default.run(lambda baselines=baselines, total_bits=total_bits: baselines[total_bits].search(queries, k, default_threads))
         ours_recall = recall([[int(h.id) for h in row] for row in hits], truth)
-        single = single_latency_us(lambda i: index.search(query_objects[i], k), singles)
+        single = single_latency_us(lambda i, index=index: index.search(query_objects[i], k), singles)
         stats = index.stats()
         row: dict[str, Any] = {
             "label": label,

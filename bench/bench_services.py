@@ -136,7 +136,7 @@ def main() -> None:
     result["results"] = results
     if "minilm" in args.embedders:
         result["raw_minilm_turns_per_s"] = rate = raw_minilm(turns)
-        for name, per in results.items():
+        for per in results.values():
             if "minilm" in per:
                 per["minilm"]["ratio_vs_raw_minilm"] = round(per["minilm"]["turns_per_s"] / rate, 3)
     finish_environment(result["environment"])

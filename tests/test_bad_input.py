@@ -28,10 +28,8 @@ from memcore import (
     UnknownComponentError,
     ValidationError,
 )
-from memcore.default_plugins.embedders import HashingEmbedder, HashingEmbedderConfig
 from memcore.plugins import PluginHost
 from memcore.records import MAX_TEXT_CHARS
-from memcore.spaces import Space
 
 DIM = 256
 

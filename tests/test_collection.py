@@ -25,9 +25,7 @@ from memcore import (
     UnknownComponentError,
     ValidationError,
 )
-from memcore.default_plugins.embedders import HashingEmbedder, HashingEmbedderConfig
 from memcore.filters import matches, parse_filter
-from memcore.spaces import Space
 
 TEXTS = [
     "the cat sat on the mat",
@@ -535,7 +533,8 @@ def test_retrieve_multi_rrf(coll):
 
 
 def test_retrieve_multi_concat(coll):
-    ids = coll.insert(TEXTS[:3], indexes="a") + coll.insert(TEXTS[3:], indexes="b")
+    coll.insert(TEXTS[:3], indexes="a")
+    coll.insert(TEXTS[3:], indexes="b")
     la = ids_of(coll.retrieve("the stock cat", index="a", k=10))
     lb = ids_of(coll.retrieve("the stock cat", index="b", k=10))
     hits = coll.retrieve_multi({"a": "the stock cat", "b": "the stock cat"}, fusion="concat", k=10)

@@ -16,9 +16,9 @@ import tempfile
 import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-
 from memcore import Collection, DuplicateIdError, NotFoundError, ValidationError
 from memcore.records import content_id
+from memcore.testing import examples
 
 INDEXES = ("a", "b")
 WORDS = ["cat", "dog", "bird", "fish", "red", "blue", "green", "fast", "slow", "big", "small", "tree"]
@@ -288,5 +288,5 @@ class CollectionMachine(RuleBasedStateMachine):
             assert {l.target for l in rec.links} == self.links.get(rid, set())
 
 
-CollectionMachine.TestCase.settings = settings(max_examples=200, stateful_step_count=20, deadline=None)
+CollectionMachine.TestCase.settings = settings(max_examples=examples(200), stateful_step_count=20, deadline=None)
 TestCollectionStateMachine = CollectionMachine.TestCase

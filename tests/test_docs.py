@@ -180,8 +180,8 @@ def test_every_log_event_is_documented():
 
 
 def test_mkdocs_build_strict(tmp_path):
-    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
-        pytest.skip("mkdocs / mkdocs-material are not installed")
+    if any(importlib.util.find_spec(m) is None for m in ("mkdocs", "material", "mkdocstrings")):
+        pytest.skip("mkdocs / mkdocs-material / mkdocstrings[python] are not installed (pip install -r requirements-dev.txt)")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],

@@ -16,12 +16,12 @@ import tempfile
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memcore import FilterError, Record
 from memcore.filters import BoolNode, Cond, matches, parse_filter, to_sql
 from memcore.store import WriteBatch
 from memcore.stores.memory import MemoryStore
 from memcore.stores.sqlite import SQLiteStore
+from memcore.testing import examples
 
 # -- parsing ---------------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ filters = st.recursive(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(docs=st.lists(metadata, min_size=1, max_size=8), where=filters)
 def test_python_evaluation_equals_sqlite(docs, where):
     node = parse_filter(where)
@@ -249,7 +249,7 @@ def stores():
         sqlite_store.close()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(docs=st.lists(metadata, min_size=1, max_size=6), where=filters)
 def test_both_stores_agree_with_python(stores, docs, where):
     records = [Record.create(f"doc {i}", id=f"d{i}", metadata=m) for i, m in enumerate(docs)]

@@ -7,7 +7,6 @@ skip cleanly without them.
 from __future__ import annotations
 
 import importlib.util
-import logging
 
 import pytest
 

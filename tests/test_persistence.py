@@ -68,7 +68,9 @@ HELPERS = textwrap.dedent(
         return out
     """
 )
-exec(HELPERS, globals())
+_HELPERS: dict = {}
+exec(HELPERS, _HELPERS)
+TEXTS, QUERIES, make_spaces, open_collection, results = (_HELPERS[n] for n in ("TEXTS", "QUERIES", "make_spaces", "open_collection", "results"))
 
 
 def run_child(script: str, path: Path, timeout: float = 120) -> subprocess.CompletedProcess:

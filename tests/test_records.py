@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from memcore import Contribution, DimensionError, Hit, Link, Query, Record, Scope, ValidationError
 from memcore.records import MAX_TEXT_CHARS, as_vector, content_id, validate_k
+from memcore.testing import examples
 
 # -- Record.create ---------------------------------------------------------------------
 
@@ -173,7 +173,7 @@ def test_content_ids_depend_on_text_metadata_and_scope():
     assert Record.create("text", vectors={"d": [1.0]}).id == base.id
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     text=st.text(min_size=1, max_size=30).filter(lambda t: t.strip()),
     meta=st.dictionaries(

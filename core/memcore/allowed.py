@@ -22,7 +22,7 @@ __all__ = ["AllowedIds", "AllowedCache"]
 T = TypeVar("T")
 
 
-class AllowedIds(frozenset):
+class AllowedIds(frozenset[str]):
     """An immutable set of record ids plus memos of what indexes derived from it.
 
     Build with ``AllowedIds(ids)``; use it as a ``frozenset``. Indexes that want to skip
@@ -30,6 +30,7 @@ class AllowedIds(frozenset):
     """
 
     __slots__ = ("_memo",)
+    _memo: dict[tuple[int, Hashable], tuple[weakref.ref[Any], Hashable, Any]]
 
     def __new__(cls, ids: Iterable[str] = ()) -> "AllowedIds":
         self = super().__new__(cls, ids)
@@ -42,7 +43,8 @@ class AllowedIds(frozenset):
         key = (id(owner), tag)
         entry = self._memo.get(key)
         if entry is not None and entry[0]() is owner and entry[1] == version:
-            return entry[2]
+            cached: T = entry[2]
+            return cached
         value = compute()
         self._memo[key] = (weakref.ref(owner), version, value)
         return value

@@ -37,7 +37,11 @@ def atomic_write_with(path: Path, write: Callable[[str], None]) -> None:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to a temp file beside ``path``, fsync, then ``os.replace`` it in."""
-    atomic_write_with(path, lambda tmp: Path(tmp).write_bytes(data))
+
+    def write(tmp: str) -> None:
+        Path(tmp).write_bytes(data)
+
+    atomic_write_with(path, write)
 
 
 def atomic_write_json(path: Path, value: Any) -> None:

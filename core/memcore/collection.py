@@ -58,7 +58,7 @@ def _state(changes: StateChanges | None) -> dict[tuple[str, str], Any]:
 class Collection:
     """One store + named indexes. Use :func:`memcore.open` or :meth:`Collection.create` to get one."""
 
-    def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: Path | None = None):
+    def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: str | Path | None = None):
         self.store = store
         self.spaces = dict(spaces)
         self.registry = registry
@@ -246,7 +246,10 @@ class Collection:
             wanted = set(populate)
             for handle in new:
                 if handle.name in wanted:
-                    self.populate_index(handle.name)
+                    try:
+                        self.populate_index(handle.name)
+                    except Exception as exc:  # noqa: BLE001 - a failed fill is a broken index, never a failed open
+                        self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
             return [h.name for h in new]
 
     def _reconfigure(self, existing: IndexHandle, kind: str, options: Mapping[str, Any] | ComponentConfig, changed: list[str]) -> None:
@@ -709,8 +712,9 @@ class Collection:
             return fusion
         data = {"kind": fusion} if isinstance(fusion, str) else dict(fusion)
         kind = data.pop("kind", None)
-        reg = self.registry.get("fusions", kind, location="fusion")
-        return reg.factory(reg.parse_config(data, "fusion"))
+        reg = self.registry.get("fusions", str(kind), location="fusion")
+        built: Fusion = reg.factory(reg.parse_config(data, "fusion"))
+        return built
 
     def attach_records(self, hits: list[Hit]) -> list[Hit]:
         """Load each hit's record (without vectors); hits whose record vanished are dropped."""

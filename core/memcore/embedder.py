@@ -95,6 +95,7 @@ def build_embedder(spec: str | Mapping[str, Any] | Any, *, location: str = "embe
     from .errors import ConfigError
     from .plugins import get_registry
 
+    kind: Any
     if isinstance(spec, str):
         kind, options = spec, {}
     elif isinstance(spec, Mapping):

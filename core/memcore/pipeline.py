@@ -8,6 +8,8 @@ the working list. Every hit keeps ``provenance`` so it can explain its score.
 from __future__ import annotations
 
 import copy
+import inspect
+import re
 import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -92,10 +94,37 @@ class PipelineContext:
         return [self._records.get(i) for i in ids]
 
 
-class Stage(ABC):
-    """One step of a pipeline. ``name`` is set from settings (or the stage kind)."""
+def _snake(name: str) -> str:
+    """``MetadataFilter`` -> ``metadata_filter``."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
 
-    name: str = ""
+
+class Stage(ABC):
+    """One step of a pipeline.
+
+    ``name`` (the stage's entry in the trace, ``ctx.notes`` and the list it may add) is the
+    one given by the stage itself or by settings; when none was given it is the kind of the
+    stage's ``config`` (a :class:`ComponentConfig`), else the class name in snake case, so a
+    stage built directly (``Limit(LimitConfig())``) has a usable name too.
+    """
+
+    _name: str = ""
+
+    @property
+    def name(self) -> str:
+        """The stage's name: given, else its config's kind, else its class name in snake case."""
+        if self._name:
+            return self._name
+        kind = getattr(getattr(self, "config", None), "kind", None)
+        return kind if isinstance(kind, str) and kind else _snake(type(self).__name__)
+
+    @name.setter
+    def name(self, value: str | None) -> None:
+        self._name = value or ""
+
+    def _has_given_name(self) -> bool:
+        """Whether the name was given (set, or a class attribute overriding the property)."""
+        return bool(self._name) or inspect.getattr_static(type(self), "name") is not Stage.__dict__["name"]
 
     @abstractmethod
     def run(self, ctx: PipelineContext) -> None:
@@ -186,7 +215,7 @@ def apply_overrides(entries: Sequence[Mapping[str, Any]], overrides: Mapping[str
             known = sorted({a for e in out if e is not None for a in stage_addresses(e) if a})
             raise ConfigError(f"no stage of the preset is addressed by {key!r}; use one of {known}", location=loc)
         if len(matched) > 1:
-            names = [stage_addresses(out[i])[1] or stage_addresses(out[i])[0] for i in matched]  # type: ignore[index]
+            names = [a[1] or a[0] for a in (stage_addresses(e) for e in (out[i] for i in matched) if e is not None)]
             raise ConfigError(f"{key!r} addresses {len(matched)} stages; address one by its index or name: {names}", location=loc)
         i = matched[0]
         if change is False:
@@ -243,7 +272,8 @@ class Pipeline:
             stage = reg.factory(reg.parse_config(data, loc))
             if not isinstance(stage, Stage):
                 raise ConfigError(f"stage kind {kind!r} built a {type(stage).__name__}, not a memcore.Stage", location=loc)
-            stage.name = getattr(stage, "name", "") or kind
+            if not stage._has_given_name():
+                stage.name = kind  # the registered kind, even when the stage keeps no config
             stages.append(stage)
         return cls(stages, preset=preset, skipped=skipped)
 

@@ -13,6 +13,7 @@ Environment:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import threading
@@ -89,7 +90,7 @@ class PluginHost:
         for module_name in builtins:
             if module_name in deny or module_name.rsplit(".", 1)[-1] in deny:
                 continue
-            self.load(module_name, lambda m=module_name: importlib.import_module(m), builtin=True, version=_core_version(), distribution="memcore")
+            self.load(module_name, functools.partial(importlib.import_module, module_name), builtin=True, version=_core_version(), distribution="memcore")
         if load_entry_points:
             self._load_entry_points(deny)
 

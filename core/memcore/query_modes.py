@@ -106,7 +106,7 @@ class _ModeSpec:
         self.tag: str | None = None
         self.choices: dict[Any, type[BaseModel]] = {}
         if isinstance(model, type) and issubclass(model, BaseModel):
-            self.classes: tuple[type, ...] = (model,)
+            self.classes: tuple[type[BaseModel], ...] = (model,)
         else:  # Annotated[Union[A, B, ...], Field(discriminator="tag")]
             union, *meta = get_args(model)
             self.tag = next((m.discriminator for m in meta if isinstance(getattr(m, "discriminator", None), str)), None)

@@ -187,7 +187,7 @@ def _json_safe(metadata: Any) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"metadata is not JSON-safe: {exc}") from None
     check_unicode(text, "metadata")
-    out = json.loads(text)
+    out: dict[str, Any] = json.loads(text)
     for key, value in out.items():
         if not isinstance(key, str) or not key:
             raise ValidationError("metadata keys must be non-empty strings")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, cast
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
@@ -108,7 +108,8 @@ class Registry:
         unknown = sorted(set(getattr(config_model, "search_time", ())) - set(config_model.model_fields))
         if unknown:
             raise PluginError(f"{category} {name!r}: search_time names {unknown}, which are not fields of {config_model.__name__}")
-        return Registration(category, name, factory, config_model, plugin)
+        # any pydantic model with a ``kind`` field is accepted, not only ComponentConfig subclasses
+        return Registration(category, name, factory, cast(type[ComponentConfig], config_model), plugin)
 
     def conflicts(self, registrations: list[Registration]) -> list[str]:
         """Messages for registrations whose names are already taken (or repeated)."""

@@ -139,10 +139,20 @@ class Service(ABC):
             raise ValidationError(f"say which space the vector belongs to (service 'space' option); spaces: {spaces}")
         return spaces[0]
 
-    def make_query(self, query: str | None, vector: Any, metadata: Mapping[str, Any] | None, k: int, space: str | None = None, scope: Any = None) -> Query:
-        """The one Query of a retrieve, from the unified arguments (give ``scope`` here rather
-        than to ``Pipeline.run``, which would build a second query to add it)."""
+    def make_query(
+        self,
+        query: str | None,
+        vector: Any,
+        metadata: Mapping[str, Any] | None,
+        k: int,
+        space: str | None = None,
+        scope: Any = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> Query:
+        """The one Query of a retrieve, from the unified arguments (give ``scope`` and
+        ``extras`` here rather than to ``Pipeline.run``/``Collection.retrieve`` or
+        ``Query.evolve``, each of which builds a second query to add them)."""
         if query is None and vector is None:
             raise ValidationError("retrieve needs a query text or a vector")
         vectors = {self.vector_space(space): vector} if vector is not None else {}
-        return Query(text=query, vectors=vectors, k=k, where=dict(metadata) if metadata else None, scope=scope)
+        return Query(text=query, vectors=vectors, k=k, where=dict(metadata) if metadata else None, scope=scope, extras=dict(extras) if extras else {})

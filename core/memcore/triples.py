@@ -59,7 +59,7 @@ def parse_triples(reply: str, max_triples: int = 10) -> list[Triple]:
     found = [t for t in found if all(t)]
     if not found:
         raise ValidationError(f"no (subject, predicate, object) triple in the reply: {' '.join(text.split())[:200]!r}")
-    return [(s, p, o) for s, p, o in dict.fromkeys(found)][:max_triples]  # type: ignore[misc]
+    return [(s, p, o) for s, p, o in dict.fromkeys(found)][:max_triples]
 
 
 def _clauses(text: str) -> list[str]:
@@ -83,7 +83,8 @@ def rule_triples(speaker: str, text: str, max_triples: int = 10) -> list[Triple]
             if _FIRST_PERSON[head] == "'s":  # "my sister is ..." -> (speaker's sister, is, ...)
                 subject, rest = f"{speaker}'s {words[1]}", words[2:]
             else:
-                subject, rest = speaker, ([_FIRST_PERSON[head]] if _FIRST_PERSON[head] else []) + words[1:]
+                lead = _FIRST_PERSON[head]
+                subject, rest = speaker, ([lead] if lead else []) + words[1:]
             if len(rest) >= 2:
                 cut = 2 if rest[0].lower() in {"am", "was", "have", "had", "will", "just", "really", "also", "is", "has"} and len(rest) > 2 else 1
                 out.append((subject, " ".join(rest[:cut]), " ".join(rest[cut:]).strip(" ,")))

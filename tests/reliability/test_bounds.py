@@ -11,7 +11,7 @@ import importlib
 
 import pytest
 
-from memcore import ConfigError, Query, ValidationError
+from memcore import ConfigError
 from memcore.plugins import get_registry
 
 HUGE = [10**10, 2**40, float("inf")]

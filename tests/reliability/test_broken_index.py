@@ -17,7 +17,7 @@ import memcore
 from memcore import BrokenIndexError
 from memcore.logging import configure_logging
 
-from .conftest import DIM, settings, snapshot, vec
+from .conftest import settings, snapshot, vec
 
 
 def _store_definition(directory, name, definition):

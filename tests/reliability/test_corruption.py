@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 
 import memcore
 from memcore.plugins import get_registry

@@ -3,29 +3,27 @@
 The property, for every input: the call succeeds, or it raises a memcore error
 (:class:`memcore.MemcoreError`) and the store is unchanged (count, ids, last sequence
 number); at the end the collection still opens and every record is found. Any other
-exception fails the test. ``MEMCORE_FUZZ_EXAMPLES`` sets the examples per test (default 40;
+exception fails the test. ``MEMCORE_FUZZ_EXAMPLES`` sets the examples per test (default 40, ×10 under ``pytest --slow``;
 the issue's closing figure runs >= 500 in total).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-from pathlib import Path
 
+import memcore
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-
-import memcore
 from memcore import MemcoreError
+from memcore.testing import examples
 
 from .conftest import DIM, settings, snapshot, vec
 
-EXAMPLES = int(os.environ.get("MEMCORE_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("MEMCORE_FUZZ_EXAMPLES", "0")) or examples(40)
 FUZZ = hsettings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=False)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import memcore
 from memcore import ConfigError, CorruptError, LockedError
-from memcore.stores.sqlite import SQLiteStore, SQLiteStoreConfig
+from memcore.stores.sqlite import SQLiteStore
 
 from .conftest import settings, vec
 

@@ -109,3 +109,24 @@ def test_stored_vector_corrupted_to_nan_is_typed_and_does_not_brick_open(directo
         memory.collection.delete("r3")
         assert memory.collection.rebuild_index("flat") == 4
         assert memory.collection.retrieve({"vectors": {"v": vec(1)}}, index="flat", k=1)[0].id == "r1"
+
+
+def test_a_new_index_whose_fill_meets_a_corrupted_vector_is_broken_not_an_unopenable_memory(directory):
+    with memcore.open(settings(), path=directory) as memory:
+        memory.collection.insert([{"id": f"r{i}", "text": f"r{i}", "vectors": {"v": vec(i)}} for i in range(5)])
+    db = sqlite3.connect(directory / "store.sqlite3")
+    db.execute("UPDATE vectors SET data=? WHERE record_id='r3'", (np.full(DIM, np.nan, dtype=np.float32).tobytes(),))
+    db.commit()
+    db.close()
+    declared = settings()
+    declared["indexes"] = {**declared["indexes"], "more": {"kind": "exact", "space": "v", "metric": "l2"}}
+    with memcore.open(declared, path=directory) as memory:  # the new index is filled from the store on create
+        assert memory.collection.count() == 5
+        status = {i["name"]: i for i in memory.collection.list_indexes()}
+        assert status["more"]["status"] == "broken" and "r3" in status["more"]["error"]
+        with pytest.raises(CorruptError, match="more"):
+            memory.collection.retrieve({"vectors": {"v": vec(1)}}, index="more")
+        memory.collection.delete("r3")
+        memory.collection.rebuild_index("more")
+        memory.collection.populate_index("more")
+        assert memory.collection.count(index="more") == 4

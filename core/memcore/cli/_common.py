@@ -33,7 +33,7 @@ class CliError(click.ClickException):
     exit_code = EXIT_ERROR
 
 
-class JsonParam(click.ParamType):
+class JsonParam(click.ParamType):  # type: ignore[type-arg]  # generic only since click 8.2; click>=8.1 is supported
     """A JSON object given on the command line (``--where '{"speaker": "Alice"}'``)."""
 
     name = "JSON"
@@ -126,7 +126,8 @@ def load_cli_settings(config: str | os.PathLike[str] | None, *, read_only: bool 
     settings = load_settings(config)
     if read_only:
         store = dict(settings.store)
-        reg = get_registry().entries["stores"].get(store.get("kind"))
+        kind = store.get("kind")
+        reg = get_registry().entries["stores"].get(kind) if isinstance(kind, str) else None
         if reg is not None and "read_only" in reg.config_model.model_fields:
             store["read_only"] = True
             settings = settings.model_copy(update={"store": store})

@@ -33,7 +33,8 @@ class _Bars:
                 return lambda n: None
             self.current = click.progressbar(length=max(total, 1), label=label, file=sys.stderr, show_pos=True)
             self.current.__enter__()
-            return self.current.update
+            update: Callable[[int], None] = self.current.update
+            return update
 
         return make
 

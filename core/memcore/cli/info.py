@@ -14,7 +14,8 @@ from ._common import dir_bytes, echo_json, human_bytes, load_cli_settings
 
 def _saved_manifest(directory: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((directory / "index.json").read_text())
+        manifest: dict[str, Any] = json.loads((directory / "index.json").read_text())
+        return manifest
     except (OSError, ValueError):
         return None
 
@@ -107,11 +108,11 @@ def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
         from ..stores.sqlite import SQLiteStore, SQLiteStoreConfig
         from .check import check_collection
 
-        store = SQLiteStore(path, SQLiteStoreConfig(read_only=True, filename=filename))
+        sqlite_store = SQLiteStore(path, SQLiteStoreConfig(read_only=True, filename=filename))
         try:
-            data["check"] = check_collection(store, path)
+            data["check"] = check_collection(sqlite_store, path)
         finally:
-            store.close()
+            sqlite_store.close()
     if settings is not None:
         from .. import api
 

@@ -35,7 +35,7 @@ class _Registrar:
 
     def command(self, *args: Any, **kwargs: Any) -> Any:
         def decorator(f: Any) -> click.Command:
-            cmd = click.command(*args, **kwargs)(f)
+            cmd: click.Command = click.command(*args, **kwargs)(f)
             self.add_command(cmd)
             return cmd
 
@@ -43,7 +43,7 @@ class _Registrar:
 
     def group(self, *args: Any, **kwargs: Any) -> Any:
         def decorator(f: Any) -> click.Group:
-            grp = click.group(*args, **kwargs)(f)
+            grp: click.Group = click.group(*args, **kwargs)(f)
             self.add_command(grp)
             return grp
 

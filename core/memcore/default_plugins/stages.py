@@ -5,10 +5,15 @@ The implementations live in :mod:`memcore.stages` (``basic``, ``rerank``, ``inte
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..hookspecs import hookimpl
 from ..stages.basic import Fuse, FuseConfig, Limit, LimitConfig, MetadataFilter, FilterConfig, Recall, RecallConfig, Threshold, ThresholdConfig
 from ..stages.intent import IntentConfig, IntentStage
 from ..stages.rerank import RerankConfig, RerankStage
+
+if TYPE_CHECKING:
+    from ..factories import StageFactory, Register
 
 __all__ = [
     "RecallConfig",
@@ -30,7 +35,7 @@ __all__ = [
 
 
 @hookimpl
-def register_stages(register):
+def register_stages(register: Register[StageFactory]) -> None:
     """Register the builtin stages."""
     register("recall", Recall, RecallConfig)
     register("fuse", Fuse, FuseConfig)

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..hookspecs import hookimpl
 from ..stores.memory import MemoryStoreConfig, memory_store_factory
 from ..stores.sqlite import SQLiteStoreConfig, sqlite_store_factory
 
+if TYPE_CHECKING:
+    from ..factories import StoreFactory, Register
+
 
 @hookimpl
-def register_stores(register):
+def register_stores(register: Register[StoreFactory]) -> None:
     """Register the SQLite and in-memory stores."""
     register("sqlite", sqlite_store_factory, SQLiteStoreConfig)
     register("memory", memory_store_factory, MemoryStoreConfig)

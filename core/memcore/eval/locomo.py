@@ -209,11 +209,12 @@ _PUNCT = str.maketrans("", "", string.punctuation)
 def _stemmer() -> Callable[[str], str]:
     """PyStemmer's English (Porter2) stemmer when installed, else identity."""
     try:
-        import Stemmer  # type: ignore[import-not-found]
+        import Stemmer
     except ImportError:
         return lambda w: w
     stem = Stemmer.Stemmer("english")
-    return stem.stemWord
+    stem_word: Callable[[str], str] = stem.stemWord
+    return stem_word
 
 
 def _tokens(text: str) -> list[str]:

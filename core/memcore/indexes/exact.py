@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import json
 from pathlib import Path
-from typing import Collection as AbstractSet, Literal, Sequence
+from typing import Any, Collection as AbstractSet, Literal, Sequence
 
 import numpy as np
 from pydantic import Field
@@ -125,8 +125,10 @@ class ExactIndex(Index):
         matrix = self._matrix[: self._n] if rows is None else self._matrix[rows]
         if self.config.metric == "l2":
             diff = (matrix * matrix).sum(axis=1)[None, :] - 2.0 * (queries @ matrix.T) + (queries * queries).sum(axis=1)[:, None]
-            return -np.maximum(diff, 0.0)
-        return queries @ matrix.T
+            scores: np.ndarray = -np.maximum(diff, 0.0)
+            return scores
+        product: np.ndarray = queries @ matrix.T
+        return product
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
         return self.search_batch([query], k, allowed)[0]
@@ -185,5 +187,5 @@ class ExactIndex(Index):
         self._n = len(self._ids)
         self._version += 1
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {"size": self._n, "dim": self.dim, "metric": self.config.metric, "space": self.config.space}

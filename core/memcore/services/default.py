@@ -22,6 +22,8 @@ class DefaultServiceConfig(ComponentConfig):
 class DefaultService(Service):
     """No policy: every item goes to the configured indexes; retrieval is the pipeline."""
 
+    config: DefaultServiceConfig
+
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         """Insert one item (``id``, ``scope``, ``links``, ``vectors`` may be passed as keywords)."""
         self.reject_unknown("insert", kwargs, ("id", "scope", "links", "vectors"))

@@ -10,8 +10,10 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from ..collection_view import CollectionView
 from ..errors import ConfigError
 from ..filters import matches, parse_filter
+from ..fusion import Fusion
 from ..pipeline import PipelineContext, Stage
 from ..registry import ComponentConfig
 
@@ -34,7 +36,7 @@ class Recall(Stage):
         self.index = config.index
         self.name = config.name or config.index or "recall"
 
-    def check(self, collection) -> None:
+    def check(self, collection: CollectionView) -> None:
         names = [i["name"] for i in collection.list_indexes()]
         if self.index is None:
             if len(names) == 1:
@@ -50,6 +52,7 @@ class Recall(Stage):
     def run(self, ctx: PipelineContext) -> None:
         if self.index is None:
             self.check(ctx.collection)
+        assert self.index is not None  # check() names the index or raises
         depth = self.config.k or math.ceil(ctx.query.k * self.config.over_fetch)
         ctx.add_list(self.name, ctx.collection.search_index(self.index, ctx.query, depth, list_name=self.name))
 
@@ -70,9 +73,9 @@ class Fuse(Stage):
     def __init__(self, config: FuseConfig):
         self.config = config
         self.name = config.name
-        self._fusion = None
+        self._fusion: Fusion | None = None
 
-    def check(self, collection) -> None:
+    def check(self, collection: CollectionView) -> None:
         self._fusion = collection.build_fusion(self.config.fusion)
 
     def run(self, ctx: PipelineContext) -> None:

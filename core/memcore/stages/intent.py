@@ -28,6 +28,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ValidationError
 from ..pipeline import PipelineContext, Stage
+from ..records import Hit
 from ..registry import ComponentConfig
 from .hits import rescored, unique_hits
 from .intent_rules import INTENTS, QueryIntent, classify
@@ -137,7 +138,7 @@ class IntentStage(Stage):
             terms = tuple((t,) for t in found.content)
         return QueryIntent(forced, terms, found.times, found.entities, found.question, found.content)
 
-    def scores(self, ctx: PipelineContext, hits: list, intent: QueryIntent, action: IntentAction) -> np.ndarray:
+    def scores(self, ctx: PipelineContext, hits: list[Hit], intent: QueryIntent, action: IntentAction) -> np.ndarray:
         """The new score of each hit under ``action``."""
         c = self.config
         base = np.asarray([float(h.score) for h in hits], dtype=np.float64)

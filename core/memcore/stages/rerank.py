@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from ..filters import matches, parse_filter
 from ..pipeline import PipelineContext, Stage
+from ..records import Hit
 from ..registry import ComponentConfig
 from .hits import rescored, unique_hits
 from .signals import RecencyMode, minmax, parse_time, recency_decay, reference_time, term_overlap
@@ -98,7 +99,7 @@ class RerankStage(Stage):
         c = self.config
         return bool((c.recency_weight > 0 and c.time_field) or self._boosts or (c.keyword_weight > 0 and query_terms))
 
-    def scores(self, ctx: PipelineContext, hits: list, query_terms: set[str] | None = None) -> np.ndarray:
+    def scores(self, ctx: PipelineContext, hits: list[Hit], query_terms: set[str] | None = None) -> np.ndarray:
         """The new score of each hit (same order as ``hits``); ``query_terms`` are the
         query's content words when the caller already has them."""
         c = self.config

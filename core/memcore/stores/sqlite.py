@@ -210,7 +210,7 @@ class SQLiteStore(Store):
         that occurrence's vectors and links."""
         if not records:
             return
-        rows = []
+        rows: list[tuple[str, str, str, str | None, str | None, str | None, float, float]] = []
         for r in records:
             scope = r.scope
             if scope is None:
@@ -452,8 +452,9 @@ class SQLiteStore(Store):
             if db is not None:
                 db.close()
                 self.db = None  # type: ignore[assignment]
-            if getattr(self, "_lock", None) is not None:
-                self._lock.release()
+            lock = getattr(self, "_lock", None)
+            if lock is not None:
+                lock.release()
                 self._lock = None
 
 

@@ -30,6 +30,10 @@ leave ``memcore.__all__`` / ``memcore.testing``; run by ``PluginRegistrationCont
 
 Data: :func:`make_records`, :func:`random_unit_vectors`, :func:`make_texts`.
 
+Hypothesis: the ``ci``/``slow`` profiles (:func:`load_profile`, loaded by the repository's
+root ``conftest.py``; ``pytest --slow``) and :func:`examples` (a test's CI example count,
+scaled under ``slow``).
+
 The contract suites need pytest; the rest of this package does not.
 """
 
@@ -52,6 +56,8 @@ _CONTRACTS = {
     "SERVICE_ITEMS": "service_contract",
     "PluginRegistrationContract": "registration_contract",
     "HEAVY_MODULES": "registration_contract",
+    "examples": "hypothesis_profiles",
+    "load_profile": "hypothesis_profiles",
 }
 
 try:  # rewrite the suites' asserts for readable failures (must run before they are imported)

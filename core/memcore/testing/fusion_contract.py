@@ -70,11 +70,11 @@ class FusionContract:
         """The lists the suite fuses (overridable)."""
         return make_ranked_lists(seed)
 
-    def test_is_a_fusion(self, fusion):
+    def test_is_a_fusion(self, fusion: Fusion) -> None:
         assert isinstance(fusion, Fusion)
 
     @pytest.mark.parametrize("k", [1, 3, 10, 100])
-    def test_output_at_most_k_sorted_unique(self, fusion, k):
+    def test_output_at_most_k_sorted_unique(self, fusion: Fusion, k: Any) -> None:
         for seed in range(3):
             lists = self.input_lists(seed)
             fused = fusion.fuse(lists, k)
@@ -91,7 +91,7 @@ class FusionContract:
             if k >= 3:
                 assert fused, "fusion of non-empty lists returned nothing"
 
-    def test_provenance_lists_every_contributing_list(self, fusion):
+    def test_provenance_lists_every_contributing_list(self, fusion: Fusion) -> None:
         for seed in range(3):
             lists = self.input_lists(seed)
             for hit in fusion.fuse(lists, 100):
@@ -104,18 +104,18 @@ class FusionContract:
                 for c in hit.provenance:
                     assert float(c.score) == pytest.approx(expected[(c.source, c.rank)])
 
-    def test_empty_input_gives_empty_output(self, fusion):
+    def test_empty_input_gives_empty_output(self, fusion: Fusion) -> None:
         assert fusion.fuse({}, 10) == []
         assert fusion.fuse({"a": [], "b": []}, 10) == []
 
-    def test_one_empty_list_among_others(self, fusion):
+    def test_one_empty_list_among_others(self, fusion: Fusion) -> None:
         lists = self.input_lists(1)
         with_empty = {**lists, "empty": []}
         fused = fusion.fuse(with_empty, 100)
         assert all(c.source != "empty" for h in fused for c in h.provenance)
         assert {h.id for h in fused} <= {h.id for hits in lists.values() for h in hits}
 
-    def test_single_list(self, fusion):
+    def test_single_list(self, fusion: Fusion) -> None:
         lists = self.input_lists(2)
         name, hits = next(iter(lists.items()))
         fused = fusion.fuse({name: hits}, 100)
@@ -123,14 +123,14 @@ class FusionContract:
         if self.single_list_keeps_order:
             assert [h.id for h in fused] == [h.id for h in hits][: len(fused)]
 
-    def test_deterministic(self, fusion):
+    def test_deterministic(self, fusion: Fusion) -> None:
         lists = self.input_lists(0)
         first = fusion.fuse(lists, 10)
         second = fusion.fuse(copy.deepcopy(lists), 10)
         third = fusion(lists, 10)
         assert _key(first) == _key(second) == _key(third)
 
-    def test_does_not_modify_inputs(self, fusion):
+    def test_does_not_modify_inputs(self, fusion: Fusion) -> None:
         lists = self.input_lists(0)
         before = {name: _key(hits) for name, hits in lists.items()}
         fusion.fuse(lists, 5)

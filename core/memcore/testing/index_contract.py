@@ -132,14 +132,14 @@ class IndexContract:
 
     # -- tests -----------------------------------------------------------------------------
 
-    def test_new_index_is_empty(self, make_index):
+    def test_new_index_is_empty(self, make_index: MakeIndex) -> None:
         index = self.new_index(make_index)
         assert len(index) == 0
         queries = self.random_queries(index, 1)
         assert index.search(queries[0], 5) == []
         assert isinstance(index.stats(), dict)
 
-    def test_add_and_len(self, make_index):
+    def test_add_and_len(self, make_index: MakeIndex) -> None:
         index = self.new_index(make_index)
         first = self.records_for(index, 10)
         index.add(first)
@@ -151,13 +151,13 @@ class IndexContract:
         assert len(index) == 17
 
     @pytest.mark.parametrize("k", [1, 3, 10])
-    def test_search_returns_at_most_k_best_first(self, make_index, k):
+    def test_search_returns_at_most_k_best_first(self, make_index: MakeIndex, k: Any) -> None:
         index, records = self.filled_index(make_index)
         held = {r.id for r in records}
         for query in self.all_queries(index, records):
             self.check_hits(index, index.search(query, k), k, held)
 
-    def test_self_match_ranks_first(self, make_index):
+    def test_self_match_ranks_first(self, make_index: MakeIndex) -> None:
         if not self.self_match_ranks_first:
             pytest.skip("self_match_ranks_first is False for this index")
         index, records = self.filled_index(make_index)
@@ -166,7 +166,7 @@ class IndexContract:
             assert hits, f"no hit for the exact query of {record.id}"
             assert hits[0].id == record.id, f"query of {record.id} ranked {[h.id for h in hits]}"
 
-    def test_k_larger_than_len(self, make_index):
+    def test_k_larger_than_len(self, make_index: MakeIndex) -> None:
         index, records = self.filled_index(make_index, 5)
         held = {r.id for r in records}
         for query in self.all_queries(index, records):
@@ -174,7 +174,7 @@ class IndexContract:
         if self.self_match_ranks_first:
             assert index.search(self.query_for(index, records[2]), 50)[0].id == records[2].id
 
-    def test_readd_replaces(self, make_index):
+    def test_readd_replaces(self, make_index: MakeIndex) -> None:
         index, records = self.filled_index(make_index)
         # same ids, new texts and vectors
         replaced = self.records_for(index, 5, seed=self.seed + 99)
@@ -188,7 +188,7 @@ class IndexContract:
             if self.self_match_ranks_first:
                 assert hits[0].id == record.id, f"the new version of {record.id} is not found first: {[h.id for h in hits]}"
 
-    def test_remove(self, make_index):
+    def test_remove(self, make_index: MakeIndex) -> None:
         index, records = self.filled_index(make_index)
         gone = [r.id for r in records[:4]]
         index.remove(gone + ["never-added", "also-unknown"])
@@ -202,7 +202,7 @@ class IndexContract:
         assert len(index) == 0
         assert index.search(self.query_for(index, records[5]), 5) == []
 
-    def test_allowed_restricts_results(self, make_index):
+    def test_allowed_restricts_results(self, make_index: MakeIndex) -> None:
         index, records = self.filled_index(make_index)
         held = {r.id for r in records}
         allowed = {r.id for r in records[::3]} | {"not-held-1", "not-held-2"}
@@ -216,7 +216,7 @@ class IndexContract:
         assert index.search(self.query_for(index, records[0]), 5, set()) == []
         assert index.search(self.query_for(index, records[0]), 5, {"not-held-1"}) == []
 
-    def test_search_batch_equals_search(self, make_index):
+    def test_search_batch_equals_search(self, make_index: MakeIndex) -> None:
         index, records = self.filled_index(make_index)
         queries = self.all_queries(index, records)
         allowed = {r.id for r in records[::2]}
@@ -229,7 +229,7 @@ class IndexContract:
                 assert [float(h.score) for h in hits] == pytest.approx([float(h.score) for h in single], rel=1e-5, abs=1e-6)
         assert index.search_batch([], 5) == []
 
-    def test_save_load_roundtrip(self, make_index, tmp_path: Path):
+    def test_save_load_roundtrip(self, make_index: MakeIndex, tmp_path: Path) -> None:
         index, records = self.filled_index(make_index)
         index.remove([records[1].id, records[2].id])
         directory = tmp_path / "index"
@@ -247,7 +247,7 @@ class IndexContract:
                 assert [h.id for h in after] == [h.id for h in before]
                 assert [float(h.score) for h in after] == pytest.approx([float(h.score) for h in before], rel=1e-5, abs=1e-6)
 
-    def test_loaded_index_keeps_working(self, make_index, tmp_path: Path):
+    def test_loaded_index_keeps_working(self, make_index: MakeIndex, tmp_path: Path) -> None:
         index, records = self.filled_index(make_index, 10)
         directory = tmp_path / "index"
         directory.mkdir()
@@ -265,7 +265,7 @@ class IndexContract:
             for record in (records[3], more[4]):
                 assert fresh.search(self.query_for(fresh, record), 3)[0].id == record.id
 
-    def test_save_load_empty(self, make_index, tmp_path: Path):
+    def test_save_load_empty(self, make_index: MakeIndex, tmp_path: Path) -> None:
         index = self.new_index(make_index)
         directory = tmp_path / "index"
         directory.mkdir()
@@ -277,7 +277,7 @@ class IndexContract:
         fresh.add(records)
         assert len(fresh) == 3
 
-    def test_load_replaces_contents(self, make_index, tmp_path: Path):
+    def test_load_replaces_contents(self, make_index: MakeIndex, tmp_path: Path) -> None:
         index, records = self.filled_index(make_index, 6)
         directory = tmp_path / "index"
         directory.mkdir()
@@ -290,7 +290,7 @@ class IndexContract:
         for query in self.all_queries(other, records):
             self.check_hits(other, other.search(query, 20), 20, held)
 
-    def test_validate_rejects_missing_vector(self, make_index):
+    def test_validate_rejects_missing_vector(self, make_index: MakeIndex) -> None:
         index = self.new_index(make_index)
         if not index.requires.spaces:
             pytest.skip("the index requires no embedding space")
@@ -304,7 +304,7 @@ class IndexContract:
         with pytest.raises(DimensionError):
             index.validate([wrong])
 
-    def test_query_without_its_vector_is_a_dimension_error(self, make_index):
+    def test_query_without_its_vector_is_a_dimension_error(self, make_index: MakeIndex) -> None:
         index, records = self.filled_index(make_index, 4)
         if not index.requires.spaces:
             pytest.skip("the index requires no embedding space")
@@ -315,7 +315,7 @@ class IndexContract:
             index.search(bare, 3)
 
     @pytest.mark.parametrize("k", [0, -1, True, 2.5, "3"])
-    def test_bad_k_is_a_validation_error(self, make_index, k):
+    def test_bad_k_is_a_validation_error(self, make_index: MakeIndex, k: Any) -> None:
         index, records = self.filled_index(make_index, 4)
         with pytest.raises(ValidationError, match="k must be a positive integer"):  # memcore.validate_k
             index.search(self.query_for(index, records[0]), k)

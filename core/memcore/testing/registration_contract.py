@@ -109,7 +109,7 @@ class PluginRegistrationContract:
         return host.infos[plugin]
 
     @pytest.fixture
-    def plugin_host(self, monkeypatch) -> PluginHost:
+    def plugin_host(self, monkeypatch: pytest.MonkeyPatch) -> PluginHost:
         """A fresh plugin host loading every installed plugin (the allow/deny lists unset)."""
         for name in _ENV:
             monkeypatch.delenv(name, raising=False)
@@ -117,14 +117,15 @@ class PluginRegistrationContract:
 
     # -- the tests ----------------------------------------------------------------------
 
-    def test_entry_point_is_installed(self):
+    def test_entry_point_is_installed(self) -> None:
         plugin, module, distribution = self._names()
         found = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == plugin]
         assert found, f"{distribution} is not installed (pip install -e ./plugins/{plugin})"
         assert found[0].value == module
-        assert found[0].dist.metadata["Name"] == distribution
+        dist = found[0].dist
+        assert dist is not None and dist.metadata["Name"] == distribution
 
-    def test_plugin_host_loads_it(self, plugin_host):
+    def test_plugin_host_loads_it(self, plugin_host: PluginHost) -> None:
         _, _, distribution = self._names()
         info = self._info(plugin_host)
         assert info.error is None
@@ -132,12 +133,12 @@ class PluginRegistrationContract:
         assert info.distribution == distribution
         assert info.version == metadata.version(distribution)
 
-    def test_it_registers_exactly_what_it_declares(self, plugin_host):
+    def test_it_registers_exactly_what_it_declares(self, plugin_host: PluginHost) -> None:
         info = self._info(plugin_host)
         assert {c: sorted(names) for c, names in info.registers.items()} == {c: sorted(names) for c, names in self.registers.items() if names}
         assert info.hooks == sorted([f"register_{c}" for c, names in self.registers.items() if names] + list(self.other_hooks))
 
-    def test_registrations_have_the_declared_factories_and_config_models(self, plugin_host):
+    def test_registrations_have_the_declared_factories_and_config_models(self, plugin_host: PluginHost) -> None:
         plugin, _, _ = self._names()
         for category, names in self.registers.items():
             for name, expected in names.items():
@@ -152,7 +153,7 @@ class PluginRegistrationContract:
                 if all(not field.is_required() for key, field in defaults.items() if key != "kind"):
                     assert reg.parse_config({}, f"{category}.{name}").kind == name
 
-    def test_the_allow_list_loads_only_this_plugin(self, monkeypatch):
+    def test_the_allow_list_loads_only_this_plugin(self, monkeypatch: pytest.MonkeyPatch) -> None:
         plugin, _, _ = self._names()
         monkeypatch.setenv("MEMCORE_PLUGINS", plugin)
         monkeypatch.delenv("MEMCORE_DISABLE_PLUGINS", raising=False)
@@ -161,7 +162,7 @@ class PluginRegistrationContract:
         for category, names in self.registers.items():
             assert set(names) <= set(host.registry.names(category))
 
-    def test_loading_it_imports_no_heavy_library(self):
+    def test_loading_it_imports_no_heavy_library(self) -> None:
         plugin, _, _ = self._names()
         env = {k: v for k, v in os.environ.items() if k not in _ENV}
         env["MEMCORE_PLUGINS"] = plugin  # this plugin only: another one's imports are not its fault
@@ -172,7 +173,7 @@ class PluginRegistrationContract:
         assert report["loaded"] and report["error"] is None, report
         assert report["heavy"] == [], f"loading {plugin} imported {report['heavy']}; import them inside the factory that needs them"
 
-    def test_its_modules_import_only_the_plugin_api(self):
+    def test_its_modules_import_only_the_plugin_api(self) -> None:
         _, module, _ = self._names()
         spec = importlib.util.find_spec(module)
         assert spec is not None and spec.submodule_search_locations, f"{module} is not an installed package"
@@ -181,13 +182,14 @@ class PluginRegistrationContract:
             problems += plugin_api_violations(Path(location), module.split(".")[0])
         assert not problems, "imports outside memcore's plugin API (docs/plugins/writing.md):\n" + "\n".join(problems)
 
-    def test_its_modules_import_only_the_allowed_packages(self):
+    def test_its_modules_import_only_the_allowed_packages(self) -> None:
         if self.allowed_imports is None:
             pytest.skip("allowed_imports is not set")
         _, module, _ = self._names()
         package = importlib.import_module(module)
+        assert package.__file__ is not None, f"{module} has no __file__"
         for path in sorted(Path(package.__file__).parent.glob("*.py")):
-            roots = set()
+            roots: set[str] = set()
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
                 if isinstance(node, ast.Import):
                     roots.update(a.name.split(".")[0] for a in node.names)

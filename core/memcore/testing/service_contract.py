@@ -67,7 +67,7 @@ class ServiceContract:
         pytest.fail(f"{type(self).__name__} must define the fixture 'open_memory' (see ServiceContract)")
 
     @pytest.fixture
-    def service_memories(self, open_memory, tmp_path) -> Iterator[Callable[..., Memory]]:
+    def service_memories(self, open_memory: OpenMemory, tmp_path: Path) -> Iterator[Callable[..., Memory]]:
         """``open(path=None) -> Memory`` (default path: one temp dir); closes them all at teardown."""
         opened: list[Memory] = []
         closed: set[int] = set()
@@ -95,9 +95,10 @@ class ServiceContract:
 
     def insert_items(self, memory: Memory) -> dict[str, tuple[str, dict[str, Any]]]:
         """Insert :attr:`items`; returns id -> (text, metadata)."""
-        out = {}
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
         for text, metadata in self.items:
             rid = memory.insert(text, metadata=metadata)
+            assert isinstance(rid, str), f"insert of one text returned {rid!r}, not one id"
             out[rid] = (text, metadata)
         return out
 
@@ -126,30 +127,30 @@ class ServiceContract:
 
     # -- tests -----------------------------------------------------------------------------
 
-    def test_memory_parts(self, service_memories):
+    def test_memory_parts(self, service_memories: Callable[..., Memory]) -> None:
         memory = service_memories()
         assert isinstance(memory.service, Service)
         assert isinstance(memory.collection, Collection)
 
-    def test_insert_returns_ids(self, service_memories):
+    def test_insert_returns_ids(self, service_memories: Callable[..., Memory]) -> None:
         memory = service_memories()
         inserted = self.insert_items(memory)
         assert len(inserted) == len(self.items), "different items got the same id"
         assert all(isinstance(rid, str) and rid for rid in inserted)
 
     @pytest.mark.parametrize("k", [1, 3, 50])
-    def test_retrieve_result_shape(self, service_memories, k):
+    def test_retrieve_result_shape(self, service_memories: Callable[..., Memory], k: Any) -> None:
         memory = service_memories()
         inserted = self.insert_items(memory)
         results = memory.retrieve("who moved to a new city for work", k=k)
         self.check_results(results, k, inserted)
         assert results, "nothing retrieved from a non-empty memory"
 
-    def test_exact_text_finds_item(self, service_memories):
+    def test_exact_text_finds_item(self, service_memories: Callable[..., Memory]) -> None:
         memory = service_memories()
         self.find_exact(memory, self.insert_items(memory))
 
-    def test_where_filter(self, service_memories):
+    def test_where_filter(self, service_memories: Callable[..., Memory]) -> None:
         memory = service_memories()
         inserted = self.insert_items(memory)
         topics = sorted({meta["topic"] for _, meta in self.items})
@@ -163,7 +164,7 @@ class ServiceContract:
         assert results and all(r["metadata"]["n"] >= 5 for r in results)
         assert memory.retrieve(self.items[0][0], metadata={"topic": "no-such-topic"}, k=5) == []
 
-    def test_retrieve_needs_query_or_vector(self, service_memories):
+    def test_retrieve_needs_query_or_vector(self, service_memories: Callable[..., Memory]) -> None:
         memory = service_memories()
         self.insert_items(memory)
         with pytest.raises(ValidationError):
@@ -171,7 +172,7 @@ class ServiceContract:
         with pytest.raises(ValidationError):
             memory.retrieve(None, vector=None, metadata={"topic": "work"})
 
-    def test_state_survives_close_and_reopen(self, service_memories, tmp_path):
+    def test_state_survives_close_and_reopen(self, service_memories: Callable[..., Memory], tmp_path: Path) -> None:
         path = tmp_path / "reopened"
         memory = service_memories(path)
         inserted = self.insert_items(memory)
@@ -183,6 +184,7 @@ class ServiceContract:
         results = again.retrieve(self.items[1][0], metadata={"topic": "work"}, k=len(self.items))
         assert results and all(r["metadata"]["topic"] == "work" for r in results)
         extra = again.insert("Gina collects vintage postcards from Lisbon", metadata={"topic": "hobby", "n": 9})
+        assert isinstance(extra, str)
         inserted[extra] = ("Gina collects vintage postcards from Lisbon", {"topic": "hobby", "n": 9})
         self.find_exact(again, inserted, only=[extra])
         again.close()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterator, Mapping
 
 import pytest
 
 from ..collection import Collection
+from ..collection_view import CollectionView
 from ..pipeline import Pipeline, PipelineContext, Stage
 from ..plugins import get_registry
 from ..records import Contribution, Hit, Query
@@ -68,7 +69,7 @@ class StageContract:
         pytest.fail(f"{type(self).__name__} must define the fixture 'stage' (see StageContract)")
 
     @pytest.fixture
-    def stage_collection(self):
+    def stage_collection(self) -> Iterator[Collection]:
         """The collection the suite runs the stage on (built by :meth:`make_collection`)."""
         collection = self.make_collection()
         yield collection
@@ -107,7 +108,7 @@ class StageContract:
 
     def run_stage(self, stage: Stage, collection: Collection, query: Query, *, empty: bool = False) -> PipelineContext:
         """Check, seed, run, and check the invariants; returns the context."""
-        stage.check(collection)
+        stage.check(CollectionView(collection))
         ctx = self.make_context(collection, query, empty=empty)
         before = _snapshot({n: h for n, h in ctx.lists.items() if n.startswith("seed_")})
         stage.run(ctx)
@@ -138,22 +139,22 @@ class StageContract:
 
     # -- tests -----------------------------------------------------------------------------
 
-    def test_is_a_stage(self, stage):
+    def test_is_a_stage(self, stage: Stage) -> None:
         assert isinstance(stage, Stage)
 
-    def test_run_keeps_ids_and_provenance(self, stage, stage_collection):
+    def test_run_keeps_ids_and_provenance(self, stage: Stage, stage_collection: Collection) -> None:
         self.run_stage(stage, stage_collection, self.make_query(stage_collection))
 
-    def test_run_with_filtered_query(self, stage, stage_collection):
+    def test_run_with_filtered_query(self, stage: Stage, stage_collection: Collection) -> None:
         where = {"parity": "even"}
         ctx = self.run_stage(stage, stage_collection, self.make_query(stage_collection, where))
         records = ctx.records([h.id for h in ctx.current])
         assert all(r is not None and r.metadata["parity"] == "even" for r in records), "hits outside the query's where filter"
 
-    def test_run_on_empty_input(self, stage, stage_collection):
+    def test_run_on_empty_input(self, stage: Stage, stage_collection: Collection) -> None:
         self.run_stage(stage, stage_collection, self.make_query(stage_collection), empty=True)
 
-    def test_deterministic(self, stage, stage_collection):
+    def test_deterministic(self, stage: Stage, stage_collection: Collection) -> None:
         first = self.run_stage(stage, stage_collection, self.make_query(stage_collection))
         second = self.run_stage(stage, stage_collection, self.make_query(stage_collection))
         assert [(h.id, float(h.score)) for h in first.current] == [(h.id, float(h.score)) for h in second.current]

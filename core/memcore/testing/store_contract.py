@@ -10,7 +10,7 @@ import pytest
 from ..errors import NotFoundError
 from ..filters import parse_filter
 from ..records import Link, Record, Scope
-from ..store import Applied, Op, Store, WriteBatch, plan_ops
+from ..store import Applied, Op, OpKind, Store, WriteBatch, plan_ops
 
 __all__ = ["StoreContract"]
 
@@ -36,6 +36,12 @@ def _rec(
         created_at=created_at,
         updated_at=created_at if updated_at is None else updated_at,
     )
+
+
+def _present(records: list[Record | None]) -> list[Record]:
+    """``records`` with each one checked present (a store's ``get`` gives None for a missing id)."""
+    assert all(r is not None for r in records), records
+    return [r for r in records if r is not None]
 
 
 FILTER_RECORDS: list[tuple[str, dict[str, Any]]] = [
@@ -108,7 +114,7 @@ class StoreContract:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def expected_ops(self, store: Store, batch: WriteBatch) -> list[tuple[str, str, str]]:
+    def expected_ops(self, store: Store, batch: WriteBatch) -> list[tuple[str, str, OpKind]]:
         """The ops ``batch`` must log on ``store``, planned from the store's current content."""
         deleted = set(batch.deletes)
         link_sources = {r.id for chunk in store.iter_records() for r in chunk if any(link.target in deleted for link in r.links)}
@@ -159,7 +165,7 @@ class StoreContract:
 
     # -- empty store -------------------------------------------------------------------------
 
-    def test_empty_store(self, store):
+    def test_empty_store(self, store: Store) -> None:
         assert store.last_seq() == 0
         assert store.count() == 0
         assert store.ids() == []
@@ -173,7 +179,7 @@ class StoreContract:
 
     # -- records -------------------------------------------------------------------------------
 
-    def test_apply_get_roundtrip(self, store):
+    def test_apply_get_roundtrip(self, store: Store) -> None:
         meta = {"speaker": "Alice", "n": 3, "x": 1.5, "ok": True, "none": None, "tags": ["a", "b"], "nested": {"k": [1, {"z": "q"}]}}
         a = _rec(
             "a",
@@ -188,6 +194,7 @@ class StoreContract:
         self.apply_checked(store, WriteBatch(upserts=[a, b]))
         got_b, missing, got_a = store.get(["b", "missing", "a"])
         assert missing is None
+        assert got_a is not None and got_b is not None
         assert got_a.id == "a" and got_a.text == "first text"
         assert got_a.metadata == meta
         assert got_a.scope == Scope(user_id="u1", agent_id="ag", run_id="r9")
@@ -201,58 +208,58 @@ class StoreContract:
         assert set(got_b.links) == {Link("a", "cites", 0.5), Link("a", "about", 2.0)}
         assert got_b.scope == Scope(user_id="u2")
         assert got_b.vectors == {}
-        assert store.get(["a"], with_vectors=False)[0].vectors == {}
+        assert _present(store.get(["a"], with_vectors=False))[0].vectors == {}
         assert store.count() == 2
         assert store.ids() == ["a", "b"]
 
-    def test_texts_in_the_order_asked_and_after_updates_and_deletes(self, store):
+    def test_texts_in_the_order_asked_and_after_updates_and_deletes(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a", "alpha"), _rec("b", "beta — ü"), _rec("c", "gamma")]))
         assert store.texts(["c", "missing", "a", "b", "a"]) == ["gamma", None, "alpha", "beta — ü", "alpha"]
         assert store.texts([]) == []
         self.apply_checked(store, WriteBatch(upserts=[_rec("a", "alpha two")], deletes=["c"]))
         assert store.texts(["a", "c"]) == ["alpha two", None]
-        assert store.texts(["a", "b"]) == [r.text for r in store.get(["a", "b"], with_vectors=False)]
+        assert store.texts(["a", "b"]) == [r.text for r in _present(store.get(["a", "b"], with_vectors=False))]
 
-    def test_record_without_scope_reads_back_none_or_empty(self, store):
+    def test_record_without_scope_reads_back_none_or_empty(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a")]))
-        scope = store.get(["a"])[0].scope
+        scope = _present(store.get(["a"]))[0].scope
         assert scope is None or scope.is_empty()
 
-    def test_returned_records_are_copies(self, store):
+    def test_returned_records_are_copies(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a", metadata={"k": 1}, vectors={"dense": [1, 2]})]))
-        got = store.get(["a"])[0]
+        got = _present(store.get(["a"]))[0]
         got.metadata["k"] = 99
         got.vectors["dense"][0] = 42
-        again = store.get(["a"])[0]
+        again = _present(store.get(["a"]))[0]
         assert again.metadata == {"k": 1}
         assert again.vectors["dense"][0] == 1
 
-    def test_upsert_keeps_created_at_and_insertion_order(self, store):
+    def test_upsert_keeps_created_at_and_insertion_order(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a", created_at=100.0), _rec("b", created_at=101.0), _rec("c", created_at=102.0)]))
         self.apply_checked(store, WriteBatch(upserts=[_rec("a", "new text", metadata={"v": 2}, created_at=500.0, updated_at=600.0)]))
-        got = store.get(["a"])[0]
+        got = _present(store.get(["a"]))[0]
         assert got.text == "new text" and got.metadata == {"v": 2}
         assert got.created_at == 100.0
         assert got.updated_at == 600.0
         assert store.ids() == ["a", "b", "c"]
         assert store.count() == 3
 
-    def test_upsert_replaces_vectors_and_links(self, store):
+    def test_upsert_replaces_vectors_and_links(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("t1"), _rec("t2")]))
         self.apply_checked(store, WriteBatch(upserts=[_rec("a", vectors={"dense": [1, 2], "other": [3]}, links=(Link("t1"),))]))
         self.apply_checked(store, WriteBatch(upserts=[_rec("a", vectors={"dense": [5, 6]}, links=(Link("t2", "x"),))]))
-        got = store.get(["a"])[0]
+        got = _present(store.get(["a"]))[0]
         assert set(got.vectors) == {"dense"}
         np.testing.assert_array_equal(got.vectors["dense"], [5, 6])
         assert got.links == (Link("t2", "x"),)
         assert not store.vectors(["a"], "other")[1][0]
 
-    def test_upsert_of_member_logs_update(self, store):
+    def test_upsert_of_member_logs_update(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b")], add_membership={"ix": ["a", "b"], "iy": ["a"]}))
         applied = self.apply_checked(store, WriteBatch(upserts=[_rec("a", "changed")]))
         assert {(op.index, op.record_id, op.op) for op in applied.ops} == {("ix", "a", "update"), ("iy", "a", "update")}
 
-    def test_delete_record_vectors_memberships_and_links(self, store):
+    def test_delete_record_vectors_memberships_and_links(self, store: Store) -> None:
         self.seed_graph(store)
         before = store.last_seq()
         applied = self.apply_checked(store, WriteBatch(deletes=["a"]))
@@ -265,7 +272,7 @@ class StoreContract:
         assert store.ids() == ["d", "c", "b"]
         assert "a" not in store.memberships(["a"])
         assert store.ids(index="ix") == ["b"]
-        b, c = store.get(["b", "c"])
+        b, c = _present(store.get(["b", "c"]))
         assert b.links == (Link("c", "next"),)
         assert c.links == ()
         assert store.ops_since(before, "ix") == [op for op in applied.ops if op.index == "ix"]
@@ -274,9 +281,9 @@ class StoreContract:
         assert store.memberships(["a"]) == {"a": set()}
         assert store.ids() == ["d", "c", "b", "a"]
         assert not store.vectors(["a"], "dense")[1][0]
-        assert all(link.target != "a" for r in store.get(store.ids()) for link in r.links)
+        assert all(link.target != "a" for r in _present(store.get(store.ids())) for link in r.links)
 
-    def test_delete_removes_outgoing_links_and_vectors(self, store):
+    def test_delete_removes_outgoing_links_and_vectors(self, store: Store) -> None:
         self.seed_graph(store)
         self.apply_checked(store, WriteBatch(deletes=["b"]))
         assert store.get(["b"]) == [None]
@@ -287,19 +294,19 @@ class StoreContract:
         # a still exists and can be deleted with nobody linking to it any more but c
         applied = self.apply_checked(store, WriteBatch(deletes=["a"]))
         assert [(op.index, op.record_id, op.op) for op in applied.ops] == [("ix", "a", "remove")]
-        assert store.get(["c"])[0].links == ()
+        assert _present(store.get(["c"]))[0].links == ()
 
-    def test_delete_and_upsert_in_one_batch(self, store):
+    def test_delete_and_upsert_in_one_batch(self, store: Store) -> None:
         self.seed_graph(store)
         applied = self.apply_checked(store, WriteBatch(deletes=["c"], upserts=[_rec("e", links=(Link("d"),))], add_membership={"ix": ["e"]}))
         assert ("ix", "e", "add") in [(op.index, op.record_id, op.op) for op in applied.ops]
         assert store.get(["c"]) == [None]
-        assert store.get(["b"])[0].links == (Link("a", "cites", 0.5),)
+        assert _present(store.get(["b"]))[0].links == (Link("a", "cites", 0.5),)
         assert store.ids(index="ix") == ["a", "b", "e"]
 
     # -- membership --------------------------------------------------------------------------
 
-    def test_membership_add_remove_logged(self, store):
+    def test_membership_add_remove_logged(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b"), _rec("c")]))
         applied = self.apply_checked(store, WriteBatch(add_membership={"ix": ["b", "a"], "iy": ["c"]}))
         assert [(op.index, op.record_id, op.op) for op in applied.ops] == [("ix", "b", "add"), ("ix", "a", "add"), ("iy", "c", "add")]
@@ -316,14 +323,14 @@ class StoreContract:
         log = [(op.index, op.record_id, op.op) for op in store.ops_since(0, "ix")]
         assert log == [("ix", "b", "add"), ("ix", "a", "add"), ("ix", "a", "remove")]
 
-    def test_membership_for_record_in_same_batch(self, store):
+    def test_membership_for_record_in_same_batch(self, store: Store) -> None:
         applied = self.apply_checked(store, WriteBatch(upserts=[_rec("n1"), _rec("n2", links=(Link("n1"),))], add_membership={"ix": ["n1", "n2"]}))
         assert [(op.index, op.record_id, op.op) for op in applied.ops] == [("ix", "n1", "add"), ("ix", "n2", "add")]
         assert store.ids(index="ix") == ["n1", "n2"]
 
     # -- atomicity -----------------------------------------------------------------------------
 
-    def test_membership_for_missing_id_changes_nothing(self, store):
+    def test_membership_for_missing_id_changes_nothing(self, store: Store) -> None:
         self.seed_graph(store)
         self.apply_checked(store, WriteBatch(state={("ns", "k"): 1}))
         before = self.snapshot(store)
@@ -339,7 +346,7 @@ class StoreContract:
         assert self.snapshot(store) == before
         assert store.get(["new"]) == [None]
 
-    def test_link_to_missing_target_changes_nothing(self, store):
+    def test_link_to_missing_target_changes_nothing(self, store: Store) -> None:
         self.seed_graph(store)
         before = self.snapshot(store)
         batch = WriteBatch(upserts=[_rec("new", links=(Link("missing"),)), _rec("a", "changed")], add_membership={"ix": ["new"]}, state={("ns", "k"): 2})
@@ -357,19 +364,19 @@ class StoreContract:
         self.apply_checked(store, WriteBatch(upserts=[_rec(rid, metadata=meta) for rid, meta in FILTER_RECORDS]))
 
     @pytest.mark.parametrize("where, expected", FILTER_CASES, ids=[str(w) for w, _ in FILTER_CASES])
-    def test_filters(self, store, where, expected):
+    def test_filters(self, store: Store, where: dict[str, Any], expected: list[str]) -> None:
         self.insert_filter_records(store)
         node = parse_filter(where)
         assert store.ids(where=node) == expected
         assert store.count(where=node) == len(expected)
 
-    def test_no_filter_and_limit(self, store):
+    def test_no_filter_and_limit(self, store: Store) -> None:
         self.insert_filter_records(store)
         assert store.ids(where=None) == [rid for rid, _ in FILTER_RECORDS]
         assert store.ids(limit=2) == ["f1", "f2"]
         assert store.ids(where=parse_filter({"tag": {"$ne": "zzz"}}), limit=3) == ["f1", "f2", "f3"]
 
-    def test_scope_filtering(self, store):
+    def test_scope_filtering(self, store: Store) -> None:
         self.apply_checked(
             store,
             WriteBatch(
@@ -396,7 +403,7 @@ class StoreContract:
         assert store.ids(where=k1, scope=Scope(user_id="u1")) == ["s1"]
         assert store.count(where=k1, scope=Scope(agent_id="a1")) == 2
 
-    def test_index_filtering(self, store):
+    def test_index_filtering(self, store: Store) -> None:
         self.insert_filter_records(store)
         self.apply_checked(store, WriteBatch(add_membership={"ix": ["f4", "f1", "f3"], "iy": ["f2"]}))
         assert store.ids(index="ix") == ["f1", "f3", "f4"]
@@ -411,7 +418,7 @@ class StoreContract:
         batches = list(store.iter_records(index="ix", batch_size=2))
         assert [[r.id for r in chunk] for chunk in batches] == [["f1", "f3"], ["f4"]]
 
-    def test_vectors_with_present_mask(self, store):
+    def test_vectors_with_present_mask(self, store: Store) -> None:
         self.apply_checked(
             store,
             WriteBatch(upserts=[_rec("v1", vectors={"a": [1, 2, 3, 4], "b": [1, 1, 1]}), _rec("v2", vectors={"a": [5, 6, 7, 8]}), _rec("v3")]),
@@ -431,7 +438,7 @@ class StoreContract:
 
     # -- state, sequence numbers, log ------------------------------------------------------------
 
-    def test_state_set_get_delete(self, store):
+    def test_state_set_get_delete(self, store: Store) -> None:
         value = {"tiers": ["stm", "ltm"], "heat": {"x": 1.5}, "ok": True, "none": None}
         self.apply_checked(store, WriteBatch(state={("ns", "a"): value, ("ns", "b"): 3, ("other", "a"): "o"}))
         assert store.get_state("ns", "a") == value
@@ -447,7 +454,7 @@ class StoreContract:
         got.append(3)
         assert store.get_state("ns", "b") == [1, 2]
 
-    def test_last_seq_increments_per_batch(self, store):
+    def test_last_seq_increments_per_batch(self, store: Store) -> None:
         assert store.last_seq() == 0
         seqs = [
             store.apply(WriteBatch(upserts=[_rec("a")])).seq,
@@ -458,7 +465,7 @@ class StoreContract:
         assert seqs == [1, 2, 3, 4]
         assert store.last_seq() == 4
 
-    def test_ops_since_prune_log_and_log_start(self, store):
+    def test_ops_since_prune_log_and_log_start(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b"), _rec("c")]))  # seq 1, no ops
         self.apply_checked(store, WriteBatch(add_membership={"ix": ["a"]}))  # seq 2
         self.apply_checked(store, WriteBatch(add_membership={"ix": ["b"], "iy": ["b"]}))  # seq 3
@@ -477,7 +484,7 @@ class StoreContract:
         self.apply_checked(store, WriteBatch(add_membership={"iy": ["c"]}))
         assert [(op.seq, op.record_id, op.op) for op in store.ops_since(0, "iy")] == [(5, "c", "add")]
 
-    def test_read_log_is_one_consistent_read(self, store):
+    def test_read_log_is_one_consistent_read(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b")], add_membership={"ix": ["a"]}))  # seq 1
         self.apply_checked(store, WriteBatch(add_membership={"ix": ["b"]}))  # seq 2
         store.prune_log(1)
@@ -485,7 +492,7 @@ class StoreContract:
         assert (read.start, read.last) == (store.log_start(), store.last_seq()) == (1, 2)
         assert [(op.seq, op.record_id) for op in read.ops] == [(2, "b")]
 
-    def test_drop_indexes(self, store):
+    def test_drop_indexes(self, store: Store) -> None:
         self.seed_graph(store)
         applied = self.apply_checked(store, WriteBatch(drop_indexes=["ix"], state={("indexes", "ix"): None}))
         assert all(op.index != "ix" for op in applied.ops)
@@ -501,13 +508,13 @@ class StoreContract:
         assert [(op.index, op.record_id, op.op) for op in readd.ops] == [("ix", "d", "add")]
         assert store.ids(index="ix") == ["d"]
 
-    def test_drop_with_membership_in_same_batch_logs_nothing_for_it(self, store):
+    def test_drop_with_membership_in_same_batch_logs_nothing_for_it(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a")], add_membership={"ix": ["a"]}))
         applied = self.apply_checked(store, WriteBatch(upserts=[_rec("a", "changed")], drop_indexes=["ix"]))
         assert applied.ops == ()
         assert store.ids(index="ix") == []
 
-    def test_close_is_idempotent(self, store):
+    def test_close_is_idempotent(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a")]))
         store.close()
         store.close()

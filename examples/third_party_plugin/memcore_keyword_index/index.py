@@ -29,6 +29,7 @@ from memcore import (
     Record,
     Requirements,
     ValidationError,
+    validate_k,
 )
 
 __all__ = ["KeywordIndex", "KeywordIndexConfig", "tokenize"]
@@ -102,6 +103,7 @@ class KeywordIndex(Index):
     # -- reading ----------------------------------------------------------------------
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        k = validate_k(k)  # a k that is not a positive int is memcore's ValidationError
         self.validate_query(query)
         terms = [t for t in set(tokenize(query.text or "")) if t in self._postings]
         if not terms or (allowed is not None and not allowed):

@@ -95,9 +95,9 @@ def test_min_overlap(index):
 
 
 def test_config_rejects_bad_values():
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="min_overlap"):  # pydantic's ValidationError
         KeywordIndexConfig(min_overlap=0)
-    with pytest.raises(Exception):
+    with pytest.raises(ValueError, match="min_overlaps"):
         KeywordIndexConfig(min_overlaps=2)  # typo: unknown fields are rejected
 
 

@@ -140,6 +140,6 @@ def resolve_params(config: ColbertIndexConfig, k: int, mode: ColbertQueryMode | 
     )
 
 
-def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str) -> ColbertQueryMode | None:
-    """The mode in ``extras["colbert"]`` (None when absent); ValidationError when malformed."""
-    return query_mode(extras, QUERY_MODE_KEY, ColbertQueryMode, index_name)
+def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> ColbertQueryMode | None:
+    """The mode in ``extras[key]`` (the index's kind, ``"colbert"`` by default; None when absent); ValidationError when malformed."""
+    return query_mode(extras, key, ColbertQueryMode, index_name)

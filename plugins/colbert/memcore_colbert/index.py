@@ -16,7 +16,7 @@ import numpy as np
 from memcore import AllowedIds, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from . import storage
-from .config import ColbertIndexConfig, ColbertQueryMode, parse_query_mode, resolve_params
+from .config import QUERY_MODE_KEY, ColbertIndexConfig, ColbertQueryMode, parse_query_mode, resolve_params
 from .encoder import TokenEncoder
 from .engine import Engine
 
@@ -34,6 +34,7 @@ class ColbertIndex(Index):
     def __init__(self, config: ColbertIndexConfig, context: IndexContext):
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.encoder = TokenEncoder(config.embedder, config.doc_maxlen, config.query_maxlen, f"indexes.{context.name}.embedder")
         self.engine = Engine(config, self.encoder.dim, context.name)
 
@@ -53,7 +54,7 @@ class ColbertIndex(Index):
             raise ValidationError(f"index {self.name!r} (colbert) searches text: the query text is empty")
 
     def _mode(self, query: Query) -> ColbertQueryMode | None:
-        return parse_query_mode(query.extras, self.name) if query.extras else None
+        return parse_query_mode(query.extras, self.name, self.mode_key) if query.extras else None
 
     # -- writing -----------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 from memcore import CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError, atomic_write_json, validate_k
 
 from .client import ColbertClient
-from .config import ColbertRemoteConfig, parse_query_mode
+from .config import QUERY_MODE_KEY, ColbertRemoteConfig, parse_query_mode
 from .names import check_index_name
 
 __all__ = ["ColbertRemoteIndex"]
@@ -34,6 +34,7 @@ class ColbertRemoteIndex(Index):
     def __init__(self, config: ColbertRemoteConfig, context: IndexContext):
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.index_name = check_index_name(config.index_name)
         self.client = ColbertClient(config.url, config.timeout)
 
@@ -57,7 +58,7 @@ class ColbertRemoteIndex(Index):
 
     def validate_query(self, query: Query) -> None:
         if query.extras:
-            parse_query_mode(query.extras, self.name)
+            parse_query_mode(query.extras, self.name, self.mode_key)
         if not (isinstance(query.text, str) and query.text.strip()):
             raise ValidationError(f"index {self.name!r} (colbert-remote) searches text: the query text is empty")
 
@@ -92,7 +93,7 @@ class ColbertRemoteIndex(Index):
         self.validate_query(query)
         if allowed is not None and not allowed:
             return []
-        mode = parse_query_mode(query.extras, self.name) if query.extras else None
+        mode = parse_query_mode(query.extras, self.name, self.mode_key) if query.extras else None
         try:
             topk = self.client.search(
                 self.index_name, query.text, k, sorted(allowed) if allowed is not None else None, exhaustive=bool(mode and mode.exhaustive)

@@ -132,6 +132,6 @@ class FaissQueryMode(BaseModel):
     score_threshold: float | None = Field(None, allow_inf_nan=False)
 
 
-def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str) -> FaissQueryMode | None:
-    """The query mode in ``extras[QUERY_MODE_KEY]`` (None when absent); ValidationError when malformed."""
-    return query_mode(extras, QUERY_MODE_KEY, FaissQueryMode, index_name)
+def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> FaissQueryMode | None:
+    """The query mode in ``extras[key]`` (the index's kind; None when absent); ValidationError when malformed."""
+    return query_mode(extras, key, FaissQueryMode, index_name)

@@ -38,7 +38,7 @@ from memcore import (
 from . import storage
 from .build import Layout, make_layout
 from .container import Container
-from .config import FaissIndexConfig, FaissQueryMode, parse_query_mode
+from .config import QUERY_MODE_KEY, FaissIndexConfig, FaissQueryMode, parse_query_mode
 from .defaults import auto_ef_search
 from .labels import LabelMap
 from .runtime import blas_counts_elements, faiss_settings
@@ -60,6 +60,7 @@ class FaissIndex(Index):
     def __init__(self, config: FaissIndexConfig, context: IndexContext):
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.dim = context.space(config.space).dim
         self.requires = Requirements(spaces=(config.space,))
         self._layout: Layout = make_layout(config, self.dim, self.name)
@@ -133,7 +134,7 @@ class FaissIndex(Index):
         self._query_matrix(query)
 
     def _mode(self, query: Query) -> FaissQueryMode | None:
-        mode = parse_query_mode(query.extras, self.name) if query.extras else None
+        mode = parse_query_mode(query.extras, self.name, self.mode_key) if query.extras else None
         if mode is not None:
             family = self._layout.family
             if mode.ef_search is not None and family != "hnsw":

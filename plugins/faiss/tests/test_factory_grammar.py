@@ -17,9 +17,9 @@ import textwrap
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from memcore import ConfigError
 from memcore.registry import Registration
+from memcore.testing import examples
 from memcore_faiss import FaissIndexConfig
 from memcore_faiss.index import FaissIndex
 
@@ -96,7 +96,7 @@ FACTORIES = st.builds(lambda pre, main: ",".join([*pre, main]), st.lists(_TRANSF
 CANDIDATE = st.tuples(FACTORIES, st.sampled_from([8, 16]), st.sampled_from(["l2", "ip", "cosine"]))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(CANDIDATE, min_size=15, max_size=15))
 def test_any_factory_is_a_config_error_or_works_without_aborting(candidates):
     lines = run_child(candidates)

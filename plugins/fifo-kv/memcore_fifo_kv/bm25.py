@@ -123,6 +123,7 @@ class BM25Index(Index):
 
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODES_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.score_name = f"BM25 ({config.method})"
         self._scorer = Scorer(config.method, config.k1, config.b, config.delta)
         self._reset()
@@ -172,7 +173,7 @@ class BM25Index(Index):
         """The query's modes, after checking it has text (ValidationError otherwise)."""
         if not isinstance(query.text, str) or not query.text.strip():
             raise ValidationError(f"index {self.name!r} (bm25) searches text: the query text is empty")
-        return query_mode(query.extras, QUERY_MODES_KEY, BM25QueryModes, self.name, defaults={})
+        return query_mode(query.extras, self.mode_key, BM25QueryModes, self.name, defaults={})
 
     # -- writing ------------------------------------------------------------------------
 

@@ -92,6 +92,7 @@ class FifoIndex(Index):
     def __init__(self, config: FifoIndexConfig, context: IndexContext):
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODES_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.capacity = config.capacity
         self.by_created = config.order == "created_at"
         self.score_name = (
@@ -115,7 +116,7 @@ class FifoIndex(Index):
         self._mode(query)
 
     def _mode(self, query: Query) -> FifoQuery:
-        return query_mode(query.extras, QUERY_MODES_KEY, FifoQuery, self.name, defaults=_DEFAULT_MODE)
+        return query_mode(query.extras, self.mode_key, FifoQuery, self.name, defaults=_DEFAULT_MODE)
 
     # -- writing ----------------------------------------------------------------------
 

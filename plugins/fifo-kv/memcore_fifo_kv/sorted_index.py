@@ -139,6 +139,7 @@ class SortedIndex(Index):
     def __init__(self, config: SortedIndexConfig, context: IndexContext):
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODES_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.field = config.field
         self._order = OrderedIds()
         self._type: str | None = None  # "number" | "string" while the index holds anything
@@ -190,7 +191,7 @@ class SortedIndex(Index):
         self._mode(query)
 
     def _mode(self, query: Query) -> TopQuery | RangeQuery:
-        mode: TopQuery | RangeQuery = query_mode(query.extras, QUERY_MODES_KEY, SortedQuery, self.name, defaults=_DEFAULT_MODE)
+        mode: TopQuery | RangeQuery = query_mode(query.extras, self.mode_key, SortedQuery, self.name, defaults=_DEFAULT_MODE)
         held = self.value_type
         for name, bound in mode.bounds().items():
             if held is not None and value_type(bound) != held:
@@ -250,7 +251,7 @@ class SortedIndex(Index):
     ) -> list[str]:
         """The ids whose values lie within the bounds (each optional), in ``order``, at most ``limit``."""
         modes = {"mode": "range", "order": order, **{k: v for k, v in (("gte", gte), ("gt", gt), ("lte", lte), ("lt", lt)) if v is not None}}
-        mode = self._mode(Query(extras={QUERY_MODES_KEY: modes}))
+        mode = self._mode(Query(extras={self.mode_key: modes}))
         n = len(self._order) if limit is None else validate_k(limit)
         return [rid for _, _, rid in self._select(mode, n, allowed)] if n else []
 

@@ -16,6 +16,8 @@ import memcore
 from memcore import Collection, ConfigError, ValidationError
 
 REPO = Path(__file__).resolve().parents[3]
+pytest_plugins = ["memcore.testing.pytest_plugin"]
+
 EXAMPLE = REPO / "examples" / "fifo.toml"
 SAMPLE = REPO / "core" / "memcore" / "data" / "sample_conversation.jsonl"
 
@@ -240,3 +242,29 @@ def test_example_settings_with_the_cli(tmp_path):
         recent = memory.collection.index("recent")
         assert recent.newest(3) == expected
         assert len(recent) == 52 and recent.overflow() == recent.oldest(52 - recent.capacity)
+
+
+class _QueuePlugin:
+    """The fifo factory registered a second time, under another kind name."""
+
+    @memcore.hookimpl
+    def register_indexes(self, register):
+        from memcore_fifo_kv import FifoIndex, FifoIndexConfig
+
+        register("queue", FifoIndex, FifoIndexConfig)
+
+
+def test_the_query_mode_key_is_the_registered_kind(tmp_path, memcore_plugin):
+    memcore_plugin(_QueuePlugin(), "queue-plugin")
+    coll = Collection.create(tmp_path)
+    try:
+        coll.create_index("q", "queue")
+        coll.insert([turn(i) for i in range(1, 4)])
+        oldest = coll.retrieve({"extras": {"queue": {"mode": "oldest"}}}, index="q", k=10)
+        assert [h.id for h in oldest] == ["t1", "t2", "t3"]  # the mode is read from extras["queue"]
+        newest = coll.retrieve({"extras": {"fifo": {"mode": "oldest"}}}, index="q", k=10)
+        assert [h.id for h in newest] == ["t3", "t2", "t1"]  # extras["fifo"] is another index kind's: ignored
+        with pytest.raises(ValidationError, match="extras.queue.mode"):
+            coll.retrieve({"extras": {"queue": {"mode": "sideways"}}}, index="q")
+    finally:
+        coll.close()

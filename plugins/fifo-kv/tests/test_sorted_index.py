@@ -8,11 +8,11 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from memcore import ConfigError, CorruptError, IndexContext, NotFoundError, Query, Record, ValidationError
 from memcore.plugins import get_registry
-from memcore.testing import IndexContract
+from memcore.testing import IndexContract, examples
 from memcore_fifo_kv import SortedIndex, SortedIndexConfig
 from memcore_fifo_kv.ordered import OrderedIds
 
@@ -383,7 +383,7 @@ _queries = st.tuples(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops=_ops, queries=st.lists(_queries, min_size=1, max_size=5))
 def test_matches_plain_sorting(ops, queries):
     index = sorted_index()
@@ -417,7 +417,7 @@ def test_matches_plain_sorting(ops, queries):
         assert all(math.isfinite(h.score) for h in hits)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["put", "discard"]), st.lists(st.tuples(st.integers(0, 300), st.integers(0, 9)), max_size=150)), max_size=10))
 def test_ordered_ids_bulk_and_single_paths_agree_with_a_dict(ops):
     ordered = OrderedIds()

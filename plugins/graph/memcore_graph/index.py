@@ -25,7 +25,7 @@ from memcore import CorruptError, Hit, Index, IndexContext, Query, Record, Requi
 
 from .config import GraphIndexConfig
 from .entities import make_extractor
-from .modes import ExpandMode, PathMode, TextMode, TraverseMode, parse_mode
+from .modes import QUERY_MODE_KEY, ExpandMode, PathMode, TextMode, TraverseMode, parse_mode
 from .names import name_key
 from .persistence import FORMAT, check_record_node, dump_graph, read_node_link
 from .seeds import text_seeds
@@ -90,6 +90,7 @@ class GraphIndex(Index):
     def __init__(self, config: GraphIndexConfig, context: IndexContext):
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self._extractor = make_extractor(config.entity_extraction, config.spacy_model)
         self._mentions_edge = {"mentions": float(config.default_weight)}
         self._directed = config.directed
@@ -282,7 +283,7 @@ class GraphIndex(Index):
         self._parse(query)
 
     def _parse(self, query: Query) -> Any:
-        mode = parse_mode(query.extras, self.name)
+        mode = parse_mode(query.extras, self.name, self.mode_key)
         if isinstance(mode, TextMode) and not (query.text and query.text.strip()):
             raise ValidationError(
                 f'graph index {self.name!r}: the query has no text; give text (names to start from) or a mode in extras["graph"] (traverse, expand, path)'

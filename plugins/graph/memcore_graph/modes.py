@@ -119,11 +119,11 @@ GraphMode = Annotated[Union[TraverseMode, ExpandMode, PathMode, TextMode], Field
 _DEFAULT_MODE = {"mode": "text"}
 
 
-def parse_mode(extras: Mapping[str, Any] | None, index_name: str) -> _Mode:
-    """Validate ``extras["graph"]`` into a mode (``text`` when absent or without ``mode``).
+def parse_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> _Mode:
+    """Validate ``extras[key]`` (the index's kind, ``"graph"`` by default) into a mode (``text`` when absent or without ``mode``).
 
     Every other key of ``extras`` is ignored (it belongs to other indexes or stages).
     ValidationError (from :func:`memcore.query_mode`) when ``extras`` or ``extras["graph"]``
     is not a dict or the mode is malformed.
     """
-    return query_mode(extras, QUERY_MODE_KEY, GraphMode, index_name, defaults=_DEFAULT_MODE, label=f"graph index {index_name!r}")
+    return query_mode(extras, key, GraphMode, index_name, defaults=_DEFAULT_MODE, label=f"graph index {index_name!r}")

@@ -101,6 +101,6 @@ class LSHQueryMode(BaseModel):
     exact: bool = False
 
 
-def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str) -> LSHQueryMode | None:
-    """The query mode in ``extras[QUERY_MODE_KEY]`` (None when absent); ValidationError when malformed."""
-    return query_mode(extras, QUERY_MODE_KEY, LSHQueryMode, index_name)
+def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> LSHQueryMode | None:
+    """The query mode in ``extras[key]`` (the index's kind; None when absent); ValidationError when malformed."""
+    return query_mode(extras, key, LSHQueryMode, index_name)

@@ -18,7 +18,7 @@ import numpy as np
 from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from .candidates import CandidateLists, bucket_candidates, single_list
-from .config import LSHIndexConfig, check_probe_radius, parse_query_mode
+from .config import QUERY_MODE_KEY, LSHIndexConfig, check_probe_radius, parse_query_mode
 from .hashing import Hyperplanes, ProbePlan, normalize_rows
 from .rows import Slots
 from .scoring import CosineScorer, HammingScorer, Scorer, best_k
@@ -60,6 +60,7 @@ class LSHIndex(Index):
     def __init__(self, config: LSHIndexConfig, context: IndexContext):
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.dim = context.space(config.space).dim
         self.requires = Requirements(spaces=(config.space,))
         self._planes = Hyperplanes.random(self.dim, config.tables, config.bits, config.seed)
@@ -115,7 +116,7 @@ class LSHIndex(Index):
         raise AssertionError("unreachable: a query vector failed the batch check but passed alone")  # pragma: no cover
 
     def _mode(self, query: Query) -> _Mode:
-        mode = parse_query_mode(query.extras, self.name)
+        mode = parse_query_mode(query.extras, self.name, self.mode_key)
         if mode is None:
             return self._default_mode
         base = self._default_mode

@@ -45,6 +45,7 @@ class PoincareIndex(Index):
     def __init__(self, config: PoincareIndexConfig, context: IndexContext):
         self.config = config
         self.name = context.name
+        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.dim = context.space(config.space).dim
         self.requires = Requirements(spaces=(config.space,), links=True)
         self.projector = ParticleProjector(config.curvature, config.scaling_factor, TimePhysics(config.f, config.g))
@@ -120,7 +121,7 @@ class PoincareIndex(Index):
         return [r.id for r in records], directions, metas
 
     def _mode(self, query: Query) -> PoincareQueryMode:
-        return query_mode(query.extras, QUERY_MODE_KEY, PoincareQueryMode, self.name, defaults={})
+        return query_mode(query.extras, self.mode_key, PoincareQueryMode, self.name, defaults={})
 
     def _query_point(self, query: Query) -> tuple[Point, PoincareQueryMode, float]:
         mode = self._mode(query)

@@ -109,8 +109,8 @@ class HybridService(Service):
     ) -> list[dict[str, Any]]:
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
         depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
-        q = self.make_query(query, vector, metadata, depth, self.config.space)
-        hits = self.own.run(self.collection, q, scope=kwargs.get("scope"))
+        q = self.make_query(query, vector, metadata, depth, self.config.space, scope=kwargs.get("scope"))
+        hits = self.own.run(self.collection, q)
         results = [hit_result(h) for h in hits]
         if self.config.speaker_boost and query:
             named = {w for w in re.findall(r"[A-Z][a-z]+", query)}

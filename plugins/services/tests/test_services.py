@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from memcore import LLM, ComponentConfig, ConfigError, ValidationError, hookimpl
+from memcore import LLM, ComponentConfig, ConfigError, Query, ValidationError, hookimpl
 from memcore.testing import register_plugin
 
 TEXTS = [
@@ -205,6 +205,27 @@ def test_hybrid_declares_its_indexes_and_pipeline(opener, tmp_path):
         assert m.retrieve("What does Carol play?", k=1)[0]["id"] == ids[3]
     with pytest.raises(ConfigError, match="index"):
         opener(tmp_path / "bad", {"kind": "hybrid", "pipeline": [{"kind": "recall", "index": "missing"}, {"kind": "limit"}]})
+
+
+def test_hybrid_retrieve_with_a_scope_builds_one_query(opener, tmp_path, monkeypatch):
+    service = {
+        "kind": "hybrid",
+        "indexes": {"dense": {"kind": "exact", "space": "default"}},
+        "pipeline": [{"kind": "recall", "index": "dense"}, {"kind": "limit"}],
+    }
+    with opener(tmp_path, service) as m:
+        ids = [m.insert(t, scope={"user_id": "u1" if i % 2 else "u2"}) for i, t in enumerate(TEXTS)]
+        built = []
+        post_init = Query.__post_init__
+
+        def counted(self):
+            built.append(self)
+            post_init(self)
+
+        monkeypatch.setattr(Query, "__post_init__", counted)
+        results = m.retrieve("grey cat Pixel", k=10, scope={"user_id": "u1"})
+        assert {r["id"] for r in results} == set(ids[1::2])  # the scope reached the query
+        assert len(built) == 1  # the scope goes into the service's one query, not a copy
 
 
 # -- reopen in a new process -----------------------------------------------------------------

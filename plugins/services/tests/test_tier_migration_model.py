@@ -10,10 +10,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-
 import memcore
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from memcore.testing import examples
 
 WORDS = ["alice", "bob", "cat", "bank", "violin", "bread", "garden", "tuesday", "zurich", "pixel", "report", "dog"]
 text = st.lists(st.sampled_from(WORDS), min_size=2, max_size=6).map(" ".join)
@@ -84,7 +85,7 @@ class MemoryOSMachine(TierMachine):
         assert {p for s in segments.values() for p in s["pages"]} == mtm
 
 
-SETTINGS = settings(max_examples=12, stateful_step_count=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(12), stateful_step_count=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TestHierarchicalMigration = HierarchicalMachine.TestCase
 TestHierarchicalMigration.settings = SETTINGS
 TestMemoryOSMigration = MemoryOSMachine.TestCase
