@@ -15,13 +15,14 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import click
 
 from ..errors import ConfigError, NotFoundError
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 2
 """Exit code of a MemcoreError (bad config, bad input, locked collection...)."""
@@ -177,3 +178,16 @@ def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[s
         check_settings(settings, get_registry())  # a bad config is reported before a missing collection
         require_collection(settings, path)
     return open_settings(settings, path)
+
+
+DEFAULT_CONFIG_HELP = "Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults."
+
+
+def config_option(help: str = DEFAULT_CONFIG_HELP, *, required: bool = False, exists: bool = False) -> Callable[[F], F]:
+    """The ``--config/-c`` option every command that reads settings shares (a TOML/YAML file)."""
+    return click.option("--config", "-c", "config", type=click.Path(exists=exists, dir_okay=False, path_type=Path), required=required, default=None, help=help)
+
+
+def path_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """The ``--path/-p`` collection-directory option every command over a memory shares."""
+    return click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=required, default=None, help=help)

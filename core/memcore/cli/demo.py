@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ._common import echo_json, note, progress, shorten
+from ._common import path_option, echo_json, note, progress, shorten
 
 K = 3
 
@@ -79,14 +79,7 @@ def demo_settings(embedder: str) -> tuple[dict[str, Any], str | None]:
 
 
 @click.command("demo")
-@click.option(
-    "--path",
-    "-p",
-    "path",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Keep the collection in this directory (default: a temporary directory, deleted afterwards).",
-)
+@path_option("Keep the collection in this directory (default: a temporary directory, deleted afterwards).")
 @click.option(
     "--embedder",
     "embedder",

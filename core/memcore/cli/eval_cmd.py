@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import click
 
-from ._common import echo_json, note, open_memory
+from ._common import config_option, path_option, echo_json, note, open_memory
 
 
 class _Bars:
@@ -64,14 +64,7 @@ def eval_group() -> None:
     help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.",
 )
 @click.option("--split", "-s", default="test", show_default=True, help="Qrels split to evaluate (qrels/<split>.tsv).")
-@click.option(
-    "--config",
-    "-c",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Settings file (TOML/YAML) declaring the retriever. Default: MEMCORE_* environment and the built-in defaults.",
-)
+@config_option("Settings file (TOML/YAML) declaring the retriever. Default: MEMCORE_* environment and the built-in defaults.")
 @click.option(
     "-k",
     "--k",
@@ -81,14 +74,7 @@ def eval_group() -> None:
     show_default=True,
     help="Cutoff of nDCG and MRR; queries retrieve max(100, k) hits (for recall@100).",
 )
-@click.option(
-    "--path",
-    "-p",
-    "path",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Collection directory to ingest into (kept, and reused by later runs). Default: a temporary directory.",
-)
+@path_option("Collection directory to ingest into (kept, and reused by later runs). Default: a temporary directory.")
 @click.option("--limit-queries", "-n", "limit_queries", type=click.IntRange(min=1), default=None, help="Evaluate only the first N judged queries.")
 @click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True, help="Documents per insert batch.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: ndcg@10, recall@100, mrr@10, queries, qps.")
@@ -146,14 +132,7 @@ def beir(data_dir: Path, split: str, config: Path | None, k: int, path: Path | N
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="LoCoMo JSON file (a list of samples, e.g. locomo_dev.json).",
 )
-@click.option(
-    "--config",
-    "-c",
-    "config",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Evaluation config (TOML/YAML): [memory] memcore settings and [locomo] pipeline options (examples/locomo/*.toml).",
-)
+@config_option("Evaluation config (TOML/YAML): [memory] memcore settings and [locomo] pipeline options (examples/locomo/*.toml).", required=True, exists=True)
 @click.option(
     "--out",
     "-o",

@@ -15,17 +15,10 @@ from typing import Any
 import click
 
 from ..progress import use_progress
-from ._common import CliError, echo_json, load_cli_settings, open_memory, open_settings, progress_bar, require_collection
+from ._common import config_option, path_option, CliError, echo_json, load_cli_settings, open_memory, open_settings, progress_bar, require_collection
 
-CONFIG = click.option(
-    "--config",
-    "-c",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.",
-)
-PATH = click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=True, help="Collection directory.")
+CONFIG = config_option()
+PATH = path_option("Collection directory.", required=True)
 JSON = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 

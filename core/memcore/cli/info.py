@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..errors import NotFoundError
-from ._common import dir_bytes, echo_json, human_bytes, load_cli_settings
+from ._common import config_option, path_option, dir_bytes, echo_json, human_bytes, load_cli_settings
 
 
 def _saved_manifest(directory: Path) -> dict[str, Any] | None:
@@ -71,15 +71,8 @@ def _read(store: Any, path: Path, filename: str) -> dict[str, Any]:
 
 
 @click.command("info")
-@click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=True, help="Collection directory.")
-@click.option(
-    "--config",
-    "-c",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Settings file: only needed for a non-default store file name, or to add live index statistics.",
-)
+@path_option("Collection directory.", required=True)
+@config_option("Settings file: only needed for a non-default store file name, or to add live index statistics.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 @click.option(
     "--check",

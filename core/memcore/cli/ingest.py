@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import DuplicateIdError, MemcoreError, ValidationError
 from ..jsonl import read_jsonl
 from ..records import Record
-from ._common import CliError, echo_json, note, open_memory, progress
+from ._common import config_option, path_option, CliError, echo_json, note, open_memory, progress
 
 RECORD_FIELDS = frozenset({"id", "text", "metadata", "scope", "links", "vectors"})
 
@@ -92,22 +92,8 @@ def read_records(path: Path) -> tuple[list[Record], int]:
 
 
 @click.command("ingest")
-@click.option(
-    "--config",
-    "-c",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.",
-)
-@click.option(
-    "--path",
-    "-p",
-    "path",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Collection directory (created when missing). Default: the settings' `path`.",
-)
+@config_option()
+@path_option("Collection directory (created when missing). Default: the settings' `path`.")
 @click.option("--index", "-i", "indexes", multiple=True, metavar="NAME", help="Insert into this index only (repeatable). Default: every declared index.")
 @click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True, help="Records per atomic insert batch.")
 @click.option(

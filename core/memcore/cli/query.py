@@ -7,21 +7,12 @@ from typing import Any
 
 import click
 
-from ._common import JSON_OBJECT, echo_json, open_memory, shorten
+from ._common import config_option, path_option, JSON_OBJECT, echo_json, open_memory, shorten
 
 
 @click.command("query")
-@click.option(
-    "--config",
-    "-c",
-    "config",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults.",
-)
-@click.option(
-    "--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), default=None, help="Collection directory. Default: the settings' `path`."
-)
+@config_option()
+@path_option("Collection directory. Default: the settings' `path`.")
 @click.option("--index", "-i", "index", metavar="NAME", default=None, help="Search this one index instead of running the pipeline.")
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Number of hits.")
 @click.option("--where", "-w", type=JSON_OBJECT, default=None, help='Metadata filter as JSON, e.g. \'{"speaker": "Alice", "turn": {"$gte": 3}}\'.')
