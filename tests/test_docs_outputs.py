@@ -1,9 +1,10 @@
 """Docs that cannot go stale: every ``console`` block of README.md and docs/ that shows a
 ``$ memcore ...`` command with its output is run, and the output compared with the block.
 
-The rules (docs/index.md states them for writers):
+The rules (docs/index.md, "Docs that are tested", states them for writers):
 
-- A block is a sequence of commands (``$ ...``, continued by a trailing ``\\``), each
+- A block is a sequence of commands (``$ ...``, continued by a trailing ``\\``; leading
+  ``NAME=value`` words are the command's environment), each
   followed by the output it shows. Blocks of one page run in page order, in one fresh
   temporary working directory per page, so a later block sees what an earlier one
   ingested. The directory holds the shipped files the commands name (``examples/``,
@@ -12,6 +13,7 @@ The rules (docs/index.md states them for writers):
   folder (``MEMCORE_SHARED``) when it exists.
 - A block that shows no output (``$ memcore colbert serve ...``) is a syntax example: not
   run. A block with any command that is not ``memcore`` or ``echo $?`` is not run either.
+  A command that logs (``MEMCORE_LOG`` or ``--log``) shows stdout and stderr.
 - ``$ echo $?`` shows the exit status of the command before it; any other non-zero status
   fails. A failing command's output is its stdout and stderr (``Error: ...``).
 - Output is compared line by line: a line ``...`` stands for any number of lines; numbers
@@ -45,7 +47,8 @@ BLOCK = re.compile(r"^```console\n(.*?)^```", re.S | re.M)
 FENCE = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 FILE_COMMENT = re.compile(r"^# ([\w.-]+\.toml)\s*$")
 SHIPPED = ("examples", "core")
-SETTINGS_PAGES = ("docs/quickstart.md",)  # their settings files are there for every page
+SETTINGS_PAGES = ("docs/quickstart.md",)
+ENV_WORD = re.compile(r"^[A-Z_][A-Z0-9_]*=")  # their settings files are there for every page
 
 
 @dataclass
@@ -56,11 +59,32 @@ class Command:
     expected: list[str] = field(default_factory=list)
 
     @property
-    def argv(self) -> list[str]:
+    def words(self) -> list[str]:
         try:
             return shlex.split(self.line)
         except ValueError:  # a quote over several lines: not a command this test runs
             return self.line.split()
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The leading ``NAME=value`` assignments."""
+        out = {}
+        for word in self.words:
+            if not ENV_WORD.match(word):
+                break
+            name, value = word.split("=", 1)
+            out[name] = value
+        return out
+
+    @property
+    def argv(self) -> list[str]:
+        """The command after its environment assignments."""
+        return self.words[len(self.env) :]
+
+    @property
+    def logs(self) -> bool:
+        """Whether the command prints memcore's log (then its output is stdout and stderr)."""
+        return bool(self.env.get("MEMCORE_LOG", "off") != "off" or "--log" in self.argv)
 
 
 def parse_block(text: str) -> list[Command]:
@@ -118,8 +142,10 @@ TIMINGS = [
     (re.compile(r"\b\d+(?:\.\d+)?s\b"), "<t>s"),  # 0.05s, (ingest 0.50s)
     (re.compile(r"\d+(?:\.\d+)? queries/s"), "<q> queries/s"),
     (re.compile(r'("(?:\w+_)?(?:seconds|qps)": )[0-9.e-]+'), r"\1<t>"),
+    (re.compile(r"\b(seconds=)[0-9.e-]+"), r"\1<t>"),
     (re.compile(r"\b\d+(?:\.\d+)? (?:B|KiB|MiB|GiB)\b"), "<size>"),
     (re.compile(r'("bytes": )\d+'), r"\1<size>"),
+    (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z"), "<timestamp>"),
 ]
 
 
@@ -230,6 +256,31 @@ def workdir(tmp_path: Path, page: str) -> Path:
     return cwd
 
 
+def invoke(command: Command):
+    """Run ``command`` in this process, with its environment assignments (a changed plugin
+    selection loads the plugins again, before and after)."""
+    from memcore import logging as memcore_logging
+    from memcore.plugins import reset_plugins
+
+    env: dict[str, str | None] = {"MEMCORE_LOG": None, "MEMCORE_LOG_LEVEL": None, "COLUMNS": "200", **command.env}
+    plugins = {"MEMCORE_PLUGINS", "MEMCORE_DISABLE_PLUGINS"} & set(command.env)
+    saved = {key: os.environ.get(key) for key in ("MEMCORE_LOG", "MEMCORE_LOG_LEVEL")}  # --log sets them
+    if plugins:
+        reset_plugins()
+    memcore_logging._state["configured"] = False  # configured again inside, on the captured stderr
+    try:
+        return CliRunner().invoke(main, command.argv[1:], env=env)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        memcore_logging._state["configured"] = False
+        if plugins:
+            reset_plugins()
+
+
 def run_blocks(blocks: list[list[Command]], cwd: Path, where: str) -> list[str]:
     """Run every command in order, comparing outputs (every stale one is reported); returns
     the skipped commands (with why)."""
@@ -248,11 +299,11 @@ def run_blocks(blocks: list[list[Command]], cwd: Path, where: str) -> list[str]:
             if skipping:
                 skipped.append(f"{command.line}: {reason}")
                 continue
-            result = CliRunner().invoke(main, command.argv[1:], env={"MEMCORE_LOG": None, "COLUMNS": "200"})
+            result = invoke(command)
             status = result.exit_code
             if result.exception is not None and not isinstance(result.exception, SystemExit):
                 raise result.exception
-            actual = (result.stdout if status == 0 else result.output).splitlines()
+            actual = (result.stdout if status == 0 and not command.logs else result.output).splitlines()
             if not matches(command.expected, actual):
                 stale.append(f"{where}: `$ {command.line}` is stale; it prints:\n" + "\n".join(actual))
             if status != 0:
@@ -299,6 +350,8 @@ def test_parsing_rules():
     assert block[0].expected == ["line 1"] and block[1].expected == ["0"]
     assert not runnable(parse_block("$ memcore colbert serve --port 1\n"))  # no output shown
     assert not runnable(parse_block("$ MEMCORE_LOG=json python app.py\n{}\n"))
+    command = parse_block("$ MEMCORE_PLUGINS= MEMCORE_LOG=json memcore info -p x\n{}\n")[0]
+    assert command.env == {"MEMCORE_PLUGINS": "", "MEMCORE_LOG": "json"} and command.argv == ["memcore", "info", "-p", "x"] and command.logs
 
 
 def test_matching_rules():
@@ -312,4 +365,5 @@ def test_matching_rules():
     assert not matches(["  *1. 0.239"], ["  *1. 1.375"])
     assert not matches(["records: 52"], ["records: 53"])
     assert matches(["store: store.sqlite3 (576.0 KiB)"], ["store: store.sqlite3 (1.2 MiB)"])
+    assert matches(['{"event": "x", "timestamp": "2026-01-05T10:12:01.465269Z"}'], ['{"event": "x", "timestamp": "2026-11-26T09:00:00.1Z"}'])
     assert not matches(["a"], ["a", "extra line"])

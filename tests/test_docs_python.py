@@ -86,6 +86,24 @@ def test_python_blocks_run_and_print_what_the_page_shows(page, clean_cwd):
             assert normalise(stdout.getvalue()) == normalise(shown), f"{page}, python block {n} is stale; it prints:\n{stdout.getvalue()}"
 
 
+EXPLAIN = re.compile(r"^\S+: score \S+ from \S+ <- ")
+
+
+def test_explain_lines_elsewhere_are_lines_the_quickstart_prints():
+    """An ``explain()`` line shown outside the executed pages is one the quickstart shows (and
+    this test module checks)."""
+    checked = {line for _, _, shown in blocks("docs/quickstart.md") if shown for line in shown.splitlines()}
+    others = [REPO / "README.md", *(p for p in sorted((REPO / "docs").rglob("*.md")) if p.name != "quickstart.md")]
+    found = 0
+    for path in others:
+        for lang, code, _ in blocks(str(path.relative_to(REPO))):
+            for line in code.splitlines() if lang == "text" else ():
+                if EXPLAIN.match(line):
+                    found += 1
+                    assert line in checked, f"{path.relative_to(REPO)}: {line!r} is not an output the quickstart shows"
+    assert found >= 1
+
+
 def test_normalise_rounds_numbers():
     assert normalise("0.3333333432674408  a\n") == normalise("0.333  a")
     assert normalise("score 0.3482") != normalise("score 0.3492")
