@@ -134,3 +134,35 @@ def test_documented_figure_is_what_the_run_gives(row, variant, metric, figure, m
 def test_figures_parse():
     text = "| x | `--variants` | nDCG@10 | LoCoMo recall@10 |\n| --- | --- | --- | --- |\n| a | `p` / `q` | 0.1 / 0.2 | 0.9 / 0.8 |\n\n"
     assert figures(text) == [("a", "p", "ndcg@10", 0.1), ("a", "q", "ndcg@10", 0.2)]
+
+
+# -- speed figures are measurements, labelled as such ---------------------------------------
+
+SPEED = re.compile(r"q/s|queries/s|texts/s|turns/s|docs/s|records/s|\bms\b|µs|latency|throughput", re.I)
+HOW = re.compile(r"python bench/|memcore eval|bench_\w+\.py")
+
+
+def speed_tables() -> list[tuple[str, str, str]]:
+    """``(page, section title, section text with its ``##`` parent)`` of every section with
+    a markdown table of speed figures (a unit in the table)."""
+    found = []
+    for path in sorted((REPO / "docs").rglob("*.md")):
+        parts = re.split(r"(?m)^(#{1,3} .*)$", path.read_text(encoding="utf-8"))
+        parent = ""
+        for title, body in zip(parts[1::2], parts[2::2]):
+            if not title.startswith("### "):
+                parent = body
+            lines = body.splitlines()
+            table = [line for line in lines if line.startswith("|")]
+            if any(SPEED.search(line) for line in table):
+                found.append((str(path.relative_to(REPO)), title, body + parent))
+    return found
+
+
+def test_speed_figures_say_how_and_under_which_load_they_were_measured():
+    """Machine-dependent figures are not checked by the tests; each table of them says the
+    command that measured it and the machine's load (docs/index.md, "Docs that are tested")."""
+    tables = speed_tables()
+    assert len(tables) >= 8
+    unlabelled = [f"{page}: {title}" for page, title, text in tables if not (HOW.search(text) and re.search(r"\bload", text))]
+    assert not unlabelled, "speed tables without the measuring command or the load: " + ", ".join(unlabelled)
