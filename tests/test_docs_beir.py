@@ -200,7 +200,7 @@ def mmr_measured(scifact):
         pipeline = Pipeline.from_config(stages, get_registry())
         pipeline.check(memory.collection)
         results[name] = run_setting(memory, pipeline, queries, qrels, unit, row)
-    for name, r in results.items():
+    for r in results.values():
         for metric in ("ndcg@10", "recall@10", "ild@10"):
             r[f"delta_{metric}"] = r[metric] - results["no_mmr"][metric]
     return results
