@@ -882,6 +882,9 @@ class Collection:
 
     def _commit(self, batch: WriteBatch, cache: dict[str, Record]) -> None:
         applied = self.store.apply(batch)
+        changed: dict[str, Record | None] = dict.fromkeys(batch.deletes)
+        changed.update((r.id, r) for r in batch.upserts)  # deletes run first: an id in both ends upserted
+        self._allowed_sets.advance(applied.seq - 1, applied.seq, changed)
         failures = []
         for handle in self._indexes.values():
             if handle.error is not None:
@@ -904,7 +907,7 @@ class Collection:
         if where is None and scope is None:
             return None
         key = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
-        return self._allowed_sets.get(self.store.last_seq(), key, lambda: self._resolve_allowed(where, scope))
+        return self._allowed_sets.get(self.store.last_seq(), key, lambda: self._resolve_allowed(where, scope), where, scope)
 
     def _resolve_allowed(self, where: Filter | None, scope: Scope | None) -> list[str]:
         # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it
