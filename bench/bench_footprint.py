@@ -89,7 +89,9 @@ def run_memcore(tmp: Path, name: str, x: np.ndarray, qs: np.ndarray, best: list[
     col.create_index("vec", kind, space="dense", **options)
     started = time.perf_counter()
     for s in range(0, x.shape[0], args.batch):
-        col.insert([{"id": f"r{i}", "text": f"doc {i}", "vectors": {"dense": x[i]}, "metadata": metadata(i)} for i in range(s, min(s + args.batch, x.shape[0]))])
+        col.insert(
+            [{"id": f"r{i}", "text": f"doc {i}", "vectors": {"dense": x[i]}, "metadata": metadata(i)} for i in range(s, min(s + args.batch, x.shape[0]))]
+        )
     insert_s = time.perf_counter() - started
     started = time.perf_counter()
     col.close()
@@ -137,7 +139,9 @@ def run_chroma(tmp: Path, x: np.ndarray, qs: np.ndarray, best: list[set[int]], a
     started = time.perf_counter()
     for s in range(0, x.shape[0], step):
         e = min(s + step, x.shape[0])
-        coll.add(ids=[f"r{i}" for i in range(s, e)], embeddings=x[s:e], metadatas=[metadata(i) for i in range(s, e)], documents=[f"doc {i}" for i in range(s, e)])
+        coll.add(
+            ids=[f"r{i}" for i in range(s, e)], embeddings=x[s:e], metadatas=[metadata(i) for i in range(s, e)], documents=[f"doc {i}" for i in range(s, e)]
+        )
     insert_s = time.perf_counter() - started
     coll.query(query_embeddings=[qs[0]], n_results=10, include=[])  # the index is complete and written
     del coll, client
