@@ -30,6 +30,7 @@ from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_v
 from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
+from .vector_reader import VectorReader
 from .store import Store, WriteBatch
 
 __all__ = ["Collection"]
@@ -129,7 +130,7 @@ class Collection:
     def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
         config = reg.parse_config(options, f"indexes.{name}")
-        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind)
+        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind, vectors=VectorReader(self.store, name))
 
         def make() -> Index:
             index = reg.factory(config, context)
@@ -200,7 +201,8 @@ class Collection:
         saved = handle.load()
         last = self.store.last_seq()
         if saved is None or saved < self.store.log_start() or saved > last:
-            handle.rebuild(self.store, self._fill_for(handle))
+            # filled vectors are kept: an index that reads its vectors from the store finds them next time
+            handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
             return
         handle.applied_seq = saved
         self._catch_up(handle)
