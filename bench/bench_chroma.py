@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from _chroma_server import chroma_server
 from _common import emit, finish_environment, header, log, pct, use_checkout
 
-use_checkout("chroma")
+use_checkout("chroma", "chroma-support")
 
+from memcore_chroma_support import chroma_server  # noqa: E402
 from memcore import IndexContext, Query, Record, SpaceInfo  # noqa: E402
 from memcore_chroma import ChromaIndexConfig  # noqa: E402
 from memcore_chroma.index import ChromaIndex  # noqa: E402

@@ -39,11 +39,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _chroma_server import chroma_server
 from _common import emit, finish_environment, header, log, pct, use_checkout
 
-use_checkout("poincare")
+use_checkout("poincare", "chroma-support")
 
+from memcore_chroma_support import chroma_server  # noqa: E402
 from memcore_poincare import ChromaConnection, HyperAmyRetrieval, HyperAmyStorage, ParticleProjector, Point  # noqa: E402
 from memcore_poincare.retrieval import Candidates, neighbour_ids, _links  # noqa: E402
 from memcore_poincare.types import SearchResult  # noqa: E402

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memcore import ComponentConfig
 
-from .connection import ChromaConnection
+from memcore_chroma_support import ChromaConnection
 from .physics import EvolutionLaw
 
 __all__ = ["PoincareIndexConfig", "PoincareQueryMode", "HyperAmyServiceConfig", "QUERY_MODE_KEY"]

@@ -4,7 +4,7 @@ Each record is a particle: its direction is its vector in ``config.space``, its 
 intensity, temperature and birth time come from its metadata (``v_key``, ``T_key``,
 ``born_key``; defaults ``default_v``, ``default_T`` and the record's ``created_at``) and
 its links from ``record.links`` (the store holds the truth; Chroma keeps a derived
-copy). The particles live in a Chroma collection (:mod:`.home`: embedded inside the
+copy). The particles live in a Chroma collection (:mod:`memcore_chroma_support.home`: embedded inside the
 index folder, or on a Chroma server) and are searched with the four steps of
 :class:`~.retrieval.HyperAmyRetrieval`. Scores are higher-is-better: ``-distance``
 (``raw`` holds the distance, penalised for neighbours).
@@ -23,7 +23,7 @@ import numpy as np
 from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
 
 from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
-from .home import CollectionHome, chunks
+from memcore_chroma_support import CollectionHome, chunks
 from .physics import ParticleProjector, TimePhysics, unit_directions
 from .retrieval import HyperAmyRetrieval
 from .types import Point

@@ -25,7 +25,7 @@ import numpy as np
 
 from memcore import ConfigError, DimensionError, DuplicateIdError, NotFoundError, ValidationError
 
-from .connection import ChromaConnection, open_client
+from memcore_chroma_support import ChromaConnection, open_client
 from .physics import unit_directions
 from .types import Point
 

@@ -1,6 +1,7 @@
 """Where an index's Chroma collection lives, across saves, loads and rebuilds.
 
-(The same module as memcore_chroma.home: plugins never import each other; keep both in step.)
+Shared by memcore-chroma and memcore-poincare (plugins never import each other: it lives in
+this library distribution both depend on).
 
 A Chroma-backed index writes every change to Chroma at once; ``save``/``load`` only have
 to say *which* collection holds the index. Each index instance works on its own
