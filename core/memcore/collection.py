@@ -130,7 +130,10 @@ class Collection:
     def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
         config = reg.parse_config(options, f"indexes.{name}")
-        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind, vectors=VectorReader(self.store, name))
+        directory = self.path / "indexes" / name if self.path is not None else None
+        context = IndexContext(
+            name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind, vectors=VectorReader(self.store, name), directory=directory
+        )
 
         def make() -> Index:
             index = reg.factory(config, context)
@@ -141,7 +144,6 @@ class Collection:
         index = make()
         for space in index.requires.spaces:
             context.space(space)  # raises ConfigError for an undeclared space
-        directory = self.path / "indexes" / name if self.path is not None else None
         return IndexHandle(name, kind, config, index, make, directory=directory)
 
     def _search_time_update(
@@ -293,6 +295,7 @@ class Collection:
                         self.populate_index(handle.name)
                     except Exception as exc:  # noqa: BLE001 - a failed fill is a broken index, never a failed open
                         self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
+                        handle.close_index()
             return [h.name for h in new]
 
     def _reconfigure(self, existing: IndexHandle, kind: str, options: Mapping[str, Any] | ComponentConfig, changed: list[str]) -> None:
@@ -302,6 +305,7 @@ class Collection:
         handle = self._new_handle(existing.name, kind, options)
         self._open_handle(handle)
         self._indexes[handle.name] = handle
+        existing.close_index()
         self._record_reconfigured(handle, changed)
 
     def _definition(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> dict[str, Any]:
@@ -334,6 +338,7 @@ class Collection:
             self.store.apply(WriteBatch(drop_indexes=[name], state={("indexes", name): None}))
             del self._indexes[name]
             handle.remove_files()
+            handle.close_index()  # after the files: nothing saved names its data any more
             log.info("index.dropped", name=name)
 
     def list_indexes(self) -> list[dict[str, Any]]:
@@ -378,6 +383,7 @@ class Collection:
                 if new.definition() != handle.definition():
                     self.store.apply(WriteBatch(state={("indexes", name): new.definition()}))
                     handle.remove_files()
+                    handle.close_index()
                     self._indexes[name] = new
                     log.info("index.redefined", name=name, options=changed_options(handle.definition()["config"], new.definition()["config"]))
                     handle = new
@@ -795,6 +801,8 @@ class Collection:
                 self.flush()
             finally:
                 self._closed = True
+                for handle in self._indexes.values():
+                    handle.close_index()
                 self.store.close()
 
     def __enter__(self) -> "Collection":
