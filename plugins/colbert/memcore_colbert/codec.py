@@ -5,14 +5,14 @@ centroid by dot product); with ``B = 2**nbits`` buckets, the cutoffs are quantil
 ``i/B`` (i = 1..B-1) and the weights quantiles at ``i/B + 1/(2B)`` (i = 0..B-1);
 ``avg_residual`` is the mean absolute residual.
 
-``buckets = "per_dim"`` (the default) takes those quantiles of each dimension's residuals
-separately: a ``(dim, B-1)`` cutoff table and a ``(dim, B)`` weight table.
-``buckets = "pooled"`` is ColBERTv2's choice, one quantile set over all coordinates. A
-ColBERT checkpoint's 128 projected dimensions are close to isotropic, so pooling costs
-little there; sentence-embedding token vectors are not (MiniLM's per-dimension residual
-spread varies by more than an order of magnitude), and pooled buckets then put almost
-every coordinate of a narrow dimension in the two middle buckets and clip the wide ones.
-The tables cost ``dim * (2B - 1)`` floats per index.
+``buckets = "pooled"`` (the default) is ColBERTv2's choice, one quantile set over all
+coordinates. ``buckets = "per_dim"`` takes those quantiles of each dimension's residuals
+separately: a ``(dim, B-1)`` cutoff table and a ``(dim, B)`` weight table
+(``dim * (2B - 1)`` floats per index). It matters for token vectors whose dimensions have
+very different spreads (pooled buckets then put almost every coordinate of a narrow
+dimension in the two middle buckets and clip the wide ones). MiniLM's residuals are not
+like that (per-dimension standard deviations 0.03-0.04 but for one constant dimension),
+and per-dimension buckets measured no recall gain on SciFact (docs/plugins/colbert.md).
 
 Encoding: per dimension, the bucket id of ``r_d`` among that dimension's cutoffs,
 ``nbits`` bits each, packed ``8 // nbits`` dimensions per byte, low bits first. Decoding
@@ -94,7 +94,7 @@ class ResidualCodec:
         return self.dim * self.nbits // 8
 
     @classmethod
-    def train(cls, heldout: np.ndarray, centroids: np.ndarray, nbits: int, buckets: str = "per_dim") -> "ResidualCodec":
+    def train(cls, heldout: np.ndarray, centroids: np.ndarray, nbits: int, buckets: str = "pooled") -> "ResidualCodec":
         """Cutoffs, weights and average residual from held-out token vectors."""
         if buckets not in BUCKET_MODES:
             raise ValueError(f"buckets must be one of {BUCKET_MODES}, not {buckets!r}")

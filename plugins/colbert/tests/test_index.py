@@ -248,3 +248,19 @@ def test_bad_settings_and_queries(kit):
     with pytest.raises(ValidationError, match="k must be"):
         index.search(kit.query("hello"), 0)
     assert len(index) == 1
+
+
+def test_retraining_compresses_the_new_passages_from_their_original_vectors(kit):
+    index = kit.make(train_min_tokens=100, ncentroids=16, retrain_growth=2.0, exhaustive_below=0)
+    texts = kit.texts(400, seed=11)
+    index.add(kit.records(texts[:50]))
+    engine = index.engine
+    trained = engine.trained_tokens
+    fresh = index.encoder.documents(texts[50:400])
+    index.add(kit.records(texts[50:400], start=50))  # past retrain_growth: trained again
+    assert engine.trained_tokens > trained
+    rows = np.arange(engine.offsets[50], engine.total_tokens)
+    assert engine.pids[50] == "r50" and len(rows) == sum(len(m) for m in fresh)
+    codes, residuals = engine.codec.compress(np.concatenate(fresh), engine.centroids)
+    np.testing.assert_array_equal(engine.codes[rows], codes)  # not a compressed copy compressed again
+    np.testing.assert_array_equal(engine.residuals[rows], residuals)
