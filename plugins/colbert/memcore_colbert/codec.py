@@ -16,7 +16,7 @@ and per-dimension buckets measured no recall gain on SciFact (docs/plugins/colbe
 
 Encoding: per dimension, the bucket id of ``r_d`` among that dimension's cutoffs,
 ``nbits`` bits each, packed ``8 // nbits`` dimensions per byte, low bits first. Decoding
-goes through a lookup table per byte position (byte -> the weights of the dimensions it
+goes through a lookup table (one per byte position when per dimension) (byte -> the weights of the dimensions it
 holds), then ``x_hat = c + weights``, L2-normalised.
 """
 
@@ -72,11 +72,15 @@ class ResidualCodec:
         ):
             raise ValueError(f"bucket tables of shapes {self.cutoffs.shape} / {self.weights.shape} do not fit nbits {self.nbits}, dim {self.dim}")
         self._cut = self.cutoffs if per_dim else np.broadcast_to(self.cutoffs, (self.dim, buckets - 1))  # (dim, B-1)
-        weights = self.weights if per_dim else np.broadcast_to(self.weights, (self.dim, buckets))  # (dim, B)
+        weights = self.weights  # (dim, B) when per dimension
         per = 8 // self.nbits
         mask = buckets - 1
         byte = np.arange(256, dtype=np.int32)[:, None]
         ids = (byte >> (np.arange(per, dtype=np.int32) * self.nbits)[None, :]) & mask  # (256, per)
+        if not per_dim:  # one (256, per) table serves every byte position
+            self._lut = np.ascontiguousarray(self.weights[ids])
+            self._lut_base: np.ndarray | None = None
+            return
         nbytes = self.bytes_per_token
         # (nbytes * 256, per): row j * 256 + b holds the weights of the dims byte j holds when its value is b
         dims = (np.arange(nbytes)[:, None, None] * per + np.arange(per)[None, None, :]).repeat(256, axis=1)  # (nbytes, 256, per)
@@ -135,7 +139,8 @@ class ResidualCodec:
         """Unit-length approximations of the token vectors, float32 ``(n, dim)``."""
         # np.take: much faster than fancy indexing for these gathers
         x = np.take(centroids, codes, axis=0)
-        x += np.take(self._lut, residuals + self._lut_base, axis=0).reshape(len(codes), self.dim)
+        index = residuals if self._lut_base is None else residuals + self._lut_base
+        x += np.take(self._lut, index, axis=0).reshape(len(codes), self.dim)
         x /= np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x)), 1e-12)[:, None]
         return x
 
