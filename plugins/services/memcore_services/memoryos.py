@@ -24,8 +24,8 @@
   knowledge stores; every segment that yielded a page counts a visit. ``chain=True`` adds
   each page's chain (previous/next page, meta-summary) to its result.
 
-All state is in the store (namespace ``memoryos``: ``s:<n>`` segments, ``p:<id>`` pages,
-``c:<n>`` chains), read once per store sequence number (:class:`StateView`).
+All state is in the store (namespace ``memoryos``: ``s:<n>`` segments, ``v:<n>`` their centroids,
+``p:<id>`` pages, ``c:<n>`` chains), read once per store sequence number (:class:`StateView`).
 """
 
 from __future__ import annotations
@@ -96,6 +96,10 @@ class MemoryOSConfig(ComponentConfig):
         if unknown:
             raise ValueError(f"unknown tier(s) {unknown} in weights; tiers: {list(TIERS)}")
         return value
+
+
+def _centroid_key(segment: str) -> str:
+    return "v:" + segment[2:]
 
 
 def _top_words(counts: Counter[str], n: int = _KEEP_WORDS) -> dict[str, int]:
@@ -193,21 +197,22 @@ class MemoryOS(Service):
         for key, seg in segments.items():
             if seg.get("session") != session:
                 continue
-            sim = float(unit(seg["centroid"]) @ v)
+            sim = float(unit(self._centroid(key)) @ v)
             if sim >= best_sim:
                 best, best_sim = key, sim
         at = now()
         if best is None:
             n = int(self.state.get("next_segment", 0)) + 1
             best = f"s:{n}"
-            seg = {"pages": [page_id], "fresh": [page_id], "centroid": v.tolist(), "visits": 0, "length": 1, "last": at, "session": session, "promotions": 0}
+            seg = {"pages": [page_id], "fresh": [page_id], "visits": 0, "length": 1, "last": at, "session": session, "promotions": 0}
             changes["next_segment"] = n
+            changes[_centroid_key(best)] = v.tolist()
         else:
             old = segments[best]
             count = len(old["pages"])
+            changes[_centroid_key(best)] = unit((np.asarray(self._centroid(best)) * count + v) / (count + 1)).tolist()
             seg = {
                 **old,
-                "centroid": unit((np.asarray(old["centroid"]) * count + v) / (count + 1)).tolist(),
                 "pages": [*old["pages"], page_id],
                 "fresh": [*old.get("fresh", []), page_id],
                 "length": old["length"] + 1,
@@ -216,6 +221,11 @@ class MemoryOS(Service):
         changes[best] = seg
         changes[f"p:{page_id}"] = {"tier": "mtm", "segment": best, **links}
         self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, [page_id], state=state))
+
+    def _centroid(self, key: str) -> Any:
+        """The centroid of segment ``key`` (kept apart from the segment's counters, so that a
+        visit does not rewrite it)."""
+        return self.state.get(_centroid_key(key))
 
     def _heat(self, seg: Mapping[str, Any], at: float) -> float:
         return heat(self.config.heat, seg.get("visits", 0), seg.get("length", 0), seg.get("last", 0.0), at)
@@ -296,7 +306,7 @@ class MemoryOS(Service):
         if dia_ids:
             meta["dia_ids"] = dia_ids
         sid = self.state.write({}, lambda state: self.collection.insert([{"text": summary, "metadata": meta}], indexes=[USER_KB], state=state))[0]
-        changes: dict[str, Any] = {key: None}
+        changes: dict[str, Any] = {key: None, _centroid_key(key): None}
         for p in ids:
             changes[f"p:{p}"] = {**(self.state.get(f"p:{p}") or {}), "tier": "ltm", "summarised": sid}
         self.state.write(changes, lambda state: self.collection.remove_from_index(MTM, ids, state=state))
@@ -307,7 +317,7 @@ class MemoryOS(Service):
         signature = tuple((k, len(s["pages"])) for k, s in segments.items())
         if self._centroids is None or self._centroids[0] != signature:
             keys = list(segments)
-            matrix = np.stack([unit(segments[k]["centroid"]) for k in keys]) if keys else np.zeros((0, 0), np.float32)
+            matrix = np.stack([unit(self._centroid(k)) for k in keys]) if keys else np.zeros((0, 0), np.float32)
             self._centroids = (signature, keys, matrix)
         return self._centroids[1], self._centroids[2]
 
