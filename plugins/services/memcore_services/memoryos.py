@@ -140,10 +140,12 @@ class MemoryOS(Service):
         self._promote_hottest()
         return rid
 
-    def _vector(self, page: str) -> np.ndarray:
+    def _vector(self, page: str, text: str) -> np.ndarray:
         if page not in self._page_vectors:
-            vecs, _ = self.collection.vectors([page], self.config.space)
-            self._page_vectors[page] = unit(vecs[0])
+            vecs, present = self.collection.vectors([page], self.config.space)
+            # a page stored without a vector (by an older version): embed it here, the MTM insert stores it
+            vec = vecs[0] if present[0] else self.collection.spaces[self.config.space].embed_documents([text])[0]
+            self._page_vectors[page] = unit(vec)
         return self._page_vectors[page]
 
     def _page_matrix(self, pages: list[str]) -> np.ndarray:
@@ -188,7 +190,7 @@ class MemoryOS(Service):
     def _to_mtm(self, page_id: str) -> None:
         record = self.collection.get(page_id)
         page = Page(record.id, record.text, dict(record.metadata or {}))
-        v = self._vector(page_id)
+        v = self._vector(page_id, record.text)
         session = page.metadata.get(self.config.session_key)
         changes: dict[str, Any] = {}
         links = self._chain(page, changes) if self.config.continuity else {}
@@ -308,6 +310,7 @@ class MemoryOS(Service):
         sid = self.state.write({}, lambda state: self.collection.insert([{"text": summary, "metadata": meta}], indexes=[USER_KB], state=state))[0]
         changes: dict[str, Any] = {key: None, _centroid_key(key): None}
         for p in ids:
+            self._page_vectors.pop(p, None)  # no longer searched
             changes[f"p:{p}"] = {**(self.state.get(f"p:{p}") or {}), "tier": "ltm", "summarised": sid}
         self.state.write(changes, lambda state: self.collection.remove_from_index(MTM, ids, state=state))
 
