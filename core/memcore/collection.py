@@ -30,6 +30,7 @@ from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_v
 from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
+from .vector_reader import VectorReader
 from .store import Store, WriteBatch
 
 __all__ = ["Collection"]
@@ -129,7 +130,10 @@ class Collection:
     def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
         config = reg.parse_config(options, f"indexes.{name}")
-        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind)
+        directory = self.path / "indexes" / name if self.path is not None else None
+        context = IndexContext(
+            name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind, vectors=VectorReader(self.store, name), directory=directory
+        )
 
         def make() -> Index:
             index = reg.factory(config, context)
@@ -140,7 +144,6 @@ class Collection:
         index = make()
         for space in index.requires.spaces:
             context.space(space)  # raises ConfigError for an undeclared space
-        directory = self.path / "indexes" / name if self.path is not None else None
         return IndexHandle(name, kind, config, index, make, directory=directory)
 
     def _search_time_update(
@@ -200,7 +203,8 @@ class Collection:
         saved = handle.load()
         last = self.store.last_seq()
         if saved is None or saved < self.store.log_start() or saved > last:
-            handle.rebuild(self.store, self._fill_for(handle))
+            # filled vectors are kept: an index that reads its vectors from the store finds them next time
+            handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
             return
         handle.applied_seq = saved
         self._catch_up(handle)
@@ -291,6 +295,7 @@ class Collection:
                         self.populate_index(handle.name)
                     except Exception as exc:  # noqa: BLE001 - a failed fill is a broken index, never a failed open
                         self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
+                        handle.close_index()
             return [h.name for h in new]
 
     def _reconfigure(self, existing: IndexHandle, kind: str, options: Mapping[str, Any] | ComponentConfig, changed: list[str]) -> None:
@@ -300,6 +305,7 @@ class Collection:
         handle = self._new_handle(existing.name, kind, options)
         self._open_handle(handle)
         self._indexes[handle.name] = handle
+        existing.close_index()
         self._record_reconfigured(handle, changed)
 
     def _definition(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> dict[str, Any]:
@@ -332,6 +338,7 @@ class Collection:
             self.store.apply(WriteBatch(drop_indexes=[name], state={("indexes", name): None}))
             del self._indexes[name]
             handle.remove_files()
+            handle.close_index()  # after the files: nothing saved names its data any more
             log.info("index.dropped", name=name)
 
     def list_indexes(self) -> list[dict[str, Any]]:
@@ -376,6 +383,7 @@ class Collection:
                 if new.definition() != handle.definition():
                     self.store.apply(WriteBatch(state={("indexes", name): new.definition()}))
                     handle.remove_files()
+                    handle.close_index()
                     self._indexes[name] = new
                     log.info("index.redefined", name=name, options=changed_options(handle.definition()["config"], new.definition()["config"]))
                     handle = new
@@ -793,6 +801,8 @@ class Collection:
                 self.flush()
             finally:
                 self._closed = True
+                for handle in self._indexes.values():
+                    handle.close_index()
                 self.store.close()
 
     def __enter__(self) -> "Collection":
@@ -882,6 +892,9 @@ class Collection:
 
     def _commit(self, batch: WriteBatch, cache: dict[str, Record]) -> None:
         applied = self.store.apply(batch)
+        changed: dict[str, Record | None] = dict.fromkeys(batch.deletes)
+        changed.update((r.id, r) for r in batch.upserts)  # deletes run first: an id in both ends upserted
+        self._allowed_sets.advance(applied.seq - 1, applied.seq, changed)
         failures = []
         for handle in self._indexes.values():
             if handle.error is not None:
@@ -904,7 +917,7 @@ class Collection:
         if where is None and scope is None:
             return None
         key = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
-        return self._allowed_sets.get(self.store.last_seq(), key, lambda: self._resolve_allowed(where, scope))
+        return self._allowed_sets.get(self.store.last_seq(), key, lambda: self._resolve_allowed(where, scope), where, scope)
 
     def _resolve_allowed(self, where: Filter | None, scope: Scope | None) -> list[str]:
         # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it
