@@ -13,8 +13,8 @@ memcore-fifo-kv; skips cleanly without them. Machine-dependent speed figures are
 compared (the docs say where they come from, when and under which load; a test checks
 that every speed table names its command and the load).
 
-Runtime with the data: about 2.5 minutes for the concepts tables and 2.5 for the MMR table
-on the shared 2-core machine at load ~13 (the SciFact memory is built once per module).
+Runtime with the data: about 76 s of CPU for the whole module (the SciFact memory is built
+once per module); 10 minutes of wall time on the shared 2-core machine at load ~14.
 """
 
 from __future__ import annotations
