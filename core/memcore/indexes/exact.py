@@ -93,6 +93,7 @@ class ExactIndex(Index):
         self._rows: dict[str, int] = {}
         self._n = 0
         self._version = 0  # bumped on every change: memos of allowed sets compare it
+        self._reader = context.vectors  # the store's vectors: save() leaves them out
 
     def _prepare(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -214,24 +215,51 @@ class ExactIndex(Index):
         return self._n
 
     def save(self, directory: Path) -> None:
+        """``ids.json``, plus ``vectors.npy`` only when no store keeps the vectors.
+
+        In a collection (``context.vectors`` set) the store already keeps every vector: the
+        index saves its ids and reads the vectors back from the store on load."""
+        if self._reader is not None:
+            atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "store", "space": self.config.space})
+            (directory / "vectors.npy").unlink(missing_ok=True)  # left by an earlier save with its own copy
+            return
         buf = io.BytesIO()
         np.save(buf, self._matrix[: self._n], allow_pickle=False)
         atomic_write_bytes(directory / "vectors.npy", buf.getvalue())
-        atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids})
+        atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "own"})
 
     def load(self, directory: Path) -> None:
+        where = f"exact index {self.name!r}"
         try:
             meta = json.loads((directory / "ids.json").read_text())
-            matrix = np.load(directory / "vectors.npy", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise CorruptError(f"exact index {self.name!r}: cannot read {directory}: {exc}") from None
-        if meta.get("dim") != self.dim or matrix.shape != (len(meta["ids"]), self.dim):
-            raise CorruptError(f"exact index {self.name!r}: files do not match dimension {self.dim}")
+            ids = meta["ids"]
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
+                raise ValueError("ids must be a list of distinct strings")
+            from_store = meta.get("vectors", "own") == "store"
+            matrix = None if from_store else np.load(directory / "vectors.npy", allow_pickle=False)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptError(f"{where}: cannot read {directory}: {exc}") from None
+        if matrix is None:
+            matrix, ids = self._read_store(ids, meta, where)
+        elif meta.get("dim") != self.dim or matrix.shape != (len(ids), self.dim):
+            raise CorruptError(f"{where}: files do not match dimension {self.dim}")
         self._matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-        self._ids = list(meta["ids"])
+        self._ids = list(ids)
         self._rows = {rid: i for i, rid in enumerate(self._ids)}
         self._n = len(self._ids)
         self._version += 1
+
+    def _read_store(self, ids: list[str], meta: dict[str, Any], where: str) -> tuple[np.ndarray, list[str]]:
+        """The saved ids' vectors from the store, prepared; ids the store no longer has are dropped."""
+        if self._reader is None:
+            raise CorruptError(f"{where}: saved without its vectors (the store keeps them), and no store is given to read them from")
+        if meta.get("dim") != self.dim or meta.get("space") != self.config.space:
+            raise CorruptError(f"{where}: saved for space {meta.get('space')!r} of dimension {meta.get('dim')}, not {self.config.space!r} of {self.dim}")
+        raw, present = self._reader.read(ids, self.config.space, self.dim)
+        if not present.all():
+            raw = raw[present]
+            ids = [rid for rid, keep in zip(ids, present.tolist()) if keep]
+        return self._prepare(raw), ids
 
     def stats(self) -> dict[str, Any]:
         return {"size": self._n, "dim": self.dim, "metric": self.config.metric, "space": self.config.space}

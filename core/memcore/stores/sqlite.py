@@ -65,6 +65,8 @@ CREATE TABLE IF NOT EXISTS state (
 """
 
 _CHUNK = 500  # SQLite host-parameter batches
+_SCAN_FROM = 5000
+"""``vectors()`` of at least this many ids scans the space once instead of looking ids up."""
 PAGE_SIZE = 8192
 """Page size of new store files (SQLite's default 4096 wastes a third of every page of vectors)."""
 
@@ -371,20 +373,57 @@ class SQLiteStore(Store):
         return out
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
-        rows: dict[str, np.ndarray] = {}
+        """Stored vectors of ``ids``: chunked ``IN`` lookups for a few ids, one scan of the
+        space for many (an index refilling its vectors on load), one finite check per call."""
+        position: dict[str, int] = {rid: i for i, rid in enumerate(ids)}
+        rows: list[int] = []
+        blobs: list[bytes] = []
+        dims: set[int] = set()
         with self._mutex:
-            for chunk in _chunks(list(ids)):
-                marks = ",".join("?" * len(chunk))
-                for rid, dim, data in self.db.execute(f"SELECT record_id, dim, data FROM vectors WHERE space = ? AND record_id IN ({marks})", [space, *chunk]):
-                    rows[rid] = self._stored_vector(rid, space, dim, data)
-        dim = next(iter(rows.values())).shape[0] if rows else 0
-        matrix = np.zeros((len(ids), dim), dtype=np.float32)
+            if len(position) >= _SCAN_FROM:
+                cursors = [self.db.execute("SELECT record_id, dim, data FROM vectors WHERE space = ?", (space,))]
+            else:
+                cursors = [
+                    self.db.execute(
+                        f"SELECT record_id, dim, data FROM vectors WHERE space = ? AND record_id IN ({','.join('?' * len(chunk))})", [space, *chunk]
+                    )
+                    for chunk in _chunks(list(position))
+                ]
+            get = position.get
+            for cursor in cursors:
+                for rid, dim, data in cursor:
+                    i = get(rid)
+                    if i is not None:
+                        rows.append(i)
+                        blobs.append(data)
+                        dims.add(dim)
         present = np.zeros(len(ids), dtype=bool)
-        for i, rid in enumerate(ids):
-            v = rows.get(rid)
-            if v is not None:
-                matrix[i] = v
-                present[i] = True
+        if not rows:
+            return np.zeros((len(ids), 0), dtype=np.float32), present
+        dim = next(iter(dims))
+        if len(dims) > 1 or any(len(b) != 4 * dim for b in blobs):  # a damaged row: the per-row check names it
+            for i, b in zip(rows, blobs):
+                self._stored_vector(ids[i], space, dim, b)
+            raise CorruptError(f"{self.file}: vectors of space {space!r} have different dimensions {sorted(dims)}")
+        found = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim)
+        try:
+            check_finite_vectors(found, f"vectors of space {space!r}")
+        except ValueError:
+            for i, row in zip(rows, found):
+                self._stored_vector(ids[i], space, dim, row.tobytes())
+            raise
+        order = np.asarray(rows, dtype=np.int64)
+        present[order] = True
+        if len(order) == len(ids) and len(position) == len(ids) and (order[1:] > order[:-1]).all():
+            return found.copy(), present  # every id, in order (a full scan in insertion order)
+        matrix = np.zeros((len(ids), dim), dtype=np.float32)
+        matrix[order] = found
+        if len(position) != len(ids):  # a repeated id: every occurrence gets its row
+            for i, rid in enumerate(ids):
+                j = position[rid]
+                if j != i and present[j]:
+                    matrix[i] = matrix[j]
+                    present[i] = True
         return matrix, present
 
     # -- log and state -------------------------------------------------------------------
