@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import AbstractSet, Any, Literal, Sequence
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -24,7 +24,7 @@ from ..registry import ComponentConfig
 from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, plan_ops
 from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
-from .sqlite_rows import RowCache
+from .sqlite_rows import RowCache, parsed_metadata
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig"]
 
@@ -187,7 +187,7 @@ class SQLiteStore(Store):
             cur.execute(f"DELETE FROM vectors WHERE record_id IN ({marks})", args)
             cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", args + args)
             cur.execute(f"DELETE FROM membership WHERE record_id IN ({marks})", args)
-        self._write_records(cur, batch.upserts)
+        self._write_records(cur, batch.upserts, memberships.keys())
         for index, rids in batch.remove_membership.items():
             cur.executemany("DELETE FROM membership WHERE index_name=? AND record_id=?", [(index, r) for r in rids])
         for index, rids in batch.add_membership.items():
@@ -205,11 +205,12 @@ class SQLiteStore(Store):
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
         return Applied(seq, tuple(Op(seq, i, r, o) for i, r, o in ops))
 
-    def _write_records(self, cur: sqlite3.Cursor, records: Sequence[Record]) -> None:
+    def _write_records(self, cur: sqlite3.Cursor, records: Sequence[Record], stored: AbstractSet[str]) -> None:
         """Upsert records with one ``executemany`` per table (not five statements per record).
 
         Rows are written in batch order, so a repeated id ends as its last occurrence, with
-        that occurrence's vectors and links."""
+        that occurrence's vectors and links. ``stored``: the ids that existed before the
+        batch (only their old vectors and links need deleting)."""
         if not records:
             return
         rows: list[tuple[str, str, str, str | None, str | None, str | None, float, float]] = []
@@ -227,7 +228,7 @@ class SQLiteStore(Store):
             rows,
         )
         last = {r.id: r for r in records}
-        keys = [(rid,) for rid in last]
+        keys = [(rid,) for rid in last if rid in stored]
         cur.executemany("DELETE FROM vectors WHERE record_id=?", keys)
         cur.executemany(
             "INSERT INTO vectors VALUES (?, ?, ?, ?)",
@@ -237,8 +238,9 @@ class SQLiteStore(Store):
         cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links])
 
     def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch) -> None:
-        members = sorted({rid for rids in batch.add_membership.values() for rid in rids})
-        targets = sorted({l.target for r in batch.upserts for l in r.links})
+        written = {r.id for r in batch.upserts}  # exist: written by this batch (deletes ran before)
+        members = sorted({rid for rids in batch.add_membership.values() for rid in rids} - written)
+        targets = sorted({l.target for r in batch.upserts for l in r.links} - written)
         for wanted, what in ((members, "record {!r} does not exist"), (targets, "link target {!r} does not exist")):
             for chunk in _chunks(wanted):
                 marks = ",".join("?" * len(chunk))
@@ -297,6 +299,8 @@ class SQLiteStore(Store):
                         links.setdefault(src, []).append(Link(tgt, rel, w))
                     for rid, ls in links.items():
                         fetched[rid][8] = tuple(ls)
+                for row in fetched.values():
+                    row[2] = parsed_metadata(row[2])
                 found = {rid: tuple(row) for rid, row in fetched.items()}
             else:
                 found = {}
@@ -308,7 +312,8 @@ class SQLiteStore(Store):
                     continue
                 # the common shapes cheaply: no scope, empty metadata (this runs for every hit of every query)
                 scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
-                out.append(Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, row[8], scope, row[6], row[7]))
+                meta = row[2]
+                out.append(Record(row[0], row[1], dict(meta) if type(meta) is dict else json.loads(meta), {}, row[8], scope, row[6], row[7]))
             if found:
                 cache.put(found)
             return out
