@@ -25,7 +25,7 @@ import numpy as np
 from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
 
 from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
-from .mirror import ParticleMirror
+from .mirror import SNAPSHOT_FILES, ParticleMirror
 from memcore_chroma_support import CollectionHome, chunks
 from .physics import ParticleProjector, TimePhysics, unit_directions
 from .retrieval import HyperAmyRetrieval
@@ -63,7 +63,7 @@ class PoincareIndex(Index):
             folder=context.directory,
         )
         self._use_mirror = config.mirror == "on" or (config.mirror == "auto" and config.connection.mode == "embedded")
-        self._mirror: ParticleMirror | None = None
+        self._mirror: ParticleMirror | None = ParticleMirror(self.dim) if self._use_mirror else None  # a new index is empty: in step
 
     # -- the particle source of HyperAmyRetrieval ----------------------------------------
 
@@ -83,8 +83,9 @@ class PoincareIndex(Index):
         return int(self.home.collection.count()) if self.home.opened else 0
 
     def particle_mirror(self) -> ParticleMirror | None:
-        """The in-memory particle mirror (:mod:`.mirror`), built from the collection on first
-        use after an open or a load; None when ``mirror`` is off or nothing is stored."""
+        """The in-memory particle mirror (:mod:`.mirror`): empty for a new index, read from
+        the snapshot ``save`` wrote, else built from the collection on first use after a
+        load; None when ``mirror`` is off or no collection exists yet."""
         if not self._use_mirror or not self.home.opened:
             return None
         if self._mirror is None:
@@ -204,11 +205,19 @@ class PoincareIndex(Index):
     # -- persistence -----------------------------------------------------------------------
 
     def save(self, directory: Path) -> None:
-        self.home.save(Path(directory), {"count": self.count()})
+        directory = Path(directory)
+        self.home.save(directory, {"count": self.count()})
+        mirror = self.particle_mirror()
+        if mirror is not None:
+            mirror.save(directory, self.home.collection.name)  # read back by load: no rebuild from Chroma
+        else:
+            for name in SNAPSHOT_FILES:
+                (directory / name).unlink(missing_ok=True)
 
     def load(self, directory: Path) -> None:
         self.home.load(Path(directory))
-        self._mirror = None  # rebuilt from the loaded collection on the next search
+        # the saved snapshot, or None: rebuilt from the loaded collection on the next search
+        self._mirror = ParticleMirror.load(Path(directory), self.home.collection.name, self.dim) if self._use_mirror else None
 
     def close(self) -> None:
         """Release the Chroma client; an unsaved (or dropped) generation is deleted."""
