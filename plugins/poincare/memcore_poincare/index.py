@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Sequence
 
@@ -185,22 +186,36 @@ class PoincareIndex(Index):
     # -- reading ---------------------------------------------------------------------------
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        return self.search_batch([query], k, allowed)[0]
+
+    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        """Queries with the same ``cone_width``/``max_neighbors``/``neighbor_penalty`` share
+        one Chroma cone query (:meth:`HyperAmyRetrieval.search_many`); each keeps its own
+        particle (v, T, born) and ``t_now``."""
         k = validate_k(k)
-        point, mode, t_now = self._query_point(query)
+        prepared = [self._query_point(q) for q in queries]
         if not self.home.opened:
-            self.retrieval.query_state(point, t_now)  # still validate the query
-            return []
+            for point, _, t_now in prepared:
+                self.retrieval.query_state(point, t_now)  # still validate the queries
+            return [[] for _ in queries]
         cfg = self.config
-        results = self.retrieval.search(
-            point,
-            top_k=int(k),
-            cone_width=mode.cone_width if mode.cone_width is not None else cfg.cone_width,
-            max_neighbors=mode.max_neighbors if mode.max_neighbors is not None else cfg.max_neighbors,
-            neighbor_penalty=mode.neighbor_penalty if mode.neighbor_penalty is not None else cfg.neighbor_penalty,
-            t_now=t_now,
-            allowed=allowed,
-        )
-        return [Hit(r.id, -r.score, r.score, self.name) for r in results]
+        groups: dict[tuple[int | None, int, float], list[int]] = {}
+        for i, (_, mode, _) in enumerate(prepared):
+            knobs = (
+                mode.cone_width if mode.cone_width is not None else cfg.cone_width,
+                mode.max_neighbors if mode.max_neighbors is not None else cfg.max_neighbors,
+                mode.neighbor_penalty if mode.neighbor_penalty is not None else cfg.neighbor_penalty,
+            )
+            groups.setdefault(knobs, []).append(i)
+        out: list[list[Hit]] = [[] for _ in queries]
+        for (cone_width, max_neighbors, neighbor_penalty), members in groups.items():
+            points = [replace(prepared[i][0], current_time=prepared[i][2]) for i in members]  # each query's own t_now
+            found = self.retrieval.search_many(
+                points, top_k=int(k), cone_width=cone_width, max_neighbors=max_neighbors, neighbor_penalty=neighbor_penalty, allowed=allowed
+            )
+            for i, results in zip(members, found):
+                out[i] = [Hit(r.id, -r.score, r.score, self.name) for r in results]
+        return out
 
     # -- persistence -----------------------------------------------------------------------
 

@@ -166,3 +166,29 @@ def test_a_snapshot_of_another_generation_is_ignored(tmp_path):
     assert ParticleMirror.load(folder, "gen-2", 2) is None and ParticleMirror.load(folder, "gen-1", 3) is None
     (folder / "mirror-vtb.npy").write_bytes(b"garbage")
     assert ParticleMirror.load(folder, "gen-1", 2) is None
+
+
+@pytest.mark.parametrize("mirror", [True, False])
+def test_search_many_is_search_for_each_query(pair, mirror):
+    on, off, _ = pair
+    storage = on if mirror else off
+    r = HyperAmyRetrieval(storage, ParticleProjector(1.0, 2.0))
+    qs = _queries(7)
+    kw = {"top_k": 6, "cone_width": 60, "max_neighbors": 2, "t_now": 1_000_000.0}
+    assert r.search_many(qs, **kw) == [r.search(q, **kw) for q in qs]
+    allowed = {f"p{i}" for i in range(0, 400, 2)}
+    assert r.search_many(qs, allowed=allowed, **kw) == [r.search(q, allowed=allowed, **kw) for q in qs]
+    assert r.search_many([], **kw) == []
+
+
+def test_the_index_batches_queries_with_their_own_modes(tmp_path):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((80, 6)).astype(np.float32)
+    index = PoincareIndex(PoincareIndexConfig(), _ctx())
+    index.add([Record(id=f"r{i}", text="", vectors={"default": x[i]}, metadata={"v": float(0.1 + i / 80)}) for i in range(80)])
+    queries = [
+        Query(vectors={"default": x[1]}, extras={"poincare": {"t_now": 2e9, "v": 0.3}}),
+        Query(vectors={"default": x[2]}, extras={"poincare": {"t_now": 2e9 + 50, "cone_width": 5}}),
+        Query(vectors={"default": x[3]}, extras={"poincare": {"t_now": 2e9, "v": 1.5}}),
+    ]
+    assert index.search_batch(queries, 4) == [index.search(q, 4) for q in queries]
