@@ -10,9 +10,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection as AbstractSet, Sequence
+from typing import TYPE_CHECKING, Any, Collection as AbstractSet, Sequence
 
 from .records import Hit, Query, Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .vector_reader import VectorReader
 
 __all__ = ["Index", "IndexContext", "Requirements", "SpaceInfo"]
 
@@ -48,6 +51,10 @@ class IndexContext:
     - ``kind``: the registered kind it is built as -- the key of its query modes in
       ``Query.extras`` (``query_mode(query.extras, context.kind, Model, context.name)``), so
       one query can carry the modes of several indexes. Empty when an index is built by hand;
+    - ``vectors``: a :class:`~memcore.VectorReader` over the collection's store, so that
+      ``save`` may leave out the vectors the store already keeps and ``load`` reads them
+      back (see docs/plugins/writing.md, "Vectors stored once"). None when the index is
+      built by hand: then it must save its own copy.
     - ``directory``: the folder the index owns in its collection (``<collection>/indexes/<name>``,
       the folder ``save``/``load`` receive), or None (an in-memory collection, an index built
       by hand). It may not exist yet. An index whose data is written as it changes (an
@@ -60,6 +67,7 @@ class IndexContext:
     name: str
     spaces: dict[str, SpaceInfo] = field(default_factory=dict)
     kind: str = ""
+    vectors: "VectorReader | None" = field(default=None, compare=False, repr=False)
     directory: Path | None = None
 
     def space(self, name: str) -> SpaceInfo:

@@ -123,7 +123,7 @@ class PluginRegistrationContract:
     def test_entry_point_is_installed(self) -> None:
         plugin, module, distribution = self._names()
         found = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == plugin]
-        assert found, f"{distribution} is not installed (pip install -e ./plugins/{plugin})"
+        assert found, f"{distribution} is not installed (pip install -c constraints.txt -e ./plugins/{plugin})"
         assert found[0].value == module
         dist = found[0].dist
         assert dist is not None and dist.metadata["Name"] == distribution

@@ -38,7 +38,7 @@ def import_chromadb() -> Any:
     try:
         import chromadb
     except ImportError as exc:  # pragma: no cover - the dependency is declared
-        raise ConfigError(f"chromadb is needed: pip install chromadb ({exc})") from None
+        raise ConfigError(f"chromadb is needed: pip install -c constraints.txt chromadb ({exc})") from None
     return chromadb
 
 
