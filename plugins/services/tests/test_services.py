@@ -233,9 +233,18 @@ def test_memoryos_retrieve_reads_the_state_once_per_store_change(opener, tmp_pat
         assert service.state.get(key)["visits"] == 99 and service.state.reads == reads + 1
 
 
-def test_memoryos_config_names_known_tiers(opener, tmp_path):
-    with pytest.raises(ConfigError, match="unknown tier"):
-        opener(tmp_path, {"kind": "memoryos", "weights": {"ltm": 1.0}})
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"weights": {"ltm": 1.0}}, "unknown tier"),
+        ({"heat_threshold": -1}, "heat_threshold"),
+        ({"knowledge_k": 0}, "knowledge_k"),
+        ({"page_min_sim": 2}, "page_min_sim"),
+    ],
+)
+def test_memoryos_config_errors(opener, tmp_path, bad, match):
+    with pytest.raises(ConfigError, match=match):
+        opener(tmp_path, {"kind": "memoryos", **bad})
 
 
 def test_memoryos_summary_by_the_llm(opener, tmp_path, scripted):
