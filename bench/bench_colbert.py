@@ -179,6 +179,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="SciFact folder (BEIR layout + minilm/ vectors); default ../shared/data/scifact.")
     parser.add_argument("--split", default="train")
     parser.add_argument("--nbits", type=int, default=2, choices=(1, 2, 4))
+    parser.add_argument("--buckets", default=None, choices=("per_dim", "pooled"), help="Residual buckets (default: the index's default).")
+    parser.add_argument("--ncentroids", type=int, default=None, help="k-means centroids (default: the index's rule).")
+    parser.add_argument("--max-centroids", type=int, default=None, help="Cap of the default number of centroids (default: the index's).")
+    parser.add_argument("--ndocs", type=int, default=None, help="PLAID ndocs (default: ColBERT's by k).")
+    parser.add_argument("--ncells", type=int, default=None, help="PLAID ncells (default: ColBERT's by k).")
+    parser.add_argument("--centroid-score-threshold", type=float, default=None, help="PLAID pruning threshold (default: ColBERT's by k).")
     parser.add_argument("--doc-maxlen", type=int, default=180)
     parser.add_argument("--query-maxlen", type=int, default=32)
     parser.add_argument("-k", type=int, default=10)
@@ -208,8 +214,26 @@ def main() -> None:
     log(f"{len(flat)} document tokens ({flat.nbytes / 1e6:.0f} MB fp32), {sum(len(q) for q in qmats)} query tokens")
 
     # -- build ---------------------------------------------------------------------------
+    overrides = {
+        key: value
+        for key, value in {
+            "buckets": args.buckets,
+            "ncentroids": args.ncentroids,
+            "max_centroids": args.max_centroids,
+            "ndocs": args.ndocs,
+            "ncells": args.ncells,
+            "centroid_score_threshold": args.centroid_score_threshold,
+        }.items()
+        if value is not None
+    }
     config = ColbertIndexConfig(
-        embedder={"kind": "minilm"}, nbits=args.nbits, doc_maxlen=args.doc_maxlen, query_maxlen=args.query_maxlen, train_min_tokens=16, exhaustive_below=0
+        embedder={"kind": "minilm"},
+        nbits=args.nbits,
+        doc_maxlen=args.doc_maxlen,
+        query_maxlen=args.query_maxlen,
+        train_min_tokens=16,
+        exhaustive_below=0,
+        **overrides,
     )
     engine = Engine(config, flat.shape[1], "bench")
     started = time.perf_counter()
@@ -256,6 +280,8 @@ def main() -> None:
             },
             "index": {
                 "nbits": args.nbits,
+                "buckets": config.buckets,
+                "codes_dtype": engine.codes.dtype.name,
                 "centroids": int(len(engine.centroids)),
                 "build_seconds": round(build_seconds, 2),
                 "bytes_per_token": {k2: round(v, 2) for k2, v in per_token.items()},

@@ -73,9 +73,10 @@ def open(
     spaces = _build_spaces(resolved, checked, registry)
     store = checked.registrations["store"].factory(checked.store, directory)
     try:
-        collection = Collection(store, spaces, registry, directory)
+        declared = {name: (d.kind, d.config) for name, d in checked.indexes.items()}
+        collection = Collection(store, spaces, registry, directory, declared=declared)  # search-time changes: one load
         collection.ensure_indexes(
-            {name: (d.kind, d.config) for name, d in checked.indexes.items()},
+            declared,
             populate=[name for name, d in checked.indexes.items() if d.populate],
         )
         pipeline_error: ConfigError | None = None

@@ -42,8 +42,12 @@ class ColbertIndexConfig(ComponentConfig):
     doc_maxlen: int = Field(220, ge=1, le=8192, description="Tokens kept per passage (ColBERT default 220).")
     query_maxlen: int = Field(32, ge=1, le=8192, description="Tokens kept per query (ColBERT default 32).")
     nbits: Literal[1, 2, 4] = Field(2, description="Bits per residual dimension (ColBERTv2 buckets: 2**nbits).")
+    buckets: Literal["per_dim", "pooled"] = Field(
+        "pooled",
+        description="Residual bucket cutoffs and weights: quantiles of each dimension (per_dim) or of all coordinates pooled (pooled, ColBERTv2's choice).",
+    )
     ncentroids: int | None = Field(None, ge=2, description="k-means centroids; default ColBERT's 2**floor(log2(16*sqrt(tokens))), capped by max_centroids.")
-    max_centroids: int = Field(4096, ge=2, description="Upper bound of the default number of centroids.")
+    max_centroids: int = Field(65536, ge=2, description="Upper bound of the default number of centroids (65,536: codes fit uint16).")
     kmeans_niters: int = Field(4, ge=1, le=100, description="k-means iterations (ColBERT default 4).")
     kmeans_points_per_centroid: int = Field(64, ge=8, description="Token vectors sampled per centroid to train k-means.")
     train_min_tokens: int = Field(

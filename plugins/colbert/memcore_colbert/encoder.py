@@ -8,6 +8,7 @@ real ColBERT checkpoint wrapped as an embedder (see docs/plugins/colbert.md).
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -15,6 +16,14 @@ import numpy as np
 from memcore import ConfigError, DimensionError, Embedder, ValidationError, build_embedder
 
 __all__ = ["TokenEncoder"]
+
+_ENCODE_LOCK = threading.Lock()
+"""Serialises calls into token embedders: the Embedder interface does not promise thread
+safety (a Hugging Face fast tokenizer shared by threads can fail with "Already borrowed"),
+and the server runs searches and adds in parallel. Documents go through in batches of
+:data:`DOC_BATCH`, so a long add lets query encodings in between."""
+
+DOC_BATCH = 32
 
 
 class TokenEncoder:
@@ -50,10 +59,18 @@ class TokenEncoder:
         """Token matrices of passages (at most ``doc_maxlen`` rows each)."""
         if not texts:
             return []
-        return self._check(self.embedder.embed_document_tokens(list(texts), max_length=self.doc_maxlen), len(texts), "passages")
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), DOC_BATCH):
+            batch = list(texts[start : start + DOC_BATCH])
+            with _ENCODE_LOCK:
+                matrices = self.embedder.embed_document_tokens(batch, max_length=self.doc_maxlen)
+            out += self._check(matrices, len(batch), "passages")
+        return out
 
     def queries(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Token matrices of queries (at most ``query_maxlen`` rows each)."""
         if not texts:
             return []
-        return self._check(self.embedder.embed_query_tokens(list(texts), max_length=self.query_maxlen), len(texts), "queries")
+        with _ENCODE_LOCK:
+            matrices = self.embedder.embed_query_tokens(list(texts), max_length=self.query_maxlen)
+        return self._check(matrices, len(texts), "queries")

@@ -10,7 +10,7 @@ the rows are kept as float32 and searched exhaustively; the add that crosses the
 threshold trains centroids + buckets and compresses every row (``codes``: centroid id,
 ``residuals``: ``dim * nbits / 8`` bytes). Later adds are encoded against the existing
 centroids; past ``retrain_growth`` times the trained size everything is re-trained from
-the decompressed vectors. Deleting tombstones a slot; compaction drops dead slots once
+the decompressed vectors (and the new passages' original ones). Deleting tombstones a slot; compaction drops dead slots once
 they hold ``compact_fraction`` of the tokens. The inverted file (centroid -> slots) is
 derived from ``codes`` and rebuilt lazily after a change.
 """
@@ -101,6 +101,12 @@ class Engine:
             latest[pid] = m
         self.delete([p for p in latest if p in self.slot_of], compact=False)
         flat = np.concatenate(list(latest.values()))
+        retrain = self.compressed and self.live_tokens + len(flat) > self.config.retrain_growth * self.trained_tokens
+        if retrain:  # train on the new vectors as they are, not on a compressed copy of them
+            self.compact()
+            self.raw = self.token_vectors(np.arange(self.total_tokens))
+            self.centroids, self.codec = None, None
+            self.codes, self.residuals = np.zeros(0, dtype=np.int32), np.zeros((0, 0), dtype=np.uint8)
         base = len(self.pids)
         for i, pid in enumerate(latest):
             self.pids.append(pid)
@@ -114,9 +120,7 @@ class Engine:
         else:
             self.raw = np.concatenate((self.raw, flat))
         self._derived()
-        if not self.compressed and self.live_tokens >= self.config.train_min_tokens:
-            self.retrain()
-        elif self.compressed and self.live_tokens > self.config.retrain_growth * self.trained_tokens:
+        if retrain or (not self.compressed and self.live_tokens >= self.config.train_min_tokens):
             self.retrain()
         else:
             self._maybe_compact()
@@ -155,7 +159,10 @@ class Engine:
     def retrain(self) -> None:
         """Train centroids and buckets on the live token vectors and (re)compress them.
 
-        Already-compressed rows are decompressed first (the original vectors are not kept).
+        Rows already compressed are decompressed first: the original vectors are not kept,
+        so they are quantised twice (see docs/plugins/colbert.md for what that costs; a
+        rebuild from the texts avoids it). The passages of the add that triggers a
+        re-training enter it uncompressed.
         """
         self.compact()
         if self.total_tokens < 16:

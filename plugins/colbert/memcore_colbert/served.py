@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
 from memcore import ConfigError, CorruptError, NotFoundError, ValidationError, atomic_write_json, get_logger
@@ -26,6 +27,7 @@ from .config import ColbertIndexConfig, ColbertQueryMode, resolve_params
 from .encoder import TokenEncoder
 from .engine import Engine
 from .names import check_index_name, check_pid
+from .rwlock import RWLock
 
 __all__ = ["IndexRoot", "ServedIndex", "parse_tsv", "ConflictError"]
 
@@ -92,9 +94,12 @@ class ServedIndex:
         self.texts: dict[str, str] = {}
         self.metadata: dict[str, dict[str, Any]] = {}
 
-    def add(self, passages: Sequence[tuple[str, str]], metadata: Mapping[str, dict[str, Any]]) -> None:
+    def add(self, passages: Sequence[tuple[str, str]], metadata: Mapping[str, dict[str, Any]], tokens: Sequence[np.ndarray] | None = None) -> None:
+        """Add (or replace) passages; ``tokens``: their token matrices when already encoded."""
         pids = [p for p, _ in passages]
-        self.engine.add(pids, self.encoder.documents([t for _, t in passages]))
+        if tokens is None:
+            tokens = self.encoder.documents([t for _, t in passages])
+        self.engine.add(pids, tokens)
         for pid, text in passages:
             self.texts[pid] = text
             self.metadata.pop(pid, None)
@@ -169,14 +174,22 @@ class ServedIndex:
 
 
 class IndexRoot:
-    """All indexes under ``root``; one lock serialises changes (searches share it too)."""
+    """All indexes under ``root``.
+
+    Locking: each index has a :class:`.rwlock.RWLock`. Searches (and info) hold it shared,
+    so concurrent searches of an index run in parallel; add, delete, create-over and drop
+    hold it exclusively. Passage texts are encoded before the exclusive section, so
+    searches keep running while an add encodes. A short root lock guards the table of
+    open indexes and their locks.
+    """
 
     def __init__(self, root: Path, defaults: Mapping[str, Any] | None = None, max_passages: int = 100_000):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.defaults = dict(defaults or {})
         self.max_passages = max_passages
-        self.lock = threading.RLock()
+        self._guard = threading.Lock()
+        self._locks: dict[str, RWLock] = {}
         self._open: dict[str, ServedIndex] = {}
         self._recover()
 
@@ -194,21 +207,38 @@ class IndexRoot:
     def _dir(self, name: str) -> Path:
         return self.root / check_index_name(name)
 
+    def lock_of(self, name: str) -> RWLock:
+        """The readers-writer lock of index ``name`` (created on first use)."""
+        check_index_name(name)
+        with self._guard:
+            lock = self._locks.get(name)
+            if lock is None:
+                lock = self._locks[name] = RWLock()
+            return lock
+
     def names(self) -> list[str]:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / storage.PLAN_FILE).is_file())
 
     def exists(self, name: str) -> bool:
         return (self._dir(name) / storage.PLAN_FILE).is_file()
 
-    def get(self, name: str) -> ServedIndex:
+    def _get(self, name: str) -> ServedIndex:
+        """The open index (opened from disk on first use); the caller holds its lock."""
         directory = self._dir(name)
-        with self.lock:
+        with self._guard:
             served = self._open.get(name)
-            if served is None:
-                if not (directory / storage.PLAN_FILE).is_file():
-                    raise NotFoundError(f"no index named {name!r}")
-                served = self._open[name] = ServedIndex.open(name, directory)
+        if served is not None:
             return served
+        if not (directory / storage.PLAN_FILE).is_file():
+            raise NotFoundError(f"no index named {name!r}")
+        opened = ServedIndex.open(name, directory)
+        with self._guard:  # two readers may open it at once: the first one wins
+            return self._open.setdefault(name, opened)
+
+    def get(self, name: str) -> ServedIndex:
+        """The index ``name``; NotFoundError if there is none."""
+        with self.lock_of(name).read():
+            return self._get(name)
 
     def _persist(self, served: ServedIndex) -> None:
         target = self._dir(served.name)
@@ -242,25 +272,34 @@ class IndexRoot:
         passages = parse_tsv(tsv, self.max_passages)
         meta = check_metadata(metadata, [p for p, _ in passages])
         config = self.config_for(options)
-        with self.lock:
+        if self.exists(name) and not overwrite:  # fail before encoding; checked again below
+            raise ConflictError(f"index {name!r} already exists (add-to-index adds passages; overwrite=true replaces it)")
+        try:
+            served = ServedIndex(name, config)
+        except ConfigError as exc:
+            raise ValidationError(str(exc)) from None
+        tokens = served.encoder.documents([t for _, t in passages])  # outside any lock
+        with self.lock_of(name).write():
             if self.exists(name) and not overwrite:
                 raise ConflictError(f"index {name!r} already exists (add-to-index adds passages; overwrite=true replaces it)")
-            try:
-                served = ServedIndex(name, config)
-            except ConfigError as exc:
-                raise ValidationError(str(exc)) from None
-            served.add(passages, meta)
+            served.add(passages, meta, tokens)
             self._persist(served)
-            self._open[name] = served
+            with self._guard:
+                self._open[name] = served
             log.info("colbert.index_created", name=name, passages=len(passages))
             return served
 
     def add(self, name: str, tsv: str, metadata: Any) -> ServedIndex:
         passages = parse_tsv(tsv, self.max_passages)
         meta = check_metadata(metadata, [p for p, _ in passages])
-        with self.lock:
-            served = self.get(name)
-            served.add(passages, meta)
+        texts = [t for _, t in passages]
+        encoded_by = self.get(name)
+        tokens = encoded_by.encoder.documents(texts)  # searches go on meanwhile
+        with self.lock_of(name).write():
+            served = self._get(name)
+            if served is not encoded_by:  # re-created or reopened meanwhile: its encoder may differ
+                tokens = served.encoder.documents(texts)
+            served.add(passages, meta, tokens)
             self._persist(served)
             return served
 
@@ -269,8 +308,8 @@ class IndexRoot:
             raise ValidationError("pids must be a list of passage ids")
         for pid in pids:
             check_pid(pid, "pids")
-        with self.lock:
-            served = self.get(name)
+        with self.lock_of(name).write():
+            served = self._get(name)
             gone = served.delete(pids)
             if gone:
                 self._persist(served)
@@ -278,14 +317,21 @@ class IndexRoot:
 
     def drop(self, name: str) -> None:
         directory = self._dir(name)
-        with self.lock:
+        with self.lock_of(name).write():
             if not self.exists(name):
                 raise NotFoundError(f"no index named {name!r}")
-            self._open.pop(name, None)
+            with self._guard:
+                self._open.pop(name, None)
             trash = self.root / f".tmp-drop-{name}-{uuid.uuid4().hex[:8]}"
             directory.rename(trash)
             shutil.rmtree(trash, ignore_errors=True)
 
     def search(self, name: str, query: str, k: int, mode: ColbertQueryMode | None = None, pids: Sequence[str] | None = None) -> list[dict[str, Any]]:
-        with self.lock:
-            return self.get(name).search(query, k, mode, pids)
+        """The best ``k`` passages; runs alongside other searches of the index (shared lock)."""
+        with self.lock_of(name).read():
+            return self._get(name).search(query, k, mode, pids)
+
+    def info(self, name: str) -> dict[str, Any]:
+        """Size and settings of index ``name``."""
+        with self.lock_of(name).read():
+            return self._get(name).info()

@@ -171,7 +171,7 @@ def create_app(root: Path, *, defaults: dict[str, Any] | None = None, max_body: 
     @app.get("/api/indexes/{index_name}")
     async def index_info(index_name: str) -> dict[str, Any]:
         """Size and settings of one index."""
-        return (await run_in_threadpool(indexes.get, check_index_name(index_name))).info()
+        return await run_in_threadpool(indexes.info, check_index_name(index_name))
 
     @app.delete("/api/indexes/{index_name}/passages")
     async def delete_passages(index_name: str, body: DeletePassages = Body(...)) -> dict[str, Any]:

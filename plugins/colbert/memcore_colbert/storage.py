@@ -4,15 +4,18 @@ Files, each written to a temp file beside it, fsynced and ``os.replace``-d in:
 
 - ``plan.json``: format version, token dimension, nbits, the index settings;
 - ``doclens.0.json``: tokens per passage slot (one chunk, ``0``);
-- compressed indexes: ``centroids.npy`` (C, dim) float32, ``0.codes.npy`` (T,) int32
-  centroid ids, ``0.residuals.npy`` (T, dim*nbits/8) uint8, ``buckets.json`` (cutoffs and
-  weights), ``avg_residual.json``, ``ivf.pid.npy`` + ``ivf.lengths.npy`` (centroid ->
-  passage slots);
+- compressed indexes: ``centroids.npy`` (C, dim) float32, ``0.codes.npy`` (T,) centroid
+  ids in the smallest unsigned dtype that holds C (uint8 / uint16 / uint32; format 1
+  stored int32), ``0.residuals.npy`` (T, dim*nbits/8) uint8, ``buckets.json`` (cutoffs and
+  weights: per dimension, or pooled as format 1 wrote them), ``avg_residual.json``,
+  ``ivf.pid.npy`` + ``ivf.lengths.npy`` (centroid -> passage slots);
 - uncompressed (small) indexes: ``0.tokens.npy`` (T, dim) float32;
 - ``metadata.json``, written last: passage ids by slot, tombstoned slots, counts and the
   shape of every array file, so a mismatched set of files is refused with CorruptError.
 
-``.npy`` files are read with ``allow_pickle=False``; nothing is pickled.
+``.npy`` files are read with ``allow_pickle=False``; nothing is pickled. Format 2 reads
+format 1 directories (int32 codes are narrowed on load; the next save writes format 2); a
+directory of a newer format is refused with a CorruptError naming both versions.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ import numpy as np
 
 from memcore import CorruptError, atomic_write_bytes, atomic_write_json
 
-from .codec import ResidualCodec
+from .codec import ResidualCodec, code_dtype
 from .engine import Engine
 
-__all__ = ["save_engine", "load_engine", "FORMAT_VERSION", "PLAN_FILE", "METADATA_FILE"]
+__all__ = ["save_engine", "load_engine", "FORMAT_VERSION", "READABLE_VERSIONS", "PLAN_FILE", "METADATA_FILE"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 PLAN_FILE = "plan.json"
 METADATA_FILE = "metadata.json"
 DOCLENS_FILE = "doclens.0.json"
@@ -85,6 +89,7 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
             "num_embeddings": engine.total_tokens,
             "avg_doclen": float(engine.doclens.mean()) if len(engine.doclens) else 0.0,
             "compressed": engine.compressed,
+            "codes_dtype": engine.codes.dtype.name if engine.compressed else None,
             "trained_tokens": engine.trained_tokens,
             "pids": engine.pids,
             "deleted_slots": np.flatnonzero(~engine.alive).tolist(),
@@ -122,7 +127,13 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
     meta = _json(directory / METADATA_FILE, where)
     if not isinstance(plan, dict) or not isinstance(meta, dict):
         raise CorruptError(f"{where}: plan.json / metadata.json are not JSON objects")
-    expected = {"format_version": FORMAT_VERSION, "dim": engine.dim, "nbits": engine.config.nbits}
+    version = plan.get("format_version")
+    if version not in READABLE_VERSIONS or meta.get("format_version") != version:
+        raise CorruptError(
+            f"{where}: format version {version!r} (metadata.json: {meta.get('format_version')!r}); this memcore-colbert reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))} (a newer one wrote it: upgrade memcore-colbert, or rebuild the index)"
+        )
+    expected: dict[str, Any] = {"dim": engine.dim, "nbits": engine.config.nbits}
     if model_id is not None:
         expected["model_id"] = model_id
     for key, value in expected.items():
@@ -152,12 +163,15 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
         if compressed:
             buckets = _json(directory / "buckets.json", where)
             avg = _json(directory / "avg_residual.json", where)
-            codec = ResidualCodec.from_json({**buckets, **avg})
-            nb = 1 << engine.config.nbits
-            if codec.nbits != engine.config.nbits or codec.dim != engine.dim or codec.cutoffs.shape != (nb - 1,) or codec.weights.shape != (nb,):
+            if buckets.get("nbits") != engine.config.nbits or buckets.get("dim") != engine.dim:
                 raise CorruptError(f"{where}: buckets.json does not match nbits {engine.config.nbits} / dim {engine.dim}")
+            codec = ResidualCodec.from_json({**buckets, **avg})  # ValueError when the tables do not fit
             centroids = _npy(directory / COMPRESSED["centroids"], where, shapes.get("centroids"), np.float32)
-            codes = _npy(directory / COMPRESSED["codes"], where, [total], np.int32)
+            narrow = code_dtype(len(centroids))
+            saved_dtype = np.int32 if version == 1 else meta.get("codes_dtype")
+            if version > 1 and saved_dtype != narrow.name:
+                raise CorruptError(f"{where}: metadata.json says codes are {saved_dtype!r}, {len(centroids)} centroids need {narrow.name}")
+            codes = _npy(directory / COMPRESSED["codes"], where, [total], saved_dtype)
             residuals = _npy(directory / COMPRESSED["residuals"], where, [total, codec.bytes_per_token], np.uint8)
             ivf_slots = _npy(directory / COMPRESSED["ivf"], where, shapes.get("ivf"), np.int64)
             ivf_lengths = _npy(directory / COMPRESSED["ivf_lengths"], where, [len(centroids)], np.int64)
@@ -165,7 +179,7 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
                 raise CorruptError(f"{where}: codes and centroids do not agree")
             if int(ivf_lengths.sum()) != len(ivf_slots) or (len(ivf_slots) and (ivf_slots.min() < 0 or ivf_slots.max() >= len(pids))):
                 raise CorruptError(f"{where}: ivf.pid.npy and ivf.lengths.npy do not agree")
-            engine.centroids, engine.codec, engine.codes, engine.residuals, engine.raw = centroids, codec, codes, residuals, None
+            engine.centroids, engine.codec, engine.codes, engine.residuals, engine.raw = centroids, codec, codes.astype(narrow, copy=False), residuals, None
         else:
             engine.raw = _npy(directory / RAW["tokens"], where, [total, engine.dim], np.float32)
     except (KeyError, TypeError, ValueError) as exc:

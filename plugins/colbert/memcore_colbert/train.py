@@ -62,7 +62,7 @@ def train(tokens: np.ndarray, config: ColbertIndexConfig, name: str) -> tuple[np
     kmeans.train(np.ascontiguousarray(fit, dtype=np.float32))
     centroids = np.ascontiguousarray(kmeans.centroids, dtype=np.float32)
     centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
-    codec = ResidualCodec.train(heldout, centroids, config.nbits)
+    codec = ResidualCodec.train(heldout, centroids, config.nbits, config.buckets)
     log.info(
         "colbert.trained",
         name=name,
@@ -71,6 +71,7 @@ def train(tokens: np.ndarray, config: ColbertIndexConfig, name: str) -> tuple[np
         sample=len(fit),
         heldout=len(heldout),
         nbits=config.nbits,
+        buckets=config.buckets,
         avg_residual=round(codec.avg_residual, 5),
         seconds=round(time.perf_counter() - started, 3),
     )

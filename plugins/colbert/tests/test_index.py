@@ -11,33 +11,73 @@ from memcore import ConfigError, CorruptError, UnknownComponentError, Validation
 from memcore_colbert.codec import ResidualCodec
 
 
-def test_codec_roundtrip_and_buckets():
+@pytest.mark.parametrize("buckets", ["per_dim", "pooled"])
+def test_codec_roundtrip_and_buckets(buckets):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2000, 32)).astype(np.float32)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
     centroids = x[:16].copy()
     errors = {}
     for nbits in (1, 2, 4):
-        codec = ResidualCodec.train(x[1000:], centroids, nbits)
-        assert codec.cutoffs.shape == ((1 << nbits) - 1,) and codec.weights.shape == (1 << nbits,)
-        assert np.all(np.diff(codec.cutoffs) >= 0) and np.all(np.diff(codec.weights) > 0)
+        codec = ResidualCodec.train(x[1000:], centroids, nbits, buckets)
+        shape = (32,) if buckets == "per_dim" else ()
+        assert codec.cutoffs.shape == (*shape, (1 << nbits) - 1) and codec.weights.shape == (*shape, 1 << nbits)
+        assert np.all(np.diff(codec.cutoffs, axis=-1) >= 0) and np.all(np.diff(codec.weights, axis=-1) > 0)
         codes, residuals = codec.compress(x[:1000], centroids)
+        assert codes.dtype == np.uint8  # 16 centroids
         assert residuals.shape == (1000, 32 * nbits // 8) and residuals.dtype == np.uint8
         approx = codec.decompress(codes, residuals, centroids)
         errors[nbits] = float(np.mean(np.sum(approx * x[:1000], axis=1)))
+        again = ResidualCodec.from_json(json.loads(json.dumps(codec.to_json())))
+        np.testing.assert_array_equal(again.decompress(codes, residuals, centroids), approx)
     # more bits, closer reconstruction (mean cosine to the original)
     assert errors[1] < errors[2] < errors[4] and errors[4] > 0.97
 
 
 def test_buckets_follow_colbertv2_quantiles():
     rng = np.random.default_rng(1)
-    x = rng.standard_normal((4000, 16)).astype(np.float32)
+    x = rng.standard_normal((4000, 16)).astype(np.float32) * np.linspace(0.1, 2.0, 16, dtype=np.float32)
     centroids = np.zeros((1, 16), dtype=np.float32)
-    codec = ResidualCodec.train(x, centroids, 2)
+    pooled = ResidualCodec.train(x, centroids, 2, "pooled")
     flat = x.ravel()
-    np.testing.assert_allclose(codec.cutoffs, np.quantile(flat, [0.25, 0.5, 0.75]), rtol=1e-5)
-    np.testing.assert_allclose(codec.weights, np.quantile(flat, [0.125, 0.375, 0.625, 0.875]), rtol=1e-5)
-    assert codec.avg_residual == pytest.approx(float(np.abs(x).mean()), rel=1e-5)
+    np.testing.assert_allclose(pooled.cutoffs, np.quantile(flat, [0.25, 0.5, 0.75]), rtol=1e-5)
+    np.testing.assert_allclose(pooled.weights, np.quantile(flat, [0.125, 0.375, 0.625, 0.875]), rtol=1e-5)
+    assert pooled.avg_residual == pytest.approx(float(np.abs(x).mean()), rel=1e-5)
+    per_dim = ResidualCodec.train(x, centroids, 2, "per_dim")
+    for d in (0, 7, 15):  # the same quantiles, of each dimension alone
+        np.testing.assert_allclose(per_dim.cutoffs[d], np.quantile(x[:, d], [0.25, 0.5, 0.75]), rtol=1e-5)
+        np.testing.assert_allclose(per_dim.weights[d], np.quantile(x[:, d], [0.125, 0.375, 0.625, 0.875]), rtol=1e-5)
+    # encoding follows each dimension's cutoffs: bucket id = number of cutoffs <= r_d
+    probe = np.stack([per_dim.cutoffs[:, 1] - 1e-4, per_dim.cutoffs[:, 1] + 1e-4])
+    _, packed = per_dim.compress(probe, centroids)
+    ids = (packed[:, :, None] >> np.array([0, 2, 4, 6], dtype=np.uint8)) & 3
+    assert (ids[0] == 1).all() and (ids[1] == 2).all()
+
+
+def test_per_dimension_buckets_reconstruct_anisotropic_residuals_better():
+    """Dimensions of very different spread (as sentence-model token vectors have): pooled
+    cutoffs waste the buckets of the narrow dimensions; per-dimension ones do not."""
+    rng = np.random.default_rng(2)
+    scale = np.geomspace(0.02, 1.0, 64).astype(np.float32)
+    x = rng.standard_normal((6000, 64)).astype(np.float32) * scale
+    centroids = np.zeros((1, 64), dtype=np.float32)
+    err = {}
+    for buckets in ("pooled", "per_dim"):
+        codec = ResidualCodec.train(x[:3000], centroids, 2, buckets)
+        codes, packed = codec.compress(x[3000:], centroids)
+        # undo the normalisation of decompress: compare directions
+        approx = codec.decompress(codes, packed, centroids)
+        truth = x[3000:] / np.linalg.norm(x[3000:], axis=1, keepdims=True)
+        err[buckets] = float(np.mean(np.sum(approx * truth, axis=1)))
+    assert err["per_dim"] > err["pooled"]
+
+
+def test_codes_use_the_smallest_unsigned_dtype():
+    from memcore_colbert.codec import code_dtype
+
+    assert code_dtype(2) == np.uint8 and code_dtype(256) == np.uint8
+    assert code_dtype(257) == np.uint16 and code_dtype(65_536) == np.uint16
+    assert code_dtype(65_537) == np.uint32
 
 
 def test_plaid_agrees_with_exhaustive(kit):
@@ -137,6 +177,39 @@ def test_save_reopen_compressed(kit, tmp_path):
     assert fresh.search(kit.query("brand new lighthouses"), 1)[0].id == "r1000"
 
 
+def test_codes_on_disk_are_narrow_and_format_1_still_reads(kit, tmp_path):
+    import io
+
+    index = kit.make(train_min_tokens=100, ncentroids=300, exhaustive_below=0, buckets="pooled")
+    texts = kit.texts(400, seed=10)
+    index.add(kit.records(texts))
+    assert index.engine.codes.dtype == np.uint16  # 300 centroids
+    index.save(tmp_path)
+    assert np.load(tmp_path / "0.codes.npy", allow_pickle=False).dtype == np.uint16
+    meta = json.loads((tmp_path / "metadata.json").read_text())
+    assert meta["format_version"] == 2 and meta["codes_dtype"] == "uint16"
+    q = kit.query(texts[42])
+    before = [(h.id, round(h.score, 6)) for h in index.search(q, 5)]
+    # rewrite the directory as format 1 wrote it: int32 codes, pooled buckets, no codes_dtype
+    buffer = io.BytesIO()
+    np.save(buffer, np.load(tmp_path / "0.codes.npy").astype(np.int32), allow_pickle=False)
+    (tmp_path / "0.codes.npy").write_bytes(buffer.getvalue())
+    del meta["codes_dtype"]
+    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 1}))
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan["config"].pop("buckets")
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 1}))
+    old = kit.make(train_min_tokens=100, ncentroids=300, exhaustive_below=0, buckets="pooled")
+    old.load(tmp_path)
+    assert old.engine.codes.dtype == np.uint16
+    assert [(h.id, round(h.score, 6)) for h in old.search(q, 5)] == before
+    # a directory of a newer format: a clear refusal
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 3}))
+    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 3}))
+    with pytest.raises(CorruptError, match="format version 3.*reads versions 1, 2"):
+        kit.make(train_min_tokens=100, ncentroids=300).load(tmp_path)
+
+
 def test_load_refuses_mismatched_files(kit, tmp_path):
     index = kit.make(train_min_tokens=100, ncentroids=16)
     index.add(kit.records(kit.texts(100, seed=9)))
@@ -175,3 +248,19 @@ def test_bad_settings_and_queries(kit):
     with pytest.raises(ValidationError, match="k must be"):
         index.search(kit.query("hello"), 0)
     assert len(index) == 1
+
+
+def test_retraining_compresses_the_new_passages_from_their_original_vectors(kit):
+    index = kit.make(train_min_tokens=100, ncentroids=16, retrain_growth=2.0, exhaustive_below=0)
+    texts = kit.texts(400, seed=11)
+    index.add(kit.records(texts[:50]))
+    engine = index.engine
+    trained = engine.trained_tokens
+    fresh = index.encoder.documents(texts[50:400])
+    index.add(kit.records(texts[50:400], start=50))  # past retrain_growth: trained again
+    assert engine.trained_tokens > trained
+    rows = np.arange(engine.offsets[50], engine.total_tokens)
+    assert engine.pids[50] == "r50" and len(rows) == sum(len(m) for m in fresh)
+    codes, residuals = engine.codec.compress(np.concatenate(fresh), engine.centroids)
+    np.testing.assert_array_equal(engine.codes[rows], codes)  # not a compressed copy compressed again
+    np.testing.assert_array_equal(engine.residuals[rows], residuals)

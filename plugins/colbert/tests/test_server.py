@@ -179,6 +179,75 @@ def test_other_bad_requests(server):
     assert not {"m_m_m", "big_big_big", "many_many_many"} & set(call(f"{base}/api/indexes")[1]["indexes"])
 
 
+def _wait_for(predicate, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+def test_searches_run_while_one_is_inside_and_writes_wait_for_them(server):
+    """A search holding the index's lock shared does not stop other searches (with one
+    exclusive lock the HTTP search below would hang); an add waits until it leaves."""
+    base, name = server.url, "conc_rw_lock"
+    assert call(f"{base}/api/create-index", "POST", {"index_name": name, "collection_tsv_data": TSV})[0] == 200
+    lock = server.server.config.app.state.indexes.lock_of(name)
+    added: dict = {}
+
+    def add() -> None:
+        added["response"] = call(f"{base}/api/add-to-index", "POST", {"index_name": name, "collection_tsv_data": "d9\tZeppelin airship hangar\n"})
+
+    writer = threading.Thread(target=add)
+    with lock.read():  # as if a long search were running
+        status, body = call(f"{base}/api/search?query=penguins&k=1&index_name={name}")
+        assert status == 200 and body["topk"][0]["pid"] == "d1"
+        writer.start()
+        _wait_for(lambda: lock.writers_waiting == 1, "the add to wait for the lock")
+        assert "response" not in added and lock.readers == 1
+    writer.join(30)
+    assert added["response"][0] == 200 and added["response"][1]["passages"] == 4
+    assert call(f"{base}/api/search?query=zeppelin+airship&k=1&index_name={name}")[1]["topk"][0]["pid"] == "d9"
+    assert call(f"{base}/api/indexes/{name}", "DELETE")[0] == 200
+
+
+def test_concurrent_searches_and_adds_over_http(server):
+    base, name = server.url, "conc_many_clients"
+    assert call(f"{base}/api/create-index", "POST", {"index_name": name, "collection_tsv_data": TSV})[0] == 200
+    errors: list = []
+    done = threading.Event()
+    searches = itertools.count()
+
+    def searcher() -> None:
+        while not done.is_set():
+            status, body = call(f"{base}/api/search?query=penguins+antarctica&k=3&index_name={name}")
+            if status != 200 or body["topk"][0]["pid"] != "d1":
+                errors.append((status, body))
+            next(searches)
+
+    def adder() -> None:
+        try:
+            for batch in range(8):
+                tsv = "".join(f"n{batch}_{i}\tnote {batch} {i} about gardening and tomatoes\n" for i in range(20))
+                status, body = call(f"{base}/api/add-to-index", "POST", {"index_name": name, "collection_tsv_data": tsv})
+                if status != 200:
+                    errors.append((status, body))
+        finally:
+            done.set()
+
+    threads = [threading.Thread(target=searcher) for _ in range(6)] + [threading.Thread(target=adder)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert next(searches) >= 6
+    status, body = call(f"{base}/api/indexes/{name}")
+    assert status == 200 and body["passages"] == 3 + 8 * 20
+    assert call(f"{base}/api/search?query=zeppelin+penguins&k=1&index_name={name}")[1]["topk"][0]["pid"] == "d1"
+    assert call(f"{base}/api/indexes/{name}", "DELETE")[0] == 200
+
+
 def test_client_and_restart_keep_the_index(tmp_path):
     srv = ThreadServer(tmp_path)
     try:

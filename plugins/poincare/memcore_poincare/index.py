@@ -4,9 +4,11 @@ Each record is a particle: its direction is its vector in ``config.space``, its 
 intensity, temperature and birth time come from its metadata (``v_key``, ``T_key``,
 ``born_key``; defaults ``default_v``, ``default_T`` and the record's ``created_at``) and
 its links from ``record.links`` (the store holds the truth; Chroma keeps a derived
-copy). The particles live in a Chroma collection (:mod:`.home`: embedded inside the
+copy). The particles live in a Chroma collection (:mod:`memcore_chroma_support.home`: embedded inside the
 index folder, or on a Chroma server) and are searched with the four steps of
-:class:`~.retrieval.HyperAmyRetrieval`. Scores are higher-is-better: ``-distance``
+:class:`~.retrieval.HyperAmyRetrieval` (with embedded Chroma, the cone and neighbour
+steps read an in-memory particle mirror, :mod:`.mirror`, rebuilt from Chroma on first use
+after an open). Scores are higher-is-better: ``-distance``
 (``raw`` holds the distance, penalised for neighbours).
 """
 
@@ -23,7 +25,8 @@ import numpy as np
 from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
 
 from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
-from .home import CollectionHome, chunks
+from .mirror import ParticleMirror
+from memcore_chroma_support import CollectionHome, chunks
 from .physics import ParticleProjector, TimePhysics, unit_directions
 from .retrieval import HyperAmyRetrieval
 from .types import Point
@@ -57,7 +60,10 @@ class PoincareIndex(Index):
             {"hnsw": {"space": "cosine"}},
             {"format_version": self.format_version, "kind": "poincare", "dim": self.dim},
             f"poincare index {context.name!r}",
+            folder=context.directory,
         )
+        self._use_mirror = config.mirror == "on" or (config.mirror == "auto" and config.connection.mode == "embedded")
+        self._mirror: ParticleMirror | None = None
 
     # -- the particle source of HyperAmyRetrieval ----------------------------------------
 
@@ -75,6 +81,15 @@ class PoincareIndex(Index):
 
     def count(self) -> int:
         return int(self.home.collection.count()) if self.home.opened else 0
+
+    def particle_mirror(self) -> ParticleMirror | None:
+        """The in-memory particle mirror (:mod:`.mirror`), built from the collection on first
+        use after an open or a load; None when ``mirror`` is off or nothing is stored."""
+        if not self._use_mirror or not self.home.opened:
+            return None
+        if self._mirror is None:
+            self._mirror = ParticleMirror.from_collection(self.home.collection, self.dim, self.home.batch_size)
+        return self._mirror
 
     def __len__(self) -> int:
         return self.count()
@@ -154,6 +169,8 @@ class PoincareIndex(Index):
         collection = self.home.collection
         for sl in chunks(range(len(ids)), self.home.batch_size):
             collection.upsert(ids=ids[sl.start : sl.stop], embeddings=directions[sl.start : sl.stop], metadatas=metas[sl.start : sl.stop])
+        if self._mirror is not None:
+            self._mirror.upsert(ids, directions, metas)
 
     def remove(self, ids: Sequence[str]) -> None:
         ids = list(dict.fromkeys(ids))
@@ -161,6 +178,8 @@ class PoincareIndex(Index):
             return
         for part in chunks(ids, self.home.batch_size):
             self.home.collection.delete(ids=list(part))
+        if self._mirror is not None:
+            self._mirror.delete(ids)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -189,6 +208,12 @@ class PoincareIndex(Index):
 
     def load(self, directory: Path) -> None:
         self.home.load(Path(directory))
+        self._mirror = None  # rebuilt from the loaded collection on the next search
+
+    def close(self) -> None:
+        """Release the Chroma client; an unsaved (or dropped) generation is deleted."""
+        self.home.close()
+        self._mirror = None
 
     def stats(self) -> dict[str, Any]:
         return {
