@@ -10,7 +10,7 @@ same process, same run.
   ``ratio = memcore points/s / raw points/s`` (target >= 0.9);
 - **query**: ``ChromaIndex.search`` (on a ``Query`` built beforehand) vs raw
   ``collection.query(n_results=k, include=["distances"])``, one query at a time,
-  interleaved (the order flipped each query so load hits both alike); p50 ms, QPS ratio,
+  interleaved (the order cycles through all permutations so load hits all alike); p50 ms, QPS ratio,
   the same raw call on the memcore index's own collection (``memcore_overhead_p50_ms`` is
   memcore's own share),
   recall@k of both against exact numpy search; and with an ``allowed`` set of 10% of the
@@ -32,6 +32,7 @@ Never run as a test: timings belong here (DESIGN.md section 8).
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -92,6 +93,9 @@ def exact_top(x: np.ndarray, q: np.ndarray, k: int, allowed_rows: np.ndarray | N
     return {f"r{i}" for i in best}
 
 
+ORDERS = list(itertools.permutations(("raw", "memcore", "own")))
+
+
 def query_part(raw_col: Any, index: ChromaIndex, x: np.ndarray, queries: np.ndarray, k: int, allowed: set[str] | None) -> dict[str, Any]:
     """Interleaved one-by-one queries; p50 ms, QPS ratio, recall@k of both against exact search."""
     lat: dict[str, list[float]] = {"raw": [], "memcore": [], "own": []}
@@ -101,7 +105,7 @@ def query_part(raw_col: Any, index: ChromaIndex, x: np.ndarray, queries: np.ndar
     built = [Query(vectors={"default": q}) for q in queries]  # the caller's Query, made before timing
     for i, q in enumerate(queries):
         got: dict[str, list[str]] = {}
-        for who in [("raw", "memcore", "own"), ("own", "memcore", "raw")][i % 2]:
+        for who in ORDERS[i % len(ORDERS)]:  # every position as often: no side gains from going first or last
             t0 = time.perf_counter()
             if who == "raw":
                 res = raw_col.query(query_embeddings=q[None, :], n_results=k, ids=allowed_list, include=["distances"])
