@@ -53,8 +53,8 @@ __all__ = [
 REPO = Path(__file__).resolve().parent.parent
 """The repository root."""
 
-SHARED = REPO.parent / "shared"
-"""The shared data folder beside the repository (``../shared``): SciFact, LoCoMo..."""
+SHARED = Path(os.environ.get("MEMCORE_SHARED") or REPO.parent / "shared")
+"""The shared data folder beside the repository (``../shared``; ``MEMCORE_SHARED`` overrides it): SciFact, LoCoMo..."""
 
 THREAD_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """Environment variables that change BLAS / OpenMP timings, recorded in the header."""

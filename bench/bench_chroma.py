@@ -4,16 +4,17 @@ same process, same run.
 
 - **insert**: ``ChromaIndex.add`` (validation, normalisation, ``upsert`` batches of
   ``get_max_batch_size()``) vs raw ``collection.upsert`` (the same semantics: re-adding
-  replaces) and raw ``collection.add``, the same batches, both in an in-memory
-  ``EphemeralClient`` collection (a new memcore index lives there until its first save);
+  replaces) and raw ``collection.add``, the same batches, both in a ``PersistentClient``
+  on disk (the memcore index in its own folder, ``IndexContext.directory``, where a new
+  embedded index lives from its first write; raw chromadb in a folder beside it);
   ``ratio = memcore points/s / raw points/s`` (target >= 0.9);
 - **query**: ``ChromaIndex.search`` (on a ``Query`` built beforehand) vs raw
   ``collection.query(n_results=k, include=["distances"])``, one query at a time,
   interleaved (the order flipped each query so load hits both alike); p50 ms, QPS ratio,
   recall@k of both against exact numpy search; and with an ``allowed`` set of 10% of the
   ids passed as ``ids=`` by both;
-- **save**: the first ``save`` of the embedded index (copy into a ``PersistentClient``
-  inside the index folder);
+- **save**: the first ``save`` of the embedded index (only ``state.json``: the collection
+  already lives in the index folder);
 - **server**: the same against a ``chroma run`` server on 127.0.0.1 (``--server-n``
   points): insert and query ratio to raw ``HttpClient``, and server over embedded latency.
 
@@ -36,11 +37,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from _chroma_server import chroma_server
 from _common import emit, finish_environment, header, log, pct, use_checkout
 
-use_checkout("chroma")
+use_checkout("chroma", "chroma-support")
 
+from memcore_chroma_support import chroma_server  # noqa: E402
 from memcore import IndexContext, Query, Record, SpaceInfo  # noqa: E402
 from memcore_chroma import ChromaIndexConfig  # noqa: E402
 from memcore_chroma.index import ChromaIndex  # noqa: E402
@@ -146,13 +147,15 @@ def main() -> None:
     x = clustered(args.n, args.dim, args.seed)
     queries = clustered(args.queries, args.dim, args.seed + 1)
     records = [Record(id=f"r{i}", text="", vectors={"default": x[i]}) for i in range(args.n)]
-    context = IndexContext(name="bench", spaces={"default": SpaceInfo("default", args.dim, "bench")})
+    spaces = {"default": SpaceInfo("default", args.dim, "bench")}
+    context = IndexContext(name="bench", spaces=spaces)
     rng = np.random.default_rng(args.seed + 2)
     allowed = {f"r{i}" for i in rng.choice(args.n, args.n // 10, replace=False)}
     config = {"hnsw": {"space": "cosine"}}
 
     with tempfile.TemporaryDirectory() as tmp:
-        client = chromadb.EphemeralClient(settings=Settings(anonymized_telemetry=False, allow_reset=False))
+        folder = Path(tmp) / "index"
+        client = chromadb.PersistentClient(path=str(Path(tmp) / "raw"), settings=Settings(anonymized_telemetry=False, allow_reset=False))
         batch = int(client.get_max_batch_size())
         made: dict[str, Any] = {}
 
@@ -160,15 +163,14 @@ def main() -> None:
             made[kind] = client.create_collection(f"raw-{kind}", configuration=config, embedding_function=None)
             return made[kind]
 
-        index = ChromaIndex(ChromaIndexConfig(), context)
+        index = ChromaIndex(ChromaIndexConfig(), IndexContext(name="bench", spaces=spaces, directory=folder))
         log("embedded insert")
         result["embedded_insert"] = insert_part(make_raw, index, x, records, batch)
         log("embedded query")
         result["embedded_query"] = query_part(made["upsert"], index, x, queries, args.k, None)
         log("embedded query, 10% allowed")
         result["embedded_query_allowed"] = query_part(made["upsert"], index, x, queries[: max(20, args.queries // 4)], args.k, allowed)
-        folder = Path(tmp) / "index"
-        folder.mkdir()
+        folder.mkdir(exist_ok=True)
         result["embedded_first_save_s"] = round(timed(lambda: index.save(folder)), 2)
         log("persistent query after save")
         result["persistent_query"] = query_part(made["upsert"], index, x, queries[: max(20, args.queries // 4)], args.k, None)
@@ -189,7 +191,7 @@ def main() -> None:
                 result["server_query"] = query_part(hmade["upsert"], remote, x[:server_n], queries, args.k, None)
                 small = index
                 if server_n != args.n:
-                    small = ChromaIndex(ChromaIndexConfig(), context)
+                    small = ChromaIndex(ChromaIndexConfig(), IndexContext(name="bench", spaces=spaces, directory=Path(tmp) / "small"))
                     small.add(records[:server_n])
                 lat: dict[str, list[float]] = {"embedded": [], "server": []}
                 for i, q in enumerate(queries):

@@ -8,7 +8,13 @@ The design note's ``HyperAmyRetrieval.search`` (seed 001, section 4.2) is ported
 :class:`HyperAmyRetrieval` projects every candidate and computes every distance in one
 numpy operation. Both read the same Chroma results, so the comparison is reported twice:
 
-- ``search``: the whole search (Chroma query + shell + neighbourhood + aggregate), p50 ms;
+- ``search``: the whole search, p50 ms: memcore's (``search_batched``: the cone and the
+  neighbours read the in-memory particle mirror, exact cone; ``search_chroma``: the mirror
+  off, a Chroma cone query and a neighbour ``get``, as on a server) vs the design's loop
+  (Chroma query + one step per candidate); ``mirror_build_s`` is the time to build the
+  mirror from Chroma after a reopen (paid once, on the first search);
+  ``search_many_ms_per_query``: every query in one ``search_many`` call (one Chroma cone
+  query for all), wall time divided by the number of queries;
 - ``shell``: steps 2-4 on Chroma results fetched beforehand (still one Chroma ``get`` for
   the neighbours), p50 ms;
 - ``score``: step 2 alone, the projection and distance of every cone candidate (what the
@@ -39,11 +45,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _chroma_server import chroma_server
 from _common import emit, finish_environment, header, log, pct, use_checkout
 
-use_checkout("poincare")
+use_checkout("poincare", "chroma-support")
 
+from memcore_chroma_support import chroma_server  # noqa: E402
 from memcore_poincare import ChromaConnection, HyperAmyRetrieval, HyperAmyStorage, ParticleProjector, Point  # noqa: E402
 from memcore_poincare.retrieval import Candidates, neighbour_ids, _links  # noqa: E402
 from memcore_poincare.types import SearchResult  # noqa: E402
@@ -193,7 +199,13 @@ def main() -> None:
         log(f"embedded: inserting {args.n} points of {args.dim} dims")
         insert_s = fill(storage, points)
         result["embedded_insert"] = {"n": args.n, "seconds": round(insert_s, 1), "points_per_s": round(args.n / insert_s)}
+        t0 = time.perf_counter()
+        reopened = HyperAmyStorage(Path(tmp) / "embedded", collection_name="bench")  # as after a restart: the mirror is built on first use
+        reopened.particle_mirror()
+        result["mirror_build_s"] = round(time.perf_counter() - t0, 2)
+        storage = reopened
         retrieval = HyperAmyRetrieval(storage, ParticleProjector(1.0, 2.0))
+        chroma_only = HyperAmyRetrieval(HyperAmyStorage(Path(tmp) / "embedded", collection_name="bench", mirror=False), ParticleProjector(1.0, 2.0))
         loop = DesignLoop(storage.collection)
         tq = [torch.tensor(q.emotion_vector, dtype=torch.float32) for q in queries]
         rows = []
@@ -203,7 +215,10 @@ def main() -> None:
                 storage.collection.query(query_embeddings=retrieval.query_state(q, t_now)[0], n_results=cone, include=["metadatas", "embeddings"])
                 for q in queries
             ]
-            times: dict[str, list[float]] = {k: [] for k in ("search_batched", "search_loop", "shell_batched", "shell_loop", "score_batched", "score_loop")}
+            times: dict[str, list[float]] = {
+                k: [] for k in ("search_batched", "search_loop", "search_chroma", "shell_batched", "shell_loop", "score_batched", "score_loop")
+            }
+            same_chroma = 0
             same_order = same_ids = 0
             for i, q in enumerate(queries):
                 lq = Point("Q", tq[i], q.v, q.T, q.born)
@@ -232,14 +247,30 @@ def main() -> None:
                         dq = loop.compute_state(lq.emotion_vector, lq.v, lq.T, lq.born, t_now)
                         [loop._score(dq, vec, meta, t_now) for vec, meta in zip(f["embeddings"][0], f["metadatas"][0])]
                     times[f"score_{who}"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                via_chroma = chroma_only.search(q, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now)
+                times["search_chroma"].append(time.perf_counter() - t0)
+                same_chroma += [r.id for r in via_chroma] == [r.id for r in out["search_batched"]]
                 a, b = [r.id for r in out["search_batched"]], [r.id for r in out["search_loop"]]
                 same_order += a == b
                 same_ids += set(a) == set(b)
+            t0 = time.perf_counter()
+            many = retrieval.search_many(queries, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now)
+            many_ms = (time.perf_counter() - t0) * 1000 / len(queries)
+            same_many = sum(
+                [r.id for r in a] == [r.id for r in b]
+                for a, b in zip(many, (retrieval.search(q, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now) for q in queries))
+            )
             row = {"cone_width": cone, **{f"{k}_p50_ms": p50_ms(v) for k, v in times.items()}}
+            row["search_many_ms_per_query"] = round(many_ms, 3)
+            row["speedup_search_many"] = round(statistics.median(times["search_loop"]) * 1000 / many_ms, 2)
+            row["search_many_same_as_search"] = f"{same_many}/{len(queries)}"
             row["speedup_search"] = round(statistics.median(times["search_loop"]) / statistics.median(times["search_batched"]), 2)
             row["speedup_shell"] = round(statistics.median(times["shell_loop"]) / statistics.median(times["shell_batched"]), 2)
             row["speedup_score"] = round(statistics.median(times["score_loop"]) / statistics.median(times["score_batched"]), 2)
+            row["speedup_search_chroma_cone"] = round(statistics.median(times["search_loop"]) / statistics.median(times["search_chroma"]), 2)
             row["same_ranking"] = f"{same_order}/{len(queries)}"
+            row["mirror_same_as_chroma_cone"] = f"{same_chroma}/{len(queries)}"
             row["same_ids"] = f"{same_ids}/{len(queries)}"
             rows.append(row)
             log(json.dumps(row))

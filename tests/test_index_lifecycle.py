@@ -122,11 +122,57 @@ def test_faiss_search_time_option_changes_on_reopen(tmp_path):
         open_with(tmp_path, {"vector": {**base, "factory": "HNSW32"}})
 
 
+@pytest.fixture
+def count_loads(monkeypatch):
+    """Counts ``IndexHandle.load`` calls per index name."""
+    from collections import Counter
+
+    from memcore.index_handle import IndexHandle
+
+    loads: Counter = Counter()
+    real = IndexHandle.load
+
+    def load(self):
+        loads[self.name] += 1
+        return real(self)
+
+    monkeypatch.setattr(IndexHandle, "load", load)
+    return loads
+
+
+@pytest.mark.skipif(not HAS_FAISS, reason="memcore-faiss not installed")
+def test_a_search_time_change_on_reopen_loads_the_index_once(tmp_path, count_loads):
+    base = {"kind": "faiss", "factory": "HNSW16", "ef_search": 16}
+    with open_with(tmp_path, {"vector": base}) as memory:
+        memory.insert(TEXTS)
+    count_loads.clear()
+    with open_with(tmp_path, {"vector": {**base, "ef_search": 48}}) as memory:
+        assert count_loads["vector"] == 1
+        assert memory.collection._indexes["vector"].loaded_from_disk
+        assert memory.collection.index("vector").stats()["ef_search"] == 48
+        assert memory.collection.list_indexes()[0]["config"]["ef_search"] == 48
+    count_loads.clear()
+    with memcore.open({"indexes": {"vector": {**base, "ef_search": 32}}}, path=tmp_path, store={"read_only": True}) as memory:
+        assert count_loads["vector"] == 1  # read-only: applied in memory, nothing written
+        assert memory.collection.index("vector").stats()["ef_search"] == 32
+    with open_with(tmp_path, {"vector": {**base, "ef_search": 48}}) as memory:
+        assert memory.collection.list_indexes()[0]["config"]["ef_search"] == 48
+
+
+def test_unchanged_options_load_each_index_once(tmp_path, count_loads):
+    with open_with(tmp_path, {"vector": {"kind": "exact"}}) as memory:
+        memory.insert(TEXTS[:4])
+    count_loads.clear()
+    with open_with(tmp_path, {"vector": {"kind": "exact"}}):
+        assert dict(count_loads) == {"vector": 1}
+
+
 @pytest.mark.skipif(not HAS_BM25, reason="memcore-fifo-kv not installed")
 def test_bm25_merge_threshold_is_search_time_and_stemmer_build_time(tmp_path):
     with open_with(tmp_path, {"words": {"kind": "bm25"}}) as memory:
         memory.insert(TEXTS)
     with open_with(tmp_path, {"words": {"kind": "bm25", "merge_threshold": 5}}) as memory:
+        assert memory.collection.list_indexes()[0]["config"]["merge_threshold"] == 5
         assert memory.count(index="words") == len(TEXTS)
         assert memory.query("weather number 12", k=1, index="words")[0].record.text == TEXTS[12]
     with pytest.raises(ConfigError, match="'stemmer'"):

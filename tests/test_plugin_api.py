@@ -4,13 +4,15 @@ plugin of the repository imports nothing else from memcore."""
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
 import memcore
 from memcore.testing import plugin_api_violations
-from memcore.testing.plugin_api import source_violations
+from memcore.testing.plugin_api import metadata as plugin_api_metadata
+from memcore.testing.plugin_api import dependency_packages, source_violations
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(ROOT.glob("plugins/*/memcore_*")) + sorted(ROOT.glob("examples/*/memcore_*"))
@@ -30,9 +32,33 @@ def test_the_api_table_in_the_docs_lists_exactly_memcore_all():
     assert documented == set(memcore.__all__)
 
 
+def _distribution(package: Path) -> str:
+    return tomllib.loads((package.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"]
+
+
 @pytest.mark.parametrize("package", PACKAGES, ids=lambda p: p.name)
 def test_each_plugin_imports_only_the_plugin_api(package):
-    assert plugin_api_violations(package) == []
+    assert plugin_api_violations(package, libraries=dependency_packages(_distribution(package))) == []
+
+
+def test_a_plugin_may_import_the_library_distributions_it_depends_on():
+    assert dependency_packages("memcore-chroma") == {"memcore_chroma_support"}
+    assert dependency_packages("memcore-poincare") == {"memcore_chroma_support"}
+    assert dependency_packages("memcore-faiss") == frozenset()
+    assert dependency_packages("memcore-not-installed") == frozenset()
+    source = "from memcore_chroma_support import CollectionHome"
+    assert source_violations(source, "m.py", "memcore_chroma", libraries={"memcore_chroma_support"}) == []
+    assert len(source_violations(source, "m.py", "memcore_faiss")) == 1  # not a dependency of this one
+
+
+def test_a_dependency_that_is_a_plugin_stays_off_limits(monkeypatch):
+    real = plugin_api_metadata.requires
+    monkeypatch.setattr(
+        plugin_api_metadata,
+        "requires",
+        lambda name: ["memcore-faiss>=0.1", "memcore-chroma-support", 'memcore-lsh; extra == "x"'] if name == "memcore-mine" else real(name),
+    )
+    assert dependency_packages("memcore-mine") == {"memcore_chroma_support"}  # faiss and lsh have memcore entry points
 
 
 def test_the_repository_has_plugins_to_check():

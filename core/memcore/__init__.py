@@ -59,6 +59,7 @@ from .stages.signals import minmax, term_overlap
 from .stages.text import content_tokens, token_set, token_sets, tokenize
 from .store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 from .triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
+from .vector_reader import VectorReader
 
 __all__ = [
     # -- using a memory -------------------------------------------------------------------
@@ -80,6 +81,7 @@ __all__ = [
     "IndexContext",
     "Requirements",
     "SpaceInfo",
+    "VectorReader",
     "Embedder",
     "Fusion",
     "Stage",

@@ -3,8 +3,13 @@
 Resolving a filter is a store query (an SQL statement over every matching record); the
 index search after it is often a fraction of a millisecond. So the collection keeps the
 resolved sets in an :class:`AllowedCache` keyed by (filter, scope) and valid for one
-store sequence number: any write (from this process or, for readers, another one) bumps
-the sequence and empties the cache, so a cached set is never stale.
+store sequence number. The writer's own writes carry the sets forward
+(:meth:`AllowedCache.advance`): the records the write changed are matched against each
+cached filter in Python (the same semantics as the SQL, see :mod:`memcore.filters`), a set
+no changed record enters or leaves stays the very same object (its index memos stay
+valid), and a write that changes no record (component state) keeps every set. Any other
+sequence change (another process's write, seen by a reader; a store write that bypassed
+the collection) empties the cache, so a cached set is never stale.
 
 An :class:`AllowedIds` is a ``frozenset`` of record ids (every index takes it as the
 ``allowed`` set it always took) that also carries per-index memos: an index translates the
@@ -15,7 +20,12 @@ instead of on every query.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, Hashable, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, TypeVar
+
+from .filters import Filter, matches
+
+if TYPE_CHECKING:
+    from .records import Record, Scope
 
 __all__ = ["AllowedIds", "AllowedCache"]
 
@@ -50,31 +60,72 @@ class AllowedIds(frozenset[str]):
         return value
 
 
+ADVANCE_BUDGET = 200_000
+"""Most (cached set x changed record) filter evaluations :meth:`AllowedCache.advance` does
+for one write; a larger write (a bulk import) empties the cache instead."""
+
+
 class AllowedCache:
-    """Resolved allowed sets of one collection, valid for one store sequence number."""
+    """Resolved allowed sets of one collection, valid for one store sequence number.
+
+    Each entry keeps the parsed filter and scope it was resolved from, so that
+    :meth:`advance` can carry it across the writer's own writes.
+    """
 
     def __init__(self, size: int = 64):
         self.size = size
         self.seq: int | None = None
-        self._entries: dict[Hashable, AllowedIds] = {}
+        self._entries: dict[Hashable, tuple[AllowedIds, Filter | None, "Scope | None"]] = {}
         self.hits = 0
         self.misses = 0
+        self.carried = 0
 
-    def get(self, seq: int, key: Hashable, resolve: Callable[[], Iterable[str]]) -> AllowedIds:
-        """The set for ``key`` at store sequence ``seq`` (``resolve()`` on a miss)."""
+    def get(self, seq: int, key: Hashable, resolve: Callable[[], Iterable[str]], where: Filter | None = None, scope: "Scope | None" = None) -> AllowedIds:
+        """The set for ``key`` at store sequence ``seq`` (``resolve()`` on a miss).
+
+        ``where`` and ``scope`` are what ``resolve`` evaluates; :meth:`advance` re-checks
+        changed records against them."""
         if seq != self.seq:
             self._entries.clear()
             self.seq = seq
         found = self._entries.get(key)
         if found is not None:
             self.hits += 1
-            return found
+            return found[0]
         self.misses += 1
         allowed = AllowedIds(resolve())
         if len(self._entries) >= self.size:
             self._entries.pop(next(iter(self._entries)))
-        self._entries[key] = allowed
+        self._entries[key] = (allowed, where, scope)
         return allowed
+
+    def advance(self, before: int, after: int, changed: Mapping[str, "Record | None"]) -> None:
+        """Carry the sets from store sequence ``before`` to ``after`` across one write of
+        this process that changed exactly the records ``changed`` (id -> the record as
+        written, or None when deleted).
+
+        Only when the cache is valid for ``before`` (no other write came between); else,
+        or when the write is too large to re-check (:data:`ADVANCE_BUDGET`), it is emptied."""
+        if self.seq != before or len(changed) * len(self._entries) > ADVANCE_BUDGET:
+            self.clear()
+            return
+        self.seq = after
+        if not changed:
+            self.carried += len(self._entries)
+            return
+        for key, (allowed, where, scope) in list(self._entries.items()):
+            enter: list[str] = []
+            leave: list[str] = []
+            for rid, record in changed.items():
+                keep = record is not None and (scope is None or scope.covers(record.scope)) and matches(where, record.metadata)
+                if keep and rid not in allowed:
+                    enter.append(rid)
+                elif not keep and rid in allowed:
+                    leave.append(rid)
+            if enter or leave:
+                self._entries[key] = (AllowedIds(allowed.difference(leave).union(enter)), where, scope)
+            else:
+                self.carried += 1
 
     def clear(self) -> None:
         """Forget every set (the next lookups resolve again)."""

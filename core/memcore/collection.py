@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from .allowed import AllowedCache, AllowedIds
 from .broken_index import StoredConfig, UnavailableIndex, describe_failure, saved_seq
@@ -30,6 +30,10 @@ from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_v
 from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
+
+if TYPE_CHECKING:
+    from .llm import LLMs
+from .vector_reader import VectorReader
 from .store import Store, WriteBatch
 
 __all__ = ["Collection"]
@@ -58,7 +62,20 @@ def _state(changes: StateChanges | None) -> dict[tuple[str, str], Any]:
 class Collection:
     """One store + named indexes. Use :func:`memcore.open` or :meth:`Collection.create` to get one."""
 
-    def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: str | Path | None = None):
+    def __init__(
+        self,
+        store: Store,
+        spaces: Mapping[str, Space],
+        registry: Registry,
+        path: str | Path | None = None,
+        declared: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]] | None = None,
+        llms: "LLMs | None" = None,
+    ):
+        """``declared``: the indexes the settings declare (``{name: (kind, options)}``); a
+        stored index whose declared options differ only in search-time fields is loaded once,
+        with the declared ones (:meth:`ensure_indexes` then finds nothing to change).
+        ``llms``: the memory's LLMs, handed to the indexes (``IndexContext.llms``)."""
+        self.llms = llms
         self.store = store
         self.spaces = dict(spaces)
         self.registry = registry
@@ -69,7 +86,10 @@ class Collection:
         self._allowed_sets = AllowedCache()
         self._pin_spaces()
         for name, definition in store.state_items("indexes").items():
-            self._indexes[name] = self._open_stored(name, definition)
+            wanted, changed = self._search_time_update(name, definition, (declared or {}).get(name))
+            handle = self._indexes[name] = self._open_stored(name, wanted)
+            if changed and handle.error is None:
+                self._record_reconfigured(handle, changed)
 
     # -- construction --------------------------------------------------------------------
 
@@ -116,7 +136,15 @@ class Collection:
     def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
         config = reg.parse_config(options, f"indexes.{name}")
-        context = IndexContext(name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind)
+        directory = self.path / "indexes" / name if self.path is not None else None
+        context = IndexContext(
+            name=name,
+            spaces={n: s.info for n, s in self.spaces.items()},
+            kind=kind,
+            vectors=VectorReader(self.store, name),
+            directory=directory,
+            llms=self.llms,
+        )
 
         def make() -> Index:
             index = reg.factory(config, context)
@@ -127,8 +155,35 @@ class Collection:
         index = make()
         for space in index.requires.spaces:
             context.space(space)  # raises ConfigError for an undeclared space
-        directory = self.path / "indexes" / name if self.path is not None else None
         return IndexHandle(name, kind, config, index, make, directory=directory)
+
+    def _search_time_update(
+        self, name: str, stored: Mapping[str, Any], declared: tuple[str, Mapping[str, Any] | ComponentConfig] | None
+    ) -> tuple[Mapping[str, Any], list[str]]:
+        """The definition to open a stored index with, and the search-time options that change.
+
+        Only a declared definition of the same kind that changes nothing but search-time
+        options replaces the stored one; anything else (no declaration, an invalid or a
+        build-time change) opens the stored definition, and :meth:`ensure_indexes` reports it.
+        """
+        if declared is None or not isinstance(stored, Mapping) or declared[0] != stored.get("kind"):
+            return stored, []
+        kind, options = declared
+        try:
+            config = self.registry.get("indexes", kind).parse_config(options, f"indexes.{name}")
+            changed = check_change(name, kind, stored.get("config") or {}, config)
+        except Exception:  # noqa: BLE001 - reported by ensure_indexes with the settings' location
+            return stored, []
+        if not changed:
+            return stored, []
+        return {"kind": kind, "config": config.model_dump(mode="json")}, changed
+
+    def _record_reconfigured(self, handle: IndexHandle, changed: list[str]) -> None:
+        """Store the new search-time values of ``handle`` (its manifest follows on the next save)."""
+        if not self.store.read_only:
+            self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+        handle.dirty = True
+        log.info("index.reconfigured", name=handle.name, options=changed)
 
     def _open_stored(self, name: str, definition: Mapping[str, Any]) -> IndexHandle:
         """Build, load and catch up a stored index; a failure gives a broken handle, never a failed open."""
@@ -159,7 +214,8 @@ class Collection:
         saved = handle.load()
         last = self.store.last_seq()
         if saved is None or saved < self.store.log_start() or saved > last:
-            handle.rebuild(self.store, self._fill_for(handle))
+            # filled vectors are kept: an index that reads its vectors from the store finds them next time
+            handle.rebuild(self.store, self._fill_for(handle, persist=not self.store.read_only))
             return
         handle.applied_seq = saved
         self._catch_up(handle)
@@ -250,6 +306,7 @@ class Collection:
                         self.populate_index(handle.name)
                     except Exception as exc:  # noqa: BLE001 - a failed fill is a broken index, never a failed open
                         self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
+                        handle.close_index()
             return [h.name for h in new]
 
     def _reconfigure(self, existing: IndexHandle, kind: str, options: Mapping[str, Any] | ComponentConfig, changed: list[str]) -> None:
@@ -257,12 +314,10 @@ class Collection:
         if existing.error is None and not existing.stale:
             existing.save()
         handle = self._new_handle(existing.name, kind, options)
-        if not self.store.read_only:
-            self.store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
         self._open_handle(handle)
-        handle.dirty = True  # the manifest gets the new search-time values on the next save
         self._indexes[handle.name] = handle
-        log.info("index.reconfigured", name=handle.name, options=changed)
+        existing.close_index()
+        self._record_reconfigured(handle, changed)
 
     def _definition(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> dict[str, Any]:
         """What the store would keep about this index (validated, nothing built)."""
@@ -294,6 +349,7 @@ class Collection:
             self.store.apply(WriteBatch(drop_indexes=[name], state={("indexes", name): None}))
             del self._indexes[name]
             handle.remove_files()
+            handle.close_index()  # after the files: nothing saved names its data any more
             log.info("index.dropped", name=name)
 
     def list_indexes(self) -> list[dict[str, Any]]:
@@ -338,6 +394,7 @@ class Collection:
                 if new.definition() != handle.definition():
                     self.store.apply(WriteBatch(state={("indexes", name): new.definition()}))
                     handle.remove_files()
+                    handle.close_index()
                     self._indexes[name] = new
                     log.info("index.redefined", name=name, options=changed_options(handle.definition()["config"], new.definition()["config"]))
                     handle = new
@@ -755,6 +812,8 @@ class Collection:
                 self.flush()
             finally:
                 self._closed = True
+                for handle in self._indexes.values():
+                    handle.close_index()
                 self.store.close()
 
     def __enter__(self) -> "Collection":
@@ -844,6 +903,9 @@ class Collection:
 
     def _commit(self, batch: WriteBatch, cache: dict[str, Record]) -> None:
         applied = self.store.apply(batch)
+        changed: dict[str, Record | None] = dict.fromkeys(batch.deletes)
+        changed.update((r.id, r) for r in batch.upserts)  # deletes run first: an id in both ends upserted
+        self._allowed_sets.advance(applied.seq - 1, applied.seq, changed)
         failures = []
         for handle in self._indexes.values():
             if handle.error is not None:
@@ -866,7 +928,7 @@ class Collection:
         if where is None and scope is None:
             return None
         key = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
-        return self._allowed_sets.get(self.store.last_seq(), key, lambda: self._resolve_allowed(where, scope))
+        return self._allowed_sets.get(self.store.last_seq(), key, lambda: self._resolve_allowed(where, scope), where, scope)
 
     def _resolve_allowed(self, where: Filter | None, scope: Scope | None) -> list[str]:
         # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it

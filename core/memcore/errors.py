@@ -7,7 +7,7 @@ do next.
 
 from __future__ import annotations
 
-from .providers import INSTALL_HINT
+from .providers import install_hint
 
 __all__ = [
     "MemcoreError",
@@ -67,8 +67,9 @@ class UnknownComponentError(ConfigError):
             parts.append(f"Did you mean {closest!r}?")
         if failed:
             parts.append(failed[0].upper() + failed[1:] + ".")
-        if extra:
-            parts.append("It is provided by: " + INSTALL_HINT.format(extra=extra))
+        hint = install_hint(extra)
+        if hint:
+            parts.append("It is provided by: " + hint)
         self.failed = failed
         super().__init__(" ".join(parts), location=location)
 

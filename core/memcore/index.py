@@ -10,9 +10,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection as AbstractSet, Sequence
+from typing import TYPE_CHECKING, Any, Collection as AbstractSet, Sequence
 
 from .records import Hit, Query, Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .llm import LLMs
+    from .vector_reader import VectorReader
 
 __all__ = ["Index", "IndexContext", "Requirements", "SpaceInfo"]
 
@@ -47,12 +51,30 @@ class IndexContext:
     - ``spaces``: the declared embedding spaces (dimension, embedder), see :meth:`space`;
     - ``kind``: the registered kind it is built as -- the key of its query modes in
       ``Query.extras`` (``query_mode(query.extras, context.kind, Model, context.name)``), so
-      one query can carry the modes of several indexes. Empty when an index is built by hand.
+      one query can carry the modes of several indexes. Empty when an index is built by hand;
+    - ``vectors``: a :class:`~memcore.VectorReader` over the collection's store, so that
+      ``save`` may leave out the vectors the store already keeps and ``load`` reads them
+      back (see docs/plugins/writing.md, "Vectors stored once"). None when the index is
+      built by hand: then it must save its own copy.
+    - ``directory``: the folder the index owns in its collection (``<collection>/indexes/<name>``,
+      the folder ``save``/``load`` receive), or None (an in-memory collection, an index built
+      by hand). It may not exist yet. An index whose data is written as it changes (an
+      embedded database) may keep it there from its first write instead of copying it at its
+      first save; it must create nothing there before its first ``add`` (memcore sets aside
+      files it finds in the folder of a new index), and top-level files written outside
+      ``save`` are not covered by the checksums of ``index.json`` (use a subfolder).
+    - ``llms``: the memory's declared LLMs (:class:`~memcore.LLMs`, built on first use), for
+      an index with an LLM step (the graph index's ``llm`` entity extraction): resolve the
+      one the config names with ``llms.resolve(name, location)``. None when the index is
+      built by hand (its LLM steps then run their fallbacks).
     """
 
     name: str
     spaces: dict[str, SpaceInfo] = field(default_factory=dict)
     kind: str = ""
+    vectors: "VectorReader | None" = field(default=None, compare=False, repr=False)
+    directory: Path | None = None
+    llms: "LLMs | None" = field(default=None, compare=False, repr=False)
 
     def space(self, name: str) -> SpaceInfo:
         """The declared space ``name`` (ConfigError if the settings do not declare it)."""
@@ -134,6 +156,17 @@ class Index(ABC):
     def stats(self) -> dict[str, Any]:
         """Kind-specific numbers for ``memcore info`` (size, parameters...)."""
         return {"size": len(self)}
+
+    def close(self) -> None:
+        """Release what this instance holds (clients, open files); the default does nothing.
+
+        Called once when the collection lets go of the instance: when the collection closes
+        (after its last save), after ``drop_index`` deleted the index folder, and when a
+        rebuild, a redefinition or a failed load replaces it. An index that keeps data outside
+        its folder (a collection on a database server) deletes there what no save in its
+        folder names, so an index that was never saved leaves nothing behind. Errors are
+        logged (``index.close_failed``), never raised.
+        """
 
 
 # Kept for code written against the old layout; new code imports these from ``memcore``.

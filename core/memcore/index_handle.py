@@ -131,6 +131,8 @@ class IndexHandle:
             count += len(batch)
             if progress:
                 progress(len(batch))
+        if fresh is not self.index:
+            self.close_index()  # the replaced instance
         self.index = fresh
         self.applied_seq = seq
         self.dirty = True
@@ -231,6 +233,7 @@ class IndexHandle:
             self.index.load(directory)
         except (OSError, ValueError, KeyError, CorruptError) as exc:
             log.warning("index.load_failed", name=self.name, error=str(exc), action="rebuild")
+            self.close_index()
             self.index = self.make()
             self.pristine = True
             return None
@@ -255,6 +258,13 @@ class IndexHandle:
         target = self.directory.with_name(f".orphan-{self.name}-{time.time_ns()}")
         self.directory.rename(target)
         log.warning("index.orphan_kept", name=self.name, path=str(target))
+
+    def close_index(self) -> None:
+        """Let go of the live index instance (:meth:`memcore.Index.close`); a failure is logged."""
+        try:
+            self.index.close()
+        except Exception as exc:  # noqa: BLE001 - a plugin's close must not break a close/drop
+            log.warning("index.close_failed", name=self.name, kind=self.kind, error=str(exc))
 
     def remove_files(self) -> None:
         """Delete the index directory."""

@@ -13,7 +13,9 @@ Sources, merged:
   without the source tree still hints the obvious cases.
 
 Hints never import a plugin. :data:`INSTALL_HINT` is the command shown (always with the
-torch constraint file, as the README installs).
+torch constraint file, as the README installs). :func:`install_hint` never names a
+distribution that is already installed: a kind missing although its distribution is
+installed (its entry point failed, or plugin loading was restricted) is not fixed by pip.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["INSTALL_HINT", "known_providers", "provider_of", "providers_from_tree"]
+__all__ = ["INSTALL_HINT", "distribution_of", "install_hint", "is_installed", "known_providers", "provider_of", "providers_from_tree"]
 
 INSTALL_HINT = 'pip install -c constraints.txt "memcore[{extra}]"'
 """How an extra is installed (the constraint file keeps torch on its CPU build)."""
@@ -57,15 +59,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def providers_from_tree(root: Path) -> dict[str, dict[str, str]]:
     """``{category: {component name: extra}}`` from a checkout's root extras and its
     ``plugins/*/pyproject.toml`` ``[tool.memcore.provides]`` tables."""
-    project = _read_toml(root / "pyproject.toml").get("project", {})
-    extra_of: dict[str, str] = {}  # distribution -> the extra that installs it
-    for extra, requirements in (project.get("optional-dependencies") or {}).items():
-        if extra == "all":
-            continue
-        for requirement in requirements:
-            match = _REQUIREMENT_NAME.match(requirement)
-            if match:
-                extra_of.setdefault(_normalise(match.group(1)), extra)
+    extra_of = _extra_of(_read_toml(root / "pyproject.toml").get("project", {}))
     out: dict[str, dict[str, str]] = {}
     for path in sorted((root / "plugins").glob("*/pyproject.toml")):
         data = _read_toml(path)
@@ -78,6 +72,75 @@ def providers_from_tree(root: Path) -> dict[str, dict[str, str]]:
             for name in names if isinstance(names, list) else ():
                 out.setdefault(str(category), {}).setdefault(str(name), extra)
     return out
+
+
+def _extra_of(project: Mapping[str, Any]) -> dict[str, str]:
+    """``{distribution: the first extra (not 'all') that installs it}`` of the root extras."""
+    extra_of: dict[str, str] = {}
+    for extra, requirements in (project.get("optional-dependencies") or {}).items():
+        if extra == "all":
+            continue
+        for requirement in requirements:
+            match = _REQUIREMENT_NAME.match(requirement)
+            if match:
+                extra_of.setdefault(_normalise(match.group(1)), extra)
+    return extra_of
+
+
+def distributions_from_tree(root: Path) -> dict[str, str]:
+    """``{extra: the plugin distribution it stands for}``: the distribution the hints map to
+    that extra (``services`` -> memcore-services, though the extra brings fifo-kv too)."""
+    extra_of = _extra_of(_read_toml(root / "pyproject.toml").get("project", {}))
+    out: dict[str, str] = {}
+    for dist, extra in extra_of.items():
+        out.setdefault(extra, dist)
+    return out
+
+
+def _installed_extra_distributions() -> dict[str, str]:
+    """``{extra: distribution}`` from the installed memcore's ``Requires-Dist ...; extra == "x"``."""
+    try:
+        requirements = metadata.metadata("memcore").get_all("Requires-Dist") or ()
+    except metadata.PackageNotFoundError:
+        return {}
+    found: dict[str, list[str]] = {}
+    for requirement in requirements:
+        marker = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", requirement)
+        name = _REQUIREMENT_NAME.match(requirement)
+        if marker and name:
+            found.setdefault(marker.group(1), []).append(_normalise(name.group(1)))
+    return {extra: names[0] if len(names) == 1 else f"memcore-{extra}" for extra, names in found.items() if len(names) == 1 or f"memcore-{extra}" in names}
+
+
+@lru_cache(maxsize=1)
+def _extra_distributions() -> dict[str, str]:
+    root = _source_root()
+    return {**_installed_extra_distributions(), **(distributions_from_tree(root) if root is not None else {})}
+
+
+def distribution_of(extra: str) -> str | None:
+    """The plugin distribution an extra installs (``faiss`` -> ``memcore-faiss``), when it is one."""
+    return _extra_distributions().get(extra)
+
+
+def is_installed(distribution: str) -> bool:
+    """Whether a distribution of that name is installed in this environment."""
+    try:
+        metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def install_hint(extra: str | None) -> str | None:
+    """The ``pip install`` command for an extra, or None when there is none or when its
+    distribution is already installed (pip would change nothing)."""
+    if extra is None:
+        return None
+    dist = distribution_of(extra)
+    if dist is not None and is_installed(dist):
+        return None
+    return INSTALL_HINT.format(extra=extra)
 
 
 def _installed_extras() -> list[str]:

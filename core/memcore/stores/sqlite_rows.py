@@ -2,21 +2,36 @@
 
 Every retrieval attaches the records of its hits: on a small memory (hundreds of items,
 an agent's conversation) that ``SELECT`` is the largest fixed cost of a query. The store
-keeps the rows it read (text, metadata JSON, scope, times, links -- never vectors) until
+keeps the rows it read (text, metadata, scope, times, links -- never vectors) until
 the next write: the writer clears them in every ``apply`` (it is the only process that
 writes), a reader whenever the store's sequence number moved. Callers get new
-:class:`~memcore.records.Record` objects built from the cached row each time (metadata
-parsed again), so nothing they change can reach the cache.
+:class:`~memcore.records.Record` objects built from the cached row each time, so nothing
+they change can reach the cache: flat metadata (every value a string, number, boolean or
+null: the common case) is kept parsed and copied with ``dict()``, nested metadata is kept as
+its JSON text and parsed again for each caller.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-__all__ = ["RowCache"]
+__all__ = ["RowCache", "parsed_metadata"]
 
 Row = tuple[Any, ...]
-"""``(id, text, metadata JSON, user_id, agent_id, run_id, created_at, updated_at, links)``."""
+"""``(id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, links)``;
+metadata as :func:`parsed_metadata` left it."""
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def parsed_metadata(text: str) -> dict[str, Any] | str:
+    """Stored metadata JSON as a dict when it is flat (a shallow copy is then a full copy),
+    else the JSON text itself (each caller parses its own copy)."""
+    meta = json.loads(text)
+    if type(meta) is dict and all(type(v) in _SCALARS for v in meta.values()):
+        return meta
+    return text
 
 
 class RowCache:

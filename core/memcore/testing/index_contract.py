@@ -12,6 +12,9 @@ import pytest
 from ..errors import DimensionError, ValidationError
 from ..index import Index, IndexContext, Requirements, SpaceInfo
 from ..records import Hit, Query, Record
+from ..store import WriteBatch
+from ..stores.memory import MemoryStore
+from ..vector_reader import VectorReader
 from .data import make_records, make_texts, random_unit_vectors, space_seed
 
 __all__ = ["IndexContract"]
@@ -65,13 +68,13 @@ class IndexContract:
 
     # -- helpers (overridable) -------------------------------------------------------------
 
-    def index_context(self, name: str = "contract") -> IndexContext:
-        """The context handed to ``make_index``."""
-        return IndexContext(name=name, spaces={s: SpaceInfo(s, self.dim, "contract") for s in self.space_names})
+    def index_context(self, name: str = "contract", vectors: VectorReader | None = None) -> IndexContext:
+        """The context handed to ``make_index`` (``vectors``: the store's vectors, see :meth:`stored`)."""
+        return IndexContext(name=name, spaces={s: SpaceInfo(s, self.dim, "contract") for s in self.space_names}, vectors=vectors)
 
-    def new_index(self, make_index: MakeIndex) -> Index:
+    def new_index(self, make_index: MakeIndex, vectors: VectorReader | None = None) -> Index:
         """A new empty index, checked to be an Index whose required spaces are declared."""
-        context = self.index_context()
+        context = self.index_context(vectors=vectors)
         index = make_index(context)
         assert isinstance(index, Index), f"make_index returned a {type(index).__name__}, not a memcore.Index"
         assert isinstance(index.requires, Requirements)
@@ -97,6 +100,13 @@ class IndexContract:
         texts = [" ".join(t.split()[1:4]) for t in make_texts(n, seed=self.seed + 1000 + seed, start=10_000)]
         vectors = {s: random_unit_vectors(n, self.dim, [self.seed + 1000 + seed, space_seed(s)]) for s in index.requires.spaces}
         return [Query(text=texts[i], vectors={s: v[i] for s, v in vectors.items()}, extras=dict(self.query_extras)) for i in range(n)]
+
+    def stored(self, records: Sequence[Record]) -> tuple[VectorReader, MemoryStore]:
+        """A :class:`memcore.VectorReader` over an in-memory store holding ``records`` as
+        members of the index ``"contract"`` (what a collection hands its indexes)."""
+        store = MemoryStore()
+        store.apply(WriteBatch(upserts=list(records), add_membership={"contract": [r.id for r in records]}))
+        return VectorReader(store, "contract"), store
 
     def filled_index(self, make_index: MakeIndex, n: int | None = None) -> tuple[Index, list[Record]]:
         """A new index holding ``n`` (default :attr:`n_records`) generated records."""
@@ -264,6 +274,60 @@ class IndexContract:
         if self.self_match_ranks_first:
             for record in (records[3], more[4]):
                 assert fresh.search(self.query_for(fresh, record), 3)[0].id == record.id
+
+    def test_save_load_roundtrip_reading_the_store(self, make_index: MakeIndex, tmp_path: Path) -> None:
+        """With ``context.vectors`` (as in a collection) an index may leave out the vectors
+        the store keeps; loaded back it answers exactly like before."""
+        records = self.records_for(self.new_index(make_index), self.n_records)
+        reader, store = self.stored(records)
+        index = self.new_index(make_index, reader)
+        index.add(records)
+        gone = [records[1].id, records[2].id]
+        index.remove(gone)
+        store.apply(WriteBatch(deletes=gone))
+        directory = tmp_path / "index"
+        directory.mkdir()
+        index.save(directory)
+        fresh = self.new_index(make_index, reader)
+        fresh.load(directory)
+        assert len(fresh) == len(index)
+        allowed = {r.id for r in records[::2]}
+        for query in self.all_queries(index, records):
+            for restrict in (None, allowed):
+                before = index.search(query, 8, restrict)
+                after = fresh.search(query, 8, restrict)
+                assert [h.id for h in after] == [h.id for h in before]
+                assert [float(h.score) for h in after] == pytest.approx([float(h.score) for h in before], rel=1e-5, abs=1e-6)
+
+    def test_load_with_the_store_ahead_then_catch_up(self, make_index: MakeIndex, tmp_path: Path) -> None:
+        """Saved at sequence S, the store moved on (a record deleted, one rewritten) before a
+        crash: load from the store's present state + the catch-up's remove/add equals an
+        index that saw those changes live."""
+        records = self.records_for(self.new_index(make_index), self.n_records)
+        reader, store = self.stored(records)
+        index = self.new_index(make_index, reader)
+        index.add(records)
+        directory = tmp_path / "index"
+        directory.mkdir()
+        index.save(directory)
+        deleted, changed = records[3], records[6]
+        rewritten = self.records_for(index, 1, start=6, seed=self.seed + 77)[0]
+        assert rewritten.id == changed.id
+        store.apply(WriteBatch(deletes=[deleted.id], upserts=[rewritten]))
+        fresh = self.new_index(make_index, reader)
+        fresh.load(directory)
+        for target in (index, fresh):  # what the catch-up does with the logged ops
+            target.remove([deleted.id, changed.id])
+            target.add([rewritten])
+        assert len(fresh) == len(index) == len(records) - 1
+        held = [r for r in records if r.id not in (deleted.id, changed.id)] + [rewritten]
+        for query in self.all_queries(index, held):
+            before = index.search(query, 8)
+            after = fresh.search(query, 8)
+            assert [h.id for h in after] == [h.id for h in before]
+            assert [float(h.score) for h in after] == pytest.approx([float(h.score) for h in before], rel=1e-5, abs=1e-6)
+        if self.self_match_ranks_first:
+            assert fresh.search(self.query_for(fresh, rewritten), 3)[0].id == rewritten.id
 
     def test_save_load_empty(self, make_index: MakeIndex, tmp_path: Path) -> None:
         index = self.new_index(make_index)

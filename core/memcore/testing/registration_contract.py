@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import pytest
 
 from ..plugins import ENTRY_POINT_GROUP, PluginHost, PluginInfo
-from .plugin_api import plugin_api_violations
+from .plugin_api import dependency_packages, plugin_api_violations
 
 __all__ = ["PluginRegistrationContract", "HEAVY_MODULES"]
 
@@ -80,7 +80,10 @@ class PluginRegistrationContract:
     names, or ``module:attribute``) imports none of ``heavy_modules`` (default
     :data:`HEAVY_MODULES`). The plugin's modules import memcore only through the plugin
     API (names in ``memcore.__all__`` and ``memcore.testing``) and import no other plugin
-    (:func:`memcore.testing.plugin_api.plugin_api_violations`, read from their source).
+    (:func:`memcore.testing.plugin_api.plugin_api_violations`, read from their source);
+    ``memcore_*`` packages of the library distributions it declares as dependencies (no
+    ``memcore`` entry point: :func:`~memcore.testing.plugin_api.dependency_packages`) may be
+    imported, and their modules must keep to the plugin API too.
     When ``allowed_imports`` is set, they import only those top-level packages.
     """
 
@@ -120,7 +123,7 @@ class PluginRegistrationContract:
     def test_entry_point_is_installed(self) -> None:
         plugin, module, distribution = self._names()
         found = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == plugin]
-        assert found, f"{distribution} is not installed (pip install -e ./plugins/{plugin})"
+        assert found, f"{distribution} is not installed (pip install -c constraints.txt -e ./plugins/{plugin})"
         assert found[0].value == module
         dist = found[0].dist
         assert dist is not None and dist.metadata["Name"] == distribution
@@ -174,12 +177,17 @@ class PluginRegistrationContract:
         assert report["heavy"] == [], f"loading {plugin} imported {report['heavy']}; import them inside the factory that needs them"
 
     def test_its_modules_import_only_the_plugin_api(self) -> None:
-        _, module, _ = self._names()
-        spec = importlib.util.find_spec(module)
-        assert spec is not None and spec.submodule_search_locations, f"{module} is not an installed package"
+        _, module, distribution = self._names()
+        libraries = dependency_packages(distribution)
         problems = []
-        for location in spec.submodule_search_locations:
-            problems += plugin_api_violations(Path(location), module.split(".")[0])
+        for package in (module, *sorted(libraries)):
+            spec = importlib.util.find_spec(package)
+            if spec is None and package != module:
+                continue  # a declared library that is not importable: nothing of it can be imported either
+            assert spec is not None and spec.submodule_search_locations, f"{package} is not an installed package"
+            own = package.split(".")[0]
+            for location in spec.submodule_search_locations:
+                problems += plugin_api_violations(Path(location), own, libraries=libraries - {own})
         assert not problems, "imports outside memcore's plugin API (docs/plugins/writing.md):\n" + "\n".join(problems)
 
     def test_its_modules_import_only_the_allowed_packages(self) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import memcore
 
 from .config import ChromaIndexConfig
-from .connection import ChromaConnection
+from memcore_chroma_support import ChromaConnection
 
 __all__ = ["ChromaIndex", "ChromaIndexConfig", "ChromaConnection", "register_indexes"]
 __version__ = "0.1.0"

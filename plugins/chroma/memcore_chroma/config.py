@@ -8,7 +8,7 @@ from pydantic import Field, field_validator
 
 from memcore import ComponentConfig
 
-from .connection import ChromaConnection
+from memcore_chroma_support import ChromaConnection
 
 __all__ = ["ChromaIndexConfig"]
 

@@ -8,7 +8,7 @@
   (unknown ids ignored);
 - ``allowed`` is pushed down: the ids Chroma holds among them are passed as ``ids=`` to
   the query, so Chroma searches only those;
-- ``save``/``load``: :mod:`.home` (embedded: a PersistentClient in ``<dir>/chroma``;
+- ``save``/``load``/``close``: :mod:`memcore_chroma_support.home` (embedded: a PersistentClient in ``<dir>/chroma``;
   http: the collection on the Chroma server), plus ``state.json``.
 
 Scores (higher is better): cosine ``1 - distance`` (cosine similarity, clipped to
@@ -28,7 +28,7 @@ import numpy as np
 from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from .config import ChromaIndexConfig
-from .home import CollectionHome, chunks
+from memcore_chroma_support import CollectionHome, chunks
 
 __all__ = ["ChromaIndex"]
 
@@ -57,6 +57,7 @@ class ChromaIndex(Index):
             config.configuration(),
             {"format_version": self.format_version, "kind": "chroma", "dim": self.dim, "metric": config.metric},
             f"chroma index {context.name!r}",
+            folder=context.directory,
         )
 
     # -- validation ------------------------------------------------------------------------
@@ -191,6 +192,10 @@ class ChromaIndex(Index):
 
     def load(self, directory: Path) -> None:
         self.home.load(Path(directory))
+
+    def close(self) -> None:
+        """Release the Chroma client; an unsaved (or dropped) generation is deleted."""
+        self.home.close()
 
     def stats(self) -> dict[str, Any]:
         return {

@@ -10,8 +10,23 @@ class TestChromaRegistration(PluginRegistrationContract):
     plugin = "chroma"
     registers = {"indexes": {"chroma": (None, ChromaIndexConfig)}}
     heavy_modules = (*HEAVY_MODULES, "chromadb")
-    allowed_imports = {"__future__", "dataclasses", "json", "math", "pathlib", "re", "time", "typing", "uuid", "memcore", "numpy", "pydantic", "chromadb"}
-    light_imports = ("memcore_chroma", "memcore_chroma:ChromaIndex", "memcore_chroma.home")
+    allowed_imports = {
+        "__future__",
+        "dataclasses",
+        "json",
+        "math",
+        "pathlib",
+        "re",
+        "time",
+        "typing",
+        "uuid",
+        "memcore",
+        "numpy",
+        "pydantic",
+        "chromadb",
+        "memcore_chroma_support",
+    }
+    light_imports = ("memcore_chroma", "memcore_chroma:ChromaIndex", "memcore_chroma_support.home")
 
 
 def test_the_config_parses_from_settings():

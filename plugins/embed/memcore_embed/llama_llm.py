@@ -64,7 +64,7 @@ class LlamaServerLLM(LLM):
         with self._lock:
             if self._client is None:
                 if importlib.util.find_spec("llama_cpp") is None:
-                    raise ConfigError("the llama-server LLM needs llama-cpp-python: pip install 'llama-cpp-python[server]'")
+                    raise ConfigError("the llama-server LLM needs llama-cpp-python: pip install -c constraints.txt 'llama-cpp-python[server]'")
                 server = LlamaServer(self._model_path(), n_ctx=self.config.n_ctx, threads=self.config.threads, startup_s=self.config.startup_s)
                 try:
                     server.__enter__()

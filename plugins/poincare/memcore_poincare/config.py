@@ -5,13 +5,13 @@ Plain pydantic models: importing this module imports no chromadb.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memcore import ComponentConfig
 
-from .connection import ChromaConnection
+from memcore_chroma_support import ChromaConnection
 from .physics import EvolutionLaw
 
 __all__ = ["PoincareIndexConfig", "PoincareQueryMode", "HyperAmyServiceConfig", "QUERY_MODE_KEY"]
@@ -24,6 +24,8 @@ class PoincareIndexConfig(ComponentConfig):
     """``[indexes.<name>] kind = "poincare"``: records as particles of the Poincaré ball."""
 
     kind: str = "poincare"
+    #: options that change how the index searches, not what it stores: changed on reopen without a rebuild
+    search_time: ClassVar[frozenset[str]] = frozenset({"cone_width", "max_neighbors", "neighbor_penalty", "mirror"})
     space: str = Field("default", description="Embedding space giving each record's direction.")
     connection: ChromaConnection = Field(default_factory=ChromaConnection, description="Embedded (inside the index folder) or a Chroma server.")
     collection_prefix: str = Field("hyperamy", description="Chroma collections are named <prefix>-<index name>-<12 hex>.")
@@ -39,6 +41,10 @@ class PoincareIndexConfig(ComponentConfig):
     cone_width: int | None = Field(None, ge=1, description="Step 1 candidates; default max(k, min(N, max(50, ceil(10 ln N)))).")
     max_neighbors: int = Field(20, ge=0, description="Step 3: links expanded per result (and max_neighbors*k in all).")
     neighbor_penalty: float = Field(1.1, ge=1.0, allow_inf_nan=False, description="Step 3: a neighbour's distance is multiplied by this.")
+    mirror: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="In-memory particle mirror for the cone and neighbour steps (exact cone, no Chroma round trip); auto: on embedded, off on a server.",
+    )
 
     @field_validator("collection_prefix")
     @classmethod

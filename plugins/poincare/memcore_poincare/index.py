@@ -4,9 +4,11 @@ Each record is a particle: its direction is its vector in ``config.space``, its 
 intensity, temperature and birth time come from its metadata (``v_key``, ``T_key``,
 ``born_key``; defaults ``default_v``, ``default_T`` and the record's ``created_at``) and
 its links from ``record.links`` (the store holds the truth; Chroma keeps a derived
-copy). The particles live in a Chroma collection (:mod:`.home`: embedded inside the
+copy). The particles live in a Chroma collection (:mod:`memcore_chroma_support.home`: embedded inside the
 index folder, or on a Chroma server) and are searched with the four steps of
-:class:`~.retrieval.HyperAmyRetrieval`. Scores are higher-is-better: ``-distance``
+:class:`~.retrieval.HyperAmyRetrieval` (with embedded Chroma, the cone and neighbour
+steps read an in-memory particle mirror, :mod:`.mirror`, rebuilt from Chroma on first use
+after an open). Scores are higher-is-better: ``-distance``
 (``raw`` holds the distance, penalised for neighbours).
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Sequence
 
@@ -23,7 +26,8 @@ import numpy as np
 from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
 
 from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
-from .home import CollectionHome, chunks
+from .mirror import SNAPSHOT_FILES, ParticleMirror
+from memcore_chroma_support import CollectionHome, chunks
 from .physics import ParticleProjector, TimePhysics, unit_directions
 from .retrieval import HyperAmyRetrieval
 from .types import Point
@@ -57,7 +61,10 @@ class PoincareIndex(Index):
             {"hnsw": {"space": "cosine"}},
             {"format_version": self.format_version, "kind": "poincare", "dim": self.dim},
             f"poincare index {context.name!r}",
+            folder=context.directory,
         )
+        self._use_mirror = config.mirror == "on" or (config.mirror == "auto" and config.connection.mode == "embedded")
+        self._mirror: ParticleMirror | None = ParticleMirror(self.dim) if self._use_mirror else None  # a new index is empty: in step
 
     # -- the particle source of HyperAmyRetrieval ----------------------------------------
 
@@ -75,6 +82,16 @@ class PoincareIndex(Index):
 
     def count(self) -> int:
         return int(self.home.collection.count()) if self.home.opened else 0
+
+    def particle_mirror(self) -> ParticleMirror | None:
+        """The in-memory particle mirror (:mod:`.mirror`): empty for a new index, read from
+        the snapshot ``save`` wrote, else built from the collection on first use after a
+        load; None when ``mirror`` is off or no collection exists yet."""
+        if not self._use_mirror or not self.home.opened:
+            return None
+        if self._mirror is None:
+            self._mirror = ParticleMirror.from_collection(self.home.collection, self.dim, self.home.batch_size)
+        return self._mirror
 
     def __len__(self) -> int:
         return self.count()
@@ -154,6 +171,8 @@ class PoincareIndex(Index):
         collection = self.home.collection
         for sl in chunks(range(len(ids)), self.home.batch_size):
             collection.upsert(ids=ids[sl.start : sl.stop], embeddings=directions[sl.start : sl.stop], metadatas=metas[sl.start : sl.stop])
+        if self._mirror is not None:
+            self._mirror.upsert(ids, directions, metas)
 
     def remove(self, ids: Sequence[str]) -> None:
         ids = list(dict.fromkeys(ids))
@@ -161,34 +180,64 @@ class PoincareIndex(Index):
             return
         for part in chunks(ids, self.home.batch_size):
             self.home.collection.delete(ids=list(part))
+        if self._mirror is not None:
+            self._mirror.delete(ids)
 
     # -- reading ---------------------------------------------------------------------------
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        return self.search_batch([query], k, allowed)[0]
+
+    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        """Queries with the same ``cone_width``/``max_neighbors``/``neighbor_penalty`` share
+        one Chroma cone query (:meth:`HyperAmyRetrieval.search_many`); each keeps its own
+        particle (v, T, born) and ``t_now``."""
         k = validate_k(k)
-        point, mode, t_now = self._query_point(query)
+        prepared = [self._query_point(q) for q in queries]
         if not self.home.opened:
-            self.retrieval.query_state(point, t_now)  # still validate the query
-            return []
+            for point, _, t_now in prepared:
+                self.retrieval.query_state(point, t_now)  # still validate the queries
+            return [[] for _ in queries]
         cfg = self.config
-        results = self.retrieval.search(
-            point,
-            top_k=int(k),
-            cone_width=mode.cone_width if mode.cone_width is not None else cfg.cone_width,
-            max_neighbors=mode.max_neighbors if mode.max_neighbors is not None else cfg.max_neighbors,
-            neighbor_penalty=mode.neighbor_penalty if mode.neighbor_penalty is not None else cfg.neighbor_penalty,
-            t_now=t_now,
-            allowed=allowed,
-        )
-        return [Hit(r.id, -r.score, r.score, self.name) for r in results]
+        groups: dict[tuple[int | None, int, float], list[int]] = {}
+        for i, (_, mode, _) in enumerate(prepared):
+            knobs = (
+                mode.cone_width if mode.cone_width is not None else cfg.cone_width,
+                mode.max_neighbors if mode.max_neighbors is not None else cfg.max_neighbors,
+                mode.neighbor_penalty if mode.neighbor_penalty is not None else cfg.neighbor_penalty,
+            )
+            groups.setdefault(knobs, []).append(i)
+        out: list[list[Hit]] = [[] for _ in queries]
+        for (cone_width, max_neighbors, neighbor_penalty), members in groups.items():
+            points = [replace(prepared[i][0], current_time=prepared[i][2]) for i in members]  # each query's own t_now
+            found = self.retrieval.search_many(
+                points, top_k=int(k), cone_width=cone_width, max_neighbors=max_neighbors, neighbor_penalty=neighbor_penalty, allowed=allowed
+            )
+            for i, results in zip(members, found):
+                out[i] = [Hit(r.id, -r.score, r.score, self.name) for r in results]
+        return out
 
     # -- persistence -----------------------------------------------------------------------
 
     def save(self, directory: Path) -> None:
-        self.home.save(Path(directory), {"count": self.count()})
+        directory = Path(directory)
+        self.home.save(directory, {"count": self.count()})
+        mirror = self.particle_mirror()
+        if mirror is not None:
+            mirror.save(directory, self.home.collection.name)  # read back by load: no rebuild from Chroma
+        else:
+            for name in SNAPSHOT_FILES:
+                (directory / name).unlink(missing_ok=True)
 
     def load(self, directory: Path) -> None:
         self.home.load(Path(directory))
+        # the saved snapshot, or None: rebuilt from the loaded collection on the next search
+        self._mirror = ParticleMirror.load(Path(directory), self.home.collection.name, self.dim) if self._use_mirror else None
+
+    def close(self) -> None:
+        """Release the Chroma client; an unsaved (or dropped) generation is deleted."""
+        self.home.close()
+        self._mirror = None
 
     def stats(self) -> dict[str, Any]:
         return {

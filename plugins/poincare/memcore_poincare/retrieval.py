@@ -13,6 +13,11 @@
 4. **Aggregate**: direct and neighbour results merged, sorted by score (distance, smaller
    is better; direct first on ties), top ``top_k`` returned.
 
+With a particle mirror (:mod:`.mirror`, the source's ``particle_mirror()``; on by default
+for embedded Chroma) the cone query asks Chroma for ids only (its HNSW index still picks
+the cone) and the candidates' directions, v/T/born and metadata come from the in-memory
+copy, as do the neighbours of step 3: no embeddings or metadata cross the Chroma API.
+
 When ``cone_width`` is not given it is derived from the collection size N:
 ``cone_width(N, top_k) = max(top_k, min(N, max(50, ceil(10·ln N))))`` (the design's
 "log N · 10", never below 50 nor above N).
@@ -30,6 +35,7 @@ import numpy as np
 
 from memcore import ValidationError
 
+from .mirror import ParticleMirror
 from .physics import ParticleProjector, ParticleStates, unit_directions
 from .storage import HyperAmyStorage
 from .types import Point, SearchResult
@@ -68,19 +74,28 @@ def check_search_args(top_k: Any, cone_width: Any, max_neighbors: Any, neighbor_
 
 @dataclass
 class Candidates:
-    """Rows fetched from Chroma: ids, unit directions (n, d) and metadatas."""
+    """Rows fetched from Chroma (or the mirror): ids, unit directions (n, d) and metadatas;
+    ``vtb``: v, T, born as an (n, 3) array when the source has them (the mirror)."""
 
     ids: list[str]
     directions: np.ndarray
     metadatas: list[dict[str, Any]]
+    vtb: np.ndarray | None = None
 
     @classmethod
     def from_chroma(cls, ids: Sequence[str], embeddings: Any, metadatas: Sequence[dict[str, Any]]) -> "Candidates":
         matrix = np.asarray(embeddings, dtype=np.float32) if len(ids) else np.zeros((0, 0), dtype=np.float32)
         return cls(list(ids), matrix, list(metadatas))
 
+    @classmethod
+    def from_mirror(cls, mirror: ParticleMirror, rows: np.ndarray) -> "Candidates":
+        ids, directions, vtb, metas = mirror.take(rows)
+        return cls(ids, directions, metas, vtb)
+
     def states(self, projector: ParticleProjector, t_now: float) -> ParticleStates:
         """All candidates projected at ``t_now`` (metadata read into arrays once)."""
+        if self.vtb is not None:
+            return projector.states(self.directions, self.vtb[:, 0], self.vtb[:, 1], self.vtb[:, 2], t_now)
         metas = self.metadatas
         v = np.fromiter((m["v"] for m in metas), dtype=np.float64, count=len(metas))
         T = np.fromiter((m["T"] for m in metas), dtype=np.float64, count=len(metas))
@@ -124,6 +139,10 @@ class ParticleSource(Protocol):
 
     def count(self) -> int: ...
 
+    def particle_mirror(self) -> ParticleMirror | None:
+        """The in-memory mirror of the particles (built on first use), or None to search Chroma."""
+        ...
+
 
 class HyperAmyRetrieval:
     """The four-step search over a :class:`HyperAmyStorage` with a :class:`ParticleProjector`."""
@@ -137,11 +156,12 @@ class HyperAmyRetrieval:
         """The Chroma collection searched (the storage's current one)."""
         return self.storage.collection
 
-    def _cone(self, direction: np.ndarray, cone: int, restrict: list[str] | None) -> dict[str, Any] | None:
-        """Step 1's Chroma query. ``restrict`` is sent as is first (an allowed set usually
-        holds stored ids only); Chroma refuses unknown ids, and only then are the stored
-        ones looked up (one more ``get``). None when none of them is stored."""
-        include = ["metadatas", "embeddings"]
+    def _cone(self, direction: np.ndarray, cone: int, restrict: list[str] | None, payload: bool = True) -> dict[str, Any] | None:
+        """Step 1's Chroma query (ids only without ``payload``: the mirror has the rest).
+        ``restrict`` is sent as is first (an allowed set usually holds stored ids only);
+        Chroma refuses unknown ids, and only then are the stored ones looked up (one more
+        ``get``). None when none of them is stored."""
+        include = ["metadatas", "embeddings"] if payload else []
         if restrict is None:
             return self.collection.query(query_embeddings=direction, n_results=cone, include=include)
         try:
@@ -187,32 +207,73 @@ class HyperAmyRetrieval:
         ``t_now``: evaluation time (default: the query's ``current_time``, else now);
         ``allowed``: restrict results (direct and neighbours) to these ids.
         """
+        return self.search_many([query_point], top_k, cone_width, max_neighbors, neighbor_penalty, t_now=t_now, allowed=allowed)[0]
+
+    def search_many(
+        self,
+        query_points: Sequence[Point],
+        top_k: int = 3,
+        cone_width: int | None = None,
+        max_neighbors: int = 20,
+        neighbor_penalty: float = 1.1,
+        *,
+        t_now: float | None = None,
+        allowed: AbstractSet[str] | None = None,
+    ) -> list[list[SearchResult]]:
+        """:meth:`search` for several query points at once: one Chroma cone query for all of
+        them, then steps 2-4 per query. ``t_now`` (default: each query's ``current_time``,
+        else now) applies to every query."""
         top_k, cone_width, max_neighbors, neighbor_penalty = check_search_args(top_k, cone_width, max_neighbors, neighbor_penalty)
-        if t_now is None:
-            t_now = query_point.current_time if query_point.current_time is not None else time.time()
-        direction, query = self.query_state(query_point, float(t_now))
+        prepared = []
+        for point in query_points:
+            t = t_now if t_now is not None else (point.current_time if point.current_time is not None else time.time())
+            direction, state = self.query_state(point, float(t))
+            prepared.append((direction, state, float(t)))
+        empty: list[list[SearchResult]] = [[] for _ in prepared]
+        if not prepared:
+            return empty
         restrict: list[str] | None = None
         if allowed is not None:
             restrict = sorted(i for i in allowed if isinstance(i, str))
             if not restrict:
-                return []
+                return empty
+        mirror_of = getattr(self.storage, "particle_mirror", None)
+        mirror = mirror_of() if callable(mirror_of) else None
         if restrict is not None:
             cone = min(cone_width if cone_width is not None else default_cone_width(len(restrict), top_k), len(restrict))
         elif cone_width is not None:
             cone = cone_width  # Chroma returns fewer when it holds fewer: no count() round trip
         else:
-            total = self.storage.count()
+            total = len(mirror) if mirror is not None else self.storage.count()
             if total == 0:
-                return []
+                return empty
             cone = default_cone_width(total, top_k)
 
-        # 1. cone
-        found = self._cone(direction, cone, restrict)
+        # 1. cone: one Chroma query for every query direction
+        found = self._cone(np.concatenate([d for d, _, _ in prepared]), cone, restrict, payload=mirror is None)
         if found is None:
-            return []
-        cands = Candidates.from_chroma(found["ids"][0], found["embeddings"][0], found["metadatas"][0])
-        if not cands.ids:
-            return []
+            return empty
+        out = []
+        for i, (_, query, t) in enumerate(prepared):
+            if mirror is not None:
+                cands = Candidates.from_mirror(mirror, mirror.rows_of(found["ids"][i]))
+            else:
+                cands = Candidates.from_chroma(found["ids"][i], found["embeddings"][i], found["metadatas"][i])
+            out.append(self._rank(cands, query, t, top_k, max_neighbors, neighbor_penalty, restrict, mirror) if cands.ids else [])
+        return out
+
+    def _rank(
+        self,
+        cands: Candidates,
+        query: ParticleStates,
+        t_now: float,
+        top_k: int,
+        max_neighbors: int,
+        neighbor_penalty: float,
+        restrict: list[str] | None,
+        mirror: ParticleMirror | None,
+    ) -> list[SearchResult]:
+        """Steps 2-4 for one query over its cone candidates."""
         # 2. shell
         dist = self.projector.distance(query, cands.states(self.projector, t_now))
         order = np.argsort(dist, kind="stable")[:top_k]
@@ -222,8 +283,11 @@ class HyperAmyRetrieval:
             kept = {r.id for r in results}
             wanted = neighbour_ids([_links(r.metadata) for r in results], max_neighbors, kept, set(restrict) if restrict is not None else None)
             if wanted:
-                got = self.collection.get(ids=wanted, include=["metadatas", "embeddings"])
-                nb = Candidates.from_chroma(got["ids"], got["embeddings"], got["metadatas"])
+                if mirror is not None:
+                    nb = Candidates.from_mirror(mirror, mirror.rows_of(wanted))
+                else:
+                    got = self.collection.get(ids=wanted, include=["metadatas", "embeddings"])
+                    nb = Candidates.from_chroma(got["ids"], got["embeddings"], got["metadatas"])
                 if nb.ids:
                     nd = self.projector.distance(query, nb.states(self.projector, t_now)) * neighbor_penalty
                     results.extend(SearchResult(nb.ids[i], float(nd[i]), nb.metadatas[i], nb.directions[i].tolist(), "neighbor") for i in range(len(nb.ids)))

@@ -25,7 +25,8 @@ import numpy as np
 
 from memcore import ConfigError, DimensionError, DuplicateIdError, NotFoundError, ValidationError
 
-from .connection import ChromaConnection, open_client
+from memcore_chroma_support import ChromaConnection, open_client
+from .mirror import ParticleMirror
 from .physics import unit_directions
 from .types import Point
 
@@ -62,7 +63,9 @@ class HyperAmyStorage:
 
     ``persist_path``: the embedded database folder; ``connection``: a
     :class:`ChromaConnection` (``mode="http"`` for a Chroma server); ``client``: an
-    already open Chroma client (overrides both).
+    already open Chroma client (overrides both). ``mirror``: keep the in-memory particle
+    mirror the search reads (:mod:`.mirror`); default on for an embedded database this
+    object opened, off for a server or a given client (other writers would not reach it).
     """
 
     def __init__(
@@ -74,6 +77,7 @@ class HyperAmyStorage:
         collection_name: str = COLLECTION_NAME,
         clean_links_on_delete: bool = True,
         unknown_links: UnknownLinks = "error",
+        mirror: bool | None = None,
     ):
         if unknown_links not in ("error", "drop", "keep"):
             raise ConfigError(f"unknown_links must be 'error', 'drop' or 'keep', got {unknown_links!r}")
@@ -88,9 +92,13 @@ class HyperAmyStorage:
         self.unknown_links: UnknownLinks = unknown_links
         self.batch_size = max(1, int(self.client.get_max_batch_size()))
         self.dim: int | None = None
+        # the in-memory particle mirror (.mirror): on unless other processes may write (a server)
+        self.use_mirror = (self.connection.mode != "http" and client is None) if mirror is None else bool(mirror)
+        self._mirror: ParticleMirror | None = None
         if self.collection.count():
             first = self.collection.get(limit=1, include=["embeddings"])
             self.dim = int(np.asarray(first["embeddings"]).shape[1])
+        self._empty_at_start = self.dim is None  # then the mirror starts empty, in step, with no read from Chroma
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -134,6 +142,11 @@ class HyperAmyStorage:
             metadatas.append(Point(p.id, None, p.v, p.T, p.born, p.current_time if p.current_time is not None else now, links).to_metadata())
         for sl in chunks(range(len(ids)), self.batch_size):
             self.collection.upsert(ids=ids[sl.start : sl.stop], embeddings=embeddings[sl.start : sl.stop], metadatas=metadatas[sl.start : sl.stop])
+        if self._mirror is None and self.use_mirror and self._empty_at_start:
+            self._mirror = ParticleMirror(int(embeddings.shape[1]))
+        if self._mirror is not None:
+            self._mirror.upsert(ids, embeddings, metadatas)
+        self._empty_at_start = False
         if self.dim is None:
             self.dim = int(embeddings.shape[1])
         return UpsertReport(ids, unknown)
@@ -185,6 +198,8 @@ class HyperAmyStorage:
         present = sorted(self.existing(ids))
         for part in chunks(present, self.batch_size):
             self.collection.delete(ids=list(part))
+        if self._mirror is not None:
+            self._mirror.delete(present)
         if present and (self.clean_links_on_delete if clean_links is None else clean_links):
             self._unlink(set(present))
         return len(present)
@@ -204,6 +219,8 @@ class HyperAmyStorage:
                 metas.append({"links": json.dumps(links), "link_to": links or None})
             for sl in chunks(range(len(found["ids"])), self.batch_size):
                 self.collection.update(ids=found["ids"][sl.start : sl.stop], metadatas=metas[sl.start : sl.stop])
+            if self._mirror is not None:
+                self._mirror.set_metadata(found["ids"], metas)
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -236,3 +253,12 @@ class HyperAmyStorage:
     def count(self) -> int:
         """Number of stored points."""
         return int(self.collection.count())
+
+    def particle_mirror(self) -> ParticleMirror | None:
+        """The in-memory mirror of the stored points (built from Chroma on first use), or
+        None when it is off or nothing is stored yet."""
+        if not self.use_mirror or self.dim is None:
+            return None
+        if self._mirror is None:
+            self._mirror = ParticleMirror.from_collection(self.collection, self.dim, self.batch_size)
+        return self._mirror

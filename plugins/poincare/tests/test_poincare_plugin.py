@@ -14,7 +14,22 @@ class TestPoincareRegistration(PluginRegistrationContract):
         "services": {"hyperamy": (HyperAmyService, HyperAmyServiceConfig)},
     }
     heavy_modules = (*HEAVY_MODULES, "chromadb")
-    allowed_imports = {"__future__", "dataclasses", "json", "math", "pathlib", "re", "time", "typing", "uuid", "memcore", "numpy", "pydantic", "chromadb"}
+    allowed_imports = {
+        "__future__",
+        "dataclasses",
+        "json",
+        "math",
+        "pathlib",
+        "re",
+        "time",
+        "typing",
+        "uuid",
+        "memcore",
+        "numpy",
+        "pydantic",
+        "chromadb",
+        "memcore_chroma_support",
+    }
     light_imports = ("memcore_poincare", "memcore_poincare:PoincareIndex", "memcore_poincare.storage", "memcore_poincare.retrieval")
 
 

@@ -2,14 +2,15 @@
 through ``register_services``:
 
 - ``short_term_memory``: a window of the last N entries;
-- ``memoryos``: STM queue -> MTM segments with heat -> LTM summaries;
+- ``memoryos``: STM queue -> MTM segments (page chains, heat) -> LTM profile and knowledge;
 - ``hierarchical``: two-tier, three-tier or functional tiers with capacities and a
   migration policy (fifo, heat, age);
 - ``vector_hash``: TiM-style thoughts (triple sentences) in an LSH index;
-- ``hybrid``: several indexes + fusion, a declared pipeline behind the service interface.
+- ``hybrid``: several indexes + fusion, a declared pipeline behind the service interface,
+  optionally over two granularities (entries and windows of entries, the ``expand`` stage).
 
 They create their indexes by kind (``fifo`` of memcore-fifo-kv, ``lsh`` of memcore-lsh,
-``bm25`` and the ``rrf`` fusion...): ``pip install "memcore[services]"`` brings them.
+``bm25`` and the ``rrf`` fusion...): ``pip install -c constraints.txt "memcore[services]"`` brings them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import memcore
 
 from .hierarchical import HierarchicalConfig, HierarchicalMemory
+from .granularity import ExpandConfig, ExpandStage, WindowsConfig
 from .hybrid import HybridConfig, HybridService
 from .memoryos import MemoryOS, MemoryOSConfig
 from .short_term import ShortTermMemory, ShortTermMemoryConfig
@@ -33,7 +35,11 @@ __all__ = [
     "VectorHashConfig",
     "HybridService",
     "HybridConfig",
+    "WindowsConfig",
+    "ExpandStage",
+    "ExpandConfig",
     "register_services",
+    "register_stages",
 ]
 __version__ = "0.1.0"
 
@@ -46,3 +52,9 @@ def register_services(register):
     register("hierarchical", HierarchicalMemory, HierarchicalConfig)
     register("vector_hash", VectorHashMemory, VectorHashConfig)
     register("hybrid", HybridService, HybridConfig)
+
+
+@memcore.hookimpl
+def register_stages(register):
+    """Register the ``expand`` stage (window hits -> their member entries)."""
+    register("expand", ExpandStage, ExpandConfig)

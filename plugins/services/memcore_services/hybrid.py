@@ -7,6 +7,13 @@ The service declares its indexes under the ``hybrid.`` prefix (``indexes = {dens
 stage list; recall stages name the indexes without the prefix). ``insert`` puts every
 entry in every index; ``retrieve`` runs the pipeline.
 
+``windows`` (optional, :mod:`.granularity`): a second granularity. Each inserted entry also
+makes a window record of it and the entries before it in the same group (session), kept in
+the window indexes (``hybrid.window.<name>``); the pipeline recalls them like any index
+(``index = "window.dense"``) and an ``expand`` stage turns window hits into their member
+entries before the fusion. Results are always entries: a window left unexpanded at the
+end is replaced by its members.
+
 ``speaker_boost`` (optional): when the query names a speaker found in the entries'
 ``speaker`` metadata, those entries' scores are multiplied by ``1 + speaker_boost`` before
 the final cut -- speaker-aware retrieval for dialog memories.
@@ -15,6 +22,7 @@ the final cut -- speaker-aware retrieval for dialog memories.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any, Mapping
 
@@ -22,10 +30,14 @@ from memcore import ComponentConfig, Pipeline, Service
 from pydantic import Field
 
 from .common import hit_result
+from .granularity import GRANULARITY, MEMBERS, WindowsConfig, window_record
 
-__all__ = ["HybridConfig", "HybridService", "PREFIX"]
+__all__ = ["HybridConfig", "HybridService", "PREFIX", "WINDOW_PREFIX"]
 
 PREFIX = "hybrid."
+WINDOW_PREFIX = PREFIX + "window."
+STATE = "hybrid.windows"
+"""State namespace: group (scope and metadata value, as JSON) -> the ids of its last ``size - 1`` entries."""
 DEFAULT_INDEXES = {
     "dense": {"kind": "exact", "space": "default", "metric": "cosine"},
     "bm25": {"kind": "bm25", "stopwords": "en", "stemmer": "english"},
@@ -52,6 +64,13 @@ class HybridConfig(ComponentConfig):
     space: str | None = Field(None, description="Space of a bare vector argument (default: the only space).")
     speaker_boost: float = Field(0.0, ge=0, le=10, description="Boost of entries whose 'speaker' the query names (0: off).")
     llm: str | None = Field("default", description="LLM handed to the pipeline's LLM stages (llm_rerank).")
+    windows: WindowsConfig | None = Field(None, description="A second granularity: a window of consecutive entries per entry (None: off).")
+
+
+def _group_key(value: Any, scope: Any) -> str:
+    """The state key of a window group: its metadata value within one scope."""
+    scope_part = json.dumps(dict(scope), sort_keys=True, default=str) if isinstance(scope, Mapping) else ("" if scope is None else str(scope))
+    return json.dumps([scope_part, value], default=str)
 
 
 def _prefixed(entries: Any) -> Any:
@@ -89,8 +108,15 @@ class HybridService(Service):
 
     @classmethod
     def required_indexes(cls, config: HybridConfig) -> dict[str, dict[str, Any]]:
-        """The configured indexes, under ``hybrid.``."""
-        return {PREFIX + name: dict(entry) for name, entry in config.indexes.items()}
+        """The configured indexes, under ``hybrid.`` (window indexes under ``hybrid.window.``)."""
+        out = {PREFIX + name: dict(entry) for name, entry in config.indexes.items()}
+        if config.windows is not None:
+            out.update({WINDOW_PREFIX + name: dict(entry) for name, entry in config.windows.indexes.items()})
+        return out
+
+    def entry_indexes(self) -> list[str]:
+        """The indexes holding entries (not windows)."""
+        return [PREFIX + name for name in self.config.indexes]
 
     def bind_llms(self, llms: Any) -> None:
         """Hand the LLMs to the service's own pipeline too."""
@@ -98,11 +124,27 @@ class HybridService(Service):
         self.own.bind_llms(llms)
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Insert one entry into every index (``id``, ``scope``, ``links`` as keywords)."""
+        """Insert one entry into every entry index (``id``, ``scope``, ``links`` as keywords),
+        and its window into the window indexes when ``windows`` is on."""
         item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **kwargs}
         if vector is not None:
             item["vectors"] = {self.vector_space(self.config.space): vector}
-        return self.collection.insert([item], indexes=list(self.required_indexes(self.config)))[0]
+        windows = self.config.windows
+        if windows is None:
+            return self.collection.insert([item], indexes=self.entry_indexes())[0]
+        group = _group_key(item["metadata"].get(windows.group) if windows.group else None, kwargs.get("scope"))
+        before = [str(i) for i in self.collection.get_state(STATE, group, [])]
+        rid = self.collection.insert([item], indexes=self.entry_indexes())[0]
+        before = [i for i in before if i != rid]
+        records = [r for r in self.collection.get_many([*before, rid]) if r is not None]
+        window = window_record([(r.id, r.text, r.metadata) for r in records])
+        window["id"] = f"{rid}#window"
+        if kwargs.get("scope") is not None:
+            window["scope"] = kwargs["scope"]
+        # the window and the group's new tail are written together (after the entry itself)
+        tail = [*before, rid][-(windows.size - 1) :]
+        self.collection.insert([window], indexes=[WINDOW_PREFIX + name for name in windows.indexes], state={(STATE, group): tail})
+        return rid
 
     def retrieve(
         self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
@@ -111,7 +153,7 @@ class HybridService(Service):
         depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
         q = self.make_query(query, vector, metadata, depth, self.config.space, scope=kwargs.get("scope"))
         hits = self.own.run(self.collection, q)
-        results = [hit_result(h) for h in hits]
+        results = self._entries([hit_result(h) for h in hits])
         if self.config.speaker_boost and query:
             named = {w for w in re.findall(r"[A-Z][a-z]+", query)}
             for r in results:
@@ -119,3 +161,23 @@ class HybridService(Service):
                     r["score"] *= 1.0 + self.config.speaker_boost
             results.sort(key=lambda r: -r["score"])
         return results[:k]
+
+    def _entries(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Window results (a pipeline without ``expand``) replaced by their member entries."""
+        if not any((r["metadata"] or {}).get(GRANULARITY) == "window" for r in results):
+            return results
+        out: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for r in results:
+            meta = r["metadata"] or {}
+            ids = [str(i) for i in meta.get(MEMBERS, [])] if meta.get(GRANULARITY) == "window" else [r["id"]]
+            fresh = [i for i in ids if i not in seen]
+            seen.update(fresh)
+            if meta.get(GRANULARITY) != "window":
+                if fresh:
+                    out.append(r)
+                continue
+            for record in self.collection.get_many(fresh):
+                if record is not None:
+                    out.append({"id": record.id, "text": record.text, "score": r["score"], "metadata": dict(record.metadata)})
+        return out

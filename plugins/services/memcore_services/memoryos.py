@@ -1,46 +1,72 @@
-"""``memoryos``: MemoryOS-style tiers (Kang et al. 2025; BAI-LAB/MemoryOS).
+"""``memoryos``: MemoryOS tiers (Kang et al. 2025; BAI-LAB/MemoryOS ``memoryos-pypi``).
 
-- **STM**: a fifo queue of pages (index ``memoryos.stm``, kind ``fifo``, ``stm_capacity``).
-- **MTM**: pages pushed out of the STM join the vector index ``memoryos.mtm`` and a
-  *segment*: the most similar segment of the same session (cosine of the page to the
-  segment's centroid >= ``segment_threshold``) or a new one. A segment keeps its pages,
-  centroid, visits, interaction length (pages) and last visit in the store.
-- **Heat**: ``heat = a * visits + b * length + c * exp(-(now - last_visit) / tau_s)``
-  (``[service.heat]``). When the MTM holds more than ``mtm_capacity`` segments, the coldest
-  are summarised -- by the LLM named ``llm`` or the fallback ``keyword_summary`` (its most
-  frequent content words and its most central page) -- into an **LTM** knowledge entry
-  (index ``memoryos.ltm``) that lists the pages (and their ``dia_ids``); the pages leave the
-  MTM index but stay in the store (``summarised`` in their page state). Nothing is dropped.
-- **Retrieval** reads the STM (word overlap, recency), the MTM (the ``top_segments``
-  segments closest to the query, then their pages by cosine), and the LTM, and counts a visit
-  (and updates the last visit) of every segment that yielded a page.
+- **STM** (index ``memoryos.stm``, kind ``fifo``): the last ``stm_capacity`` pages.
+- **MTM** (index ``memoryos.mtm``, exact cosine): a page pushed out of the STM is first
+  *chained* to the previously pushed page of the same session when the two are continuous
+  (LLM step ``continuity``, fallback ``same_session``), and its chain's meta-summary is
+  updated (``meta_info``, fallback ``keyword_meta``); then it joins a *segment* of its
+  session (cosine to the segment centroid >= ``segment_threshold``) or starts one. A
+  segment keeps its pages, the pages not analysed yet, visits, interaction length, last visit.
+- **Heat** ``a * visits + b * length + c * exp(-(now - last_visit) / tau_s)``, updated on
+  access. After every insert the hottest segment with pages not analysed yet is *promoted*
+  when its heat reaches ``heat_threshold`` (MemoryOS: 5): the LLM rewrites the **user
+  profile** (``profile``, fallback ``keyword_profile``) and extracts **user knowledge** and
+  **assistant knowledge** (``knowledge``, fallback ``first_person_lines``); its pages are
+  marked analysed and its visits and length reset, as MemoryOS does. The pages stay in MTM.
+- **Capacity**: when the MTM holds more than ``mtm_capacity`` segments the coldest are
+  summarised (``summary``, fallback ``keyword_summary``) into a ``segment_summary`` entry of
+  the user knowledge store that lists their pages; the pages leave the MTM index but stay in
+  the store. Nothing is dropped.
+- **LTM** is three indexes: ``memoryos.profile`` (one profile record),
+  ``memoryos.user_knowledge`` and ``memoryos.assistant_knowledge``.
+- **Retrieval**: STM pages (word overlap), MTM (the ``top_segments`` segments closest to
+  the query, then their pages by cosine, thresholds as MemoryOS), the profile and both
+  knowledge stores; every segment that yielded a page counts a visit. ``chain=True`` adds
+  each page's chain (previous/next page, meta-summary) to its result.
 
-Data is stored once; tiers are index memberships; all state is in the store (namespace
-``memoryos``): pages ``p:<id>`` -> segment or summary, segments ``s:<n>``.
+All state is in the store (namespace ``memoryos``: ``s:<n>`` segments, ``v:<n>`` their centroids,
+``p:<id>`` pages, ``c:<n>`` chains), read once per store sequence number (:class:`StateView`).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any, Mapping
 
 import numpy as np
 from memcore import ComponentConfig, Service
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from .common import HeatWeights, heat, hit_result, lexical, now, record_result, top, unit
+from .memoryos_ltm import (
+    Page,
+    ask_continuity,
+    ask_knowledge,
+    ask_meta_info,
+    ask_profile,
+    ask_summary,
+    content_words,
+    date_of,
+    first_person_lines,
+    keyword_meta,
+    keyword_profile,
+    keyword_summary,
+    pages_of,
+    same_session,
+    speaker_words,
+    speakers_of,
+)
+from .memoryos_state import StateView
 
-__all__ = ["MemoryOSConfig", "MemoryOS"]
+__all__ = ["MemoryOSConfig", "MemoryOS", "keyword_summary"]
 
 NS = "memoryos"
-STM, MTM, LTM = "memoryos.stm", "memoryos.mtm", "memoryos.ltm"
-_STOP = set(
-    "the a an and or but to of in on at for with is are was were be been i you he she it we they my your our his her "
-    "their me him them this that so just really very what do did does have has had not no yes oh too also can will would "
-    "about from as by if then than there here how when where why who which all any some more most like get got".split()
-)
-SUMMARY_PROMPT = "Summarise the following conversation pages in one or two sentences, keeping names, dates and facts.\n\n{pages}\n\nSummary:"
+STM, MTM = "memoryos.stm", "memoryos.mtm"
+PROFILE, USER_KB, ASSISTANT_KB = "memoryos.profile", "memoryos.user_knowledge", "memoryos.assistant_knowledge"
+LTM = {"profile": PROFILE, "user_knowledge": USER_KB, "assistant_knowledge": ASSISTANT_KB}
+PROFILE_ID = "memoryos-profile"
+TIERS = ("stm", "mtm", *LTM)
+_KEEP_WORDS = 40
 
 
 class MemoryOSConfig(ComponentConfig):
@@ -50,87 +76,221 @@ class MemoryOSConfig(ComponentConfig):
     stm_capacity: int = Field(10, ge=1, description="Pages in the short-term queue.")
     mtm_capacity: int = Field(200, ge=1, description="Segments in the mid-term memory before the coldest are summarised into LTM.")
     segment_threshold: float = Field(0.6, ge=-1, le=1, description="Cosine of a page to a segment centroid needed to join it.")
+    heat_threshold: float | None = Field(5.0, ge=0, description="Heat at which a segment's new pages are promoted to LTM (None: never).")
+    continuity: bool = Field(True, description="Chain consecutive pages of a session (continuity + meta_info steps).")
     top_segments: int = Field(5, ge=1, description="Segments searched per query.")
+    segment_min_sim: float = Field(0.1, ge=-1, le=1, description="Cosine a segment needs to be searched.")
+    page_min_sim: float = Field(0.1, ge=-1, le=1, description="Cosine a page of a searched segment needs to be returned.")
+    knowledge_k: int = Field(20, ge=1, description="Entries read from each knowledge store per query.")
+    knowledge_min_sim: float = Field(0.01, ge=-1, le=1, description="Cosine a knowledge entry needs to be returned.")
     heat: HeatWeights = Field(default_factory=HeatWeights, description="Heat weights a, b, c and tau_s.")
-    space: str = Field("default", description="Embedding space of pages and summaries.")
-    session_key: str = Field("session", description="Metadata key of the session (segments never span two sessions).")
-    weights: dict[str, float] = Field(default_factory=lambda: {"stm": 1.0, "mtm": 1.0, "ltm": 1.0}, description="Score multiplier per tier.")
-    llm: str | None = Field("default", description="LLM of the summaries (undeclared 'default': the keyword_summary fallback).")
+    space: str = Field("default", description="Embedding space of pages and LTM entries.")
+    session_key: str = Field("session", description="Metadata key of the session (segments and chains never span two sessions).")
+    weights: dict[str, float] = Field(default_factory=lambda: {t: 1.0 for t in TIERS}, description=f"Score multiplier per tier ({', '.join(TIERS)}).")
+    llm: str | None = Field("default", description="LLM of the LLM steps (undeclared 'default': the named fallbacks).")
+
+    @field_validator("weights")
+    @classmethod
+    def _known_tiers(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - set(TIERS))
+        if unknown:
+            raise ValueError(f"unknown tier(s) {unknown} in weights; tiers: {list(TIERS)}")
+        return value
 
 
-def keyword_summary(texts: list[str], vectors: np.ndarray) -> str:
-    """Fallback summary: the most frequent content words, then the most central page."""
-    words = Counter(w for t in texts for w in re.findall(r"[a-z][a-z']+", t.lower()) if w not in _STOP and len(w) > 2)
-    keywords = ", ".join(w for w, _ in words.most_common(8))
-    centre = unit(vectors.mean(axis=0)) if len(vectors) else None
-    best = int(np.argmax(vectors @ centre)) if centre is not None else 0
-    return f"Topics: {keywords}. {texts[best]}" if texts else f"Topics: {keywords}."
+def _centroid_key(segment: str) -> str:
+    return "v:" + segment[2:]
+
+
+def _top_words(counts: Counter[str], n: int = _KEEP_WORDS) -> dict[str, int]:
+    return dict(counts.most_common(n))
 
 
 class MemoryOS(Service):
-    """STM queue -> MTM segments with heat -> LTM summaries."""
+    """STM queue -> MTM segments (chains, heat) -> LTM profile and knowledge stores."""
 
     uses_pipeline = False
 
+    def __init__(self, config: MemoryOSConfig, collection: Any, pipeline: Any):
+        super().__init__(config, collection, pipeline)
+        self.state = StateView(collection, NS)
+        self._page_vectors: dict[str, np.ndarray] = {}
+        self._centroids: tuple[Any, list[str], np.ndarray] | None = None
+
     @classmethod
     def required_indexes(cls, config: MemoryOSConfig) -> dict[str, dict[str, Any]]:
-        """``memoryos.stm`` (fifo), ``memoryos.mtm`` and ``memoryos.ltm`` (exact cosine)."""
+        """``memoryos.stm`` (fifo); ``memoryos.mtm`` and the three LTM stores (exact cosine)."""
         vec = {"kind": "exact", "space": config.space, "metric": "cosine"}
-        return {STM: {"kind": "fifo", "capacity": config.stm_capacity}, MTM: dict(vec), LTM: dict(vec)}
+        return {STM: {"kind": "fifo", "capacity": config.stm_capacity}, MTM: dict(vec), **{name: dict(vec) for name in LTM.values()}}
 
     # -- insert --------------------------------------------------------------------------
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Add a page to the STM; pages pushed out move to MTM segments; cold segments go to LTM."""
-        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **kwargs}
+        """Add a page to the STM; pages pushed out join MTM; hot segments are promoted, cold ones summarised."""
+        vectors = dict(kwargs.pop("vectors", None) or {})
         if vector is not None:
-            item["vectors"] = {self.config.space: vector}
-        rid = self.collection.insert([item], indexes=[STM])[0]
-        evicted = self.collection.evict(STM)
-        for page in evicted:
+            vectors[self.config.space] = vector
+        if self.config.space not in vectors and isinstance(text, str) and self.config.space in self.collection.spaces:
+            vectors[self.config.space] = self.collection.spaces[self.config.space].embed_documents([text])[0]  # needed when it reaches MTM
+        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), "vectors": vectors, **kwargs}
+        rid = self.state.write({}, lambda state: self.collection.insert([item], indexes=[STM], state=state))[0]
+        for page in self.state.write({}, lambda state: self.collection.evict(STM, state=state)):
             self._to_mtm(page)
         self._enforce_mtm()
+        self._promote_hottest()
         return rid
 
-    def _segments(self) -> dict[str, dict[str, Any]]:
-        return {k: v for k, v in self.collection.state_items(NS).items() if k.startswith("s:")}
+    def _vector(self, page: str, text: str) -> np.ndarray:
+        if page not in self._page_vectors:
+            vecs, present = self.collection.vectors([page], self.config.space)
+            # a page stored without a vector (by an older version): embed it here, the MTM insert stores it
+            vec = vecs[0] if present[0] else self.collection.spaces[self.config.space].embed_documents([text])[0]
+            self._page_vectors[page] = unit(vec)
+        return self._page_vectors[page]
 
-    def _to_mtm(self, page: str) -> None:
-        self.collection.insert_to_index(MTM, [page])
-        record = self.collection.get(page)
-        vecs, present = self.collection.vectors([page], self.config.space)
-        v = unit(vecs[0])
-        session = (record.metadata or {}).get(self.config.session_key)
+    def _page_matrix(self, pages: list[str]) -> np.ndarray:
+        missing = [p for p in pages if p not in self._page_vectors]
+        if missing:
+            vecs, _ = self.collection.vectors(missing, self.config.space)
+            for p, v in zip(missing, vecs):
+                self._page_vectors[p] = unit(v)
+        return np.stack([self._page_vectors[p] for p in pages]) if pages else np.zeros((0, 0), np.float32)
+
+    def _chain(self, page: Page, changes: dict[str, Any]) -> dict[str, Any]:
+        """Chain ``page`` to the previously moved page of its session; returns the page's links."""
+        prev_id = self.state.get("last_page")
+        prev_rec = self.collection.get_many([prev_id])[0] if prev_id else None
+        prev = Page(prev_rec.id, prev_rec.text, dict(prev_rec.metadata or {})) if prev_rec is not None else None
+        prev_state = self.state.get(f"p:{prev_id}") if prev_id else None
+        key = self.config.session_key
+        continuous = False
+        if prev is not None and prev_state and prev_state.get("chain") and same_session(prev, page, key):
+            continuous = self.run_llm_step("continuity", lambda llm: ask_continuity(llm, prev, page), lambda: same_session(prev, page, key), "same_session")
+        if continuous:
+            chain_key = prev_state["chain"]
+            chain = dict(self.state.get(chain_key) or {})
+            changes[f"p:{prev_id}"] = {**prev_state, "next": page.id}
+        else:
+            n = int(self.state.get("next_chain", 0)) + 1
+            changes["next_chain"] = n
+            chain_key, chain = f"c:{n}", {"session": page.metadata.get(key), "date": page.metadata.get("date_time") or date_of(page), "words": {}, "pages": 0}
+        words = Counter(chain.get("words") or {})
+        words.update(content_words(page.text))
+        speakers = list(dict.fromkeys([*(chain.get("speakers") or []), *speakers_of(page)]))
+        meta = self.run_llm_step(
+            "meta_info",
+            lambda llm: ask_meta_info(llm, chain.get("meta"), page),
+            lambda: keyword_meta(words, speakers, chain.get("date")),
+            "keyword_meta",
+        )
+        changes[chain_key] = {**chain, "meta": meta, "words": _top_words(words), "speakers": speakers, "pages": int(chain.get("pages", 0)) + 1}
+        changes["last_page"] = page.id
+        return {"chain": chain_key, "prev": prev_id if continuous else None, "next": None}
+
+    def _to_mtm(self, page_id: str) -> None:
+        record = self.collection.get(page_id)
+        page = Page(record.id, record.text, dict(record.metadata or {}))
+        v = self._vector(page_id, record.text)
+        session = page.metadata.get(self.config.session_key)
+        changes: dict[str, Any] = {}
+        links = self._chain(page, changes) if self.config.continuity else {}
+        segments = self.state.prefixed("s:")
         best, best_sim = None, self.config.segment_threshold
-        for key, seg in self._segments().items():
+        for key, seg in segments.items():
             if seg.get("session") != session:
                 continue
-            sim = float(unit(seg["centroid"]) @ v)
+            sim = float(unit(self._centroid(key)) @ v)
             if sim >= best_sim:
                 best, best_sim = key, sim
         at = now()
         if best is None:
-            n = int(self.collection.get_state(NS, "next_segment", 0)) + 1
+            n = int(self.state.get("next_segment", 0)) + 1
             best = f"s:{n}"
-            seg = {"pages": [page], "centroid": v.tolist(), "visits": 0, "length": 1, "last": at, "session": session}
-            changes = {(NS, "next_segment"): n}
+            seg = {"pages": [page_id], "fresh": [page_id], "visits": 0, "length": 1, "last": at, "session": session, "promotions": 0}
+            changes["next_segment"] = n
+            changes[_centroid_key(best)] = v.tolist()
         else:
-            seg = dict(self._segments()[best])
-            count = len(seg["pages"])
-            seg["centroid"] = unit((np.asarray(seg["centroid"]) * count + v) / (count + 1)).tolist()
-            seg["pages"] = [*seg["pages"], page]
-            seg["length"] = seg["length"] + 1
-            seg["last"] = at
-            changes = {}
-        changes[(NS, best)] = seg
-        changes[(NS, f"p:{page}")] = {"tier": "mtm", "segment": best}
-        self.collection.set_state(changes)
+            old = segments[best]
+            count = len(old["pages"])
+            changes[_centroid_key(best)] = unit((np.asarray(self._centroid(best)) * count + v) / (count + 1)).tolist()
+            seg = {
+                **old,
+                "pages": [*old["pages"], page_id],
+                "fresh": [*old.get("fresh", []), page_id],
+                "length": old["length"] + 1,
+                "last": at,
+            }
+        changes[best] = seg
+        changes[f"p:{page_id}"] = {"tier": "mtm", "segment": best, **links}
+        self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, [page_id], state=state))
+
+    def _centroid(self, key: str) -> Any:
+        """The centroid of segment ``key`` (kept apart from the segment's counters, so that a
+        visit does not rewrite it)."""
+        return self.state.get(_centroid_key(key))
 
     def _heat(self, seg: Mapping[str, Any], at: float) -> float:
         return heat(self.config.heat, seg.get("visits", 0), seg.get("length", 0), seg.get("last", 0.0), at)
 
+    # -- heat promotion: MTM -> profile and knowledge ------------------------------------
+
+    def _promote_hottest(self) -> None:
+        """Promote the hottest segment when its heat reaches ``heat_threshold`` and it has new pages."""
+        if self.config.heat_threshold is None:
+            return
+        segments = self.state.prefixed("s:")
+        if not segments:
+            return
+        at = now()
+        key = max(segments, key=lambda s: (self._heat(segments[s], at), s))
+        seg = segments[key]
+        # MemoryOS compares the heat it stored at the last update (recency 1 then); the few
+        # milliseconds since cost ~1e-8 of recency here, hence the tolerance
+        if seg.get("fresh") and self._heat(seg, at) >= self.config.heat_threshold - 1e-6:
+            self._promote(key, seg)
+
+    def _promote(self, key: str, seg: Mapping[str, Any]) -> None:
+        pages = pages_of(self.collection.get_many(list(seg["fresh"])))
+        old = self.collection.get_many([PROFILE_ID])[0]
+        counts = {s: Counter(w) for s, w in (self.state.get("profile_words") or {}).items()}
+        for speaker, words in speaker_words(pages).items():
+            counts.setdefault(speaker, Counter()).update(words)
+        profile = self.run_llm_step(
+            "profile", lambda llm: ask_profile(llm, old.text if old else None, pages), lambda: keyword_profile(counts), "keyword_profile"
+        )
+        facts = self.run_llm_step("knowledge", lambda llm: ask_knowledge(llm, pages), lambda: first_person_lines(pages), "first_person_lines")
+        by_page = {p.id: p for p in pages}
+        for store, index in (("user", USER_KB), ("assistant", ASSISTANT_KB)):
+            items = [
+                {
+                    "text": f.text,
+                    "metadata": {
+                        **by_page[f.page].metadata,
+                        "dia_ids": f.dia_ids,
+                        "memoryos": f"{store}_knowledge",
+                        "kind": "fact",
+                        "pages": [f.page],
+                        "segment": key,
+                    },
+                }
+                for f in facts
+                if f.store == store
+            ]
+            if items:
+                self.state.write({}, lambda state, items=items, index=index: self.collection.insert(items, indexes=[index], state=state))
+        reset = {**seg, "fresh": [], "visits": 0, "length": 0, "last": now(), "promotions": int(seg.get("promotions", 0)) + 1}
+        changes = {key: reset, "profile_words": {s: _top_words(c) for s, c in counts.items()}, "promotions": int(self.state.get("promotions", 0)) + 1}
+        if profile is None or (old is not None and profile == old.text):  # the LLM's reply was too short: keep the profile
+            self.state.write(changes)
+            return
+        updates = int((old.metadata or {}).get("updates", 0)) + 1 if old else 1
+        record = {"id": PROFILE_ID, "text": profile, "metadata": {"memoryos": "profile", "kind": "profile", "updates": updates}}
+        self.state.write(changes, lambda state: self.collection.upsert([record], indexes=[PROFILE], state=state))
+
+    # -- capacity: the coldest segments are summarised into user knowledge ---------------
+
     def _enforce_mtm(self) -> None:
-        segments = self._segments()
+        segments = self.state.prefixed("s:")
         over = len(segments) - self.config.mtm_capacity
         if over <= 0:
             return
@@ -139,61 +299,108 @@ class MemoryOS(Service):
             self._summarise(key, segments[key])
 
     def _summarise(self, key: str, seg: Mapping[str, Any]) -> None:
-        pages = list(seg["pages"])
-        records = [r for r in self.collection.get_many(pages) if r is not None]
-        texts = [r.text for r in records]
-        vecs, _ = self.collection.vectors([r.id for r in records], self.config.space)
-        summary = self.run_llm_step(
-            "summary",
-            lambda llm: llm.complete(SUMMARY_PROMPT.format(pages="\n".join(texts))).strip() or keyword_summary(texts, np.asarray(vecs)),
-            lambda: keyword_summary(texts, np.asarray(vecs)),
-            "keyword_summary",
-        )
-        dia_ids = list(dict.fromkeys(d for r in records for d in ((r.metadata or {}).get("dia_ids") or [])))
-        meta = {"memoryos": "ltm_summary", "pages": pages}
+        pages = pages_of(self.collection.get_many(list(seg["pages"])))
+        texts = [p.text for p in pages]
+        vecs = self._page_matrix([p.id for p in pages])
+        summary = self.run_llm_step("summary", lambda llm: ask_summary(llm, pages), lambda: keyword_summary(texts, vecs), "keyword_summary")
+        dia_ids = list(dict.fromkeys(d for p in pages for d in p.dia_ids))
+        ids = list(seg["pages"])
+        meta: dict[str, Any] = {"memoryos": "user_knowledge", "kind": "segment_summary", "pages": ids, "segment": key}
+        if seg.get("session") is not None:
+            meta[self.config.session_key] = seg["session"]
         if dia_ids:
             meta["dia_ids"] = dia_ids
-        sid = self.collection.insert([{"text": summary, "metadata": meta}], indexes=[LTM])[0]
-        self.collection.remove_from_index(MTM, pages, state={(NS, key): None, **{(NS, f"p:{p}"): {"tier": "ltm", "summarised": sid} for p in pages}})
+        sid = self.state.write({}, lambda state: self.collection.insert([{"text": summary, "metadata": meta}], indexes=[USER_KB], state=state))[0]
+        changes: dict[str, Any] = {key: None, _centroid_key(key): None}
+        for p in ids:
+            self._page_vectors.pop(p, None)  # no longer searched
+            changes[f"p:{p}"] = {**(self.state.get(f"p:{p}") or {}), "tier": "ltm", "summarised": sid}
+        self.state.write(changes, lambda state: self.collection.remove_from_index(MTM, ids, state=state))
 
     # -- retrieve ------------------------------------------------------------------------
+
+    def _centroid_matrix(self, segments: Mapping[str, Any]) -> tuple[list[str], np.ndarray]:
+        signature = tuple((k, len(s["pages"])) for k, s in segments.items())
+        if self._centroids is None or self._centroids[0] != signature:
+            keys = list(segments)
+            matrix = np.stack([unit(self._centroid(k)) for k in keys]) if keys else np.zeros((0, 0), np.float32)
+            self._centroids = (signature, keys, matrix)
+        return self._centroids[1], self._centroids[2]
+
+    def _mtm(self, qv: np.ndarray, metadata: Mapping[str, Any] | None, k: int, chain: bool) -> list[dict[str, Any]]:
+        segments = self.state.prefixed("s:")
+        if not segments:
+            return []
+        keys, matrix = self._centroid_matrix(segments)
+        sims = matrix @ qv
+        allowed: set[str] | None = None
+        if metadata:  # a where filter: only segments holding a matching page compete
+            allowed = set(self.collection.ids(index=MTM, where=dict(metadata)))
+            sims = np.where([any(p in allowed for p in segments[key]["pages"]) for key in keys], sims, -np.inf)
+        order = [i for i in np.argsort(-sims, kind="stable")[: self.config.top_segments] if sims[i] >= self.config.segment_min_sim]
+        owner = {p: keys[i] for i in order for p in segments[keys[i]]["pages"] if allowed is None or p in allowed}
+        if not owner:
+            return []
+        pages = list(owner)
+        scores = self._page_matrix(pages) @ qv
+        hits = sorted(((float(s), p) for s, p in zip(scores, pages) if s >= self.config.page_min_sim), key=lambda h: (-h[0], h[1]))
+        visited = {owner[p] for _, p in hits}
+        if visited:
+            at = now()
+            self.state.write({s: {**segments[s], "visits": segments[s].get("visits", 0) + 1, "last": at} for s in sorted(visited)})
+        w = self.config.weights.get("mtm", 1.0)
+        hits = hits[:k]
+        out = []
+        for (score, _), record in zip(hits, self.collection.get_many([p for _, p in hits])):
+            if record is not None:
+                out.append(self._with_chain(record_result(record, w * score), chain))
+        return out
+
+    def _with_chain(self, result: dict[str, Any], chain: bool) -> dict[str, Any]:
+        if not chain:
+            return result
+        page = self.state.get(f"p:{result['id']}") or {}
+        meta = (self.state.get(page["chain"]) or {}).get("meta") if page.get("chain") else None
+        return {**result, "chain": {"prev": page.get("prev"), "next": page.get("next"), "meta": meta} if page else None}
 
     def retrieve(
         self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
-        """STM recent + MTM (segments, then pages) + LTM; visits the segments that answered."""
+        """STM recent + MTM (segments, then pages) + profile + knowledge; visits the segments that answered.
+
+        ``chain=True`` adds ``"chain": {"prev", "next", "meta"}`` to each page result (None
+        for a page not chained yet or an LTM entry).
+        """
+        self.reject_unknown("retrieve", kwargs, ("chain",))
+        chain = bool(kwargs.get("chain", False))
         q = self.make_query(query, vector, metadata, k, self.config.space)
         w = self.config.weights
         results: list[dict[str, Any]] = []
         stm_ids = self.collection.ids(index=STM, where=dict(metadata) if metadata else None)
         stm = [r for r in self.collection.get_many(stm_ids) if r is not None]
         for i, r in enumerate(stm):  # word overlap, newest first on ties
-            results.append(record_result(r, w.get("stm", 1.0) * (lexical(query, r.text) + (i + 1) / (1000.0 * (len(stm) + 1)))))
-        visited: set[str] = set()
-        if self.collection.count(index=MTM):
-            qv = unit(self.collection.query_vector(q, self.config.space))
-            segments = self._segments()
-            ranked = sorted(segments, key=lambda s: -float(unit(segments[s]["centroid"]) @ qv))[: self.config.top_segments]
-            allowed = {p: s for s in ranked for p in segments[s]["pages"]}
-            for h in self.collection.retrieve(q, index=MTM, k=max(k, 1) * 3):
-                if h.id in allowed:
-                    results.append({**hit_result(h), "score": w.get("mtm", 1.0) * float(h.score)})
-                    visited.add(allowed[h.id])
-            if visited:
-                at = now()
-                self.collection.set_state({(NS, s): {**segments[s], "visits": segments[s].get("visits", 0) + 1, "last": at} for s in visited})
-        if self.collection.count(index=LTM):
-            for h in self.collection.retrieve(q, index=LTM, k=k):
-                results.append({**hit_result(h), "score": w.get("ltm", 1.0) * float(h.score)})
+            results.append(self._with_chain(record_result(r, w.get("stm", 1.0) * (lexical(query, r.text) + (i + 1) / (1000.0 * (len(stm) + 1)))), chain))
+        qv = unit(self.collection.query_vector(q, self.config.space))
+        results += self._mtm(qv, metadata, max(k, 1), chain)
+        for tier, index in LTM.items():
+            if not self.collection.count(index=index):
+                continue
+            for h in self.collection.retrieve(q, index=index, k=1 if tier == "profile" else self.config.knowledge_k):
+                if h.score >= self.config.knowledge_min_sim:
+                    r = {**hit_result(h), "score": w.get(tier, 1.0) * float(h.score)}
+                    results.append({**r, "chain": None} if chain else r)
         return top(results, k)
 
     def report(self) -> dict[str, Any]:
-        """Pages in STM and MTM, segments, LTM entries, pages summarised."""
-        state = self.collection.state_items(NS)
+        """Pages per tier, segments, chains, LTM entries per store, promotions, pages summarised."""
+        state = self.state.items()
         return {
             "stm": self.collection.count(index=STM),
             "mtm": self.collection.count(index=MTM),
-            "ltm": self.collection.count(index=LTM),
+            **{tier: self.collection.count(index=index) for tier, index in LTM.items()},
             "segments": sum(1 for k in state if k.startswith("s:")),
+            "chains": sum(1 for k in state if k.startswith("c:")),
+            "promotions": int(state.get("promotions", 0)),
             "summarised_pages": sum(1 for k, v in state.items() if k.startswith("p:") and v and v.get("tier") == "ltm"),
+            "state_reads": self.state.reads,
         }

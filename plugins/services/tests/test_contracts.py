@@ -17,7 +17,8 @@ class TestRegistration(PluginRegistrationContract):
             "hierarchical": (memcore_services.HierarchicalMemory, memcore_services.HierarchicalConfig),
             "vector_hash": (memcore_services.VectorHashMemory, memcore_services.VectorHashConfig),
             "hybrid": (memcore_services.HybridService, memcore_services.HybridConfig),
-        }
+        },
+        "stages": {"expand": (memcore_services.ExpandStage, memcore_services.ExpandConfig)},
     }
 
 
@@ -28,11 +29,15 @@ class TestShortTermMemory(ServiceContract):
 
 
 class TestMemoryOS(ServiceContract):
-    """Small STM so items reach the MTM segments; MTM large enough that none is summarised."""
+    """Small STM so items reach the MTM segments; MTM large enough that none is summarised and
+    no heat promotion, so that every result is an inserted item (LTM entries are derived ones);
+    no similarity floor (MemoryOS's 0.1 may rightly return nothing for a filtered query with
+    the hashing embedder, the contract asks for a result)."""
 
     @pytest.fixture
     def open_memory(self, opener):
-        return lambda path: opener(path, {"kind": "memoryos", "stm_capacity": 3, "mtm_capacity": 50})
+        service = {"kind": "memoryos", "stm_capacity": 3, "mtm_capacity": 50, "heat_threshold": None, "segment_min_sim": -1, "page_min_sim": -1}
+        return lambda path: opener(path, service)
 
 
 class TestHierarchicalThreeTier(ServiceContract):

@@ -119,22 +119,28 @@ def test_functional_layout_routes_by_memory_type(opener, tmp_path):
 # -- memoryos --------------------------------------------------------------------------------
 
 
+def _summaries(m):
+    c = m.collection
+    return [r for r in (c.get(i) for i in c.ids(index="memoryos.user_knowledge")) if r.metadata["kind"] == "segment_summary"]
+
+
 def test_memoryos_pages_flow_into_segments_and_summaries(opener, tmp_path):
-    service = {"kind": "memoryos", "stm_capacity": 2, "mtm_capacity": 1, "segment_threshold": 0.99}
+    service = {"kind": "memoryos", "stm_capacity": 2, "mtm_capacity": 1, "segment_threshold": 0.99, "heat_threshold": None}
     with opener(tmp_path, service) as m:
         ids = [m.insert(t, metadata={"session": 1, "dia_ids": [f"D1:{i}"]}) for i, t in enumerate(TEXTS[:5], start=1)]
         r = m.service.report()
         assert r["stm"] == 2 and r["segments"] == 1 and r["mtm"] + r["summarised_pages"] == 3
-        summaries = [m.collection.get(i) for i in m.collection.ids(index="memoryos.ltm")]
-        assert summaries and all(s.metadata["memoryos"] == "ltm_summary" for s in summaries)
+        summaries = _summaries(m)
+        assert summaries and all(s.metadata["memoryos"] == "user_knowledge" for s in summaries)
         summarised = [p for s in summaries for p in s.metadata["pages"]]
         assert set(summarised) | set(m.collection.ids(index="memoryos.mtm")) | set(m.collection.ids(index="memoryos.stm")) == set(ids)
         assert {d for s in summaries for d in s.metadata["dia_ids"]} == {f"D1:{ids.index(p) + 1}" for p in summarised}
-        assert m.service.llm_report()["steps"] == {"summary": {"fallback:keyword_summary": len(summaries)}}
+        assert m.service.llm_report()["steps"]["summary"] == {"fallback:keyword_summary": len(summaries)}
+        assert r["profile"] == 0 and r["promotions"] == 0  # heat promotion off
 
 
 def test_memoryos_segments_stay_within_a_session_and_heat_counts_visits(opener, tmp_path):
-    with opener(tmp_path, {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0}) as m:
+    with opener(tmp_path, {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0, "heat_threshold": None}) as m:
         for i, t in enumerate(TEXTS[:4]):
             m.insert(t, metadata={"session": 1 if i < 2 else 2})
         segments = {k: v for k, v in m.collection.state_items("memoryos").items() if k.startswith("s:")}
@@ -144,12 +150,123 @@ def test_memoryos_segments_stay_within_a_session_and_heat_counts_visits(opener, 
         assert sum(visited.values()) >= 1
 
 
+DIALOGUE = [
+    ("(1 May 2023) Alice: I moved to Zurich for my new job at a bank\n(1 May 2023) Bob: That sounds like a big change", ["D1:1", "D1:2"]),
+    ("(1 May 2023) Alice: My cat Pixel hates the tram\n(1 May 2023) Bob: I adopted a dog last spring", ["D1:3", "D1:4"]),
+    ("(1 May 2023) Alice: The lake is lovely in summer\n(1 May 2023) Bob: We should go swimming there", ["D1:5", "D1:6"]),
+    ("(1 May 2023) Alice: Are you still painting\n(1 May 2023) Bob: Yes, landscapes mostly", ["D1:7", "D1:8"]),
+]
+
+
+def test_memoryos_heat_promotion_fills_the_profile_and_both_knowledge_stores(opener, tmp_path):
+    """A segment whose heat reaches the threshold is promoted: profile + user/assistant
+    knowledge (fallbacks here), its pages marked analysed, visits and length reset; the pages
+    stay in MTM."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0, "heat_threshold": 3.0}
+    with opener(tmp_path, service) as m:
+        ids = [m.insert(t, metadata={"session": 1, "dia_ids": d}) for t, d in DIALOGUE]
+        c = m.collection
+        r = m.service.report()
+        # pages 1-2 reach MTM after inserts 2-3: heat = 2 pages + recency ~1 >= 3 -> promoted at once
+        assert r["promotions"] == 1 and r["profile"] == 1 and r["mtm"] == 3 and r["stm"] == 1
+        (seg,) = [v for k, v in c.state_items("memoryos").items() if k.startswith("s:")]
+        assert seg["pages"] == ids[:3] and seg["fresh"] == [ids[2]] and seg["visits"] == 0 and seg["length"] == 1
+        user = [c.get(i) for i in c.ids(index="memoryos.user_knowledge")]
+        assistant = [c.get(i) for i in c.ids(index="memoryos.assistant_knowledge")]
+        assert sorted(f.metadata["dia_ids"][0] for f in user) == ["D1:1", "D1:3"]  # Alice's first-person lines
+        assert [f.metadata["dia_ids"] for f in assistant] == [["D1:4"]] and "adopted a dog" in assistant[0].text
+        assert all(f.metadata["kind"] == "fact" and f.metadata["pages"][0] in ids[:2] for f in user + assistant)
+        profile = c.get("memoryos-profile")
+        assert profile.metadata["memoryos"] == "profile" and "Alice" in profile.text and "zurich" in profile.text
+        steps = m.service.llm_report()["steps"]
+        assert steps["profile"] == {"fallback:keyword_profile": 1} and steps["knowledge"] == {"fallback:first_person_lines": 1}
+        hits = m.retrieve("Which pet did Bob adopt?", k=5)
+        assert any(h["id"] == assistant[0].id for h in hits)
+
+
+def test_memoryos_heat_promotion_by_the_llm(opener, tmp_path, scripted):
+    reply = "【User Private Data】\n- Alice moved to Zurich: new bank job, May 2023\n【Assistant Knowledge】\n- None"
+    service = {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0, "heat_threshold": 3.0}
+    with opener(tmp_path, service, llms={"default": {"kind": "scripted", "reply": reply}}) as m:
+        ids = [m.insert(t, metadata={"session": 1, "dia_ids": d}) for t, d in DIALOGUE[:3]]
+        c = m.collection
+        (fact,) = [c.get(i) for i in c.ids(index="memoryos.user_knowledge")]
+        assert fact.text == "Alice moved to Zurich: new bank job, May 2023"
+        assert fact.metadata["pages"] == [ids[0]] and fact.metadata["dia_ids"] == ["D1:1", "D1:2"]  # attributed to the page it shares words with
+        assert c.count(index="memoryos.assistant_knowledge") == 0 and c.get("memoryos-profile").text == reply
+        steps = m.service.llm_report()["steps"]
+        assert steps["knowledge"] == {"llm": 1} and steps["profile"] == {"llm": 1}
+        assert steps["continuity"] == {"fallback:same_session": 1}  # the reply is neither true nor false: invalid_reply
+
+
+def test_memoryos_a_short_profile_reply_keeps_the_profile(opener, tmp_path, scripted):
+    """As MemoryOS: a profile reply under 30 characters does not replace the profile (here
+    there is none yet, so none is written); a knowledge reply without its sections falls
+    back to first_person_lines."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0, "heat_threshold": 3.0}
+    with opener(tmp_path, service, llms={"default": {"kind": "scripted", "reply": "None"}}) as m:
+        for t, d in DIALOGUE[:3]:
+            m.insert(t, metadata={"session": 1, "dia_ids": d})
+        r = m.service.report()
+        assert r["promotions"] == 1 and r["profile"] == 0 and r["user_knowledge"] == 2
+        steps = m.service.llm_report()["steps"]
+        assert steps["profile"] == {"llm": 1} and steps["knowledge"] == {"fallback:first_person_lines": 1}
+
+
+def test_memoryos_pages_are_chained_within_a_session(opener, tmp_path):
+    with opener(tmp_path, {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None}) as m:
+        ids = [m.insert(t, metadata={"session": s}) for (t, _), s in zip(DIALOGUE, (1, 1, 1, 2))] + [m.insert("Bob: bye", metadata={"session": 2})]
+        pages = {k[2:]: v for k, v in m.collection.state_items("memoryos").items() if k.startswith("p:")}
+        assert [pages[i]["prev"] for i in ids[:4]] == [None, ids[0], ids[1], None]
+        assert [pages[i]["next"] for i in ids[:4]] == [ids[1], ids[2], None, None]
+        assert pages[ids[0]]["chain"] == pages[ids[2]]["chain"] != pages[ids[3]]["chain"]
+        chain = m.collection.get_state("memoryos", pages[ids[0]]["chain"])
+        assert chain["pages"] == 3 and chain["meta"].startswith("Conversation of Alice, Bob on 1 May 2023; topics:")
+        hits = m.retrieve("Alice cat Pixel tram", k=3, chain=True)
+        hit = next(h for h in hits if h["id"] == ids[1])
+        assert hit["chain"] == {"prev": ids[0], "next": ids[2], "meta": chain["meta"]}
+        assert "chain" not in m.retrieve("Alice cat Pixel tram", k=3)[0]
+        with pytest.raises(ValidationError, match="chains"):
+            m.retrieve("cat", chains=True)
+
+
+def test_memoryos_retrieve_reads_the_state_once_per_store_change(opener, tmp_path):
+    with opener(tmp_path, {"kind": "memoryos", "stm_capacity": 2, "heat_threshold": None}) as m:
+        for t in TEXTS:
+            m.insert(t, metadata={"session": 1})
+        service = m.service
+        m.retrieve(TEXTS[0], k=3)
+        reads = service.state.reads
+        for t in TEXTS:
+            m.retrieve(t, k=3)  # each counts visits: its own writes keep the cache valid
+        assert service.state.reads == reads
+        visits = sum(v["visits"] for k, v in m.collection.state_items("memoryos").items() if k.startswith("s:"))
+        assert sum(v["visits"] for k, v in service.state.prefixed("s:").items()) == visits > 0
+        key = next(iter(service.state.prefixed("s:")))
+        m.collection.set_state({("memoryos", key): {**service.state.get(key), "visits": 99}})  # a write the view did not make
+        assert service.state.get(key)["visits"] == 99 and service.state.reads == reads + 1
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"weights": {"ltm": 1.0}}, "unknown tier"),
+        ({"heat_threshold": -1}, "heat_threshold"),
+        ({"knowledge_k": 0}, "knowledge_k"),
+        ({"page_min_sim": 2}, "page_min_sim"),
+    ],
+)
+def test_memoryos_config_errors(opener, tmp_path, bad, match):
+    with pytest.raises(ConfigError, match=match):
+        opener(tmp_path, {"kind": "memoryos", **bad})
+
+
 def test_memoryos_summary_by_the_llm(opener, tmp_path, scripted):
-    service = {"kind": "memoryos", "stm_capacity": 1, "mtm_capacity": 1, "segment_threshold": 0.99}
+    service = {"kind": "memoryos", "stm_capacity": 1, "mtm_capacity": 1, "segment_threshold": 0.99, "heat_threshold": None, "continuity": False}
     with opener(tmp_path, service, llms={"default": {"kind": "scripted", "reply": "Alice and Bob talked about work and pets."}}) as m:
         for t in TEXTS[:4]:
             m.insert(t)
-        texts = [m.collection.get(i).text for i in m.collection.ids(index="memoryos.ltm")]
+        texts = [s.text for s in _summaries(m)]
         assert texts and set(texts) == {"Alice and Bob talked about work and pets."}
         assert m.service.llm_report() == {"model": "scripted", "steps": {"summary": {"llm": len(texts)}}}
 

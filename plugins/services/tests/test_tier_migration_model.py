@@ -1,6 +1,6 @@
 """Model-based test of tier migration (hypothesis state machine): under random inserts,
 retrieves and close/reopen, no item is ever lost across STM -> MTM -> LTM -- every inserted
-item is in exactly one tier, or (memoryos) listed by the LTM summary that replaced it, or
+item is in exactly one tier, or (memoryos) listed by the segment summary that replaced it, or
 (hierarchical with forget = "delete") counted as forgotten -- and the tier sizes respect
 the capacities."""
 
@@ -69,20 +69,57 @@ class HierarchicalMachine(TierMachine):
 
 
 class MemoryOSMachine(TierMachine):
-    service = {"kind": "memoryos", "stm_capacity": 2, "mtm_capacity": 2, "segment_threshold": 0.5}
+    """STM -> MTM (segments, chains) -> heat promotion (profile, user and assistant knowledge:
+    derived copies, the pages stay in MTM) and capacity eviction (segment summaries in user
+    knowledge that list the pages they replace)."""
+
+    service = {"kind": "memoryos", "stm_capacity": 2, "mtm_capacity": 2, "segment_threshold": 0.5, "heat_threshold": 3.0}
+
+    @rule(t=text, session=st.integers(1, 3))
+    def insert(self, t, session):
+        super().insert(t, session)
+        # after an insert the hottest segment is below the threshold or has nothing new to promote
+        service = self.memory.service
+        segments = service.state.prefixed("s:")
+        if segments:
+            import time
+
+            at = time.time()
+            hottest = max(segments.values(), key=lambda s: service._heat(s, at))
+            assert not hottest["fresh"] or service._heat(hottest, at) < 3.0
 
     @invariant()
     def nothing_lost(self):
         c = self.memory.collection
         stm, mtm = set(c.ids(index="memoryos.stm")), set(c.ids(index="memoryos.mtm"))
-        summaries = [c.get(i) for i in c.ids(index="memoryos.ltm")]
+        user = [c.get(i) for i in c.ids(index="memoryos.user_knowledge")]
+        assistant = [c.get(i) for i in c.ids(index="memoryos.assistant_knowledge")]
+        profile = c.ids(index="memoryos.profile")
+        summaries = [r for r in user if r.metadata["kind"] == "segment_summary"]
+        facts = [r for r in user + assistant if r.metadata["kind"] == "fact"]
+        assert len(summaries) + len(facts) == len(user) + len(assistant)
         summarised = [p for s in summaries for p in s.metadata["pages"]]
         assert len(stm) <= 2 and not (stm & mtm)
         assert len(summarised) == len(set(summarised)) and not (set(summarised) & (stm | mtm))
-        assert stm | mtm | set(summarised) == self.inserted
-        segments = {k: v for k, v in c.state_items("memoryos").items() if k.startswith("s:")}
+        assert stm | mtm | set(summarised) == self.inserted  # every page in exactly one tier
+        derived = {r.id for r in user + assistant} | set(profile)
+        assert not (derived & self.inserted) and len(profile) <= 1
+        state = c.state_items("memoryos")
+        segments = {k: v for k, v in state.items() if k.startswith("s:")}
         assert len(segments) <= 2
         assert {p for s in segments.values() for p in s["pages"]} == mtm
+        assert all(set(s["fresh"]) <= set(s["pages"]) for s in segments.values())
+        fresh = {p for s in segments.values() for p in s["fresh"]}
+        assert {p for f in facts for p in f.metadata["pages"]} <= self.inserted - stm - fresh  # facts come from analysed pages
+        assert (state.get("promotions", 0) > 0) == bool(profile)
+        pages = {k[2:]: v for k, v in state.items() if k.startswith("p:")}
+        assert set(pages) == mtm | set(summarised)
+        for pid, p in pages.items():  # chains are doubly linked, within a session
+            if p["next"]:
+                assert pages[p["next"]]["prev"] == pid and pages[p["next"]]["chain"] == p["chain"]
+            if p["prev"]:
+                assert pages[p["prev"]]["next"] == pid
+        assert self.memory.service.state.items() == state  # the cached view equals the store
 
 
 SETTINGS = settings(max_examples=examples(12), stateful_step_count=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,4 +1,4 @@
-"""A ``chroma run`` server on a free 127.0.0.1 port, for the Chroma benchmarks (stopped by PID)."""
+"""A real ``chroma run`` server on a free 127.0.0.1 port (tests and benchmarks), stopped by its PID."""
 
 from __future__ import annotations
 
@@ -14,23 +14,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["chroma_server"]
+__all__ = ["chroma_server", "chroma_executable", "free_port"]
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
+def chroma_executable() -> str | None:
+    """The ``chroma`` command beside this interpreter (a venv's), else on PATH; None if absent."""
+    beside = Path(sys.executable).with_name("chroma")
+    return str(beside) if beside.exists() else shutil.which("chroma")
+
+
 @contextmanager
 def chroma_server(path: Path) -> Iterator[tuple[str, int]]:
-    """Start ``chroma run --path PATH`` on a free port; yields ``(host, port)``; stops it after."""
-    exe = Path(sys.executable).with_name("chroma")
-    exe_s = str(exe) if exe.exists() else shutil.which("chroma")
+    """Start ``chroma run --path PATH/data`` on a free port (its log in ``PATH/server.log``);
+    yields ``(host, port)`` once the heartbeat answers; stops the server (its process
+    group, by PID) after."""
+    exe_s = chroma_executable()
     if exe_s is None:
-        raise RuntimeError("the chroma command line is not installed")
-    port = _free_port()
+        raise RuntimeError("the chroma command line (chromadb) is not installed")
+    port = free_port()
     log = open(Path(path) / "server.log", "wb")
     proc = subprocess.Popen(
         [exe_s, "run", "--path", str(Path(path) / "data"), "--host", "127.0.0.1", "--port", str(port)],
@@ -48,7 +56,7 @@ def chroma_server(path: Path) -> Iterator[tuple[str, int]]:
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("chroma run did not start")
+                raise RuntimeError(f"chroma run did not start: {(Path(path) / 'server.log').read_text(errors='replace')[-2000:]}")
             time.sleep(0.2)
         yield "127.0.0.1", port
     finally:

@@ -1,22 +1,31 @@
 """Where an index's Chroma collection lives, across saves, loads and rebuilds.
 
-(The same module as memcore_chroma.home: plugins never import each other; keep both in step.)
+Shared by memcore-chroma and memcore-poincare (plugins never import each other: it lives in
+this library distribution both depend on).
 
 A Chroma-backed index writes every change to Chroma at once; ``save``/``load`` only have
 to say *which* collection holds the index. Each index instance works on its own
 *generation*: a collection named ``<prefix>-<12 hex>``.
 
-- Embedded mode: a new index works in an in-memory ``EphemeralClient`` until its first
-  ``save(directory)``, which copies the rows (batched) into a ``PersistentClient`` at
-  ``<directory>/chroma`` as a new generation and continues there; later saves write only
-  the sidecar. Changes made after a save are already on disk: on reopen the collection is
-  caught up from the store's log, and replaying an add or remove is idempotent.
+- Embedded mode: with an index folder (``IndexContext.directory``) the generation lives
+  in a ``PersistentClient`` at ``<folder>/chroma`` from the first write, so a save only
+  writes the sidecar. Without one (an in-memory collection, an index built by hand) it
+  works in an in-memory ``EphemeralClient`` until its first ``save(directory)``, which
+  copies the rows (batched) into ``<directory>/chroma``. Changes made after a save are
+  already on disk: on reopen the collection is caught up from the store's log, and
+  replaying an add or remove is idempotent. A save deletes the other generations of the
+  folder (left by a crash before a first save, or a rebuild).
 - Http mode: the generation is a collection on the Chroma server from the start; every
-  process that loads the same saved index uses the same server collection.
+  process that loads the same saved index uses the same server collection. A new
+  generation is written to ``<folder>/chroma/pending.json`` when it is created, so one left
+  by a crash before its first save is deleted by the next save or close.
 
 ``state.json`` (written atomically, last) names the generation; a save that replaces a
 generation deletes the one the previous ``state.json`` named, and ``load`` drops the
-instance's own unsaved generation. Nothing is pickled.
+instance's own unsaved generation. :meth:`CollectionHome.close` (``Index.close``: the
+collection closes, drops or replaces the index) deletes the current generation unless a
+``state.json`` in the folder names it: an unsaved or dropped index leaves nothing on a
+server. Nothing is pickled.
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ __all__ = ["CollectionHome", "STATE_FILE", "CHROMA_DIR", "chunks"]
 
 STATE_FILE = "state.json"
 CHROMA_DIR = "chroma"
+PENDING_FILE = "pending.json"
 COPY_BATCH = 2048
 
 
@@ -47,11 +57,21 @@ class CollectionHome:
     """The current Chroma collection of one index, and how it is saved and loaded.
 
     ``configuration``: the Chroma collection configuration (``{"hnsw": {...}}``);
-    ``state``: extra fields written to (and checked in) ``state.json``.
+    ``state``: extra fields written to (and checked in) ``state.json``; ``folder``: the
+    index's own folder (``IndexContext.directory``), None when it has none.
     """
 
-    def __init__(self, connection: ChromaConnection, prefix: str, configuration: Mapping[str, Any], state: Mapping[str, Any], where: str):
+    def __init__(
+        self,
+        connection: ChromaConnection,
+        prefix: str,
+        configuration: Mapping[str, Any],
+        state: Mapping[str, Any],
+        where: str,
+        folder: Path | None = None,
+    ):
         self.connection = connection
+        self.folder = Path(folder) if folder is not None else None
         self.prefix = prefix
         self.configuration = dict(configuration)
         self.state = dict(state)
@@ -67,7 +87,11 @@ class CollectionHome:
     @property
     def client(self) -> Any:
         if self._client is None:
-            self._client = open_client(self.connection, None)
+            if self.connection.mode == "embedded" and self.folder is not None:
+                target = self.folder / CHROMA_DIR
+                self._client, self.bound = open_client(self.connection, target), target.resolve()
+            else:
+                self._client = open_client(self.connection, None)
         return self._client
 
     @property
@@ -91,7 +115,83 @@ class CollectionHome:
 
     def _create(self, client: Any) -> Any:
         name = f"{self.prefix}-{uuid.uuid4().hex[:12]}"
+        if self.connection.mode == "http" and self.folder is not None:
+            self._write_pending([*self._read_pending(), name])  # before it exists: a crash leaves it listed
         return client.create_collection(name=name, configuration=self.configuration, embedding_function=None)
+
+    # -- generations nobody names ----------------------------------------------------------
+
+    def _pending_path(self) -> Path | None:
+        return self.folder / CHROMA_DIR / PENDING_FILE if self.folder is not None and self.connection.mode == "http" else None
+
+    def _read_pending(self) -> list[str]:
+        path = self._pending_path()
+        if path is None or not path.is_file():
+            return []
+        try:
+            names = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []
+        return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+    def _write_pending(self, names: list[str]) -> None:
+        path = self._pending_path()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, list(dict.fromkeys(names)))
+
+    def _delete(self, client: Any, name: str) -> None:
+        try:
+            client.delete_collection(name)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    def _named_by_folder(self) -> str | None:
+        """The generation the folder's ``state.json`` names (None: no folder, no save)."""
+        if self.folder is None:
+            return None
+        state = self._read(self.folder, missing_ok=True)
+        name = state.get("collection") if state else None
+        return name if isinstance(name, str) else None
+
+    def _sweep(self, keep: str) -> None:
+        """Delete this index's other generations: every other collection of its embedded
+        folder with its prefix, or the pending server generations other than ``keep``."""
+        if self.connection.mode == "embedded":
+            if self.folder is None or self.bound != (self.folder / CHROMA_DIR).resolve():
+                return
+            for collection in self.client.list_collections():
+                name = getattr(collection, "name", collection)
+                if name != keep and name.startswith(self.prefix + "-"):
+                    self._delete(self.client, name)
+            return
+        pending = self._read_pending()
+        current = self._collection.name if self._collection is not None else None
+        for name in pending:
+            if name not in (keep, current):
+                self._delete(self.client, name)
+        self._write_pending([n for n in pending if n == current and n != keep])
+
+    def close(self) -> None:
+        """Let go of the collection: the current generation is deleted unless the folder's
+        ``state.json`` names it (an unsaved or dropped index leaves nothing behind); the
+        client is released."""
+        if self._client is None:
+            return
+        named = self._named_by_folder()
+        mine = self._collection.name if self._collection is not None else None
+        if mine is not None and mine != named:
+            if not (self.connection.mode == "embedded" and self.folder is not None and not self.folder.exists()):
+                self._delete(self.client, mine)  # (a dropped embedded folder went with its files)
+        if mine is not None and self.connection.mode == "http" and self.folder is not None and self.folder.exists():
+            self._write_pending([n for n in self._read_pending() if n != mine])  # deleted or saved: settled
+        release = getattr(self._client, "close", None)
+        self._client, self._collection, self.bound, self.saved = None, None, None, False
+        if callable(release):
+            try:
+                release()
+            except Exception:  # noqa: BLE001 - a client that cannot close is dropped anyway
+                pass
 
     def _drop_unsaved(self) -> None:
         if self._collection is not None and not self.saved:
@@ -117,10 +217,9 @@ class CollectionHome:
         self.saved = True
         old = previous.get("collection") if previous else None
         if old and old != self.collection.name:
-            try:
-                self.client.delete_collection(old)
-            except Exception:  # noqa: BLE001 - the old generation is already gone
-                pass
+            self._delete(self.client, old)
+        if self.folder is not None and directory.resolve() == self.folder.resolve():
+            self._sweep(keep=self.collection.name)
 
     def _move_to(self, target: Path) -> None:
         """Copy the current collection into a new generation of the embedded folder ``target``."""

@@ -1,7 +1,7 @@
 """Where the Chroma collection lives: embedded on disk, or on a Chroma server.
 
-:class:`ChromaConnection` has the same shape in memcore-poincare and memcore-chroma
-(plugins never import each other, so each declares it: keep both copies in step): ``mode = "embedded"`` opens a
+:class:`ChromaConnection` is the one connection shape of memcore-poincare and memcore-chroma
+(both depend on this library): ``mode = "embedded"`` opens a
 ``chromadb.PersistentClient`` on a folder, ``mode = "http"`` a ``chromadb.HttpClient``
 to ``host``:``port`` (a ``chroma run`` server) with ``tenant``, ``database``, ``ssl`` and
 ``headers``. chromadb (1.7 s to import) is imported only by :func:`open_client`.
@@ -38,7 +38,7 @@ def import_chromadb() -> Any:
     try:
         import chromadb
     except ImportError as exc:  # pragma: no cover - the dependency is declared
-        raise ConfigError(f"chromadb is needed: pip install chromadb ({exc})") from None
+        raise ConfigError(f"chromadb is needed: pip install -c constraints.txt chromadb ({exc})") from None
     return chromadb
 
 
