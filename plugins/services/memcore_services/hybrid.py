@@ -137,7 +137,8 @@ class HybridService(Service):
         rid = self.collection.insert([item], indexes=self.entry_indexes())[0]
         before = [i for i in before if i != rid]
         records = [r for r in self.collection.get_many([*before, rid]) if r is not None]
-        window = window_record([(r.id, r.text, r.metadata) for r in records])
+        field = windows.text_field
+        window = window_record([(r.id, str(r.metadata.get(field) or r.text) if field else r.text, r.metadata) for r in records])
         window["id"] = f"{rid}#window"
         if kwargs.get("scope") is not None:
             window["scope"] = kwargs["scope"]
