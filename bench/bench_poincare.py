@@ -13,6 +13,8 @@ numpy operation. Both read the same Chroma results, so the comparison is reporte
   off, a Chroma cone query and a neighbour ``get``, as on a server) vs the design's loop
   (Chroma query + one step per candidate); ``mirror_build_s`` is the time to build the
   mirror from Chroma after a reopen (paid once, on the first search);
+  ``search_many_ms_per_query``: every query in one ``search_many`` call (one Chroma cone
+  query for all), wall time divided by the number of queries;
 - ``shell``: steps 2-4 on Chroma results fetched beforehand (still one Chroma ``get`` for
   the neighbours), p50 ms;
 - ``score``: step 2 alone, the projection and distance of every cone candidate (what the
@@ -252,7 +254,17 @@ def main() -> None:
                 a, b = [r.id for r in out["search_batched"]], [r.id for r in out["search_loop"]]
                 same_order += a == b
                 same_ids += set(a) == set(b)
+            t0 = time.perf_counter()
+            many = retrieval.search_many(queries, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now)
+            many_ms = (time.perf_counter() - t0) * 1000 / len(queries)
+            same_many = sum(
+                [r.id for r in a] == [r.id for r in b]
+                for a, b in zip(many, (retrieval.search(q, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now) for q in queries))
+            )
             row = {"cone_width": cone, **{f"{k}_p50_ms": p50_ms(v) for k, v in times.items()}}
+            row["search_many_ms_per_query"] = round(many_ms, 3)
+            row["speedup_search_many"] = round(statistics.median(times["search_loop"]) * 1000 / many_ms, 2)
+            row["search_many_same_as_search"] = f"{same_many}/{len(queries)}"
             row["speedup_search"] = round(statistics.median(times["search_loop"]) / statistics.median(times["search_batched"]), 2)
             row["speedup_shell"] = round(statistics.median(times["shell_loop"]) / statistics.median(times["shell_batched"]), 2)
             row["speedup_score"] = round(statistics.median(times["score_loop"]) / statistics.median(times["score_batched"]), 2)

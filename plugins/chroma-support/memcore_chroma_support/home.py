@@ -179,11 +179,12 @@ class CollectionHome:
         if self._client is None:
             return
         named = self._named_by_folder()
-        if self._collection is not None and self._collection.name != named:
+        mine = self._collection.name if self._collection is not None else None
+        if mine is not None and mine != named:
             if not (self.connection.mode == "embedded" and self.folder is not None and not self.folder.exists()):
-                self._delete(self.client, self._collection.name)  # (a dropped embedded folder went with its files)
-        if self.connection.mode == "http" and self.folder is not None and self.folder.exists():
-            self._write_pending([n for n in self._read_pending() if n == named])
+                self._delete(self.client, mine)  # (a dropped embedded folder went with its files)
+        if mine is not None and self.connection.mode == "http" and self.folder is not None and self.folder.exists():
+            self._write_pending([n for n in self._read_pending() if n != mine])  # deleted or saved: settled
         release = getattr(self._client, "close", None)
         self._client, self._collection, self.bound, self.saved = None, None, None, False
         if callable(release):

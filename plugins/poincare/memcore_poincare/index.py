@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Sequence
 
@@ -25,7 +26,7 @@ import numpy as np
 from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
 
 from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
-from .mirror import ParticleMirror
+from .mirror import SNAPSHOT_FILES, ParticleMirror
 from memcore_chroma_support import CollectionHome, chunks
 from .physics import ParticleProjector, TimePhysics, unit_directions
 from .retrieval import HyperAmyRetrieval
@@ -63,7 +64,7 @@ class PoincareIndex(Index):
             folder=context.directory,
         )
         self._use_mirror = config.mirror == "on" or (config.mirror == "auto" and config.connection.mode == "embedded")
-        self._mirror: ParticleMirror | None = None
+        self._mirror: ParticleMirror | None = ParticleMirror(self.dim) if self._use_mirror else None  # a new index is empty: in step
 
     # -- the particle source of HyperAmyRetrieval ----------------------------------------
 
@@ -83,8 +84,9 @@ class PoincareIndex(Index):
         return int(self.home.collection.count()) if self.home.opened else 0
 
     def particle_mirror(self) -> ParticleMirror | None:
-        """The in-memory particle mirror (:mod:`.mirror`), built from the collection on first
-        use after an open or a load; None when ``mirror`` is off or nothing is stored."""
+        """The in-memory particle mirror (:mod:`.mirror`): empty for a new index, read from
+        the snapshot ``save`` wrote, else built from the collection on first use after a
+        load; None when ``mirror`` is off or no collection exists yet."""
         if not self._use_mirror or not self.home.opened:
             return None
         if self._mirror is None:
@@ -184,31 +186,53 @@ class PoincareIndex(Index):
     # -- reading ---------------------------------------------------------------------------
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        return self.search_batch([query], k, allowed)[0]
+
+    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        """Queries with the same ``cone_width``/``max_neighbors``/``neighbor_penalty`` share
+        one Chroma cone query (:meth:`HyperAmyRetrieval.search_many`); each keeps its own
+        particle (v, T, born) and ``t_now``."""
         k = validate_k(k)
-        point, mode, t_now = self._query_point(query)
+        prepared = [self._query_point(q) for q in queries]
         if not self.home.opened:
-            self.retrieval.query_state(point, t_now)  # still validate the query
-            return []
+            for point, _, t_now in prepared:
+                self.retrieval.query_state(point, t_now)  # still validate the queries
+            return [[] for _ in queries]
         cfg = self.config
-        results = self.retrieval.search(
-            point,
-            top_k=int(k),
-            cone_width=mode.cone_width if mode.cone_width is not None else cfg.cone_width,
-            max_neighbors=mode.max_neighbors if mode.max_neighbors is not None else cfg.max_neighbors,
-            neighbor_penalty=mode.neighbor_penalty if mode.neighbor_penalty is not None else cfg.neighbor_penalty,
-            t_now=t_now,
-            allowed=allowed,
-        )
-        return [Hit(r.id, -r.score, r.score, self.name) for r in results]
+        groups: dict[tuple[int | None, int, float], list[int]] = {}
+        for i, (_, mode, _) in enumerate(prepared):
+            knobs = (
+                mode.cone_width if mode.cone_width is not None else cfg.cone_width,
+                mode.max_neighbors if mode.max_neighbors is not None else cfg.max_neighbors,
+                mode.neighbor_penalty if mode.neighbor_penalty is not None else cfg.neighbor_penalty,
+            )
+            groups.setdefault(knobs, []).append(i)
+        out: list[list[Hit]] = [[] for _ in queries]
+        for (cone_width, max_neighbors, neighbor_penalty), members in groups.items():
+            points = [replace(prepared[i][0], current_time=prepared[i][2]) for i in members]  # each query's own t_now
+            found = self.retrieval.search_many(
+                points, top_k=int(k), cone_width=cone_width, max_neighbors=max_neighbors, neighbor_penalty=neighbor_penalty, allowed=allowed
+            )
+            for i, results in zip(members, found):
+                out[i] = [Hit(r.id, -r.score, r.score, self.name) for r in results]
+        return out
 
     # -- persistence -----------------------------------------------------------------------
 
     def save(self, directory: Path) -> None:
-        self.home.save(Path(directory), {"count": self.count()})
+        directory = Path(directory)
+        self.home.save(directory, {"count": self.count()})
+        mirror = self.particle_mirror()
+        if mirror is not None:
+            mirror.save(directory, self.home.collection.name)  # read back by load: no rebuild from Chroma
+        else:
+            for name in SNAPSHOT_FILES:
+                (directory / name).unlink(missing_ok=True)
 
     def load(self, directory: Path) -> None:
         self.home.load(Path(directory))
-        self._mirror = None  # rebuilt from the loaded collection on the next search
+        # the saved snapshot, or None: rebuilt from the loaded collection on the next search
+        self._mirror = ParticleMirror.load(Path(directory), self.home.collection.name, self.dim) if self._use_mirror else None
 
     def close(self) -> None:
         """Release the Chroma client; an unsaved (or dropped) generation is deleted."""

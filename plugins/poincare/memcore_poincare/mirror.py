@@ -20,11 +20,17 @@ server, turn it off (``mirror = "off"``; ``"auto"`` does for http connections).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["ParticleMirror"]
+from memcore import atomic_write_bytes, atomic_write_with
+
+__all__ = ["ParticleMirror", "SNAPSHOT_FILES"]
+
+SNAPSHOT_FILES = ("mirror-directions.npy", "mirror-vtb.npy", "mirror.json")
 
 
 class ParticleMirror:
@@ -120,3 +126,49 @@ class ParticleMirror:
     def take(self, rows: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """Ids, directions (k, d), v/T/born (k, 3) and metadatas of ``rows``."""
         return [self.ids[r] for r in rows], self._u[rows], self._vtb[rows], [self.metadatas[r] for r in rows]
+
+    # -- snapshot --------------------------------------------------------------------------
+
+    def save(self, directory: Path, collection: str) -> None:
+        """Write the snapshot into ``directory`` (each file atomically; the JSON, which names
+        the collection and the row count, last)."""
+        n = len(self.ids)
+        for name, array in ((SNAPSHOT_FILES[0], self._u[:n]), (SNAPSHOT_FILES[1], self._vtb[:n])):
+
+            def write(tmp: str, array: np.ndarray = array) -> None:
+                with open(tmp, "wb") as fh:
+                    np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+
+            atomic_write_with(Path(directory) / name, write)
+        document = {"collection": collection, "count": n, "dim": self.dim, "ids": self.ids, "metadatas": self.metadatas}
+        atomic_write_bytes(Path(directory) / SNAPSHOT_FILES[2], json.dumps(document, separators=(",", ":")).encode("utf-8"))
+
+    @classmethod
+    def load(cls, directory: Path, collection: str, dim: int) -> "ParticleMirror | None":
+        """The snapshot in ``directory`` if it is there, whole and of ``collection``; else None."""
+        paths = [Path(directory) / name for name in SNAPSHOT_FILES]
+        if not all(p.is_file() for p in paths):
+            return None
+        try:
+            document = json.loads(paths[2].read_text(encoding="utf-8"))
+            u = np.load(paths[0], allow_pickle=False)
+            vtb = np.load(paths[1], allow_pickle=False)
+        except (OSError, ValueError):
+            return None
+        ids, metas, n = document.get("ids"), document.get("metadatas"), document.get("count")
+        if (
+            document.get("collection") != collection
+            or document.get("dim") != dim
+            or not isinstance(ids, list)
+            or not isinstance(metas, list)
+            or len(ids) != n
+            or len(metas) != n
+            or u.shape != (n, dim)
+            or vtb.shape != (n, 3)
+        ):
+            return None
+        mirror = cls(dim)
+        mirror.ids, mirror.metadatas = [str(i) for i in ids], metas
+        mirror.rows = {rid: row for row, rid in enumerate(mirror.ids)}
+        mirror._u, mirror._vtb = u.astype(np.float32, copy=False), vtb.astype(np.float64, copy=False)
+        return mirror

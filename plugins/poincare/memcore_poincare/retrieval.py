@@ -207,15 +207,36 @@ class HyperAmyRetrieval:
         ``t_now``: evaluation time (default: the query's ``current_time``, else now);
         ``allowed``: restrict results (direct and neighbours) to these ids.
         """
+        return self.search_many([query_point], top_k, cone_width, max_neighbors, neighbor_penalty, t_now=t_now, allowed=allowed)[0]
+
+    def search_many(
+        self,
+        query_points: Sequence[Point],
+        top_k: int = 3,
+        cone_width: int | None = None,
+        max_neighbors: int = 20,
+        neighbor_penalty: float = 1.1,
+        *,
+        t_now: float | None = None,
+        allowed: AbstractSet[str] | None = None,
+    ) -> list[list[SearchResult]]:
+        """:meth:`search` for several query points at once: one Chroma cone query for all of
+        them, then steps 2-4 per query. ``t_now`` (default: each query's ``current_time``,
+        else now) applies to every query."""
         top_k, cone_width, max_neighbors, neighbor_penalty = check_search_args(top_k, cone_width, max_neighbors, neighbor_penalty)
-        if t_now is None:
-            t_now = query_point.current_time if query_point.current_time is not None else time.time()
-        direction, query = self.query_state(query_point, float(t_now))
+        prepared = []
+        for point in query_points:
+            t = t_now if t_now is not None else (point.current_time if point.current_time is not None else time.time())
+            direction, state = self.query_state(point, float(t))
+            prepared.append((direction, state, float(t)))
+        empty: list[list[SearchResult]] = [[] for _ in prepared]
+        if not prepared:
+            return empty
         restrict: list[str] | None = None
         if allowed is not None:
             restrict = sorted(i for i in allowed if isinstance(i, str))
             if not restrict:
-                return []
+                return empty
         mirror_of = getattr(self.storage, "particle_mirror", None)
         mirror = mirror_of() if callable(mirror_of) else None
         if restrict is not None:
@@ -225,19 +246,34 @@ class HyperAmyRetrieval:
         else:
             total = len(mirror) if mirror is not None else self.storage.count()
             if total == 0:
-                return []
+                return empty
             cone = default_cone_width(total, top_k)
 
-        # 1. cone
-        found = self._cone(direction, cone, restrict, payload=mirror is None)
+        # 1. cone: one Chroma query for every query direction
+        found = self._cone(np.concatenate([d for d, _, _ in prepared]), cone, restrict, payload=mirror is None)
         if found is None:
-            return []
-        if mirror is not None:
-            cands = Candidates.from_mirror(mirror, mirror.rows_of(found["ids"][0]))
-        else:
-            cands = Candidates.from_chroma(found["ids"][0], found["embeddings"][0], found["metadatas"][0])
-        if not cands.ids:
-            return []
+            return empty
+        out = []
+        for i, (_, query, t) in enumerate(prepared):
+            if mirror is not None:
+                cands = Candidates.from_mirror(mirror, mirror.rows_of(found["ids"][i]))
+            else:
+                cands = Candidates.from_chroma(found["ids"][i], found["embeddings"][i], found["metadatas"][i])
+            out.append(self._rank(cands, query, t, top_k, max_neighbors, neighbor_penalty, restrict, mirror) if cands.ids else [])
+        return out
+
+    def _rank(
+        self,
+        cands: Candidates,
+        query: ParticleStates,
+        t_now: float,
+        top_k: int,
+        max_neighbors: int,
+        neighbor_penalty: float,
+        restrict: list[str] | None,
+        mirror: ParticleMirror | None,
+    ) -> list[SearchResult]:
+        """Steps 2-4 for one query over its cone candidates."""
         # 2. shell
         dist = self.projector.distance(query, cands.states(self.projector, t_now))
         order = np.argsort(dist, kind="stable")[:top_k]

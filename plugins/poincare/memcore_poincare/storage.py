@@ -98,6 +98,7 @@ class HyperAmyStorage:
         if self.collection.count():
             first = self.collection.get(limit=1, include=["embeddings"])
             self.dim = int(np.asarray(first["embeddings"]).shape[1])
+        self._empty_at_start = self.dim is None  # then the mirror starts empty, in step, with no read from Chroma
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -141,8 +142,11 @@ class HyperAmyStorage:
             metadatas.append(Point(p.id, None, p.v, p.T, p.born, p.current_time if p.current_time is not None else now, links).to_metadata())
         for sl in chunks(range(len(ids)), self.batch_size):
             self.collection.upsert(ids=ids[sl.start : sl.stop], embeddings=embeddings[sl.start : sl.stop], metadatas=metadatas[sl.start : sl.stop])
+        if self._mirror is None and self.use_mirror and self._empty_at_start:
+            self._mirror = ParticleMirror(int(embeddings.shape[1]))
         if self._mirror is not None:
             self._mirror.upsert(ids, embeddings, metadatas)
+        self._empty_at_start = False
         if self.dim is None:
             self.dim = int(embeddings.shape[1])
         return UpsertReport(ids, unknown)

@@ -26,7 +26,7 @@ def points(n, dim=6, seed=0, now=1_000_000.0, link_every=3):
 
 def ranked(storage, queries, now, **kw):
     r = HyperAmyRetrieval(storage, ParticleProjector(1.0, 2.0))
-    return [[(x.id, round(x.score, 9), x.match_type) for x in r.search(q, t_now=now, **kw)] for q in queries]
+    return [[(x.id, round(x.score, 5), x.match_type) for x in r.search(q, t_now=now, **kw)] for q in queries]  # float32 round-off
 
 
 @pytest.fixture
@@ -110,7 +110,7 @@ def test_the_index_mirror_follows_add_remove_and_load(tmp_path):
         index.add([Record(id="new", text="", vectors={"default": x[17] + 0.1}, metadata={"v": 0.5})])
 
     def hits(index):
-        return [[(h.id, round(h.score, 9)) for h in index.search(q, 5)] for q in queries]
+        return [[(h.id, round(h.score, 5)) for h in index.search(q, 5)] for q in queries]
 
     assert hits(on) == hits(off)
     (tmp_path / "idx").mkdir(exist_ok=True)
@@ -129,3 +129,66 @@ class TestWithoutMirror(IndexContract):
     def make_index(self):
         config = PoincareIndexConfig(mirror="off")
         return lambda context: PoincareIndex(config, context)
+
+
+def test_the_index_saves_a_snapshot_and_loads_it_without_reading_chroma(tmp_path, monkeypatch):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((40, 6)).astype(np.float32)
+    folder = tmp_path / "idx"
+    index = PoincareIndex(PoincareIndexConfig(), _ctx(folder))
+    index.add([Record(id=f"r{i}", text="", vectors={"default": x[i]}) for i in range(40)])
+    folder.mkdir(exist_ok=True)
+    index.save(folder)
+    index.add([Record(id="late", text="", vectors={"default": x[0]})])  # after the save: replayed from the log on reopen
+    index.close()
+    monkeypatch.setattr(ParticleMirror, "from_collection", classmethod(lambda *a, **k: pytest.fail("the snapshot should be used")))
+    loaded = PoincareIndex(PoincareIndexConfig(), _ctx(folder))
+    loaded.load(folder)
+    assert len(loaded.particle_mirror()) == 40  # the snapshot, as saved
+    loaded.add([Record(id="late", text="", vectors={"default": x[0]})])  # the catch-up
+    assert len(loaded.particle_mirror()) == 41 == len(loaded)
+    off = PoincareIndex(PoincareIndexConfig(mirror="off"), _ctx(folder))
+    off.load(folder)
+    q = Query(vectors={"default": x[0]}, extras={"poincare": {"t_now": 2e9}})
+    assert [h.id for h in loaded.search(q, 5)] == [h.id for h in off.search(q, 5)]
+    off.save(folder)  # mirror off: no snapshot left behind
+    assert not (folder / "mirror.json").exists()
+    loaded.close()
+
+
+def test_a_snapshot_of_another_generation_is_ignored(tmp_path):
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    m = ParticleMirror(2)
+    m.upsert(["a"], np.ones((1, 2), dtype=np.float32) / np.sqrt(2), [{"v": 1.0, "T": 1.0, "born": 0.0, "links": "[]"}])
+    m.save(folder, "gen-1")
+    assert ParticleMirror.load(folder, "gen-1", 2).ids == ["a"]
+    assert ParticleMirror.load(folder, "gen-2", 2) is None and ParticleMirror.load(folder, "gen-1", 3) is None
+    (folder / "mirror-vtb.npy").write_bytes(b"garbage")
+    assert ParticleMirror.load(folder, "gen-1", 2) is None
+
+
+@pytest.mark.parametrize("mirror", [True, False])
+def test_search_many_is_search_for_each_query(pair, mirror):
+    on, off, _ = pair
+    storage = on if mirror else off
+    r = HyperAmyRetrieval(storage, ParticleProjector(1.0, 2.0))
+    qs = _queries(7)
+    kw = {"top_k": 6, "cone_width": 60, "max_neighbors": 2, "t_now": 1_000_000.0}
+    assert r.search_many(qs, **kw) == [r.search(q, **kw) for q in qs]
+    allowed = {f"p{i}" for i in range(0, 400, 2)}
+    assert r.search_many(qs, allowed=allowed, **kw) == [r.search(q, allowed=allowed, **kw) for q in qs]
+    assert r.search_many([], **kw) == []
+
+
+def test_the_index_batches_queries_with_their_own_modes(tmp_path):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((80, 6)).astype(np.float32)
+    index = PoincareIndex(PoincareIndexConfig(), _ctx())
+    index.add([Record(id=f"r{i}", text="", vectors={"default": x[i]}, metadata={"v": float(0.1 + i / 80)}) for i in range(80)])
+    queries = [
+        Query(vectors={"default": x[1]}, extras={"poincare": {"t_now": 2e9, "v": 0.3}}),
+        Query(vectors={"default": x[2]}, extras={"poincare": {"t_now": 2e9 + 50, "cone_width": 5}}),
+        Query(vectors={"default": x[3]}, extras={"poincare": {"t_now": 2e9, "v": 1.5}}),
+    ]
+    assert index.search_batch(queries, 4) == [index.search(q, 4) for q in queries]

@@ -278,10 +278,13 @@ class MemoryOS(Service):
             ]
             if items:
                 self.state.write({}, lambda state, items=items, index=index: self.collection.insert(items, indexes=[index], state=state))
-        updates = int((old.metadata or {}).get("updates", 0)) + 1 if old else 1
-        record = {"id": PROFILE_ID, "text": profile, "metadata": {"memoryos": "profile", "kind": "profile", "updates": updates}}
         reset = {**seg, "fresh": [], "visits": 0, "length": 0, "last": now(), "promotions": int(seg.get("promotions", 0)) + 1}
         changes = {key: reset, "profile_words": {s: _top_words(c) for s, c in counts.items()}, "promotions": int(self.state.get("promotions", 0)) + 1}
+        if profile is None or (old is not None and profile == old.text):  # the LLM's reply was too short: keep the profile
+            self.state.write(changes)
+            return
+        updates = int((old.metadata or {}).get("updates", 0)) + 1 if old else 1
+        record = {"id": PROFILE_ID, "text": profile, "metadata": {"memoryos": "profile", "kind": "profile", "updates": updates}}
         self.state.write(changes, lambda state: self.collection.upsert([record], indexes=[PROFILE], state=state))
 
     # -- capacity: the coldest segments are summarised into user knowledge ---------------

@@ -11,10 +11,10 @@ step           LLM (prompt after MemoryOS)                  fallback
 ``summary``     summary of an evicted (cold) segment          ``keyword_summary``
 =============  ===========================================  =======================
 
-A reply that cannot be used (a continuity answer that is neither true nor false, a profile
-shorter than 30 characters -- MemoryOS keeps the old one then --, a knowledge reply without
-its two sections) raises :class:`memcore.ValidationError`, so ``run_llm_step`` runs the
-fallback and reports ``invalid_reply``.
+A reply that cannot be used (a continuity answer that is neither true nor false, an empty
+meta-summary or summary, a knowledge reply without its two sections) raises
+:class:`memcore.ValidationError`, so ``run_llm_step`` runs the fallback and reports
+``invalid_reply``. A profile reply under 30 characters keeps the old profile, as MemoryOS.
 """
 
 from __future__ import annotations
@@ -179,11 +179,12 @@ def speakers_of(page: Page) -> list[str]:
 # -- profile -------------------------------------------------------------------------------------
 
 
-def ask_profile(llm: LLM, profile: str | None, pages: Sequence[Page]) -> str:
-    """LLM: the complete user profile rewritten with the hot pages (kept only if >= 30 chars)."""
+def ask_profile(llm: LLM, profile: str | None, pages: Sequence[Page]) -> str | None:
+    """LLM: the complete user profile rewritten with the hot pages; None (keep the old
+    profile, as MemoryOS does) when the reply is under 30 characters or "none"."""
     reply = llm.complete(PROFILE_PROMPT.format(profile=profile or "No existing profile data.", dialogue=_dialogue(pages))).strip()
     if len(reply) < 30 or reply.lower() == "none":
-        raise ValidationError(f"profile reply too short to replace the profile: {reply[:80]!r}")
+        return None
     return reply
 
 

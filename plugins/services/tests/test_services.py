@@ -199,6 +199,20 @@ def test_memoryos_heat_promotion_by_the_llm(opener, tmp_path, scripted):
         assert steps["continuity"] == {"fallback:same_session": 1}  # the reply is neither true nor false: invalid_reply
 
 
+def test_memoryos_a_short_profile_reply_keeps_the_profile(opener, tmp_path, scripted):
+    """As MemoryOS: a profile reply under 30 characters does not replace the profile (here
+    there is none yet, so none is written); a knowledge reply without its sections falls
+    back to first_person_lines."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0, "heat_threshold": 3.0}
+    with opener(tmp_path, service, llms={"default": {"kind": "scripted", "reply": "None"}}) as m:
+        for t, d in DIALOGUE[:3]:
+            m.insert(t, metadata={"session": 1, "dia_ids": d})
+        r = m.service.report()
+        assert r["promotions"] == 1 and r["profile"] == 0 and r["user_knowledge"] == 2
+        steps = m.service.llm_report()["steps"]
+        assert steps["profile"] == {"llm": 1} and steps["knowledge"] == {"fallback:first_person_lines": 1}
+
+
 def test_memoryos_pages_are_chained_within_a_session(opener, tmp_path):
     with opener(tmp_path, {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None}) as m:
         ids = [m.insert(t, metadata={"session": s}) for (t, _), s in zip(DIALOGUE, (1, 1, 1, 2))] + [m.insert("Bob: bye", metadata={"session": 2})]
@@ -233,9 +247,18 @@ def test_memoryos_retrieve_reads_the_state_once_per_store_change(opener, tmp_pat
         assert service.state.get(key)["visits"] == 99 and service.state.reads == reads + 1
 
 
-def test_memoryos_config_names_known_tiers(opener, tmp_path):
-    with pytest.raises(ConfigError, match="unknown tier"):
-        opener(tmp_path, {"kind": "memoryos", "weights": {"ltm": 1.0}})
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"weights": {"ltm": 1.0}}, "unknown tier"),
+        ({"heat_threshold": -1}, "heat_threshold"),
+        ({"knowledge_k": 0}, "knowledge_k"),
+        ({"page_min_sim": 2}, "page_min_sim"),
+    ],
+)
+def test_memoryos_config_errors(opener, tmp_path, bad, match):
+    with pytest.raises(ConfigError, match=match):
+        opener(tmp_path, {"kind": "memoryos", **bad})
 
 
 def test_memoryos_summary_by_the_llm(opener, tmp_path, scripted):
