@@ -154,7 +154,7 @@ class HybridService(Service):
         depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
         q = self.make_query(query, vector, metadata, depth, self.config.space, scope=kwargs.get("scope"))
         hits = self.own.run(self.collection, q)
-        results = self._entries([hit_result(h) for h in hits])
+        results = [r for r in self._entries([hit_result(h) for h in hits]) if r["text"] is not None]  # a deleted window member
         if self.config.speaker_boost and query:
             named = {w for w in re.findall(r"[A-Z][a-z]+", query)}
             for r in results:
