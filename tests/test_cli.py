@@ -92,6 +92,28 @@ def test_help_for_every_command(runner):
     assert memcore.__version__ in invoke(runner, "--version").stdout
 
 
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()):
+    for name, command in group.commands.items():
+        yield (*prefix, name), command
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*prefix, name))
+
+
+def test_every_required_option_is_enforced(runner, tmp_path, monkeypatch):
+    """A missing required option is click's usage error (exit 2), never a traceback."""
+    monkeypatch.chdir(tmp_path)
+    checked = 0
+    for path, command in _commands(main):
+        required = [p for p in command.params if isinstance(p, click.Option) and p.required]
+        if not required or isinstance(command, click.Group):
+            continue
+        result = runner.invoke(main, list(path), prog_name="memcore")
+        assert result.exit_code == 2, (path, result.output, result.exception)
+        assert "Missing option" in result.output or "Missing argument" in result.output, (path, result.output)
+        checked += 1
+    assert checked >= 2  # info --path, eval locomo --data ...
+
+
 # -- plugins ---------------------------------------------------------------------------
 
 

@@ -190,4 +190,5 @@ def config_option(help: str = DEFAULT_CONFIG_HELP, *, required: bool = False, ex
 
 def path_option(help: str, *, required: bool = False) -> Callable[[F], F]:
     """The ``--path/-p`` collection-directory option every command over a memory shares."""
-    return click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=required, default=None, help=help)
+    # no explicit default: click 8.3 skips the required check of an option given default=None
+    return click.option("--path", "-p", "path", type=click.Path(file_okay=False, path_type=Path), required=required, help=help)
