@@ -474,8 +474,7 @@ def test_unknown_index_kind_names_installed_and_closest(coll):
     assert "Did you mean 'exact'?" in message
 
 
-def test_unknown_index_kind_faiss_hints_the_extra(tmp_path, core_registry, monkeypatch):
-    monkeypatch.setattr("memcore.providers.is_installed", lambda dist: False)  # as where faiss is not installed
+def test_unknown_index_kind_faiss_hints_the_extra(tmp_path, core_registry):
     c = Collection.create(tmp_path / "c", registry=core_registry)
     try:
         c.create_index("a", "exact")
