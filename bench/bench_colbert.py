@@ -179,6 +179,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="SciFact folder (BEIR layout + minilm/ vectors); default ../shared/data/scifact.")
     parser.add_argument("--split", default="train")
     parser.add_argument("--nbits", type=int, default=2, choices=(1, 2, 4))
+    parser.add_argument(
+        "--also-nbits",
+        type=int,
+        nargs="*",
+        default=[],
+        choices=(1, 2, 4),
+        help="Also measure these nbits on the same centroids and codes (buckets trained again; no second k-means).",
+    )
     parser.add_argument("--buckets", default=None, choices=("per_dim", "pooled"), help="Residual buckets (default: the index's default).")
     parser.add_argument("--ncentroids", type=int, default=None, help="k-means centroids (default: the index's rule).")
     parser.add_argument("--max-centroids", type=int, default=None, help="Cap of the default number of centroids (default: the index's).")
@@ -191,6 +199,12 @@ def main() -> None:
     parser.add_argument("--compressed-queries", type=int, default=20, help="Queries of the exhaustive-over-decompressed measurement (slow).")
     parser.add_argument("--cache", type=Path, default=Path("/tmp/memcore_colbert_bench"))
     parser.add_argument("--advanced", action="store_true", help="Also: the advanced preset with colbert as a third recall list.")
+    parser.add_argument(
+        "--advanced-populate",
+        action="store_true",
+        help="Build the advanced preset's colbert index by populating it from the store (batches of 512, re-trainings) "
+        "instead of loading the index measured above into it (Index.load).",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result = header("colbert", args)
@@ -308,10 +322,75 @@ def main() -> None:
             "quality": {"plaid": {m: round(v, 4) for m, v in quality_plaid.items()}, "exhaustive_fp32": {m: round(v, 4) for m, v in quality_exact.items()}},
         }
     )
+    if args.also_nbits:
+        result["also_nbits"] = {
+            str(b): other_nbits(b, engine, flat, queries, qmats, pids, exact_slots, t_exact, qrels, args) for b in args.also_nbits if b != args.nbits
+        }
     if args.advanced:
-        result["advanced"] = advanced(args, data, docs, queries, doc_cache, query_cache, config)
+        if args.out is not None:  # the main figures survive a failure of the advanced part
+            Path(args.out).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        result["advanced"] = advanced(args, data, docs, queries, doc_cache, query_cache, config, None if args.advanced_populate else engine)
     result["environment"] = finish_environment(result["environment"])
     emit(result, args.out)
+
+
+def other_nbits(
+    nbits: int,
+    engine: Engine,
+    flat: np.ndarray,
+    queries: list[tuple[str, str]],
+    qmats: list[np.ndarray],
+    pids: list[str],
+    exact_slots: dict[str, set[int]],
+    t_exact: list[float],
+    qrels: dict,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The main measurement at another ``nbits``, on ``engine``'s centroids and codes: the
+    buckets are trained on 50,000 sampled token vectors (as the index holds out), every
+    residual is encoded again. The exhaustive fp32 timings are those of the main loop."""
+    from memcore_colbert.codec import ResidualCodec
+
+    config = engine.config.model_copy(update={"nbits": nbits})
+    other = Engine(config, engine.dim, f"bench-nbits{nbits}")
+    started = time.perf_counter()
+    rng = np.random.default_rng(config.seed)
+    heldout = flat[np.sort(rng.choice(len(flat), size=min(len(flat), 50_000), replace=False))]
+    codec = ResidualCodec.train(heldout, engine.centroids, nbits, config.buckets)
+    _, residuals = codec.compress(flat, engine.centroids, engine.codes)
+    other.pids, other.slot_of, other.alive, other.doclens = list(engine.pids), dict(engine.slot_of), engine.alive.copy(), engine.doclens.copy()
+    other.centroids, other.codec, other.codes, other.residuals, other.raw = engine.centroids, codec, engine.codes, residuals, None
+    other.trained_tokens = engine.trained_tokens
+    other._derived()
+    other._ivf = engine.ivf()
+    encode_seconds = time.perf_counter() - started
+    log(f"nbits {nbits}: buckets and residuals in {encode_seconds:.1f}s")
+    k = args.k
+    params = resolve_params(config, k, None)
+    times, recall, run = [], [], {}
+    for (qid, _), q in zip(queries, qmats):
+        (slots, scores), seconds = timed(other.search, q, k, params)
+        times.append(seconds)
+        recall.append(len(set(slots.tolist()) & exact_slots[qid]) / max(1, min(k, len(exact_slots[qid]))))
+        run[qid] = {pids[s]: float(v) for s, v in zip(slots.tolist(), scores.tolist())}
+    recall_comp = []
+    for (qid, _), q in list(zip(queries, qmats))[: args.compressed_queries]:
+        slots, _ = other.search(q, k, params.model_copy(update={"exhaustive": True}))
+        recall_comp.append(len(set(slots.tolist()) & exact_slots[qid]) / k)
+    stored = other.codes.nbytes + other.residuals.nbytes
+    return {
+        "buckets_and_residuals_seconds": round(encode_seconds, 2),
+        "bytes_per_token": {
+            "stored_codes_residuals": round(stored / len(other.codes), 2),
+            "stored_with_centroids": round((stored + other.centroids.nbytes) / len(other.codes), 2),
+        },
+        "compression_vs_fp32": round(flat.shape[1] * 4 * len(other.codes) / (stored + other.centroids.nbytes), 2),
+        "plaid": summary(times),
+        "latency_ratio_exhaustive_over_plaid_median": round(pct(t_exact, 50) / pct(times, 50), 2),
+        f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(recall)), 4),
+        f"recall@{k}_exhaustive_compressed_vs_fp32": round(float(np.mean(recall_comp)), 4) if recall_comp else None,
+        "quality_plaid": {m: round(v, 4) for m, v in evaluate_run(run, qrels, k=10, recall_k=k).items()},
+    }
 
 
 def subset_memory(args: argparse.Namespace, data: Any, docs: list[dict], pipeline: Any) -> tuple[Any, list[tuple[str, str, np.ndarray]], dict]:
@@ -349,13 +428,17 @@ def advanced(
     doc_cache: TokenCache,
     query_cache: TokenCache,
     config: ColbertIndexConfig,
+    engine: Engine | None = None,
 ) -> dict[str, Any]:
     """nDCG@10 / recall@100 of the advanced preset (dense + BM25, RRF k 10, keyword rerank)
     with and without a third recall list from a colbert index, on the same documents and
     queries as the main measurement.
 
     The colbert index gets its token vectors from the caches through an embedder registered
-    for this run only (``bench-cached-tokens``), so nothing is re-encoded."""
+    for this run only (``bench-cached-tokens``), so nothing is re-encoded. With ``engine``
+    (the index measured above) the memory's colbert index is created empty and loads it
+    (saved with the storage module, read back through ``Index.load``): no second k-means;
+    without, it is populated from the store as a collection builds it."""
     from types import SimpleNamespace
 
     from memcore import Embedder, Query, hookimpl
@@ -391,7 +474,19 @@ def advanced(
         log("adding the colbert index...")
         started = time.perf_counter()
         options = {**config.model_dump(exclude={"kind"}), "embedder": {"kind": "bench-cached-tokens"}, "train_min_tokens": 4096, "exhaustive_below": 256}
-        memory.collection.create_index("colbert", "colbert", populate=True, **options)
+        if engine is None:
+            memory.collection.create_index("colbert", "colbert", populate=True, **options)
+            out["colbert_index"] = "populated from the store (batches of 512)"
+        else:
+            import tempfile
+
+            from memcore_colbert.storage import save_engine
+
+            memory.collection.create_index("colbert", "colbert", populate=False, **options)
+            with tempfile.TemporaryDirectory(prefix="bench-colbert-") as folder:
+                save_engine(engine, Path(folder), doc_cache.embedder.model_id)
+                memory.collection.index("colbert").load(Path(folder))
+            out["colbert_index"] = "the index measured above, loaded with Index.load (its build time: index.build_seconds)"
         out["colbert_index_seconds"] = round(time.perf_counter() - started, 1)
         variants = {
             "advanced": PRESETS["advanced"],

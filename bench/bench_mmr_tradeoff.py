@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """MMR on BEIR SciFact: nDCG@10 change vs intra-list diversity gain at lambda 0.5 / 0.7 / 0.9.
 
-Reuses :mod:`bench_presets` (same in-memory collection built from the precomputed
-all-MiniLM-L6-v2 vectors of ``../shared/data/scifact/minilm``, ``exact`` cosine index
-``vector``). Settings, each run through ``Pipeline.run`` with query k = 10:
+Reuses :mod:`_scifact` (the in-memory collection of ``bench_presets.py``, built from the
+precomputed all-MiniLM-L6-v2 vectors of ``../shared/data/scifact/minilm``, ``exact``
+cosine index ``vector``). ``tests/test_docs_beir.py`` recomputes the table of
+docs/plugins/mmr.md with :func:`settings` and :func:`run_setting`. Settings, each run through ``Pipeline.run`` with query k = 10:
 
 - ``no_mmr``: recall vector (depth 100) -> limit
 - ``mmr_L``:  recall vector (depth 100) -> mmr (lambda L, top_n 10, space default,
@@ -28,9 +29,9 @@ import time
 import numpy as np
 from _common import emit, finish_environment, header, log, use_checkout
 
-use_checkout("mmr")
+use_checkout("mmr", "fifo-kv")
 
-from bench_presets import DATA, build  # noqa: E402
+from _scifact import DATA, hybrid_memory  # noqa: E402
 from memcore.eval import evaluate_run  # noqa: E402
 from memcore.pipeline import Pipeline  # noqa: E402
 from memcore.plugins import get_registry  # noqa: E402
@@ -98,7 +99,7 @@ def main() -> None:
     registry = get_registry()
     log("building the collection (precomputed MiniLM vectors)...")
     started = time.perf_counter()
-    memory, queries, qrels = build(args.split, registry)
+    memory, queries, qrels = hybrid_memory(args.split)
     build_seconds = time.perf_counter() - started
     queries = queries[: args.queries] if args.queries else queries
 

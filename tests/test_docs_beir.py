@@ -1,5 +1,7 @@
 """BEIR figures that cannot go stale: every SciFact figure of the quality tables in
-docs/concepts.md is recomputed and compared (to the 3 decimals shown).
+docs/concepts.md (to the 3 decimals shown), of the relevance-vs-diversity table of
+docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals) and the memcore BM25
+nDCG@10 of docs/plugins/fifo-kv.md is recomputed and compared.
 
 A table with a ```--variants``` column names, per row, the ``bench/bench_presets.py``
 variants its figures come from (``a`` / ``b`` for rows of several figures); the test runs
@@ -8,7 +10,11 @@ vectors in an in-memory collection with an ``exact`` index and a ``bm25`` index)
 without a variant is an example file run with ``memcore eval beir`` (the builtin hashing
 file: no model). Needs the shared data (``MEMCORE_SHARED`` or ``../shared``) and
 memcore-fifo-kv; skips cleanly without them. Machine-dependent speed figures are not
-compared (the docs say where they come from, when and under which load).
+compared (the docs say where they come from, when and under which load; a test checks
+that every speed table names its command and the load).
+
+Runtime with the data: about 76 s of CPU for the whole module (the SciFact memory is built
+once per module); 10 minutes of wall time on the shared 2-core machine at load ~14.
 """
 
 from __future__ import annotations
@@ -77,36 +83,43 @@ def test_the_tables_are_found_and_name_their_variants():
 
 
 @pytest.fixture(scope="module")
-def measured():
+def scifact():
+    """The bench's SciFact memory: ``(memory, queries, qrels)``; the bench modules importable."""
     if not (SCIFACT / "minilm" / "corpus.npy").is_file():
         pytest.skip(f"no SciFact data with MiniLM vectors at {SCIFACT} (set MEMCORE_SHARED)")
     if util.find_spec("memcore_fifo_kv") is None:
         pytest.skip("memcore-fifo-kv (bm25) is not installed")
     bench = str(REPO / "bench")
     sys.path.insert(0, bench)
-    os.environ.setdefault("MEMCORE_SHARED", str(SHARED))
     try:
         import _scifact
-        from bench_presets import VARIANTS, evaluate
-
-        from memcore.pipeline import Pipeline
-        from memcore.plugins import get_registry
 
         _scifact.DATA = SCIFACT
         memory, queries, qrels = _scifact.hybrid_memory("train")
-        results = {}
-        registry = get_registry()
         with memory:
-            for name in sorted({v for _, v, _, _ in FIGURES if v}):
-                pipeline = Pipeline.from_config(VARIANTS[name], registry)
-                if pipeline.skipped:  # e.g. mmr without memcore-mmr: not the documented pipeline
-                    continue
-                pipeline.check(memory.collection)
-                results[name] = evaluate(memory, pipeline, queries, qrels)
-        results[""] = hashing_example()
-        return results
+            yield memory, queries, qrels
     finally:
         sys.path.remove(bench)
+
+
+@pytest.fixture(scope="module")
+def measured(scifact):
+    from bench_presets import VARIANTS, evaluate
+
+    from memcore.pipeline import Pipeline
+    from memcore.plugins import get_registry
+
+    memory, queries, qrels = scifact
+    results = {}
+    registry = get_registry()
+    for name in sorted({v for _, v, _, _ in FIGURES if v}):
+        pipeline = Pipeline.from_config(VARIANTS[name], registry)
+        if pipeline.skipped:  # e.g. mmr without memcore-mmr: not the documented pipeline
+            continue
+        pipeline.check(memory.collection)
+        results[name] = evaluate(memory, pipeline, queries, qrels)
+    results[""] = hashing_example()
+    return results
 
 
 def hashing_example() -> dict[str, float]:
@@ -129,6 +142,104 @@ def test_documented_figure_is_what_the_run_gives(row, variant, metric, figure, m
     assert abs(actual - figure) <= 0.0005 + 1e-9, (
         f"docs/concepts.md, {row!r}: {metric} of {variant or 'beir_hashing.toml'} is {actual:.4f}, the page says {figure}"
     )
+
+
+# -- single figures on plugin pages ------------------------------------------------------------
+
+CELLS = [
+    # (page, the table row's first cell, which cell (0-based), variant, metric)
+    ("docs/plugins/fifo-kv.md", "nDCG@10 (BEIR definition)", 2, "bm25", "ndcg@10"),  # the memcore `bm25` column
+]
+
+
+def cell(page: str, first: str, index: int) -> str:
+    for line in (REPO / page).read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first:
+            return cells[index]
+    raise AssertionError(f"{page} has no table row {first!r}")
+
+
+@pytest.mark.parametrize(("page", "first", "index", "variant", "metric"), CELLS, ids=[c[0] for c in CELLS])
+def test_plugin_page_figure_is_what_the_run_gives(page, first, index, variant, metric, measured):
+    shown = cell(page, first, index)
+    decimals = len(shown.split(".")[1])
+    actual = measured[variant][metric]
+    assert abs(actual - float(shown)) <= 0.5 * 10**-decimals + 1e-9, f"{page}, {first!r}: {metric} of {variant} is {actual:.4f}, the page says {shown}"
+
+
+def test_plugin_page_cells_are_found():
+    assert [float(cell(page, first, index)) for page, first, index, _, _ in CELLS]
+
+
+# -- docs/plugins/mmr.md: relevance vs diversity ---------------------------------------------
+
+MMR_PAGE = REPO / "docs" / "plugins" / "mmr.md"
+MMR_ROWS = {"no MMR": "no_mmr", "lambda = 0.9": "mmr_0.9", "lambda = 0.7": "mmr_0.7", "lambda = 0.5": "mmr_0.5"}
+MMR_COLUMNS = {
+    "nDCG@10": "ndcg@10",
+    "Δ nDCG@10": "delta_ndcg@10",
+    "recall@10": "recall@10",
+    "Δ recall@10": "delta_recall@10",
+    "ILD@10": "ild@10",
+    "Δ ILD@10": "delta_ild@10",
+}
+SIGNED = re.compile(r"[−+-]?\d+\.\d+")
+
+
+def mmr_figures() -> list[tuple[str, str, str]]:
+    """``(setting, metric, figure as shown)`` of the "Relevance vs diversity" table."""
+    lines = MMR_PAGE.read_text(encoding="utf-8").split("## Relevance vs diversity on SciFact", 1)[1].splitlines()
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
+    header, body = rows[0], [r for r in rows[2:] if r[0] in MMR_ROWS]
+    out = []
+    for cells in body:
+        for name, cell in zip(header, cells):
+            match = SIGNED.match(cell)
+            if name in MMR_COLUMNS and match:
+                out.append((MMR_ROWS[cells[0]], MMR_COLUMNS[name], match.group().replace("−", "-").lstrip("+")))
+    return out
+
+
+MMR_FIGURES = mmr_figures()
+
+
+def test_the_mmr_table_is_found():
+    assert len(MMR_FIGURES) == 4 * 3 + 3 * 3
+
+
+@pytest.fixture(scope="module")
+def mmr_measured(scifact):
+    if util.find_spec("memcore_mmr") is None:
+        pytest.skip("memcore-mmr is not installed")
+    import numpy as np
+    from bench_mmr_tradeoff import run_setting, settings
+
+    from memcore.pipeline import Pipeline
+    from memcore.plugins import get_registry
+
+    memory, queries, qrels = scifact
+    ids = json.loads((SCIFACT / "minilm" / "corpus_ids.json").read_text())
+    vectors = np.load(SCIFACT / "minilm" / "corpus.npy", allow_pickle=False).astype(np.float64)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    row = {d: i for i, d in enumerate(ids)}
+    results = {}
+    for name, stages in settings().items():
+        pipeline = Pipeline.from_config(stages, get_registry())
+        pipeline.check(memory.collection)
+        results[name] = run_setting(memory, pipeline, queries, qrels, unit, row)
+    for r in results.values():
+        for metric in ("ndcg@10", "recall@10", "ild@10"):
+            r[f"delta_{metric}"] = r[metric] - results["no_mmr"][metric]
+    return results
+
+
+@pytest.mark.parametrize(("setting", "metric", "shown"), MMR_FIGURES, ids=[f"{s}-{m}" for s, m, _ in MMR_FIGURES])
+def test_mmr_tradeoff_figure_is_what_the_run_gives(setting, metric, shown, mmr_measured):
+    decimals = len(shown.split(".")[1])
+    actual = mmr_measured[setting][metric]
+    assert abs(actual - float(shown)) <= 0.5 * 10**-decimals + 1e-9, f"docs/plugins/mmr.md: {metric} of {setting} is {actual:.4f}, the page says {shown}"
 
 
 def test_figures_parse():

@@ -71,10 +71,11 @@ def open(
     checked = check_settings(resolved, registry)  # every entry validated before anything opens
     directory = Path(path) if path is not None else (Path(resolved.path) if resolved.path else None)
     spaces = _build_spaces(resolved, checked, registry)
+    llms = LLMs(checked.llms, registry)  # each built on first use; indexes with an LLM step get them too
     store = checked.registrations["store"].factory(checked.store, directory)
     try:
         declared = {name: (d.kind, d.config) for name, d in checked.indexes.items()}
-        collection = Collection(store, spaces, registry, directory, declared=declared)  # search-time changes: one load
+        collection = Collection(store, spaces, registry, directory, declared=declared, llms=llms)  # search-time changes: one load
         collection.ensure_indexes(
             declared,
             populate=[name for name, d in checked.indexes.items() if d.populate],
@@ -87,11 +88,11 @@ def open(
                 raise
             pipeline_error = exc
         service = _build_service(checked, collection)
-        llms = LLMs(checked.llms, registry)
         checked.pipeline.bind_llms(llms)
         service.bind_llms(llms)
     except BaseException:
         store.close()
+        llms.close()
         raise
     memory = Memory(resolved, collection, checked.pipeline, service, llms)
     memory.pipeline_error = pipeline_error

@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from .allowed import AllowedCache, AllowedIds
 from .broken_index import StoredConfig, UnavailableIndex, describe_failure, saved_seq
@@ -30,6 +30,9 @@ from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_v
 from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
+
+if TYPE_CHECKING:
+    from .llm import LLMs
 from .vector_reader import VectorReader
 from .store import Store, WriteBatch
 
@@ -66,10 +69,13 @@ class Collection:
         registry: Registry,
         path: str | Path | None = None,
         declared: Mapping[str, tuple[str, Mapping[str, Any] | ComponentConfig]] | None = None,
+        llms: "LLMs | None" = None,
     ):
         """``declared``: the indexes the settings declare (``{name: (kind, options)}``); a
         stored index whose declared options differ only in search-time fields is loaded once,
-        with the declared ones (:meth:`ensure_indexes` then finds nothing to change)."""
+        with the declared ones (:meth:`ensure_indexes` then finds nothing to change).
+        ``llms``: the memory's LLMs, handed to the indexes (``IndexContext.llms``)."""
+        self.llms = llms
         self.store = store
         self.spaces = dict(spaces)
         self.registry = registry
@@ -132,7 +138,12 @@ class Collection:
         config = reg.parse_config(options, f"indexes.{name}")
         directory = self.path / "indexes" / name if self.path is not None else None
         context = IndexContext(
-            name=name, spaces={n: s.info for n, s in self.spaces.items()}, kind=kind, vectors=VectorReader(self.store, name), directory=directory
+            name=name,
+            spaces={n: s.info for n, s in self.spaces.items()},
+            kind=kind,
+            vectors=VectorReader(self.store, name),
+            directory=directory,
+            llms=self.llms,
         )
 
         def make() -> Index:

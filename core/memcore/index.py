@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Collection as AbstractSet, Sequence
 from .records import Hit, Query, Record
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .llm import LLMs
     from .vector_reader import VectorReader
 
 __all__ = ["Index", "IndexContext", "Requirements", "SpaceInfo"]
@@ -62,6 +63,10 @@ class IndexContext:
       first save; it must create nothing there before its first ``add`` (memcore sets aside
       files it finds in the folder of a new index), and top-level files written outside
       ``save`` are not covered by the checksums of ``index.json`` (use a subfolder).
+    - ``llms``: the memory's declared LLMs (:class:`~memcore.LLMs`, built on first use), for
+      an index with an LLM step (the graph index's ``llm`` entity extraction): resolve the
+      one the config names with ``llms.resolve(name, location)``. None when the index is
+      built by hand (its LLM steps then run their fallbacks).
     """
 
     name: str
@@ -69,6 +74,7 @@ class IndexContext:
     kind: str = ""
     vectors: "VectorReader | None" = field(default=None, compare=False, repr=False)
     directory: Path | None = None
+    llms: "LLMs | None" = field(default=None, compare=False, repr=False)
 
     def space(self, name: str) -> SpaceInfo:
         """The declared space ``name`` (ConfigError if the settings do not declare it)."""

@@ -15,6 +15,7 @@ from typing import Any
 from ..broken_index import describe_failure
 from ..index import IndexContext, SpaceInfo
 from ..index_handle import IndexHandle
+from ..vector_reader import VectorReader
 
 __all__ = ["check_collection"]
 
@@ -25,7 +26,7 @@ def _index_status(store: Any, path: Path, name: str, definition: dict[str, Any],
     try:
         reg = get_registry().get("indexes", definition["kind"], location=f"indexes.{name}.kind")
         config = reg.parse_config(dict(definition["config"]), f"indexes.{name}")
-        context = IndexContext(name=name, spaces=spaces)
+        context = IndexContext(name=name, spaces=spaces, kind=definition["kind"], vectors=VectorReader(store, name))
 
         def make() -> Any:
             return reg.factory(config, context)

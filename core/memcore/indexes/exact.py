@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence as SequenceABC
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Literal, Sequence
 
@@ -55,6 +57,25 @@ def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, flo
     values_of = dict(zip(part.tolist(), values.tolist()))
     order = sorted(values_of, key=lambda i: (-values_of[i], ids[i]))[:k]
     return [(ids[i], values_of[i]) for i in order]
+
+
+class _RowIds(SequenceABC[str]):
+    """The ids of some rows, by position in ``rows`` (read only while the index is unchanged:
+    memos of it are keyed by the index version)."""
+
+    __slots__ = ("_ids", "_rows")
+
+    def __init__(self, ids: list[str], rows: np.ndarray):
+        self._ids = ids
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._ids[r] for r in self._rows[i].tolist()]
+        return self._ids[int(self._rows[i])]
 
 
 class ExactIndex(Index):
@@ -176,10 +197,13 @@ class ExactIndex(Index):
             return [[] for _ in queries]
         return [self._hits(row, ids, k) for row in self._scores(rows, q)]
 
-    def _allowed_rows(self, allowed: AbstractSet[str]) -> tuple[np.ndarray, list[str]]:
-        get = self._rows.get
-        rows = np.array(sorted(r for r in map(get, allowed) if r is not None), dtype=np.int64)
-        return rows, [self._ids[r] for r in rows.tolist()]
+    def _allowed_rows(self, allowed: AbstractSet[str]) -> tuple[np.ndarray, Sequence[str]]:
+        """The sorted rows of the held ids of ``allowed`` and a view of their ids (by position
+        in ``rows``): numpy does the sort, and no list of every allowed id is built."""
+        rows = np.fromiter(map(self._rows.get, allowed, repeat(-1)), dtype=np.int64, count=len(allowed))
+        rows = rows[rows >= 0]
+        rows.sort()
+        return rows, _RowIds(self._ids, rows)
 
     def _query_vector(self, query: Query) -> np.ndarray:
         v = query.vectors.get(self.config.space)

@@ -322,8 +322,11 @@ class SQLiteStore(Store):
         """A stored vector, checked: a damaged blob is a CorruptError naming the record and file."""
         try:
             vector = np.frombuffer(data, dtype=np.float32, count=dim)
+        except (ValueError, TypeError) as exc:
+            raise CorruptError(f"{self.file}: stored vector {space!r} of record {rid!r} is unreadable ({exc}); delete or update the record") from None
+        try:
             check_finite_vectors(vector.reshape(1, -1), f"vector {space!r} of record {rid!r}")
-        except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
+        except ValueError as exc:  # ValidationError is a ValueError
             raise CorruptError(f"{self.file}: stored {exc}; delete or update the record") from None
         return vector
 
@@ -374,11 +377,15 @@ class SQLiteStore(Store):
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
         """Stored vectors of ``ids``: chunked ``IN`` lookups for a few ids, one scan of the
-        space for many (an index refilling its vectors on load), one finite check per call."""
-        position: dict[str, int] = {rid: i for i, rid in enumerate(ids)}
-        rows: list[int] = []
-        blobs: list[bytes] = []
-        dims: set[int] = set()
+        space for many (an index refilling its vectors on load). Each blob is copied once,
+        straight into its row; one vectorised finite check per call."""
+        position: dict[str, int] = {}
+        for i, rid in enumerate(ids):
+            position.setdefault(rid, i)
+        present = np.zeros(len(ids), dtype=bool)
+        matrix: np.ndarray | None = None
+        view: memoryview | None = None
+        width = 0
         with self._mutex:
             if len(position) >= _SCAN_FROM:
                 cursors = [self.db.execute("SELECT record_id, dim, data FROM vectors WHERE space = ?", (space,))]
@@ -392,33 +399,25 @@ class SQLiteStore(Store):
             get = position.get
             for cursor in cursors:
                 for rid, dim, data in cursor:
-                    i = get(rid)
-                    if i is not None:
-                        rows.append(i)
-                        blobs.append(data)
-                        dims.add(dim)
-        present = np.zeros(len(ids), dtype=bool)
-        if not rows:
+                    row = get(rid)
+                    if row is None:
+                        continue
+                    if view is None:
+                        matrix = np.zeros((len(ids), dim), dtype=np.float32)
+                        view = memoryview(matrix.data).cast("B")
+                        width = 4 * dim
+                    if len(data) != width or dim * 4 != width:  # damaged or another dimension: named by the per-row check
+                        self._stored_vector(rid, space, dim, data)
+                        raise CorruptError(f"{self.file}: stored vector {space!r} of record {rid!r} has {len(data) // 4} values, others {width // 4}")
+                    view[row * width : (row + 1) * width] = data
+                    present[row] = True
+        if matrix is None:
             return np.zeros((len(ids), 0), dtype=np.float32), present
-        dim = next(iter(dims))
-        if len(dims) > 1 or any(len(b) != 4 * dim for b in blobs):  # a damaged row: the per-row check names it
-            for i, b in zip(rows, blobs):
-                self._stored_vector(ids[i], space, dim, b)
-            raise CorruptError(f"{self.file}: vectors of space {space!r} have different dimensions {sorted(dims)}")
-        found = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), dim)
-        try:
-            check_finite_vectors(found, f"vectors of space {space!r}")
-        except ValueError:
-            for i, row in zip(rows, found):
-                self._stored_vector(ids[i], space, dim, row.tobytes())
-            raise
-        order = np.asarray(rows, dtype=np.int64)
-        present[order] = True
-        if len(order) == len(ids) and len(position) == len(ids) and (order[1:] > order[:-1]).all():
-            return found.copy(), present  # every id, in order (a full scan in insertion order)
-        matrix = np.zeros((len(ids), dim), dtype=np.float32)
-        matrix[order] = found
-        if len(position) != len(ids):  # a repeated id: every occurrence gets its row
+        squares = np.einsum("ij,ij->i", matrix, matrix)
+        if not np.isfinite(squares).all():  # NaN, inf or overflow: the per-row check names the record
+            for i in np.flatnonzero(~np.isfinite(squares)).tolist():
+                self._stored_vector(ids[i], space, matrix.shape[1], matrix[i].tobytes())
+        if len(position) != len(ids):  # a repeated id: every occurrence gets the row
             for i, rid in enumerate(ids):
                 j = position[rid]
                 if j != i and present[j]:

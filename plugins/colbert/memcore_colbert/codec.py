@@ -119,9 +119,10 @@ class ResidualCodec:
             avg_residual=float(np.abs(residuals).mean()),
         )
 
-    def compress(self, x: np.ndarray, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(codes (n,) smallest unsigned dtype, residuals uint8 (n, dim*nbits/8))`` of token vectors ``x``."""
-        codes = nearest_centroids(x, centroids)
+    def compress(self, x: np.ndarray, centroids: np.ndarray, codes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(codes (n,) smallest unsigned dtype, residuals uint8 (n, dim*nbits/8))`` of token vectors ``x``
+        (``codes``: their nearest centroids when already known)."""
+        codes = nearest_centroids(x, centroids) if codes is None else codes
         out = np.empty((len(x), self.bytes_per_token), dtype=np.uint8)
         per = 8 // self.nbits
         shifts = (np.arange(per, dtype=np.uint8) * self.nbits)[None, None, :]

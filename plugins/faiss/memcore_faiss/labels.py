@@ -8,6 +8,8 @@ tombstones until the next compaction.
 
 from __future__ import annotations
 
+from collections.abc import Sized
+from itertools import repeat
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -84,10 +86,12 @@ class LabelMap:
 
     def labels_for(self, ids: Iterable[str]) -> np.ndarray:
         """Sorted labels of the live ids among ``ids`` (others ignored)."""
-        get = self.label_of.get
-        found = [label for label in map(get, ids) if label is not None]
+        if not isinstance(ids, Sized):
+            ids = list(ids)
+        found = np.fromiter(map(self.label_of.get, ids, repeat(-1)), dtype=np.int64, count=len(ids))
+        found = found[found >= 0]
         found.sort()
-        return np.asarray(found, dtype=np.int64)
+        return found
 
     def live_labels(self) -> np.ndarray:
         """Every live label, sorted."""

@@ -22,8 +22,13 @@ class GraphIndexConfig(ComponentConfig):
         1000, ge=1, le=10_000_000, description="Default bound on the nodes one search visits, entity nodes included (a query may override it)."
     )
     default_weight: float = Field(1.0, allow_inf_nan=False, description="Weight of the record-entity edges ('mentions'); links carry their own weight.")
-    entity_extraction: Literal["rule", "spacy", "none"] = Field(
-        "rule", description="How entities are found in record texts: capitalised phrases and quoted terms, a spaCy pipeline, or none."
+    entity_extraction: Literal["rule", "spacy", "none", "llm"] = Field(
+        "rule",
+        description="How entities are found in record texts: capitalised phrases and quoted terms, a spaCy pipeline, none, "
+        "or the LLM named by 'llm' (fallback: rule).",
+    )
+    llm: str = Field(
+        "default", min_length=1, description="The LLM ([llms.<name>]) of entity_extraction = 'llm'; an undeclared 'default' means the rule fallback."
     )
     entity_nodes: bool = Field(True, description="Add a node per entity, linked to the records mentioning it, so co-mentions connect records.")
     spacy_model: str = Field("en_core_web_sm", min_length=1, description="spaCy pipeline (package name or directory) for entity_extraction = 'spacy'.")

@@ -1,6 +1,6 @@
 """Entity extraction: the names a text mentions, as matching keys (see :mod:`.names`).
 
-Three extractors, chosen by the index config ``entity_extraction`` through
+Four extractors, chosen by the index config ``entity_extraction`` through
 :data:`EXTRACTORS` (a name -> factory table, no branches):
 
 - ``rule`` (:class:`RuleExtractor`): capitalised phrases ("Alice", "Bank of America") and
@@ -8,19 +8,36 @@ Three extractors, chosen by the index config ``entity_extraction`` through
 - ``spacy`` (:class:`SpacyExtractor`): the named entities of a spaCy pipeline, loaded
   lazily; a missing spaCy or model is a :class:`memcore.ConfigError` saying what to install.
 - ``none`` (:class:`NoExtractor`): no entities (only links and ``name_field`` connect records).
+- ``llm`` (:class:`LLMExtractor`): an LLM step -- the LLM the index's ``llm`` names (an
+  ``[llms.<name>]`` entry) lists the names a text mentions, one per line; the names kept
+  are those found in the text. Without that LLM, when the call fails, or when the reply
+  names nothing of the text, the fallback ``rule`` (:class:`RuleExtractor`) runs; which
+  path ran is counted (:attr:`LLMExtractor.steps`, the index's ``stats()``).
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
-from memcore import ConfigError
+from memcore import LLM, ConfigError, ValidationError, run_llm_step
 
 from .names import MAX_NAME_TOKENS, WORD, name_key
 
-__all__ = ["Extractor", "RuleExtractor", "SpacyExtractor", "NoExtractor", "EXTRACTORS", "make_extractor", "unique_keys"]
+__all__ = [
+    "Extractor",
+    "RuleExtractor",
+    "SpacyExtractor",
+    "NoExtractor",
+    "LLMExtractor",
+    "EXTRACTORS",
+    "ENTITY_FALLBACK",
+    "entity_prompt",
+    "parse_entities",
+    "make_extractor",
+    "unique_keys",
+]
 
 
 class Extractor:
@@ -189,18 +206,84 @@ class SpacyExtractor(Extractor):
         return unique_keys(ent.text for ent in doc.ents if ent.label_ in _SPACY_LABELS)
 
 
-EXTRACTORS: dict[str, Callable[[str], Extractor]] = {
-    "rule": lambda model: RuleExtractor(),
-    "spacy": SpacyExtractor,
-    "none": lambda model: NoExtractor(),
+ENTITY_FALLBACK = "rule"
+"""The fallback of the ``entity_extraction`` LLM step."""
+
+_ENTITY_PROMPT = """List the named entities the text below mentions: people, pets, organisations, places,
+products, events, titles of works and other proper names. Write each exactly as it appears
+in the text, one per line, with no numbering or explanation. Reply None if there is none.
+
+Text:
+{text}
+"""
+
+
+def entity_prompt(text: str) -> str:
+    """The extraction prompt for one record text."""
+    return _ENTITY_PROMPT.format(text=text)
+
+
+def parse_entities(reply: str, text: str) -> list[str]:
+    """The names of a model's reply that occur in ``text`` (case-insensitive), as keys.
+    ``None`` replies give no names; :class:`memcore.ValidationError` when the reply lists
+    names but none occurs in the text (a hallucinated or malformed reply)."""
+    body = reply.strip()
+    if re.fullmatch(r"(?i)\W*none\W*", body):
+        return []
+    folded = text.casefold()
+    names = []
+    for line in body.splitlines():
+        for part in line.split(";"):
+            name = re.sub(r"^\s*(?:[-*\u2022]|\d+[.)])\s*", "", part).strip(" \t\"'`*.,:")
+            if name and name.casefold() in folded:
+                names.append(name)
+    keys = unique_keys(names)
+    if not keys:
+        raise ValidationError(f"entity reply names nothing found in the text: {body[:120]!r}")
+    return keys
+
+
+class LLMExtractor(Extractor):
+    """Names listed by an LLM (``entity_extraction = "llm"``), the ``rule`` extractor as
+    the fallback. ``steps`` counts the paths: ``{"llm": n, "fallback:rule": n}``."""
+
+    def __init__(self, llm: LLM | None):
+        self.llm = llm
+        self.fallback = RuleExtractor()
+        self.steps: dict[str, int] = {}
+        self.reasons: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def extract(self, text: str) -> list[str]:
+        names, report = run_llm_step(
+            "entity_extraction",
+            self.llm,
+            lambda llm: parse_entities(llm.complete(entity_prompt(text)), text),
+            lambda: self.fallback.extract(text),
+            ENTITY_FALLBACK,
+        )
+        key = "llm" if report.used == "llm" else f"fallback:{report.fallback}"
+        with self._lock:
+            self.steps[key] = self.steps.get(key, 0) + 1
+            if report.reason:
+                self.reasons[report.reason] = self.reasons.get(report.reason, 0) + 1
+        return names
+
+
+EXTRACTORS: dict[str, Callable[[str, Any], Extractor]] = {
+    "rule": lambda model, llm: RuleExtractor(),
+    "spacy": lambda model, llm: SpacyExtractor(model),
+    "none": lambda model, llm: NoExtractor(),
+    "llm": lambda model, llm: LLMExtractor(llm),
 }
-"""``entity_extraction`` name -> factory taking the configured ``spacy_model``."""
+"""``entity_extraction`` name -> factory taking the configured ``spacy_model`` and the
+resolved LLM (None: none declared)."""
 
 
-def make_extractor(kind: str, spacy_model: str) -> Extractor:
+def make_extractor(kind: str, spacy_model: str, llm: LLM | None = None) -> Extractor:
     """The extractor named ``kind`` (a ConfigError for an unknown name)."""
     try:
         factory = EXTRACTORS[kind]
     except KeyError:
         raise ConfigError(f"unknown entity_extraction {kind!r}; choose one of {sorted(EXTRACTORS)}", location="entity_extraction") from None
-    return factory(spacy_model)
+    return factory(spacy_model, llm)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Collection as AbstractSet, Iterable, Iterator,
 from memcore import CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, validate_k, ValidationError
 
 from .config import GraphIndexConfig
-from .entities import make_extractor
+from .entities import LLMExtractor, make_extractor
 from .modes import QUERY_MODE_KEY, ExpandMode, PathMode, TextMode, TraverseMode, parse_mode
 from .names import name_key
 from .persistence import FORMAT, check_record_node, dump_graph, read_node_link
@@ -91,7 +91,10 @@ class GraphIndex(Index):
         self.config = config
         self.name = context.name
         self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
-        self._extractor = make_extractor(config.entity_extraction, config.spacy_model)
+        llm = None
+        if config.entity_extraction == "llm" and context.llms is not None:
+            llm = context.llms.resolve(config.llm, f"indexes.{context.name}.llm")
+        self._extractor = make_extractor(config.entity_extraction, config.spacy_model, llm)
         self._mentions_edge = {"mentions": float(config.default_weight)}
         self._directed = config.directed
         self._shared_rels: dict[tuple[str, float], dict[str, float]] = {}
@@ -112,6 +115,8 @@ class GraphIndex(Index):
         }
         if c.entity_extraction == "spacy":
             fp["spacy_model"] = c.spacy_model
+        if c.entity_extraction == "llm":
+            fp["llm"] = c.llm
         return fp
 
     def _reset(self) -> None:
@@ -508,4 +513,5 @@ class GraphIndex(Index):
             "max_depth": self.config.max_depth,
             "entity_extraction": self.config.entity_extraction,
             "entity_nodes": self.config.entity_nodes,
+            **({"llm_steps": dict(self._extractor.steps)} if isinstance(self._extractor, LLMExtractor) else {}),
         }

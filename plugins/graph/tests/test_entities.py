@@ -52,7 +52,7 @@ def test_name_keys():
 def test_none_extractor_and_unknown_name():
     assert make_extractor("none", "x").extract("Alice met Bob") == []
     with pytest.raises(ConfigError, match="unknown entity_extraction"):
-        make_extractor("llm", "x")
+        make_extractor("gpt", "x")
 
 
 def _index(**options):

@@ -2,7 +2,7 @@
 through ``register_services``:
 
 - ``short_term_memory``: a window of the last N entries;
-- ``memoryos``: STM queue -> MTM segments with heat -> LTM summaries;
+- ``memoryos``: STM queue -> MTM segments (page chains, heat) -> LTM profile and knowledge;
 - ``hierarchical``: two-tier, three-tier or functional tiers with capacities and a
   migration policy (fifo, heat, age);
 - ``vector_hash``: TiM-style thoughts (triple sentences) in an LSH index;

@@ -11,10 +11,10 @@ step           LLM (prompt after MemoryOS)                  fallback
 ``summary``     summary of an evicted (cold) segment          ``keyword_summary``
 =============  ===========================================  =======================
 
-A reply that cannot be used (a continuity answer that is neither true nor false, a profile
-shorter than 30 characters -- MemoryOS keeps the old one then --, a knowledge reply without
-its two sections) raises :class:`memcore.ValidationError`, so ``run_llm_step`` runs the
-fallback and reports ``invalid_reply``.
+A reply that cannot be used (a continuity answer that is neither true nor false, an empty
+meta-summary or summary, a knowledge reply without its two sections) raises
+:class:`memcore.ValidationError`, so ``run_llm_step`` runs the fallback and reports
+``invalid_reply``. A profile reply under 30 characters keeps the old profile, as MemoryOS.
 """
 
 from __future__ import annotations
@@ -179,11 +179,12 @@ def speakers_of(page: Page) -> list[str]:
 # -- profile -------------------------------------------------------------------------------------
 
 
-def ask_profile(llm: LLM, profile: str | None, pages: Sequence[Page]) -> str:
-    """LLM: the complete user profile rewritten with the hot pages (kept only if >= 30 chars)."""
+def ask_profile(llm: LLM, profile: str | None, pages: Sequence[Page]) -> str | None:
+    """LLM: the complete user profile rewritten with the hot pages; None (keep the old
+    profile, as MemoryOS does) when the reply is under 30 characters or "none"."""
     reply = llm.complete(PROFILE_PROMPT.format(profile=profile or "No existing profile data.", dialogue=_dialogue(pages))).strip()
     if len(reply) < 30 or reply.lower() == "none":
-        raise ValidationError(f"profile reply too short to replace the profile: {reply[:80]!r}")
+        return None
     return reply
 
 
@@ -213,6 +214,7 @@ class Fact:
     store: str  # "user" | "assistant"
     page: str
     dia_ids: list[str]
+    speaker: str | None = None  # the line's speaker, when the fact is one line
 
 
 def _facts(block: str) -> list[str]:
@@ -267,7 +269,7 @@ def first_person_lines(pages: Sequence[Page]) -> list[Fact]:
         for i, line in enumerate(p.lines):
             m = _LINE.match(line)
             if _FIRST_PERSON.search(m.group("text") if m else line):
-                out.append(Fact(line.strip(), "user" if i % 2 == 0 else "assistant", p.id, p.line_dia_ids(i)))
+                out.append(Fact(line.strip(), "user" if i % 2 == 0 else "assistant", p.id, p.line_dia_ids(i), m.group("speaker").strip() if m else None))
     return out
 
 

@@ -11,6 +11,12 @@ nothing is dropped. With ``extract = false`` the text (already a thought, e.g. t
 caller's vector if given.
 
 ``retrieve`` ranks by LSH similarity (the ``lsh`` index's candidates re-scored by cosine).
+
+``distill`` (optional, :mod:`.distill`): TiM's post-thinking. After each new thought is
+stored, the thoughts sharing its buckets are distilled by an LLM step (insert merged facts,
+forget redundant thoughts) or its fallback ``merge_near_duplicates``; a thought that leaves
+hands its ``dia_ids``/``source`` and its text to one that stays. ``report()`` counts the
+operations.
 """
 
 from __future__ import annotations
@@ -23,10 +29,14 @@ from memcore import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triple
 from pydantic import Field
 
 from .common import hit_result
+from .distill import DISTILL_FALLBACK, DistillConfig, Plan, Thought, distill_prompt, fallback_plan, merged_metadata, parse_plan
+from .granularity import shared_metadata
 
 __all__ = ["VectorHashConfig", "VectorHashMemory"]
 
 INDEX = "vector_hash.lsh"
+STATE = "vector_hash"
+COUNTS = ("inserted", "merged", "forgotten", "runs")
 _SPEAKER = re.compile(r"^\s*(?:\([^)]*\))?\s*([A-Z][\w .'-]{0,40}):\s+(.*)$")
 
 
@@ -39,7 +49,8 @@ class VectorHashConfig(ComponentConfig):
     tables: int = Field(16, ge=1, le=64, description="LSH tables.")
     extract: bool = Field(True, description="Extract triples from inserted text (false: the text is a thought already).")
     max_triples: int = Field(10, ge=1, le=50, description="Triples kept per inserted text.")
-    llm: str | None = Field("default", description="LLM of the triple extraction (undeclared 'default': the rule_svo fallback).")
+    llm: str | None = Field("default", description="LLM of the triple extraction and distillation (undeclared 'default': the fallbacks).")
+    distill: DistillConfig | None = Field(None, description="TiM's post-thinking over each new thought's buckets (None: off).")
 
 
 class VectorHashMemory(Service):
@@ -59,7 +70,9 @@ class VectorHashMemory(Service):
             item: dict[str, Any] = {"text": text, "metadata": meta, **kwargs}
             if vector is not None:
                 item["vectors"] = {self.config.space: vector}
-            return self.collection.insert([item], indexes=[INDEX])[0]
+            rid = self.collection.insert([item], indexes=[INDEX])[0]
+            self._distill([rid])
+            return rid
         turns = []
         for line in text.splitlines() or [text]:
             m = _SPEAKER.match(line)
@@ -76,7 +89,7 @@ class VectorHashMemory(Service):
         thoughts = [{"text": refactor_triple(t), "metadata": {**meta, "source": source, "triple": list(t)}} for t in triples if refactor_triple(t)]
         if not thoughts:  # nothing extracted: the text itself is the thought
             thoughts = [{"text": text, "metadata": {**meta, "source": source}}]
-        self.collection.insert(thoughts, indexes=[INDEX])
+        self._distill(self.collection.insert(thoughts, indexes=[INDEX]))
         return source
 
     def retrieve(
@@ -85,3 +98,78 @@ class VectorHashMemory(Service):
         """The thoughts most similar to the query (text embedded, or the given vector)."""
         q = self.make_query(query, vector, metadata, k, self.config.space)
         return [hit_result(h) for h in self.collection.retrieve(q, index=INDEX)]
+
+    # -- distillation (TiM post-thinking) -------------------------------------------------------
+
+    def report(self) -> dict[str, int]:
+        """``{"thoughts": n, "inserted": n, "merged": n, "forgotten": n, "runs": n}`` (distillation counts)."""
+        state = self.collection.state_items(STATE)
+        return {"thoughts": self.collection.count(index=INDEX), **{key: int(state.get(key, 0)) for key in COUNTS}}
+
+    def _distill(self, ids: list[str]) -> None:
+        """Distil each new thought (in order) with the thoughts of its buckets."""
+        if self.config.distill is None:
+            return
+        for rid in dict.fromkeys(ids):
+            if self.collection.get_many([rid])[0] is not None:  # an earlier distillation may have merged it
+                self._distill_one(rid)
+
+    def _group(self, record: Any) -> list[Thought]:
+        cfg = self.config.distill
+        assert cfg is not None
+        vector = (record.vectors or {}).get(self.config.space)
+        q = self.make_query(None if vector is not None else record.text, vector, None, cfg.neighbours + 1, self.config.space)
+        hits = self.collection.retrieve(q, index=INDEX)
+        out = []
+        for h in hits:
+            if h.id != record.id and h.record is not None and h.score >= cfg.similarity:
+                out.append(Thought(h.id, h.record.text, dict(h.record.metadata), float(h.score)))
+        return out[: cfg.neighbours]
+
+    def _distill_one(self, rid: str) -> None:
+        cfg = self.config.distill
+        assert cfg is not None
+        record = self.collection.get(rid)
+        neighbours = self._group(record)
+        if len(neighbours) < cfg.min_neighbours:
+            return
+        new = Thought(record.id, record.text, dict(record.metadata))
+        group = [*neighbours, new]
+        plan, keeper = self.run_llm_step(
+            "distillation",
+            lambda llm: (parse_plan(llm.complete(distill_prompt(group)), group), None),
+            lambda: fallback_plan(new, neighbours, cfg.merge_threshold),
+            DISTILL_FALLBACK,
+        )
+        self._apply(plan, keeper, group, new)
+
+    def _apply(self, plan: Plan, keeper: str | None, group: list[Thought], new: Thought) -> None:
+        """Carry out a plan: inserts and keeper updates first, deletions last (a crash leaves a
+        duplicate, never a loss)."""
+        cfg = self.config.distill
+        assert cfg is not None
+        counts = {key: int(v) for key, v in self.collection.state_items(STATE).items() if key in COUNTS}
+        counts["runs"] = counts.get("runs", 0) + 1
+        by_id = {t.id: t for t in group}
+        leaving = [by_id[i] for i in plan.delete]
+        if plan.insert:
+            sources = leaving or group  # merged facts stand for what they replace, else for the whole group
+            base = shared_metadata([t.metadata for t in sources])
+            base = {k: v for k, v in base.items() if k not in cfg.provenance and k not in ("merged_from", "triple")}
+            facts = [{"text": text, "metadata": merged_metadata(base, sources, cfg.provenance, texts=bool(leaving))} for text in plan.insert]
+            self.collection.insert(facts, indexes=[INDEX])
+            counts["inserted"] = counts.get("inserted", 0) + len(facts)
+            counts["merged"] = counts.get("merged", 0) + len(leaving)
+        elif leaving:
+            if keeper is None:  # the LLM forgot thoughts: the new one, else the closest remaining, keeps them
+                staying = [t for t in group if t.id not in plan.delete]
+                keeper = new.id if new.id not in plan.delete else max(staying, key=lambda t: t.score).id
+            kept = self.collection.get(keeper)
+            self.collection.update(keeper, metadata=merged_metadata(kept.metadata, leaving, cfg.provenance))
+            key = "merged" if plan.delete == [new.id] else "forgotten"
+            counts[key] = counts.get(key, 0) + len(leaving)
+        state = {(STATE, key): value for key, value in counts.items()}
+        if plan.delete:
+            self.collection.delete(plan.delete, state=state)
+        else:
+            self.collection.set_state(state)

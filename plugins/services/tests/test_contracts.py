@@ -17,7 +17,8 @@ class TestRegistration(PluginRegistrationContract):
             "hierarchical": (memcore_services.HierarchicalMemory, memcore_services.HierarchicalConfig),
             "vector_hash": (memcore_services.VectorHashMemory, memcore_services.VectorHashConfig),
             "hybrid": (memcore_services.HybridService, memcore_services.HybridConfig),
-        }
+        },
+        "stages": {"expand": (memcore_services.ExpandStage, memcore_services.ExpandConfig)},
     }
 
 

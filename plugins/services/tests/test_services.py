@@ -164,7 +164,7 @@ def test_memoryos_heat_promotion_fills_the_profile_and_both_knowledge_stores(ope
     stay in MTM."""
     service = {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0, "heat_threshold": 3.0}
     with opener(tmp_path, service) as m:
-        ids = [m.insert(t, metadata={"session": 1, "dia_ids": d}) for t, d in DIALOGUE]
+        ids = [m.insert(t, metadata={"session": 1, "dia_ids": d, "speaker": "Alice"}) for t, d in DIALOGUE]
         c = m.collection
         r = m.service.report()
         # pages 1-2 reach MTM after inserts 2-3: heat = 2 pages + recency ~1 >= 3 -> promoted at once
@@ -175,6 +175,7 @@ def test_memoryos_heat_promotion_fills_the_profile_and_both_knowledge_stores(ope
         assistant = [c.get(i) for i in c.ids(index="memoryos.assistant_knowledge")]
         assert sorted(f.metadata["dia_ids"][0] for f in user) == ["D1:1", "D1:3"]  # Alice's first-person lines
         assert [f.metadata["dia_ids"] for f in assistant] == [["D1:4"]] and "adopted a dog" in assistant[0].text
+        assert {f.metadata["speaker"] for f in user} == {"Alice"} and assistant[0].metadata["speaker"] == "Bob"
         assert all(f.metadata["kind"] == "fact" and f.metadata["pages"][0] in ids[:2] for f in user + assistant)
         profile = c.get("memoryos-profile")
         assert profile.metadata["memoryos"] == "profile" and "Alice" in profile.text and "zurich" in profile.text
@@ -197,6 +198,20 @@ def test_memoryos_heat_promotion_by_the_llm(opener, tmp_path, scripted):
         steps = m.service.llm_report()["steps"]
         assert steps["knowledge"] == {"llm": 1} and steps["profile"] == {"llm": 1}
         assert steps["continuity"] == {"fallback:same_session": 1}  # the reply is neither true nor false: invalid_reply
+
+
+def test_memoryos_a_short_profile_reply_keeps_the_profile(opener, tmp_path, scripted):
+    """As MemoryOS: a profile reply under 30 characters does not replace the profile (here
+    there is none yet, so none is written); a knowledge reply without its sections falls
+    back to first_person_lines."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0, "heat_threshold": 3.0}
+    with opener(tmp_path, service, llms={"default": {"kind": "scripted", "reply": "None"}}) as m:
+        for t, d in DIALOGUE[:3]:
+            m.insert(t, metadata={"session": 1, "dia_ids": d})
+        r = m.service.report()
+        assert r["promotions"] == 1 and r["profile"] == 0 and r["user_knowledge"] == 2
+        steps = m.service.llm_report()["steps"]
+        assert steps["profile"] == {"llm": 1} and steps["knowledge"] == {"fallback:first_person_lines": 1}
 
 
 def test_memoryos_pages_are_chained_within_a_session(opener, tmp_path):
@@ -233,9 +248,18 @@ def test_memoryos_retrieve_reads_the_state_once_per_store_change(opener, tmp_pat
         assert service.state.get(key)["visits"] == 99 and service.state.reads == reads + 1
 
 
-def test_memoryos_config_names_known_tiers(opener, tmp_path):
-    with pytest.raises(ConfigError, match="unknown tier"):
-        opener(tmp_path, {"kind": "memoryos", "weights": {"ltm": 1.0}})
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        ({"weights": {"ltm": 1.0}}, "unknown tier"),
+        ({"heat_threshold": -1}, "heat_threshold"),
+        ({"knowledge_k": 0}, "knowledge_k"),
+        ({"page_min_sim": 2}, "page_min_sim"),
+    ],
+)
+def test_memoryos_config_errors(opener, tmp_path, bad, match):
+    with pytest.raises(ConfigError, match=match):
+        opener(tmp_path, {"kind": "memoryos", **bad})
 
 
 def test_memoryos_summary_by_the_llm(opener, tmp_path, scripted):

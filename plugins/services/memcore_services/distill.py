@@ -1,0 +1,149 @@
+"""TiM's post-thinking on stored thoughts: insert, forget, merge (``vector_hash``'s ``distill``).
+
+After a new thought is stored, the thoughts sharing its LSH buckets (the ``lsh`` index's
+candidates for its vector, cosine-ranked, at least ``similarity``) are its group. With at
+least ``min_neighbours`` of them, one LLM step decides what to do with the group:
+
+- ``llm``: the prompt lists the group's thoughts; the reply is a JSON object
+  ``{"to_delete": [exact thought texts], "to_insert": [merged facts]}`` (TiM's seed: remove
+  duplicates and subsumed thoughts, merge related ones). A reply that is not such an
+  object, names no thought of the group, or would delete everything without inserting
+  anything is invalid: the fallback runs instead.
+- fallback ``merge_near_duplicates``: the new thought merges into its most similar
+  neighbour when their cosine is at least ``merge_threshold`` (the neighbour keeps its text).
+
+Nothing is dropped silently: every thought that leaves hands its ``provenance`` metadata
+(``dia_ids``, ``source``... list-merged) and its text (``merged_from``) to a thought that
+stays -- the merged facts inserted, else the new thought, else the group's best remaining
+thought -- and the operations are counted in the service state (``inserted``, ``merged``,
+``forgotten``, ``runs``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from memcore import ComponentConfig, ValidationError
+from pydantic import Field
+
+__all__ = ["DistillConfig", "Thought", "Plan", "DISTILL_FALLBACK", "distill_prompt", "parse_plan", "fallback_plan", "merged_metadata"]
+
+DISTILL_FALLBACK = "merge_near_duplicates"
+
+_PROMPT = """You maintain a memory of short factual thoughts. Below are thoughts that are stored close
+together; the last one is new. Remove duplicates and thoughts that another one makes
+redundant, and merge closely related thoughts about the same subject into one fact.
+Keep every piece of information; do not invent anything.
+Reply with one JSON object and nothing else:
+{{"to_delete": [exact texts of thoughts to remove], "to_insert": [new merged thoughts]}}
+Reply {{"to_delete": [], "to_insert": []}} when nothing should change.
+
+Thoughts:
+{thoughts}
+"""
+
+
+class DistillConfig(ComponentConfig):
+    """``distill`` of ``vector_hash``: TiM's post-thinking over each new thought's buckets."""
+
+    kind: str = "distill"
+    neighbours: int = Field(10, ge=1, le=100, description="Thoughts read from the new thought's LSH buckets.")
+    similarity: float = Field(0.6, ge=-1.0, le=1.0, description="Cosine a bucket neighbour needs to join the group.")
+    min_neighbours: int = Field(1, ge=1, le=100, description="Fewer neighbours in the group: nothing to distill (TiM's seed: 5).")
+    merge_threshold: float = Field(0.9, ge=-1.0, le=1.0, description="Fallback merge_near_duplicates: cosine at or above which the new thought merges.")
+    provenance: list[str] = Field(
+        default_factory=lambda: ["dia_ids", "source"], description="Metadata keys a merged or forgotten thought hands to the one that keeps it (lists merged)."
+    )
+
+
+@dataclass
+class Thought:
+    """One thought of a group: id, text, metadata, cosine to the new thought (1 for itself)."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float = 1.0
+
+
+@dataclass
+class Plan:
+    """What a distillation does: ids to delete, merged texts to insert."""
+
+    delete: list[str] = field(default_factory=list)
+    insert: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """Whether the plan changes nothing."""
+        return not self.delete and not self.insert
+
+
+def distill_prompt(group: Sequence[Thought]) -> str:
+    """The prompt listing the group (the new thought last)."""
+    return _PROMPT.format(thoughts="\n".join(f"- {t.text}" for t in group))
+
+
+def _norm(text: str) -> str:
+    return " ".join(str(text).split()).strip(" .\"'").casefold()
+
+
+def parse_plan(reply: str, group: Sequence[Thought]) -> Plan:
+    """The plan of a model's reply; :class:`ValidationError` when it is not a JSON object of
+    two string lists, names texts outside the group, or deletes every thought and inserts nothing."""
+    match = re.search(r"\{.*\}", reply, re.S)
+    if match is None:
+        raise ValidationError("distillation reply holds no JSON object")
+    try:
+        data = json.loads(match.group(0))
+    except ValueError as exc:
+        raise ValidationError(f"distillation reply is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValidationError("distillation reply is not a JSON object")
+    delete, insert = data.get("to_delete", []), data.get("to_insert", [])
+    if not (isinstance(delete, list) and isinstance(insert, list) and all(isinstance(x, str) for x in [*delete, *insert])):
+        raise ValidationError("to_delete and to_insert must be lists of strings")
+    by_text: dict[str, str] = {}
+    for t in group:
+        by_text.setdefault(_norm(t.text), t.id)
+    unknown = [d for d in delete if _norm(d) not in by_text]
+    if unknown:
+        raise ValidationError(f"to_delete names texts that are not in the group: {unknown[:3]}")
+    ids = list(dict.fromkeys(by_text[_norm(d)] for d in delete))
+    texts = [s.strip() for s in insert if s.strip()]
+    if len(ids) == len({t.id for t in group}) and not texts:
+        raise ValidationError("distillation would delete every thought and insert none")
+    return Plan(ids, list(dict.fromkeys(texts)))
+
+
+def fallback_plan(new: Thought, neighbours: Sequence[Thought], merge_threshold: float) -> tuple[Plan, str | None]:
+    """``merge_near_duplicates``: delete the new thought when a neighbour is at least
+    ``merge_threshold`` similar; returns the plan and the id of the thought that keeps it."""
+    best = max(neighbours, key=lambda t: t.score, default=None)
+    if best is None or best.score < merge_threshold:
+        return Plan(), None
+    return Plan(delete=[new.id]), best.id
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def merged_metadata(keeper: Mapping[str, Any], leaving: Sequence[Thought], keys: Sequence[str], texts: bool = True) -> dict[str, Any]:
+    """``keeper``'s metadata with the ``keys`` of ``leaving`` list-merged in (order kept, no
+    repeats) and, with ``texts``, their texts appended to ``merged_from``."""
+    out = dict(keeper)
+    for key in keys:
+        values = _as_list(keeper.get(key))
+        for t in leaving:
+            values.extend(v for v in _as_list(t.metadata.get(key)) if v not in values)
+        if values:
+            out[key] = values
+    if texts and leaving:
+        out["merged_from"] = [*_as_list(keeper.get("merged_from")), *(t.text for t in leaving)]
+    return out

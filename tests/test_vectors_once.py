@@ -1,0 +1,132 @@
+"""Vectors stored once on disk: the store's bulk vector read, :class:`memcore.VectorReader`,
+and the ``exact`` index saving ids only and refilling from the store (also after a crash)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from memcore import Collection, CorruptError, Query, VectorReader, WriteBatch
+from memcore.plugins import get_registry
+from memcore.records import Record
+from memcore.spaces import Space
+from memcore.stores import sqlite as sqlite_module
+from memcore.stores.memory import MemoryStore
+from memcore.stores.sqlite import SQLiteStore
+
+DIM = 8
+
+
+def _records(n: int, seed: int = 0) -> list[Record]:
+    x = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
+    return [Record.create(f"text {i}", id=f"r{i}", vectors={"v": x[i]}) for i in range(n)]
+
+
+@pytest.mark.parametrize("scan", [False, True], ids=["lookups", "scan"])
+def test_sqlite_vectors_in_order_with_missing_and_repeated_ids(tmp_path, monkeypatch, scan):
+    monkeypatch.setattr(sqlite_module, "_SCAN_FROM", 1 if scan else 10**9)
+    store = SQLiteStore(tmp_path)
+    records = _records(20)
+    store.apply(WriteBatch(upserts=records, add_membership={"i": [r.id for r in records]}))
+    ids = ["r5", "nope", "r0", "r5", "r19"]
+    matrix, present = store.vectors(ids, "v")
+    assert present.tolist() == [True, False, True, True, True]
+    for i, rid in enumerate(ids):
+        expected = records[int(rid[1:])].vectors["v"] if present[i] else np.zeros(DIM, dtype=np.float32)
+        assert np.array_equal(matrix[i], expected)
+    assert store.vectors(["nope"], "v")[1].tolist() == [False]
+    assert store.vectors(["r1"], "other")[1].tolist() == [False]
+    store.close()
+
+
+@pytest.mark.parametrize("damage", ["short", "nan"])
+def test_sqlite_vectors_damaged_blob_is_corrupt_naming_the_record(tmp_path, damage):
+    store = SQLiteStore(tmp_path)
+    records = _records(3)
+    store.apply(WriteBatch(upserts=records))
+    store.close()
+    blob = b"\x00" * 8 if damage == "short" else np.full(DIM, np.nan, dtype=np.float32).tobytes()
+    with sqlite3.connect(tmp_path / "store.sqlite3") as db:
+        db.execute("UPDATE vectors SET data=? WHERE record_id='r1'", (blob,))
+    store = SQLiteStore(tmp_path)
+    with pytest.raises(CorruptError, match="r1"):
+        store.vectors(["r0", "r1", "r2"], "v")
+    store.close()
+
+
+def test_vector_reader_excuses_deleted_records_and_refuses_members_without_vectors():
+    store = MemoryStore()
+    records = _records(4)
+    store.apply(WriteBatch(upserts=records, add_membership={"idx": [r.id for r in records]}))
+    store.apply(WriteBatch(deletes=["r1"]))
+    reader = VectorReader(store, "idx")
+    matrix, present = reader.read(["r0", "r1", "r2"], "v", DIM)
+    assert present.tolist() == [True, False, True] and not matrix[1].any()
+    assert reader.read([], "v", DIM)[0].shape == (0, DIM)
+    with pytest.raises(CorruptError, match="dimension|expects"):
+        reader.read(["r0"], "v", DIM + 1)
+    bare = Record.create("no vector", id="bare")
+    store.apply(WriteBatch(upserts=[bare], add_membership={"idx": ["bare"]}))
+    with pytest.raises(CorruptError, match="bare"):
+        reader.read(["r0", "bare"], "v", DIM)
+
+
+def _open(path) -> Collection:
+    return Collection(SQLiteStore(path), {"v": Space("v", DIM)}, get_registry(), path)
+
+
+def _top(c: Collection, vector: np.ndarray) -> list[tuple[str, float]]:
+    return [(h.id, round(float(h.score), 5)) for h in c.search_index("e", Query(vectors={"v": vector}, k=5), 5)]
+
+
+def test_exact_index_saves_ids_only_and_recovers_a_crash_from_the_store(tmp_path):
+    records = _records(50)
+    c = _open(tmp_path)
+    c.create_index("e", "exact", space="v")
+    c.insert([{"id": r.id, "text": r.text, "vectors": {"v": r.vectors["v"]}} for r in records])
+    c.close()
+    folder = tmp_path / "indexes" / "e"
+    assert sorted(p.name for p in folder.iterdir()) == ["ids.json", "index.json"]
+    assert json.loads((folder / "ids.json").read_text())["vectors"] == "store"
+
+    c = _open(tmp_path)
+    assert c._indexes["e"].loaded_from_disk
+    fresh = np.random.default_rng(9).standard_normal(DIM).astype(np.float32)
+    c.delete(["r3"])
+    c.upsert([{"id": "r4", "text": "rewritten", "vectors": {"v": fresh}}])
+    probes = [records[3].vectors["v"], fresh, records[10].vectors["v"]]
+    live = [_top(c, p) for p in probes]
+    c.store.close()  # killed: the index files are still those of the previous save
+
+    c = _open(tmp_path)
+    assert c._indexes["e"].loaded_from_disk and len(c._indexes["e"].index) == 49
+    assert [_top(c, p) for p in probes] == live
+    assert _top(c, fresh)[0] == ("r4", 1.0)
+    c.close()
+
+
+def test_exact_index_saved_with_its_own_copy_still_loads(tmp_path):
+    """Files written before vectors were stored once (``vectors.npy`` + ids) keep loading."""
+    from memcore.index import IndexContext, SpaceInfo
+    from memcore.indexes.exact import ExactIndex, ExactIndexConfig
+
+    records = _records(10)
+    context = IndexContext("e", {"v": SpaceInfo("v", DIM, "x")})
+    own = ExactIndex(ExactIndexConfig(space="v"), context)
+    own.add(records)
+    own.save(tmp_path)
+    assert (tmp_path / "vectors.npy").is_file()
+    store = MemoryStore()
+    reader = VectorReader(store, "e")
+    loaded = ExactIndex(ExactIndexConfig(space="v"), IndexContext("e", {"v": SpaceInfo("v", DIM, "x")}, vectors=reader))
+    loaded.load(tmp_path)
+    query = Query(vectors={"v": records[2].vectors["v"]})
+    assert [h.id for h in loaded.search(query, 3)] == [h.id for h in own.search(query, 3)]
+    loaded.save(tmp_path)  # saved again in a collection: ids only
+    assert not (tmp_path / "vectors.npy").exists()
+    bare = ExactIndex(ExactIndexConfig(space="v"), context)
+    with pytest.raises(CorruptError, match="no store"):
+        bare.load(tmp_path)
