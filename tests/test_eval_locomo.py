@@ -175,3 +175,33 @@ def test_the_dev_file_loads():
     convs = load_locomo(DEV)
     assert [c.sample_id for c in convs] == ["conv-26", "conv-30", "conv-41"]
     assert sum(len(c.turns) for c in convs) == 1451 and sum(len(c.questions) for c in convs) == 497
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "locomo"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in EXAMPLES.glob("*.toml")))
+def test_every_example_config_runs_with_the_hashing_embedder(data_file, tmp_path, name):
+    pytest.importorskip("memcore_services")
+    memory, config = load_eval_config(EXAMPLES / f"{name}.toml")
+    memory["spaces"] = {"default": {"embedder": {"kind": "hashing"}}}  # no model: the pipeline and the services only
+    memory.pop("llms", None)
+    summary = run_locomo(memory, config, load_locomo(data_file), tmp_path / "w")
+    assert summary["questions"] == 4 and 0.0 <= summary["recall@10"] <= 1.0
+
+
+def test_context_entries_keep_their_own_turn_text(data_file, tmp_path):
+    import memcore
+    from memcore.eval.locomo_pipeline import InsertRun, insert_packet
+    from memcore.llm import StepCounter
+
+    [conv] = load_locomo(data_file)
+    config = LocomoConfig.model_validate({"insert": {"adapter": "to_turns", "context": 1}})
+    with memcore.open(MEMORY, path=tmp_path / "m") as m:
+        run = InsertRun(m, config, conv, StepCounter())
+        for packet in packets(conv, 2):
+            insert_packet(run, packet)
+        records = {r.metadata["dia_ids"][0]: r for r in m.collection.get_many(m.collection.ids())}
+    assert "[context] Alice: I started working" in records["D1:2"].text
+    assert records["D1:2"].metadata["turn"] == "(1:56 pm on 8 May, 2023)Bob: Nice! I adopted a grey cat called Pixel."
+    assert "turn" not in records["D1:1"].metadata and "turn" not in records["D2:1"].metadata  # no previous turn in the session

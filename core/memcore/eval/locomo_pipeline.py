@@ -81,7 +81,11 @@ class InsertConfig(_Strict):
     date: bool = Field(True, description="Prefix entry texts with the session date/time '(date)'.")
     caption: bool = Field(True, description="Append ' [image: caption]' to turns that shared an image.")
     context: int = Field(
-        0, ge=0, le=8, description="to_turns: also write the previous N turns of the session into the entry text (the entry still stands for its own turn)."
+        0,
+        ge=0,
+        le=8,
+        description="to_turns: also write the previous N turns of the session into the entry text (the entry still stands for its own turn; "
+        "its metadata 'turn' keeps the turn's own text).",
     )
     max_triples: int = Field(10, ge=1, le=50, description="tri_embed: triples kept per packet.")
 
@@ -228,12 +232,12 @@ def _to_turns(run: InsertRun, item: dict[str, Any]) -> list[Entry]:
     cfg = run.config.insert
     out = []
     for t in item["packet"].turns:
-        text = turn_text(t, date=cfg.date, caption=cfg.caption)
+        turn = text = turn_text(t, date=cfg.date, caption=cfg.caption)
         if cfg.context:
             before = [p for p in run.previous[-cfg.context :] if p.session == t.session]
             if before:
                 text += "\n[context] " + " | ".join(turn_text(p, caption=False) for p in before)
-        out.append(Entry(text, [t.dia_id]))
+        out.append(Entry(text, [t.dia_id], extra={"turn": turn} if text != turn else {}))
         run.previous.append(t)
     return out
 

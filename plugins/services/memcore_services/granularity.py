@@ -40,6 +40,9 @@ class WindowsConfig(ComponentConfig):
     indexes: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="Indexes holding the windows (name -> {kind, options}), created as hybrid.window.<name>."
     )
+    text_field: str | None = Field(
+        None, description="Metadata field holding the text a member contributes to its windows (default, or when absent: the entry's text)."
+    )
 
 
 def shared_metadata(metadatas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

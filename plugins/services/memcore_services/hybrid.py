@@ -137,7 +137,8 @@ class HybridService(Service):
         rid = self.collection.insert([item], indexes=self.entry_indexes())[0]
         before = [i for i in before if i != rid]
         records = [r for r in self.collection.get_many([*before, rid]) if r is not None]
-        window = window_record([(r.id, r.text, r.metadata) for r in records])
+        field = windows.text_field
+        window = window_record([(r.id, str(r.metadata.get(field) or r.text) if field else r.text, r.metadata) for r in records])
         window["id"] = f"{rid}#window"
         if kwargs.get("scope") is not None:
             window["scope"] = kwargs["scope"]
@@ -153,7 +154,7 @@ class HybridService(Service):
         depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
         q = self.make_query(query, vector, metadata, depth, self.config.space, scope=kwargs.get("scope"))
         hits = self.own.run(self.collection, q)
-        results = self._entries([hit_result(h) for h in hits])
+        results = [r for r in self._entries([hit_result(h) for h in hits]) if r["text"] is not None]  # a deleted window member
         if self.config.speaker_boost and query:
             named = {w for w in re.findall(r"[A-Z][a-z]+", query)}
             for r in results:

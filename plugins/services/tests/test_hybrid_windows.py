@@ -136,3 +136,20 @@ class TestExpandStage(StageContract):
     @pytest.fixture
     def stage(self):
         return build_stage("expand")
+
+
+def test_text_field_gives_the_text_members_bring_to_their_windows(opener, tmp_path):
+    service = {**WINDOWED, "windows": {**WINDOWED["windows"], "text_field": "turn"}}
+    with opener(tmp_path, service) as m:
+        a = m.insert("Alice: hello [context] nothing", metadata={"session": 1, "turn": "Alice: hello"})
+        b = m.insert("Bob: hi there", metadata={"session": 1})  # no field: its own text
+        assert m.collection.get(f"{b}#window").text == "Alice: hello\nBob: hi there"
+        assert m.collection.get(f"{a}#window").metadata == {"session": 1, "turn": "Alice: hello", "members": [a], "granularity": "window"}
+
+
+def test_a_deleted_entry_is_not_returned_through_its_windows(opener, tmp_path):
+    with opener(tmp_path, WINDOWED) as m:
+        ids = _fill(m)
+        m.collection.delete([ids[1]])
+        got = [r["id"] for r in m.retrieve("coast fishing village sardines", k=7)]
+        assert ids[1] not in got and ids[3] in got
