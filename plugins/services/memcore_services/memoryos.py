@@ -8,8 +8,8 @@
   session (cosine to the segment centroid >= ``segment_threshold``) or starts one. A
   segment keeps its pages, the pages not analysed yet, visits, interaction length, last visit.
 - **Heat** ``a * visits + b * length + c * exp(-(now - last_visit) / tau_s)``, updated on
-  access. After every insert the hottest segment with pages not analysed yet is *promoted*
-  when its heat reaches ``heat_threshold`` (MemoryOS: 5): the LLM rewrites the **user
+  access. After every insert each segment with pages not analysed yet is *promoted* when
+  its heat reaches ``heat_threshold`` (MemoryOS: 5), hottest first: the LLM rewrites the **user
   profile** (``profile``, fallback ``keyword_profile``) and extracts **user knowledge** and
   **assistant knowledge** (``knowledge``, fallback ``first_person_lines``); its pages are
   marked analysed and its visits and length reset, as MemoryOS does. The pages stay in MTM.
@@ -138,7 +138,7 @@ class MemoryOS(Service):
         for page in self.state.write({}, lambda state: self.collection.evict(STM, state=state)):
             self._to_mtm(page)
         self._enforce_mtm()
-        self._promote_hottest()
+        self._promote_hot()
         return rid
 
     def _vector(self, page: str, text: str) -> np.ndarray:
@@ -235,20 +235,20 @@ class MemoryOS(Service):
 
     # -- heat promotion: MTM -> profile and knowledge ------------------------------------
 
-    def _promote_hottest(self) -> None:
-        """Promote the hottest segment when its heat reaches ``heat_threshold`` and it has new pages."""
+    def _promote_hot(self) -> None:
+        """Promote every segment with pages not analysed yet whose heat reaches
+        ``heat_threshold``, hottest first (MemoryOS checks the top of its heap after each
+        insert; a hot segment already analysed does not hold back the others here)."""
         if self.config.heat_threshold is None:
             return
-        segments = self.state.prefixed("s:")
-        if not segments:
-            return
         at = now()
-        key = max(segments, key=lambda s: (self._heat(segments[s], at), s))
-        seg = segments[key]
         # MemoryOS compares the heat it stored at the last update (recency 1 then); the few
         # milliseconds since cost ~1e-8 of recency here, hence the tolerance
-        if seg.get("fresh") and self._heat(seg, at) >= self.config.heat_threshold - 1e-6:
-            self._promote(key, seg)
+        floor = self.config.heat_threshold - 1e-6
+        segments = self.state.prefixed("s:")
+        hot = sorted((s for s, seg in segments.items() if seg.get("fresh") and self._heat(seg, at) >= floor), key=lambda s: (-self._heat(segments[s], at), s))
+        for key in hot:
+            self._promote(key, self.state.get(key))
 
     def _promote(self, key: str, seg: Mapping[str, Any]) -> None:
         pages = pages_of(self.collection.get_many(list(seg["fresh"])))
