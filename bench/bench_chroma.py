@@ -10,7 +10,9 @@ same process, same run.
   ``ratio = memcore points/s / raw points/s`` (target >= 0.9);
 - **query**: ``ChromaIndex.search`` (on a ``Query`` built beforehand) vs raw
   ``collection.query(n_results=k, include=["distances"])``, one query at a time,
-  interleaved (the order flipped each query so load hits both alike); p50 ms, QPS ratio,
+  interleaved (the order cycles through all permutations so load hits all alike); p50 ms, QPS ratio,
+  the same raw call on the memcore index's own collection (``memcore_overhead_p50_ms`` is
+  memcore's own share),
   recall@k of both against exact numpy search; and with an ``allowed`` set of 10% of the
   ids passed as ``ids=`` by both;
 - **save**: the first ``save`` of the embedded index (only ``state.json``: the collection
@@ -30,6 +32,7 @@ Never run as a test: timings belong here (DESIGN.md section 8).
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import tempfile
 import time
@@ -90,20 +93,25 @@ def exact_top(x: np.ndarray, q: np.ndarray, k: int, allowed_rows: np.ndarray | N
     return {f"r{i}" for i in best}
 
 
+ORDERS = list(itertools.permutations(("raw", "memcore", "own")))
+
+
 def query_part(raw_col: Any, index: ChromaIndex, x: np.ndarray, queries: np.ndarray, k: int, allowed: set[str] | None) -> dict[str, Any]:
     """Interleaved one-by-one queries; p50 ms, QPS ratio, recall@k of both against exact search."""
-    lat: dict[str, list[float]] = {"raw": [], "memcore": []}
+    lat: dict[str, list[float]] = {"raw": [], "memcore": [], "own": []}
     recall: dict[str, list[float]] = {"raw": [], "memcore": []}
     allowed_list = sorted(allowed) if allowed is not None else None
     allowed_rows = np.array(sorted(int(i[1:]) for i in allowed)) if allowed is not None else None
     built = [Query(vectors={"default": q}) for q in queries]  # the caller's Query, made before timing
     for i, q in enumerate(queries):
         got: dict[str, list[str]] = {}
-        for who in [("raw", "memcore"), ("memcore", "raw")][i % 2]:
+        for who in ORDERS[i % len(ORDERS)]:  # every position as often: no side gains from going first or last
             t0 = time.perf_counter()
             if who == "raw":
                 res = raw_col.query(query_embeddings=q[None, :], n_results=k, ids=allowed_list, include=["distances"])
                 got[who] = res["ids"][0]
+            elif who == "own":  # the raw call on the memcore index's own collection: Chroma's share of memcore's time
+                index.home.collection.query(query_embeddings=q[None, :], n_results=k, ids=allowed_list, include=["distances"])
             else:
                 got[who] = [h.id for h in index.search(built[i], k, allowed)]
             lat[who].append(time.perf_counter() - t0)
@@ -120,6 +128,9 @@ def query_part(raw_col: Any, index: ChromaIndex, x: np.ndarray, queries: np.ndar
         "raw_p95_ms": round(pct(lat["raw"], 95) * 1000, 3),
         "memcore_p95_ms": round(pct(lat["memcore"], 95) * 1000, 3),
         "qps_ratio": round(raw_p50 / mc_p50, 3),
+        # the same raw call on memcore's own collection: what of the gap is memcore's code
+        "raw_on_memcore_collection_p50_ms": round(statistics.median(lat["own"]) * 1000, 3),
+        "memcore_overhead_p50_ms": round((mc_p50 - statistics.median(lat["own"])) * 1000, 3),
         "raw_recall_at_k": round(float(np.mean(recall["raw"])), 4),
         "memcore_recall_at_k": round(float(np.mean(recall["memcore"])), 4),
     }

@@ -234,3 +234,16 @@ def test_carried_sets_equal_a_fresh_resolution_after_random_writes(tmp_path, sto
             c.upsert([{"id": rng.choice(ids), "text": "again", "metadata": meta()}], scope=rng.choice(scopes))
     assert c._allowed_sets.carried > 0
     c.close()
+
+
+def test_a_write_too_large_to_recheck_empties_the_cache(col, monkeypatch):
+    import memcore.allowed
+
+    monkeypatch.setattr(memcore.allowed, "ADVANCE_BUDGET", 5)
+    where = {"user": "u1"}
+    col.retrieve("note", k=50, where=where)
+    misses = col._allowed_sets.misses
+    col.insert([{"id": f"bulk{i}", "text": "note bulk", "metadata": {"user": "u1"}} for i in range(6)])
+    assert len(col._allowed_sets._entries) == 0
+    assert {f"bulk{i}" for i in range(6)} <= {h.id for h in col.retrieve("note", k=100, where=where)}
+    assert col._allowed_sets.misses == misses + 1

@@ -1,6 +1,7 @@
 """BEIR figures that cannot go stale: every SciFact figure of the quality tables in
-docs/concepts.md (to the 3 decimals shown) and of the relevance-vs-diversity table of
-docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals) is recomputed and compared.
+docs/concepts.md (to the 3 decimals shown), of the relevance-vs-diversity table of
+docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals) and the memcore BM25
+nDCG@10 of docs/plugins/fifo-kv.md is recomputed and compared.
 
 A table with a ```--variants``` column names, per row, the ``bench/bench_presets.py``
 variants its figures come from (``a`` / ``b`` for rows of several figures); the test runs
@@ -12,8 +13,8 @@ memcore-fifo-kv; skips cleanly without them. Machine-dependent speed figures are
 compared (the docs say where they come from, when and under which load; a test checks
 that every speed table names its command and the load).
 
-Runtime with the data: about 2.5 minutes for the concepts tables and 2.5 for the MMR table
-on the shared 2-core machine at load ~13 (the SciFact memory is built once per module).
+Runtime with the data: about 76 s of CPU for the whole module (the SciFact memory is built
+once per module); 10 minutes of wall time on the shared 2-core machine at load ~14.
 """
 
 from __future__ import annotations
@@ -141,6 +142,34 @@ def test_documented_figure_is_what_the_run_gives(row, variant, metric, figure, m
     assert abs(actual - figure) <= 0.0005 + 1e-9, (
         f"docs/concepts.md, {row!r}: {metric} of {variant or 'beir_hashing.toml'} is {actual:.4f}, the page says {figure}"
     )
+
+
+# -- single figures on plugin pages ------------------------------------------------------------
+
+CELLS = [
+    # (page, the table row's first cell, which cell (0-based), variant, metric)
+    ("docs/plugins/fifo-kv.md", "nDCG@10 (BEIR definition)", 2, "bm25", "ndcg@10"),  # the memcore `bm25` column
+]
+
+
+def cell(page: str, first: str, index: int) -> str:
+    for line in (REPO / page).read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("|") and cells[0] == first:
+            return cells[index]
+    raise AssertionError(f"{page} has no table row {first!r}")
+
+
+@pytest.mark.parametrize(("page", "first", "index", "variant", "metric"), CELLS, ids=[c[0] for c in CELLS])
+def test_plugin_page_figure_is_what_the_run_gives(page, first, index, variant, metric, measured):
+    shown = cell(page, first, index)
+    decimals = len(shown.split(".")[1])
+    actual = measured[variant][metric]
+    assert abs(actual - float(shown)) <= 0.5 * 10**-decimals + 1e-9, f"{page}, {first!r}: {metric} of {variant} is {actual:.4f}, the page says {shown}"
+
+
+def test_plugin_page_cells_are_found():
+    assert [float(cell(page, first, index)) for page, first, index, _, _ in CELLS]
 
 
 # -- docs/plugins/mmr.md: relevance vs diversity ---------------------------------------------

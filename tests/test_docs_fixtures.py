@@ -1,8 +1,9 @@
 """The plugin docs name memcore.testing's fixtures as they are, and say what allowed_imports counts.
 
 - every "`name` fixture" / "fixture `name`" in docs/ is a fixture of the pytest plugin
-  ``memcore.testing.pytest_plugin`` or the one fixture a contract suite requests (a
-  context manager such as ``register_plugin`` is not a fixture);
+  ``memcore.testing.pytest_plugin``, the one fixture a contract suite requests, or one the
+  docs import from a plugin's testing module (``from memcore_chroma_support.testing import
+  chroma_server``); a context manager such as ``register_plugin`` is not a fixture;
 - the suite table of docs/plugins/testing.md gives each suite the fixture it really requests;
 - ``allowed_imports`` counts the standard library (the docs say so, and the check does it).
 """
@@ -59,8 +60,30 @@ def test_the_pytest_plugin_has_fixtures():
     assert "make_index" in requested("IndexContract")
 
 
+def is_fixture(obj: object) -> bool:
+    return "fixture" in type(obj).__name__.lower() or hasattr(obj, "_pytestfixturefunction")
+
+
+def imported_fixtures() -> set[str]:
+    """Fixtures the docs tell to import from a plugin's testing module (``from
+    memcore_chroma_support.testing import chroma_server``) that really are fixtures there."""
+    import importlib
+
+    found = set()
+    for path in sorted(DOCS.rglob("*.md")):
+        for module, name in re.findall(r"from (memcore[\w.]*) import (\w+)", path.read_text(encoding="utf-8")):
+            try:
+                obj = getattr(importlib.import_module(module), name, None)
+            except ImportError:  # the plugin is not installed: its fixture cannot be checked here
+                found.add(name)
+                continue
+            if is_fixture(obj):
+                found.add(name)
+    return found
+
+
 def test_docs_name_only_real_fixtures():
-    real = plugin_fixtures() | set().union(*(requested(c) for c in CONTRACTS))
+    real = plugin_fixtures() | set().union(*(requested(c) for c in CONTRACTS)) | imported_fixtures()
     wrong = [f"{page}: `{name}`" for page, name in named_fixtures() if name not in real]
     assert named_fixtures(), "the plugin docs name their fixtures"
     assert not wrong, f"named as fixtures but not fixtures (real ones: {sorted(real)}): {wrong}"

@@ -20,6 +20,7 @@ instead of on every query.
 from __future__ import annotations
 
 import weakref
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, TypeVar
 
 from .filters import Filter, matches
@@ -60,9 +61,10 @@ class AllowedIds(frozenset[str]):
         return value
 
 
-ADVANCE_BUDGET = 200_000
+ADVANCE_BUDGET = 20_000
 """Most (cached set x changed record) filter evaluations :meth:`AllowedCache.advance` does
-for one write; a larger write (a bulk import) empties the cache instead."""
+for one write (about 1 µs each: ~20 ms at most); a larger write (a bulk import) empties the
+cache instead, and the next query of each filter resolves it in the store again."""
 
 
 class AllowedCache:
@@ -122,8 +124,10 @@ class AllowedCache:
                     enter.append(rid)
                 elif not keep and rid in allowed:
                     leave.append(rid)
-            if enter or leave:
-                self._entries[key] = (AllowedIds(allowed.difference(leave).union(enter)), where, scope)
+            if leave:
+                self._entries[key] = (AllowedIds(chain(allowed.difference(leave), enter)), where, scope)
+            elif enter:  # an insert: one copy of the set
+                self._entries[key] = (AllowedIds(chain(allowed, enter)), where, scope)
             else:
                 self.carried += 1
 

@@ -10,8 +10,8 @@ the rows are kept as float32 and searched exhaustively; the add that crosses the
 threshold trains centroids + buckets and compresses every row (``codes``: centroid id,
 ``residuals``: ``dim * nbits / 8`` bytes). Later adds are encoded against the existing
 centroids; past ``retrain_growth`` times the trained size everything is re-trained from
-the decompressed vectors (and the new passages' original ones). Deleting tombstones a slot; compaction drops dead slots once
-they hold ``compact_fraction`` of the tokens. The inverted file (centroid -> slots) is
+the decompressed vectors (and the new passages' original ones). Deleting tombstones a
+slot; compaction drops dead slots once they hold ``compact_fraction`` of the tokens. The inverted file (centroid -> slots) is
 derived from ``codes`` and rebuilt lazily after a change.
 """
 
@@ -160,9 +160,8 @@ class Engine:
         """Train centroids and buckets on the live token vectors and (re)compress them.
 
         Rows already compressed are decompressed first: the original vectors are not kept,
-        so they are quantised twice (see docs/plugins/colbert.md for what that costs; a
-        rebuild from the texts avoids it). The passages of the add that triggers a
-        re-training enter it uncompressed.
+        so they are quantised twice (docs/plugins/colbert.md, "Re-training"). The passages
+        of the add that triggers a re-training enter it uncompressed.
         """
         self.compact()
         if self.total_tokens < 16:

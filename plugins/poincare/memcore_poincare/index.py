@@ -250,4 +250,5 @@ class PoincareIndex(Index):
             "g": self.config.g.law,
             "mode": self.config.connection.mode,
             "collection": self.home.collection.name if self.home.opened else None,
+            "mirror": None if self._mirror is None else len(self._mirror),  # particles in the in-memory mirror (None: off or not built yet)
         }

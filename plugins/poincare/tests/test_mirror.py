@@ -105,6 +105,7 @@ def test_the_index_mirror_follows_add_remove_and_load(tmp_path):
     for index in (on, off):
         index.add(records)
     assert on.particle_mirror() is not None and off.particle_mirror() is None
+    assert on.stats()["mirror"] == 60 and off.stats()["mirror"] is None
     for index in (on, off):
         index.remove([f"r{i}" for i in range(10)])
         index.add([Record(id="new", text="", vectors={"default": x[17] + 0.1}, metadata={"v": 0.5})])

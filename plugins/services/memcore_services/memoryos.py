@@ -39,6 +39,7 @@ from pydantic import Field, field_validator
 
 from .common import HeatWeights, heat, hit_result, lexical, now, record_result, top, unit
 from .memoryos_ltm import (
+    Fact,
     Page,
     ask_continuity,
     ask_knowledge,
@@ -261,21 +262,7 @@ class MemoryOS(Service):
         facts = self.run_llm_step("knowledge", lambda llm: ask_knowledge(llm, pages), lambda: first_person_lines(pages), "first_person_lines")
         by_page = {p.id: p for p in pages}
         for store, index in (("user", USER_KB), ("assistant", ASSISTANT_KB)):
-            items = [
-                {
-                    "text": f.text,
-                    "metadata": {
-                        **by_page[f.page].metadata,
-                        "dia_ids": f.dia_ids,
-                        "memoryos": f"{store}_knowledge",
-                        "kind": "fact",
-                        "pages": [f.page],
-                        "segment": key,
-                    },
-                }
-                for f in facts
-                if f.store == store
-            ]
+            items = [{"text": f.text, "metadata": self._fact_metadata(f, by_page[f.page], store, key)} for f in facts if f.store == store]
             if items:
                 self.state.write({}, lambda state, items=items, index=index: self.collection.insert(items, indexes=[index], state=state))
         reset = {**seg, "fresh": [], "visits": 0, "length": 0, "last": now(), "promotions": int(seg.get("promotions", 0)) + 1}
@@ -286,6 +273,16 @@ class MemoryOS(Service):
         updates = int((old.metadata or {}).get("updates", 0)) + 1 if old else 1
         record = {"id": PROFILE_ID, "text": profile, "metadata": {"memoryos": "profile", "kind": "profile", "updates": updates}}
         self.state.write(changes, lambda state: self.collection.upsert([record], indexes=[PROFILE], state=state))
+
+    @staticmethod
+    def _fact_metadata(fact: Fact, page: Page, store: str, segment: str) -> dict[str, Any]:
+        """The page's metadata (session, date...) with the fact's own turns and speaker."""
+        meta = {**page.metadata, "dia_ids": fact.dia_ids, "memoryos": f"{store}_knowledge", "kind": "fact", "pages": [page.id], "segment": segment}
+        if fact.speaker:
+            meta["speaker"] = fact.speaker
+        elif len(speakers_of(page)) > 1:
+            meta.pop("speaker", None)  # the page's first speaker need not be the fact's
+        return meta
 
     # -- capacity: the coldest segments are summarised into user knowledge ---------------
 

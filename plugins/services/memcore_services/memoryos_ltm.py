@@ -214,6 +214,7 @@ class Fact:
     store: str  # "user" | "assistant"
     page: str
     dia_ids: list[str]
+    speaker: str | None = None  # the line's speaker, when the fact is one line
 
 
 def _facts(block: str) -> list[str]:
@@ -268,7 +269,7 @@ def first_person_lines(pages: Sequence[Page]) -> list[Fact]:
         for i, line in enumerate(p.lines):
             m = _LINE.match(line)
             if _FIRST_PERSON.search(m.group("text") if m else line):
-                out.append(Fact(line.strip(), "user" if i % 2 == 0 else "assistant", p.id, p.line_dia_ids(i)))
+                out.append(Fact(line.strip(), "user" if i % 2 == 0 else "assistant", p.id, p.line_dia_ids(i), m.group("speaker").strip() if m else None))
     return out
 
 

@@ -164,7 +164,7 @@ def test_memoryos_heat_promotion_fills_the_profile_and_both_knowledge_stores(ope
     stay in MTM."""
     service = {"kind": "memoryos", "stm_capacity": 1, "segment_threshold": -1.0, "heat_threshold": 3.0}
     with opener(tmp_path, service) as m:
-        ids = [m.insert(t, metadata={"session": 1, "dia_ids": d}) for t, d in DIALOGUE]
+        ids = [m.insert(t, metadata={"session": 1, "dia_ids": d, "speaker": "Alice"}) for t, d in DIALOGUE]
         c = m.collection
         r = m.service.report()
         # pages 1-2 reach MTM after inserts 2-3: heat = 2 pages + recency ~1 >= 3 -> promoted at once
@@ -175,6 +175,7 @@ def test_memoryos_heat_promotion_fills_the_profile_and_both_knowledge_stores(ope
         assistant = [c.get(i) for i in c.ids(index="memoryos.assistant_knowledge")]
         assert sorted(f.metadata["dia_ids"][0] for f in user) == ["D1:1", "D1:3"]  # Alice's first-person lines
         assert [f.metadata["dia_ids"] for f in assistant] == [["D1:4"]] and "adopted a dog" in assistant[0].text
+        assert {f.metadata["speaker"] for f in user} == {"Alice"} and assistant[0].metadata["speaker"] == "Bob"
         assert all(f.metadata["kind"] == "fact" and f.metadata["pages"][0] in ids[:2] for f in user + assistant)
         profile = c.get("memoryos-profile")
         assert profile.metadata["memoryos"] == "profile" and "Alice" in profile.text and "zurich" in profile.text

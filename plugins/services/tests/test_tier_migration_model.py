@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import memcore
@@ -82,8 +83,6 @@ class MemoryOSMachine(TierMachine):
         service = self.memory.service
         segments = service.state.prefixed("s:")
         if segments:
-            import time
-
             at = time.time()
             hottest = max(segments.values(), key=lambda s: service._heat(s, at))
             assert not hottest["fresh"] or service._heat(hottest, at) < 3.0
