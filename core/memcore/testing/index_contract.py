@@ -249,6 +249,10 @@ class IndexContract:
         fresh = self.new_index(make_index)
         fresh.load(directory)
         assert len(fresh) == len(index)
+        self.assert_same_answers(index, fresh, records)
+
+    def assert_same_answers(self, index: Index, fresh: Index, records: list[Record]) -> None:
+        """``fresh`` (a loaded copy) answers every query, restricted or not, exactly like ``index``."""
         allowed = {r.id for r in records[::2]}
         for query in self.all_queries(index, records):
             for restrict in (None, allowed):
@@ -291,13 +295,7 @@ class IndexContract:
         fresh = self.new_index(make_index, reader)
         fresh.load(directory)
         assert len(fresh) == len(index)
-        allowed = {r.id for r in records[::2]}
-        for query in self.all_queries(index, records):
-            for restrict in (None, allowed):
-                before = index.search(query, 8, restrict)
-                after = fresh.search(query, 8, restrict)
-                assert [h.id for h in after] == [h.id for h in before]
-                assert [float(h.score) for h in after] == pytest.approx([float(h.score) for h in before], rel=1e-5, abs=1e-6)
+        self.assert_same_answers(index, fresh, records)
 
     def test_load_with_the_store_ahead_then_catch_up(self, make_index: MakeIndex, tmp_path: Path) -> None:
         """Saved at sequence S, the store moved on (a record deleted, one rewritten) before a
