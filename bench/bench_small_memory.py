@@ -19,7 +19,7 @@ and questions (seeded). Vectors: memcore's ``hashing`` embedder (256-d), compute
 for both sides. QPS are medians over ``--repeat`` interleaved passes.
 
     PYTHONPATH=core python bench/bench_small_memory.py --quick
-    PYTHONPATH=core python bench/bench_small_memory.py --store sqlite --profile
+    PYTHONPATH=core python bench/bench_small_memory.py --store sqlite --profile --profile-side dense
 """
 
 from __future__ import annotations
@@ -120,7 +120,8 @@ def main() -> None:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--store", choices=["memory", "sqlite"], default="sqlite")
     p.add_argument("--quick", action="store_true", help="2 repeats")
-    p.add_argument("--profile", action="store_true", help="cProfile the memcore bm25 pipeline (top 25 on stderr)")
+    p.add_argument("--profile", action="store_true", help="cProfile the memcore pipeline of --profile-side (top 25 on stderr)")
+    p.add_argument("--profile-side", choices=["bm25", "dense"], default="bm25", help="which pipeline --profile runs")
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
@@ -181,7 +182,7 @@ def main() -> None:
             prof = cProfile.Profile()
             prof.enable()
             for i in items * 3:
-                sides["bm25"]["pipeline"](i)
+                sides[args.profile_side]["pipeline"](i)
             prof.disable()
             out = io.StringIO()
             pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(25)

@@ -85,13 +85,23 @@ class PipelineContext:
 
     def records(self, ids: Sequence[str]) -> list[Record | None]:
         """Stored records (without vectors), cached for the run."""
-        missing = [i for i in ids if i not in self._records]
+        cached = self._records
+        if not cached:  # the common case (records read once, at the end of the run): no cache to consult
+            got = list(self._source.store.get(ids, with_vectors=False))
+            for rec in got:
+                if rec is not None:
+                    cached[rec.id] = rec
+                    self._texts[rec.id] = rec.text
+            if len(cached) == len(got):  # no repeated or unknown id: the store's list is the answer
+                return got
+            return [cached.get(i) for i in ids]
+        missing = [i for i in ids if i not in cached]
         if missing:
             for rec in self._source.store.get(missing, with_vectors=False):
                 if rec is not None:
-                    self._records[rec.id] = rec
+                    cached[rec.id] = rec
                     self._texts[rec.id] = rec.text
-        return [self._records.get(i) for i in ids]
+        return [cached.get(i) for i in ids]
 
 
 def _snake(name: str) -> str:
@@ -310,13 +320,15 @@ class Pipeline:
     def run_context(self, collection: "Collection", query: Query, *, with_records: bool = False) -> PipelineContext:
         """Run every stage and return the context (all lists, trace, final list)."""
         ctx = PipelineContext(collection, query, with_records=with_records)
+        clock = time.perf_counter
         for stage in self.stages:
-            started = time.perf_counter()
+            started = clock()
             before = len(ctx.current)
             stage.run(ctx)
-            entry = {"stage": stage.name, "in": before, "out": len(ctx.current), "seconds": time.perf_counter() - started}
-            if stage.name in ctx.notes:
-                entry["notes"] = dict(ctx.notes[stage.name])
+            name = stage.name  # a property: read once per stage
+            entry = {"stage": name, "in": before, "out": len(ctx.current), "seconds": clock() - started}
+            if name in ctx.notes:
+                entry["notes"] = dict(ctx.notes[name])
             ctx.trace.append(entry)
         return ctx
 

@@ -40,15 +40,14 @@ def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, flo
     if n == 0:
         return []
     if k < n:
-        part = scores.argpartition(n - k)[n - k :]
-        # include every row tied with the k-th score so the id tie-break is exact
-        kth = scores[part].min()
-        if np.count_nonzero(scores >= kth) != k:
-            part = np.flatnonzero(scores >= kth)
+        # the k-th best score by value (np.partition: half the cost of argpartition), then every
+        # row scoring at least that: the k best plus any tied with the k-th, so the id tie-break is exact
+        kth = np.partition(scores, n - k)[n - k]
+        part = np.flatnonzero(scores >= kth)
     else:
         part = np.arange(n)
     if len(part) <= 64:  # a short list: one Python sort on (-score, id) is cheaper than numpy calls
-        pairs = sorted(zip((-scores[part]).tolist(), [ids[i] for i in part.tolist()]))
+        pairs = sorted(zip([-v for v in scores[part].tolist()], [ids[i] for i in part.tolist()]))
         return [(rid, -neg) for neg, rid in pairs[:k]]
     part = part[np.argsort(-scores[part], kind="stable")]
     values = scores[part]

@@ -24,7 +24,7 @@ from ..registry import ComponentConfig
 from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, plan_ops
 from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
-from .sqlite_rows import RowCache, parsed_metadata
+from .sqlite_rows import RowCache, cached_row
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig"]
 
@@ -283,8 +283,9 @@ class SQLiteStore(Store):
             if self.read_only:  # another process writes: rows are valid for one sequence number
                 cache.valid_for(self.last_seq())
             rows = cache.rows
-            missing = [i for i in dict.fromkeys(ids) if i not in rows]
+            missing = [i for i in ids if i not in rows]
             if missing:
+                missing = list(dict.fromkeys(missing))
                 fetched: dict[str, list[Any]] = {}
                 for chunk in _chunks(missing):
                     marks = ",".join("?" * len(chunk))
@@ -299,21 +300,17 @@ class SQLiteStore(Store):
                         links.setdefault(src, []).append(Link(tgt, rel, w))
                     for rid, ls in links.items():
                         fetched[rid][8] = tuple(ls)
-                for row in fetched.values():
-                    row[2] = parsed_metadata(row[2])
-                found = {rid: tuple(row) for rid, row in fetched.items()}
+                found = {rid: cached_row(row) for rid, row in fetched.items()}
             else:
                 found = {}
             out: list[Record | None] = []
-            for i in ids:
+            for i in ids:  # this runs for every hit of every query: a cached row is all a Record needs
                 row = rows.get(i) or found.get(i)
                 if row is None:
                     out.append(None)
                     continue
-                # the common shapes cheaply: no scope, empty metadata (this runs for every hit of every query)
-                scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
                 meta = row[2]
-                out.append(Record(row[0], row[1], dict(meta) if type(meta) is dict else json.loads(meta), {}, row[8], scope, row[6], row[7]))
+                out.append(Record(row[0], row[1], dict(meta) if type(meta) is dict else json.loads(meta), {}, row[6], row[3], row[4], row[5]))
             if found:
                 cache.put(found)
             return out

@@ -16,11 +16,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["RowCache", "parsed_metadata"]
+from ..records import Scope
+
+__all__ = ["RowCache", "cached_row", "parsed_metadata"]
 
 Row = tuple[Any, ...]
-"""``(id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, links)``;
-metadata as :func:`parsed_metadata` left it."""
+"""``(id, text, metadata, scope, created_at, updated_at, links)``; metadata as
+:func:`parsed_metadata` left it, scope a (frozen, shareable) :class:`~memcore.records.Scope` or None."""
 
 _SCALARS = (str, int, float, bool, type(None))
 
@@ -32,6 +34,14 @@ def parsed_metadata(text: str) -> dict[str, Any] | str:
     if type(meta) is dict and all(type(v) in _SCALARS for v in meta.values()):
         return meta
     return text
+
+
+def cached_row(row: list[Any]) -> Row:
+    """The cached form of a ``records`` row ``(id, text, metadata, user_id, agent_id,
+    run_id, created_at, updated_at, links)``: metadata parsed once, the scope built once."""
+    rid, text, metadata, user_id, agent_id, run_id, created_at, updated_at, links = row
+    scope = None if user_id is None and agent_id is None and run_id is None else Scope(user_id, agent_id, run_id)
+    return (rid, text, parsed_metadata(metadata), scope, created_at, updated_at, links)
 
 
 class RowCache:
