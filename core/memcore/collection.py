@@ -30,11 +30,11 @@ from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_v
 from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
+from .store import Store, WriteBatch
+from .vector_reader import VectorReader
 
 if TYPE_CHECKING:
     from .llm import LLMs
-from .vector_reader import VectorReader
-from .store import Store, WriteBatch
 
 __all__ = ["Collection"]
 

@@ -86,21 +86,16 @@ class PipelineContext:
     def records(self, ids: Sequence[str]) -> list[Record | None]:
         """Stored records (without vectors), cached for the run."""
         cached = self._records
-        if not cached:  # the common case (records read once, at the end of the run): no cache to consult
-            got = list(self._source.store.get(ids, with_vectors=False))
+        first = not cached  # the common case (records read once, at the end of the run): no cache to consult
+        missing = ids if first else [i for i in ids if i not in cached]
+        if missing:
+            got = list(self._source.store.get(missing, with_vectors=False))
             for rec in got:
                 if rec is not None:
                     cached[rec.id] = rec
                     self._texts[rec.id] = rec.text
-            if len(cached) == len(got):  # no repeated or unknown id: the store's list is the answer
+            if first and len(cached) == len(got):  # no repeated or unknown id: the store's list is the answer
                 return got
-            return [cached.get(i) for i in ids]
-        missing = [i for i in ids if i not in cached]
-        if missing:
-            for rec in self._source.store.get(missing, with_vectors=False):
-                if rec is not None:
-                    cached[rec.id] = rec
-                    self._texts[rec.id] = rec.text
         return [cached.get(i) for i in ids]
 
 
