@@ -43,8 +43,8 @@ import numpy as np
 from memcore import ComponentConfig, Service
 from pydantic import Field, field_validator
 
-from .common import HeatWeights, heat, hit_result, lexical, now, record_result, top, unit
-from .memoryos_clock import event_time
+from .common import HeatWeights, heat, hit_result, lexical, record_result, top, unit
+from .memoryos_clock import EventClock
 from .memoryos_ltm import (
     Fact,
     Page,
@@ -132,7 +132,7 @@ def _top_words(counts: Counter[str], n: int = _KEEP_WORDS) -> dict[str, int]:
     return dict(counts.most_common(n))
 
 
-class MemoryOS(Service):
+class MemoryOS(EventClock, Service):
     """STM queue -> MTM segments (chains, heat) -> LTM profile and knowledge stores."""
 
     uses_pipeline = False
@@ -167,30 +167,6 @@ class MemoryOS(Service):
         self._enforce_mtm()
         self._promote_hot()
         return rid
-
-    # -- clock of heat recency -----------------------------------------------------------
-
-    def _clock_change(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``{"clock": t}`` when the entry's event time moves the event clock forward."""
-        t = self._event_of(metadata) if self.config.clock == "event" else None
-        return {"clock": t} if t is not None and t > float(self.state.get("clock", float("-inf"))) else {}
-
-    def _event_of(self, metadata: Mapping[str, Any] | None) -> float | None:
-        """The event time of an entry: its first ``time_keys`` value present, parsed (None: none)."""
-        key = next((k for k in self.config.time_keys if (metadata or {}).get(k) is not None), None)
-        return None if key is None or metadata is None else event_time(metadata[key], key)
-
-    def _now(self) -> float:
-        """Wall-clock seconds, or (``clock = "event"``) the latest event time seen (0 before any)."""
-        return now() if self.config.clock == "wall" else float(self.state.get("clock", 0.0))
-
-    def _batch_time(self, pages: list[Page]) -> float:
-        """When pages joined MTM: now, or (``clock = "event"``) the latest event time among
-        them (the time of that dialogue; the clock when none has one)."""
-        if self.config.clock == "wall":
-            return now()
-        times = [t for p in pages if (t := self._event_of(p.metadata)) is not None]
-        return max(times) if times else self._now()
 
     # -- STM -> MTM: chains, batch summary, segment assignment ----------------------------
 

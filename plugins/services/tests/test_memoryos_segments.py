@@ -177,3 +177,20 @@ def test_the_event_clock_makes_old_segments_cold(opener, tmp_path, clock, evicte
         assert kept["session"] == 3 - evicted_session
         if clock == "event":
             assert m.collection.get_state("memoryos", "clock") == 100 * DAY and kept["last"] == 100 * DAY
+
+
+def test_segments_written_before_summaries_existed_still_take_pages(opener, tmp_path):
+    """A store written by the previous version (segments without summary, keywords, word
+    counts or summary embedding): the centroid stands in for the summary until the next join."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0}
+    with opener(tmp_path, service) as m:
+        ids = [m.insert(t, metadata={"session": 1}) for t in PAGES[:2]]
+        old = {("memoryos", k): {x: y for x, y in v.items() if x not in ("summary", "keywords", "words")} for k, v in _segments(m).items()}
+        old.update({("memoryos", k): None for k in m.collection.state_items("memoryos") if k.startswith("e:")})
+        m.collection.set_state(old)
+    with opener(tmp_path, service) as m:
+        assert ids[0] in [h["id"] for h in m.retrieve(PAGES[0], k=3)]  # the old segment is searched by its centroid
+        m.insert(PAGES[2], metadata={"session": 1})
+        (key, seg) = next(iter(_segments(m).items()))
+        assert len(seg["pages"]) == 2 and seg["summary"] in PAGES[:2] and seg["keywords"] == _keywords(PAGES[1])
+        assert m.collection.get_state("memoryos", "e:" + key[2:]) is not None
