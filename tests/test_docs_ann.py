@@ -330,6 +330,20 @@ def test_lsh_choice_figures_are_what_the_run_gives(data, config, recall, candida
     assert round(got_candidates) == int(candidates), f"{LSH_PAGE}, {data} {config}: {got_candidates} candidates per query, the page says {candidates}"
 
 
+TIM = re.compile(r"own-bucket-only retrieval finds (\d+)% of the exact\s+top-10 on real MiniLM vectors, the defaults (\d+)%")
+
+
+def test_lsh_relation_to_tim_percentages_are_what_the_run_gives(lsh_runs):
+    """ "Relation to TiM" quotes two SciFact recalls in percent: T8×b16 r0 and the defaults."""
+    match = TIM.search(section(LSH_PAGE, "Relation to TiM"))
+    assert match, f"{LSH_PAGE}: the 'Relation to TiM' sentence is not where the test reads it"
+    own = lsh_runs.lsh("scifact", {"tables": 8, "bits": 16, "multi_probe": 0})[0]
+    defaults = lsh_runs.lsh("scifact", {})[0]
+    assert (round(100 * own), round(100 * defaults)) == (int(match.group(1)), int(match.group(2))), (
+        f"{LSH_PAGE}, Relation to TiM: {100 * own:.1f}% and {100 * defaults:.1f}%, the page says {match.group(1)}% and {match.group(2)}%"
+    )
+
+
 def test_close():
     assert close(0.8194, "0.819") and not close(0.8196, "0.819")
     assert close(0.9995, "0.9995") and not close(0.9990, "0.9995")

@@ -1,7 +1,9 @@
 """BEIR figures that cannot go stale: every SciFact figure of the quality tables in
 docs/concepts.md (to the 3 decimals shown), of the relevance-vs-diversity table of
-docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals) and the memcore BM25
-nDCG@10 of docs/plugins/fifo-kv.md is recomputed and compared.
+docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals), the memcore BM25
+nDCG@10 of docs/plugins/fifo-kv.md and the rows of docs/plugins/embed.md's ``llm_rerank``
+table that need no model (``advanced``, the oracle reordering: ``bench/bench_llm_rerank.py``
+before it starts the model) is recomputed and compared.
 
 A table with a ```--variants``` column names, per row, the ``bench/bench_presets.py``
 variants its figures come from (``a`` / ``b`` for rows of several figures); the test runs

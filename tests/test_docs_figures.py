@@ -36,8 +36,8 @@ METRIC = re.compile(
     re.I,
 )
 """A quality metric's name (not inside a code span: the ``recall`` stage is no figure)."""
-FIGURE = re.compile(r"(?<![\d.,])\d?\.\d{2,}(?![\d.])")
-"""A decimal figure such as 0.791 or .95 (not a version number like 1.5.9)."""
+FIGURE = re.compile(r"(?<![\d.,])(?:\d?\.\d{2,}|0\.\d)(?![\d.])|(?<![\d.])\d{1,3}(?:\.\d+)? ?%")
+"""A decimal figure such as 0.791, .95 or 0.7 (not a version number like 1.5.9), or a percentage."""
 CODE_SPAN = re.compile(r"`[^`]*`")
 FENCE = re.compile(r"(?ms)^ *```.*?^ *```[^\n]*$")
 HEADING = re.compile(r"(?m)^(#{1,4} .*)$")
@@ -174,6 +174,8 @@ def test_tables_and_sentences_with_figures_are_found():
     assert figures(rows) == ["| nDCG@10 (BEIR) | 0.6960 | 0.6960 |"]
     assert figures("The hybrid reaches recall@10 0.791 on the dev file.\n")
     assert figures("agreement with the exhaustive search: .95 of the queries\n")
+    assert figures("more probes buy recall: the defaults find 82% of the top 10\n")
+    assert figures("its nDCG@10 = 0.7 here\n")
 
 
 def test_option_tables_stage_names_and_versions_are_no_figures():
