@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -44,6 +45,7 @@ log = get_logger("memcore.collection")
 
 RESERVED_STATE = frozenset({"indexes", "spaces"})
 INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+_source = attrgetter("source")
 StateChanges = Mapping[tuple[str, str], Any]
 """Component state written with a change: ``{(namespace, key): JSON value, or None to delete}``."""
 
@@ -739,7 +741,7 @@ class Collection:
         for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
             if space not in self.spaces:
                 raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
-            self.spaces[space].check_vector(vector, f"query vector {space!r}")
+            self.spaces[space].check_query_vector(vector)
         return q
 
     def search_index(self, name: str, query: Query, k: int, *, list_name: str | None = None) -> list[Hit]:
@@ -760,9 +762,10 @@ class Collection:
                 return []
             hits = handle.index.search(q, k, allowed)
             rank_hits(hits, list_name or name)  # each hit's rank and score here, its Contribution built on first read
-            for hit in hits:
-                if not hit.source:
-                    hit.source = name
+            if not all(map(_source, hits)):  # one C-level pass when every hit names its index (the usual case)
+                for hit in hits:
+                    if not hit.source:
+                        hit.source = name
             return hits
 
     def build_fusion(self, fusion: str | Mapping[str, Any] | Fusion) -> Fusion:

@@ -73,7 +73,7 @@ class Hit:
         """Every ranked list that contributed to this hit (see :class:`Contribution`)."""
         p = self._provenance
         if p and p[0].__class__ is str:  # pending (source, rank, score) from rank_hits: built once, now
-            p = self._provenance = (_new_tuple(Contribution, p),)
+            p = self._provenance = (_new_tuple(Contribution, (p[0], p[1], float(p[2]))),)
         return p
 
     @provenance.setter
@@ -129,7 +129,8 @@ def rank_hits(hits: Sequence[Hit], source: str) -> None:
     and its score there (one :class:`Contribution`, built on first read of ``hit.provenance``).
 
     What a recall does for every hit of every query: the fields are kept as a plain tuple
-    built at C level (the scores as they are now: a later change of ``hit.score`` does not
-    reach the provenance); the named tuple and its 1-tuple are made only when read."""
-    for hit, pending in zip(hits, zip(repeat(source), count(1), map(float, map(_score, hits)))):
+    built at C level (the score objects as they are now: a later change of ``hit.score``
+    does not reach the provenance); the named tuple, its 1-tuple and the score's ``float``
+    are made only when read."""
+    for hit, pending in zip(hits, zip(repeat(source), count(1), map(_score, hits))):
         hit._provenance = pending

@@ -295,10 +295,9 @@ class SQLiteStore(Store):
             if self.read_only:  # another process writes: rows are valid for one sequence number
                 cache.valid_for(self.last_seq())
             rows = cache.rows
-            missing = [i for i in ids if i not in rows]
-            if not missing:
+            if all(map(rows.__contains__, ids)):  # the usual case on a small memory: every row cached
                 return rows
-            missing = list(dict.fromkeys(missing))
+            missing = list(dict.fromkeys(i for i in ids if i not in rows))
             fetched: dict[str, list[Any]] = {}
             for chunk in _chunks(missing):
                 marks = ",".join("?" * len(chunk))
