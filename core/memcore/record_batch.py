@@ -12,6 +12,7 @@ so the record is the one a direct read would have given then, whatever is writte
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 if TYPE_CHECKING:
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from .records import Record
 
 __all__ = ["RecordBatch", "attach_batch"]
+
+_id = attrgetter("id")
 
 
 class RecordBatch:
@@ -62,6 +65,10 @@ def attach_batch(hits: list[Hit], batch: RecordBatch) -> list[Hit]:
     """The hits whose id ``batch`` found, each given the batch to build its record from
     (on first access of ``hit.record``); the others (records deleted meanwhile) are dropped."""
     rows = batch._rows
+    if all(map(rows.__contains__, map(_id, hits))):  # the usual case: nothing to drop
+        for hit in hits:
+            hit._record = batch
+        return list(hits)
     out = []
     for hit in hits:  # runs for every hit of every retrieval: kept lean
         if hit.id in rows:

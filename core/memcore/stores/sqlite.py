@@ -290,6 +290,10 @@ class SQLiteStore(Store):
 
     def _cached_rows(self, ids: Sequence[str]) -> Mapping[str, Row]:
         """Rows holding at least every stored record of ``ids``, read now; never changed later."""
+        if not self.read_only:  # the writer's cache changes only in its own writes: a cached read needs no lock
+            rows = self._rows.rows
+            if all(map(rows.__contains__, ids)):
+                return rows
         with self._mutex:
             cache = self._rows
             if self.read_only:  # another process writes: rows are valid for one sequence number
