@@ -186,9 +186,9 @@ class MemoryOS(EventClock, Service):
                 self._page_vectors[p] = unit(v)
         return np.stack([self._page_vectors[p] for p in pages]) if pages else np.zeros((0, 0), np.float32)
 
-    def _chain(self, page: Page, changes: dict[str, Any]) -> dict[str, Any]:
-        """Chain ``page`` to the previously moved page of its session; returns the page's links.
-        Reads ``changes`` (this batch's pending writes) before the state."""
+    def _chain(self, page: Page, changes: dict[str, Any]) -> None:
+        """Chain ``page`` to the previously moved page of its session: its links go to
+        ``changes["p:<id>"]``. Reads ``changes`` (this batch's pending writes) before the state."""
 
         def get(key: str, default: Any = None) -> Any:
             return changes[key] if key in changes else self.state.get(key, default)
@@ -220,22 +220,26 @@ class MemoryOS(EventClock, Service):
         )
         changes[chain_key] = {**chain, "meta": meta, "words": _top_words(words), "speakers": speakers, "pages": int(chain.get("pages", 0)) + 1}
         changes["last_page"] = page.id
-        return {"chain": chain_key, "prev": prev_id if continuous else None, "next": None}
+        changes[f"p:{page.id}"] = {"chain": chain_key, "prev": prev_id if continuous else None, "next": None}
 
     def _to_mtm(self, page_ids: list[str]) -> None:
-        """Move a batch pushed out of the STM to MTM: chain each page, then each session's
-        part of the batch is summarised (``multi_summary``) and joins the best-scoring segment
-        of its session or starts one -- all in one store commit per session part."""
-        pages = pages_of(self.collection.get_many(page_ids))
+        """Move a batch pushed out of the STM to MTM, in runs of consecutive pages of one
+        session (one page per insert once the STM is full): chain each page, then the run is
+        summarised (``multi_summary``) and joins the best-scoring segment of its session or
+        starts one -- one store commit per run."""
         key = self.config.session_key
-        changes: dict[str, Any] = {}
-        links = {p.id: (self._chain(p, changes) if self.config.continuity else {}) for p in pages}
-        groups: dict[Any, list[Page]] = {}
-        for p in pages:
-            groups.setdefault(p.metadata.get(key), []).append(p)
-        for session, group in groups.items():
-            self._assign(session, group, links, changes)
-            changes = {}
+        runs: list[list[Page]] = []
+        for p in pages_of(self.collection.get_many(page_ids)):
+            if runs and runs[-1][0].metadata.get(key) == p.metadata.get(key):
+                runs[-1].append(p)
+            else:
+                runs.append([p])
+        for run in runs:
+            changes: dict[str, Any] = {}
+            if self.config.continuity:
+                for p in run:
+                    self._chain(p, changes)
+            self._assign(run[0].metadata.get(key), run, changes)
 
     def _theme_vector(self, theme: Theme) -> np.ndarray:
         """A summary's embedding: its page's vector when it is a page's text, else embedded."""
@@ -248,7 +252,7 @@ class MemoryOS(EventClock, Service):
         none: its centroid stands in)."""
         return unit(self.state.get(_summary_key(key)) or self._centroid(key))
 
-    def _assign(self, session: Any, group: list[Page], links: Mapping[str, Any], changes: dict[str, Any]) -> None:
+    def _assign(self, session: Any, group: list[Page], changes: dict[str, Any]) -> None:
         ids = [p.id for p in group]
         vecs = np.stack([self._vector(p.id, p.text) for p in group])
         themes = self.run_llm_step("multi_summary", lambda llm: ask_multi_summary(llm, group), lambda: [central_theme(group, vecs)], "central_page")
@@ -298,7 +302,7 @@ class MemoryOS(EventClock, Service):
         changes[best] = seg
         changes[_summary_key(best)] = summary_vec.tolist()
         for pid in ids:
-            changes[f"p:{pid}"] = {"tier": "mtm", "segment": best, **(links.get(pid) or {})}
+            changes[f"p:{pid}"] = {**(changes.get(f"p:{pid}") or {}), "tier": "mtm", "segment": best}
         self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, ids, state=state))
 
     def _central_summary(self, ids: list[str], centroid: np.ndarray, words: Counter[str]) -> Theme:

@@ -194,3 +194,24 @@ def test_segments_written_before_summaries_existed_still_take_pages(opener, tmp_
         (key, seg) = next(iter(_segments(m).items()))
         assert len(seg["pages"]) == 2 and seg["summary"] in PAGES[:2] and seg["keywords"] == _keywords(PAGES[1])
         assert m.collection.get_state("memoryos", "e:" + key[2:]) is not None
+
+
+def test_a_batch_of_several_pages_is_chained_and_placed_together(opener, tmp_path):
+    """The STM pushes one page out per insert; a batch of several (the service's batch path,
+    driven here directly) is split into runs of one session, chained in order, and each run
+    is summarised and placed as one batch."""
+    with opener(tmp_path, {"kind": "memoryos", "stm_capacity": 10, "heat_threshold": None, "segment_threshold": 2.0}) as m:
+        texts = [*PAGES, "Bob: the lake was cold today", "Alice: I swam anyway"]
+        ids = [m.insert(t, metadata={"session": s}) for t, s in zip(texts, (1, 1, 1, 2, 2))]
+        c = m.collection
+        c.remove_from_index("memoryos.stm", ids)
+        m.service._to_mtm(ids)
+        assert c.ids(index="memoryos.mtm") == ids and c.ids(index="memoryos.stm") == []
+        pages = {k[2:]: v for k, v in c.state_items("memoryos").items() if k.startswith("p:")}
+        assert [pages[i]["prev"] for i in ids] == [None, ids[0], ids[1], None, ids[3]]
+        assert [pages[i]["next"] for i in ids] == [ids[1], ids[2], None, ids[4], None]
+        assert all(pages[i]["tier"] == "mtm" for i in ids)
+        segments = _segments(m)  # one per run (threshold 2: never joined)
+        assert sorted(s["pages"] for s in segments.values()) == sorted([ids[:3], ids[3:]])
+        assert all(s["length"] == len(s["pages"]) for s in segments.values())
+        assert m.service.llm_report()["steps"]["multi_summary"] == {"fallback:central_page": 2}
