@@ -160,15 +160,27 @@ class MemoryOS(EventClock, Service):
         if self.config.space not in vectors and isinstance(text, str) and self.config.space in self.collection.spaces:
             vectors[self.config.space] = self.collection.spaces[self.config.space].embed_documents([text])[0]  # needed when it reaches MTM
         item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), "vectors": vectors, **kwargs}
+        self._resume()
         rid = self.state.write(changes, lambda state: self.collection.insert([item], indexes=[STM], state=state))[0]
-        evicted = self.state.write({}, lambda state: self.collection.evict(STM, state=state))
-        if evicted:
-            self._to_mtm(list(evicted))
+        stm = self.collection.ids(index=STM)
+        over = stm[: max(0, len(stm) - self.config.stm_capacity)]  # the oldest: pages enter the STM in insertion order
+        if over:  # leaving the STM and "pending" are one commit: a crash before the MTM commit is resumed
+            self.state.write({"pending": over}, lambda state: self.collection.remove_from_index(STM, over, state=state))
+            self._to_mtm(over)
         self._enforce_mtm()
         self._promote_hot()
         return rid
 
     # -- STM -> MTM: chains, batch summary, segment assignment ----------------------------
+
+    def _resume(self) -> None:
+        """Place the pages of a batch that left the STM but never reached the MTM (a crash
+        between the two commits): they are listed under ``pending``."""
+        pending = [p for p in self.state.get("pending") or [] if not (self.state.get(f"p:{p}") or {}).get("tier")]
+        if pending:
+            self._to_mtm(pending)
+        elif self.state.get("pending"):
+            self.state.write({"pending": None})
 
     def _vector(self, page: str, text: str) -> np.ndarray:
         if page not in self._page_vectors:
@@ -301,6 +313,7 @@ class MemoryOS(EventClock, Service):
             changes["joins"] = int(self.state.get("joins", 0)) + 1
         changes[best] = seg
         changes[_summary_key(best)] = summary_vec.tolist()
+        changes["pending"] = [p for p in self.state.get("pending") or [] if p not in ids] or None
         for pid in ids:
             changes[f"p:{pid}"] = {**(changes.get(f"p:{pid}") or {}), "tier": "mtm", "segment": best}
         self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, ids, state=state))

@@ -215,3 +215,26 @@ def test_a_batch_of_several_pages_is_chained_and_placed_together(opener, tmp_pat
         assert sorted(s["pages"] for s in segments.values()) == sorted([ids[:3], ids[3:]])
         assert all(s["length"] == len(s["pages"]) for s in segments.values())
         assert m.service.llm_report()["steps"]["multi_summary"] == {"fallback:central_page": 2}
+
+
+def test_a_crash_between_leaving_the_stm_and_joining_the_mtm_is_resumed(opener, tmp_path, monkeypatch):
+    service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0}
+    with opener(tmp_path, service) as m:
+        first = m.insert(PAGES[0], metadata={"session": 1})
+
+        def crash(page_ids):
+            raise RuntimeError("power cut")
+
+        monkeypatch.setattr(m.service, "_to_mtm", crash)
+        with pytest.raises(RuntimeError, match="power cut"):
+            m.insert(PAGES[1], metadata={"session": 1})
+        c = m.collection
+        assert c.ids(index="memoryos.stm") != [first] and c.ids(index="memoryos.mtm") == []
+        assert c.get_state("memoryos", "pending") == [first]  # out of the STM, not lost: listed
+    with opener(tmp_path, service) as m:
+        (second,) = m.collection.ids(index="memoryos.stm")
+        m.insert(PAGES[2], metadata={"session": 1})
+        c = m.collection
+        assert c.ids(index="memoryos.mtm") == [first, second] and c.get_state("memoryos", "pending") is None
+        (seg,) = _segments(m).values()
+        assert seg["pages"] == [first, second]
