@@ -31,7 +31,7 @@
   each page's chain (previous/next page, meta-summary) to its result.
 
 All state is in the store (namespace ``memoryos``: ``s:<n>`` segments, ``v:<n>`` their centroids,
-``e:<n>`` their summary embeddings, ``p:<id>`` pages, ``c:<n>`` chains, ``clock``), read once per store sequence number (:class:`StateView`).
+``e:<n>`` their summary embeddings, ``t:<n>`` their summaries and keywords, ``p:<id>`` pages, ``c:<n>`` chains, ``clock``), read once per store sequence number (:class:`StateView`).
 """
 
 from __future__ import annotations
@@ -126,6 +126,10 @@ def _centroid_key(segment: str) -> str:
 
 def _summary_key(segment: str) -> str:
     return "e:" + segment[2:]
+
+
+def _topic_key(segment: str) -> str:
+    return "t:" + segment[2:]
 
 
 def _top_words(counts: Counter[str], n: int = _KEEP_WORDS) -> dict[str, int]:
@@ -274,9 +278,9 @@ class MemoryOS(EventClock, Service):
         for key, seg in segments.items():
             if seg.get("session") != session:
                 continue
-            sv = self._summary_vector(key)
+            sv, keywords = self._summary_vector(key), self.topic(key).get("keywords") or []
             for i, (theme, tv) in enumerate(zip(themes, theme_vecs)):
-                score = segment_score(tv, theme.keywords, sv, seg.get("keywords") or [], self.config.keyword_weight)
+                score = segment_score(tv, theme.keywords, sv, keywords, self.config.keyword_weight)
                 if score > best_score:  # the first best wins, as MemoryOS
                     best, best_theme, best_score = key, i, score
         at = self._batch_time(group)
@@ -289,29 +293,31 @@ class MemoryOS(EventClock, Service):
                 summary = Theme(" ".join(t.content for t in themes), list(dict.fromkeys(k for t in themes for k in t.keywords)))
                 summary_vec = self._theme_vector(summary)
             seg = {"pages": ids, "fresh": ids, "visits": 0, "length": len(ids), "last": at, "session": session, "promotions": 0}
-            seg.update({"summary": summary.content, "keywords": summary.keywords, "words": _top_words(batch_words)})
+            topic = {"summary": summary.content, "keywords": summary.keywords, "words": _top_words(batch_words)}
             changes["next_segment"] = n
             changes[_centroid_key(best)] = unit(vecs.mean(axis=0)).tolist()
         else:
             old = segments[best]
             count = len(old["pages"])
             centroid = unit((np.asarray(self._centroid(best)) * count + vecs.sum(axis=0)) / (count + len(ids)))
-            words = Counter(old.get("words") or {})
+            old_topic = self.topic(best)
+            words = Counter(old_topic.get("words") or {})
             words.update(batch_words)
             all_ids = [*old["pages"], *ids]
             new = themes[best_theme]
             summary = self.run_llm_step(
                 "segment_summary",
-                lambda llm: ask_segment_summary(llm, str(old.get("summary") or ""), old.get("keywords") or [], new),
+                lambda llm: ask_segment_summary(llm, str(old_topic.get("summary") or ""), old_topic.get("keywords") or [], new),
                 lambda: self._central_summary(all_ids, centroid, words),
                 "central_page",
             )
             summary_vec = self._theme_vector(summary)
             changes[_centroid_key(best)] = centroid.tolist()
             seg = {**old, "pages": all_ids, "fresh": [*old.get("fresh", []), *ids], "length": old["length"] + len(ids), "last": at}
-            seg.update({"summary": summary.content, "keywords": summary.keywords, "words": _top_words(words)})
+            topic = {"summary": summary.content, "keywords": summary.keywords, "words": _top_words(words)}
             changes["joins"] = int(self.state.get("joins", 0)) + 1
         changes[best] = seg
+        changes[_topic_key(best)] = topic
         changes[_summary_key(best)] = summary_vec.tolist()
         changes["pending"] = [p for p in self.state.get("pending") or [] if p not in ids] or None
         for pid in ids:
@@ -324,6 +330,12 @@ class MemoryOS(EventClock, Service):
         pid = ids[int(np.argmax(matrix @ centroid))]
         record = self.collection.get(pid)
         return central_theme([Page(record.id, record.text, dict(record.metadata or {}))], matrix[:0], words)
+
+    def topic(self, key: str) -> dict[str, Any]:
+        """Segment ``key``'s ``summary``, ``keywords`` and ``words`` (content word counts), kept
+        apart from its counters so that a visit does not rewrite them ({} for a segment
+        written by an older version)."""
+        return dict(self.state.get(_topic_key(key)) or {})
 
     def _centroid(self, key: str) -> Any:
         """The centroid of segment ``key`` (kept apart from the segment's counters, so that a
@@ -408,7 +420,13 @@ class MemoryOS(EventClock, Service):
         if dia_ids:
             meta["dia_ids"] = dia_ids
         sid = self.state.write({}, lambda state: self.collection.insert([{"text": summary, "metadata": meta}], indexes=[USER_KB], state=state))[0]
-        changes: dict[str, Any] = {key: None, _centroid_key(key): None, _summary_key(key): None, "evicted": int(self.state.get("evicted", 0)) + 1}
+        changes: dict[str, Any] = {
+            key: None,
+            _centroid_key(key): None,
+            _summary_key(key): None,
+            _topic_key(key): None,
+            "evicted": int(self.state.get("evicted", 0)) + 1,
+        }
         for p in ids:
             self._page_vectors.pop(p, None)  # no longer searched
             changes[f"p:{p}"] = {**(self.state.get(f"p:{p}") or {}), "tier": "ltm", "summarised": sid}

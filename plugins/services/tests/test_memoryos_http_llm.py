@@ -98,8 +98,9 @@ def test_memoryos_steps_through_an_http_llm(opener, tmp_path, chat_server):
             "profile": {"llm": 1},
             "knowledge": {"llm": 1},
         }
-        (seg,) = [v for k, v in c.state_items("memoryos").items() if k.startswith("s:")]  # threshold -1: the second batch joined the first
-        assert seg["summary"] == "Alice moved to Zurich with her cat Pixel." and seg["keywords"] == ["zurich", "cat"]
+        (seg,) = [k for k in c.state_items("memoryos") if k.startswith("s:")]  # threshold -1: the second batch joined the first
+        topic = m.service.topic(seg)
+        assert topic["summary"] == "Alice moved to Zurich with her cat Pixel." and topic["keywords"] == ["zurich", "cat"]
         pages = {k[2:]: v for k, v in c.state_items("memoryos").items() if k.startswith("p:")}
         assert pages[ids[1]]["prev"] == ids[0] and pages[ids[0]]["next"] == ids[1]  # the LLM said "true"
         assert c.get("memoryos-profile").text == PROFILE

@@ -24,7 +24,9 @@ PAGES = [
 
 
 def _segments(m) -> dict[str, Any]:
-    return {k: v for k, v in m.collection.state_items("memoryos").items() if k.startswith("s:")}
+    """Segments with their topic (summary, keywords, words: kept under ``t:<n>``)."""
+    state = m.collection.state_items("memoryos")
+    return {k: {**v, **(state.get("t:" + k[2:]) or {})} for k, v in state.items() if k.startswith("s:")}
 
 
 def _keywords(*texts: str) -> list[str]:
@@ -180,14 +182,12 @@ def test_the_event_clock_makes_old_segments_cold(opener, tmp_path, clock, evicte
 
 
 def test_segments_written_before_summaries_existed_still_take_pages(opener, tmp_path):
-    """A store written by the previous version (segments without summary, keywords, word
-    counts or summary embedding): the centroid stands in for the summary until the next join."""
+    """A store written by the previous version (segments without topic -- summary, keywords,
+    word counts -- or summary embedding): the centroid stands in for the summary until the next join."""
     service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0}
     with opener(tmp_path, service) as m:
         ids = [m.insert(t, metadata={"session": 1}) for t in PAGES[:2]]
-        old = {("memoryos", k): {x: y for x, y in v.items() if x not in ("summary", "keywords", "words")} for k, v in _segments(m).items()}
-        old.update({("memoryos", k): None for k in m.collection.state_items("memoryos") if k.startswith("e:")})
-        m.collection.set_state(old)
+        m.collection.set_state({("memoryos", k): None for k in m.collection.state_items("memoryos") if k[:2] in ("e:", "t:")})
     with opener(tmp_path, service) as m:
         assert ids[0] in [h["id"] for h in m.retrieve(PAGES[0], k=3)]  # the old segment is searched by its centroid
         m.insert(PAGES[2], metadata={"session": 1})

@@ -119,9 +119,11 @@ class MemoryOSMachine(TierMachine):
         # pages), keywords (its top words), centroid and summary vector; nothing else is left over
         texts = {i: c.get(i).text for s in segments.values() for i in s["pages"]}
         for key, seg in segments.items():
-            assert seg["summary"] in {texts[i] for i in seg["pages"]} and seg["keywords"] == list(seg["words"])[: len(seg["keywords"])]
+            topic = state["t:" + key[2:]]
+            assert topic["summary"] in {texts[i] for i in seg["pages"]} and topic["keywords"] == list(topic["words"])[: len(topic["keywords"])]
             assert len(state["v:" + key[2:]]) == len(state["e:" + key[2:]])
-        assert {k[2:] for k in state if k[:2] in ("v:", "e:")} == {k[2:] for k in segments}
+        for prefix in ("v:", "e:", "t:"):
+            assert {k[2:] for k in state if k.startswith(prefix)} == {k[2:] for k in segments}
         assert state.get("evicted", 0) == len(summaries) and "pending" not in state  # no batch left half-moved  # each evicted segment left exactly one summary
         if self.memory.service.config.clock == "event":  # the clock is the latest event time seen
             assert state.get("clock", 0) == max((c.get(i).metadata["timestamp"] for i in self.inserted), default=0)
