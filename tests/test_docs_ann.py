@@ -346,6 +346,22 @@ def test_lsh_relation_to_tim_percentages_are_what_the_run_gives(lsh_runs):
     )
 
 
+PAIR = re.compile(r"(\d\.\d{3})\s+vs\s+(\d\.\d{3})")
+
+
+def test_lsh_target_prose_quotes_the_checked_tables():
+    """ "Which configurations meet the target" quotes recall pairs (``0.739 vs 0.728``: the
+    lsh index against IndexLSH at equal bits); each must be a row of the checked SciFact or
+    100,000 tables, so the prose cannot drift from the figures the runs give."""
+    text = section(LSH_PAGE, "Which configurations meet the target")
+    pairs = set(PAIR.findall(" ".join(text.split())))
+    rows_shown = {(recall, faiss_recall) for _, _, _, recall, faiss_recall in LSH_TABLE}
+    assert len(pairs) >= 6
+    assert pairs <= rows_shown, (
+        f"{LSH_PAGE}, Which configurations meet the target: {sorted(pairs - rows_shown)} are no (recall, IndexLSH recall) row of the tables"
+    )
+
+
 def test_close():
     assert close(0.8194, "0.819") and not close(0.8196, "0.819")
     assert close(0.9995, "0.9995") and not close(0.9990, "0.9995")
