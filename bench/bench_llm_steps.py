@@ -166,7 +166,7 @@ def run_eval_component(
         "wall_seconds": round(time.perf_counter() - started, 1),
         "llm_steps": summary.get("llm_steps"),
         "llm_fallback_reasons": summary.get("llm_fallback_reasons"),
-        "service_report": summary.get("service_report"),
+        "service_report": (summary.get("service_reports") or {}).get(conv.sample_id, {}).get("report"),
         "recall@10": summary.get("recall@10"),
         "f1": summary.get("f1"),
         "answered": summary.get("answered"),
