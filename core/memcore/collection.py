@@ -582,8 +582,9 @@ class Collection:
         """Delete records from the store and every index, with every link to or from them.
 
         Unknown ids (or ids outside ``scope``) raise NotFoundError and nothing is deleted.
-        ``replace``: records upserted in the same atomic batch (keeping their index
-        memberships), e.g. what a service derived from the deleted ones, rebuilt without them.
+        ``replace``: existing records rewritten in the same atomic batch (keeping their index
+        memberships), e.g. what a service derived from the deleted ones, rebuilt without them;
+        a record named both ways is a ValidationError, one that does not exist a NotFoundError.
         """
         with self._lock:
             self._check_open()
@@ -597,6 +598,10 @@ class Collection:
             clash = sorted({r.id for r in records} & set(ids))
             if clash:
                 raise ValidationError(f"record(s) {clash[:5]} are both deleted and replaced; nothing was deleted")
+            known = self._existing(records) if records else {}
+            absent = [r.id for r in records if r.id not in known]
+            if absent:
+                raise NotFoundError(f"replace names no existing record(s) {absent[:5]}; nothing was deleted")
             if ids or records:
                 self._commit(WriteBatch(upserts=records, deletes=ids, add_membership=add, state=_state(state)), {r.id: r for r in records})
             return len(ids)
