@@ -47,7 +47,7 @@ class ColbertIndexConfig(ComponentConfig):
         description="Residual bucket cutoffs and weights: quantiles of each dimension (per_dim) or of all coordinates pooled (pooled, ColBERTv2's choice).",
     )
     residual_transform: Literal["none", "pca"] = Field(
-        "none",
+        "pca",
         description="Residual coding: none (ColBERTv2: every dimension nbits) or pca (a learned rotation to the residuals' principal axes, "
         "bits allocated by variance, Lloyd-Max buckets per component; same bytes per token).",
     )

@@ -180,7 +180,7 @@ def test_save_reopen_compressed(kit, tmp_path):
 def test_codes_on_disk_are_narrow_and_format_1_still_reads(kit, tmp_path):
     import io
 
-    index = kit.make(train_min_tokens=100, ncentroids=300, exhaustive_below=0, buckets="pooled")
+    index = kit.make(train_min_tokens=100, ncentroids=300, exhaustive_below=0, buckets="pooled", residual_transform="none")
     texts = kit.texts(400, seed=10)
     index.add(kit.records(texts))
     assert index.engine.codes.dtype == np.uint16  # 300 centroids
