@@ -281,6 +281,12 @@ def main() -> None:
         help="Fill the index in batches of N passages, as a collection populates it (512), with the index's train_min_tokens "
         "(so the first batch trains and later ones may re-train), instead of one add.",
     )
+    parser.add_argument(
+        "--defer-training",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="The index's defer_training (default: the index's): with --add-batch, train once at the end instead of at the first batch.",
+    )
     parser.add_argument("--retrain-growth", type=float, default=None, help="The index's retrain_growth (default: the index's).")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -316,6 +322,7 @@ def main() -> None:
             "ncells": args.ncells,
             "centroid_score_threshold": args.centroid_score_threshold,
             "retrain_growth": args.retrain_growth,
+            "defer_training": args.defer_training,
         }.items()
         if value is not None
     }
@@ -393,6 +400,7 @@ def main() -> None:
                 "centroids": int(len(engine.centroids)),
                 "build_seconds": round(build_seconds, 2),
                 "add_batch": args.add_batch,
+                "defer_training": config.defer_training,
                 "trainings": trainings,
                 "bytes_per_token": {k2: round(v, 2) for k2, v in per_token.items()},
                 "compression_vs_fp32": round(per_token["fp32"] / per_token["stored_with_centroids"], 2),

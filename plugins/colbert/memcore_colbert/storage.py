@@ -62,6 +62,7 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
 
     ``model_id``: the token embedder's model, pinned in ``plan.json``."""
     directory = Path(directory)
+    engine.ensure_trained()
     atomic_write_json(
         directory / PLAN_FILE,
         {
