@@ -127,3 +127,28 @@ def test_pca_index_plaid_agrees_reopens_and_refuses_another_transform(kit, tmp_p
     plain.add(kit.records(texts[:100]))
     plain.save(tmp_path)
     assert not (tmp_path / "rotation.npy").exists()
+
+
+def test_served_index_of_format_2_opens_without_a_transform(tmp_path):
+    """A server directory written before the residual transform (plan.json without
+    residual_transform, buckets.json without transform) opens as an index without one."""
+    from memcore_colbert import ColbertIndexConfig
+    from memcore_colbert.served import ServedIndex
+    from memcore.testing import make_texts
+
+    config = ColbertIndexConfig(embedder={"kind": "token-hashing", "dim": 32}, train_min_tokens=100, ncentroids=16, residual_transform="none")
+    served = ServedIndex("ws_kb_t", config)
+    texts = make_texts(200, seed=13)
+    served.add([(f"p{i}", t) for i, t in enumerate(texts)], {})
+    served.save(tmp_path)
+    before = served.search(texts[9], 3)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan["config"].pop("residual_transform")
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 2}))
+    meta = json.loads((tmp_path / "metadata.json").read_text())
+    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 2}))
+    buckets = json.loads((tmp_path / "buckets.json").read_text())
+    (tmp_path / "buckets.json").write_text(json.dumps({k: v for k, v in buckets.items() if k != "transform"}))
+    opened = ServedIndex.open("ws_kb_t", tmp_path)
+    assert opened.config.residual_transform == "none" and opened.engine.codec.transform == "none"
+    assert opened.search(texts[9], 3) == before
