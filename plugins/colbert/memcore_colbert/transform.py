@@ -170,21 +170,24 @@ class TransformCodec:
         offsets = np.concatenate(([0], np.cumsum(self.widths)))[:-1]
         self._byte = offsets[: self.coded] // 8
         self._shift = (offsets[: self.coded] % 8).astype(np.uint8)
-        nbytes = self.bytes_per_token
-        # lookup table: row p * 256 + b holds, in its first columns, the weights of the components byte p holds
-        slots = np.zeros(self.coded, dtype=np.int64)
-        for p in range(nbytes):
-            members = np.flatnonzero(self._byte == p)
-            slots[members] = np.arange(len(members))
-        width = int(slots.max()) + 1 if self.coded else 1
-        lut = np.zeros((nbytes, 256, width), dtype=np.float32)
+        # decoding: runs of consecutive bytes holding the same number m of components (their
+        # components are consecutive too) share one lookup table: row i * 256 + b holds the
+        # weights of the m components that byte b0 + i holds when its value is b
+        counts = np.bincount(self._byte, minlength=self.bytes_per_token)
+        self._segments: list[tuple[int, int, int, int, np.ndarray, np.ndarray]] = []  # (b0, b1, c0, c1, lut, row base)
         values = np.arange(256)
-        for j in range(self.coded):
-            ids = (values >> int(self._shift[j])) & ((1 << int(self.widths[j])) - 1)
-            lut[self._byte[j], :, slots[j]] = self.weights[j][ids]
-        self._lut = lut.reshape(nbytes * 256, width)
-        self._lut_base = (np.arange(nbytes, dtype=np.int64) * 256)[None, :]
-        self._gather = self._byte * width + slots  # column of component j in the (n, nbytes * width) lookup output
+        p, first = 0, 0
+        while p < self.bytes_per_token and counts[p]:
+            q = p
+            while q < self.bytes_per_token and counts[q] == counts[p]:
+                q += 1
+            m, last = int(counts[p]), first + int(counts[p:q].sum())
+            lut = np.zeros((q - p, 256, m), dtype=np.float32)
+            for j in range(first, last):
+                ids = (values >> int(self._shift[j])) & ((1 << int(self.widths[j])) - 1)
+                lut[self._byte[j] - p, :, (j - first) % m] = self.weights[j][ids]
+            self._segments.append((p, q, first, last, lut.reshape((q - p) * 256, m), (np.arange(q - p, dtype=np.int64) * 256)[None, :]))
+            p, first = q, last
         self._base = np.where(self.widths > 0, 0.0, self.means).astype(np.float32)  # what 0-bit components decode to
         self._scoring: tuple[int, np.ndarray] | None = None
 
@@ -245,9 +248,8 @@ class TransformCodec:
 
     def _rotated(self, codes: np.ndarray, residuals: np.ndarray, rotated_centroids: np.ndarray) -> np.ndarray:
         x = np.take(rotated_centroids, codes, axis=0)
-        if self.coded:
-            values = np.take(self._lut, residuals.astype(np.int64) + self._lut_base, axis=0).reshape(len(codes), -1)
-            x[:, : self.coded] += np.take(values, self._gather, axis=1)
+        for b0, b1, c0, c1, lut, base in self._segments:
+            x[:, c0:c1] += np.take(lut, residuals[:, b0:b1] + base, axis=0).reshape(len(codes), c1 - c0)
         return x
 
     def scoring_centroids(self, centroids: np.ndarray) -> np.ndarray:

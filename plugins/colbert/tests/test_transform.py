@@ -55,10 +55,12 @@ def test_transform_codec_beats_plain_buckets_at_the_same_bytes(nbits):
     np.testing.assert_array_equal(again.decompress(codes, packed, centroids), pca.decompress(codes, packed, centroids))
 
 
-def test_lloyd_buckets_and_packing():
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_lloyd_buckets_and_packing(nbits):
     x = correlated(4000, 16, 1)
     centroids = np.zeros((1, 16), dtype=np.float32)
-    codec = TransformCodec.train(x, centroids, 2)
+    codec = TransformCodec.train(x, centroids, nbits)
+    assert len(set(codec.widths.tolist())) >= 2  # several widths: bytes of different layouts
     for j in np.flatnonzero(codec.widths > 0)[:3]:
         w, cut = codec.weights[j], codec.cutoffs[j]
         assert (np.diff(w) >= 0).all()
@@ -66,6 +68,7 @@ def test_lloyd_buckets_and_packing():
     # each component's bucket id sits at its bit offset; none straddles a byte
     codes, packed = codec.compress(x[:50], centroids)
     z = x[:50] @ codec.rotation
+    decoded = np.zeros_like(z)
     offset = 0
     for j, width in enumerate(codec.widths.tolist()):
         if not width:
@@ -73,7 +76,12 @@ def test_lloyd_buckets_and_packing():
         assert offset // 8 == (offset + width - 1) // 8
         ids = (packed[:, offset // 8] >> (offset % 8)) & ((1 << width) - 1)
         np.testing.assert_array_equal(ids, np.searchsorted(codec.cutoffs[j], z[:, j], side="right"))
+        decoded[:, j] = codec.weights[j][ids]
         offset += width
+    # decoding: (rotated) centroid + each coded component's weight, the others their mean
+    expected = (centroids @ codec.rotation)[codes] + decoded + np.where(codec.widths > 0, 0, codec.means)[None, :]
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(codec.decompress_scoring(codes, packed, centroids), expected, atol=1e-5)
 
 
 def test_bad_tables_are_refused():
