@@ -112,6 +112,7 @@ class SQLiteStore(Store):
         self.file = self.dir / self.config.filename
         self._mutex = threading.RLock()
         self._rows = RowCache()
+        self._seq: int | None = None  # the writer's last sequence number, known without a read (only it writes)
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
         if self.read_only:
@@ -166,8 +167,10 @@ class SQLiteStore(Store):
             try:
                 applied = self._apply(cur, batch)
                 cur.execute("COMMIT")
+                self._seq = applied.seq
                 return applied
             except BaseException:
+                self._seq = None  # read again
                 cur.execute("ROLLBACK")
                 raise
 
@@ -434,9 +437,14 @@ class SQLiteStore(Store):
     # -- log and state -------------------------------------------------------------------
 
     def last_seq(self) -> int:
+        if self._seq is not None:  # the writer: every query asks (allowed-set cache), and only it writes
+            return self._seq
         with self._mutex:
             row = self.db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
-        return int(row[0]) if row else 0
+            seq = int(row[0]) if row else 0
+            if not self.read_only:
+                self._seq = seq
+        return seq
 
     def ops_since(self, seq: int, index: str) -> list[Op]:
         with self._mutex:
