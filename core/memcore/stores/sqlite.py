@@ -1,8 +1,10 @@
 """The SQLite store: one file per collection, WAL, atomic batches, one writer process.
 
-Tables: ``records`` (insertion order is the rowid), ``vectors`` (float32 blobs per
-space), ``links``, ``membership`` (index -> record), ``oplog`` (sequence-numbered index
-ops), ``state`` (JSON per namespace/key) and ``meta`` (schema version, last sequence).
+Tables (schema version 2, see :mod:`.sqlite_schema`): ``records`` (insertion order is the
+rowid; ``member_of`` holds the record's index membership), one ``vectors_<slot>`` table per
+space (float32 blobs keyed by the record's rowid), ``links``, ``oplog`` (one row per batch
+and index, sequence-numbered), ``state`` (JSON per namespace/key) and ``meta`` (schema
+version, last sequence). Older files are migrated when a writer opens them.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
-from typing import AbstractSet, Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 from pydantic import Field, field_validator
 
 from ..errors import ConfigError, CorruptError, NotFoundError, ValidationError
 from ..filters import Filter, filter_fields, to_sql
+from ..logging import get_logger
 from ..record_batch import RecordBatch
 from ..records import Link, Record, Scope, check_finite_vectors
 from ..registry import ComponentConfig
@@ -26,47 +30,15 @@ from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, plan_
 from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
 from .sqlite_rows import Row, RowCache, cached_row, row_record
+from .sqlite_schema import SCHEMA, SCHEMA_VERSION, ensure_vectors_view, migrate, pack_ops, unpack_ops
+from .sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
 
-__all__ = ["SQLiteStore", "SQLiteStoreConfig"]
+__all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 1
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS records (
-    rowid INTEGER PRIMARY KEY AUTOINCREMENT,
-    id TEXT NOT NULL UNIQUE,
-    text TEXT NOT NULL,
-    metadata TEXT NOT NULL,
-    user_id TEXT, agent_id TEXT, run_id TEXT,
-    created_at REAL NOT NULL, updated_at REAL NOT NULL
-);
--- a rowid table on purpose: WITHOUT ROWID tables spill every ~1.5 KB vector to its own overflow page
-CREATE TABLE IF NOT EXISTS vectors (
-    record_id TEXT NOT NULL, space TEXT NOT NULL, dim INTEGER NOT NULL, data BLOB NOT NULL,
-    PRIMARY KEY (record_id, space)
-);
-CREATE TABLE IF NOT EXISTS links (
-    source TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL, weight REAL NOT NULL,
-    PRIMARY KEY (source, target, relation)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS links_target ON links (target);
-CREATE TABLE IF NOT EXISTS membership (
-    index_name TEXT NOT NULL, record_id TEXT NOT NULL, PRIMARY KEY (index_name, record_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS membership_record ON membership (record_id);
-CREATE TABLE IF NOT EXISTS oplog (
-    n INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL,
-    index_name TEXT NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS oplog_index_seq ON oplog (index_name, seq);
-CREATE TABLE IF NOT EXISTS state (
-    namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (namespace, key)
-) WITHOUT ROWID;
-"""
+log = get_logger("memcore.store")
 
 _CHUNK = 500  # SQLite host-parameter batches
-_SCAN_FROM = 5000
+_SCAN_FROM = SCAN_FROM
 """``vectors()`` of at least this many ids scans the space once instead of looking ids up."""
 PAGE_SIZE = 8192
 """Page size of new store files (SQLite's default 4096 wastes a third of every page of vectors)."""
@@ -97,8 +69,21 @@ class SQLiteStoreConfig(ComponentConfig):
     )
 
 
-def _chunks(seq: Sequence[str]) -> list[Sequence[str]]:
+def _chunks(seq: Sequence[Any]) -> list[Sequence[Any]]:
     return [seq[i : i + _CHUNK] for i in range(0, len(seq), _CHUNK)]
+
+
+def _members(text: str) -> set[str]:
+    """The index names of a ``member_of`` value (``'|a|b|'``)."""
+    return set(text[1:-1].split("|")) if len(text) > 1 else set()
+
+
+def _member_text(names: set[str]) -> str:
+    return "|" + "|".join(sorted(names)) + "|" if names else "|"
+
+
+def _scope_row(scope: Scope | None) -> tuple[str | None, str | None, str | None]:
+    return (None, None, None) if scope is None else (scope.user_id, scope.agent_id, scope.run_id)
 
 
 @guard_methods
@@ -134,9 +119,8 @@ class SQLiteStore(Store):
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={self.config.synchronous}")
             self.db.execute("PRAGMA foreign_keys=OFF")
-            if not self.read_only:
-                self.db.executescript(_SCHEMA)
-            self._check_version()
+            self._open_schema()
+            self._spaces = SpaceSlots(self.db)
             self._fields = FieldIndexes(self.db, self.config.filter_indexes, writable=not self.read_only)
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -145,21 +129,50 @@ class SQLiteStore(Store):
             self.close()
             raise
 
-    def _check_version(self) -> None:
+    def _stored_version(self) -> int | None:
+        if self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+            return None
         row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        if row is None and self.read_only:
-            raise CorruptError(f"{self.file} is not an initialised memcore store")
-        if row is None:
-            self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise CorruptError(f"store {self.file} has schema version {row[0]}, this memcore reads {SCHEMA_VERSION}")
+        return None if row is None else int(row[0])
+
+    def _open_schema(self) -> None:
+        """Create the tables of a new file, migrate an older one (writers only), refuse a newer one."""
+        version = self._stored_version()
+        if version == SCHEMA_VERSION:
+            return
+        if version is not None and version > SCHEMA_VERSION:
+            raise CorruptError(f"store {self.file} has schema version {version}, this memcore reads {SCHEMA_VERSION}")
+        if self.read_only:
+            if version is None:
+                raise CorruptError(f"{self.file} is not an initialised memcore store")
+            raise CorruptError(f"store {self.file} has schema version {version}: open it once for writing (not read-only) to migrate it to {SCHEMA_VERSION}")
+        started = time.perf_counter()
+        if version is None:
+            self.db.executescript(SCHEMA)
+        cur = self.db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            if version is None:
+                ensure_vectors_view(cur, [])
+                cur.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
+            else:
+                migrate(cur, version)
+            cur.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            cur.execute("COMMIT")
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        if version is not None:
+            log.info("store.migrated", path=str(self.file), version=version, to=SCHEMA_VERSION, seconds=round(time.perf_counter() - started, 3))
 
     # -- writes --------------------------------------------------------------------------
 
     def apply(self, batch: WriteBatch) -> Applied:
         if self.read_only:
             raise ValidationError("this store is open read-only")
+        for index in (*batch.add_membership, *batch.remove_membership, *batch.drop_indexes):
+            if not isinstance(index, str) or not index or "|" in index:
+                raise ValidationError(f"index names are non-empty strings without '|', got {index!r}")
         with self._mutex:
             cur = self.db.cursor()
             cur.execute("BEGIN IMMEDIATE")
@@ -172,86 +185,155 @@ class SQLiteStore(Store):
             except BaseException:
                 self._seq = None  # read again
                 cur.execute("ROLLBACK")
+                self._spaces.forget()  # a space created by the failed batch is gone again
                 raise
+
+    def _stored_rows(self, cur: sqlite3.Cursor, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """``id -> (rowid, member_of)`` of the stored ones among ``ids``."""
+        out: dict[str, tuple[int, str]] = {}
+        for chunk in _chunks(ids):
+            for rid, rowid, member_of in cur.execute(f"SELECT id, rowid, member_of FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                out[rid] = (rowid, member_of)
+        return out
 
     def _apply(self, cur: sqlite3.Cursor, batch: WriteBatch) -> Applied:
         seq = self.last_seq() + 1
-        ids = sorted(involved_ids(batch))
+        deletes = list(dict.fromkeys(batch.deletes))
         link_sources: set[str] = set()
-        for chunk in _chunks(batch.deletes):
-            marks = ",".join("?" * len(chunk))
-            link_sources.update(r[0] for r in cur.execute(f"SELECT source FROM links WHERE target IN ({marks})", list(chunk)))
-        memberships = self.memberships(sorted(set(ids) | link_sources))
-        ops = plan_ops(batch, memberships, link_sources)
+        for chunk in _chunks(deletes):
+            link_sources.update(r[0] for r in cur.execute(f"SELECT source FROM links WHERE target IN ({','.join('?' * len(chunk))})", chunk))
+        stored = self._stored_rows(cur, list(involved_ids(batch) | link_sources))
+        before = {rid: _members(m) for rid, (_, m) in stored.items()}
+        ops = plan_ops(batch, before, link_sources)
+        upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
+        self._check_references(cur, batch, stored, upserts)
 
-        for chunk in _chunks(batch.deletes):
-            marks = ",".join("?" * len(chunk))
-            args = list(chunk)
-            cur.execute(f"DELETE FROM records WHERE id IN ({marks})", args)
-            cur.execute(f"DELETE FROM vectors WHERE record_id IN ({marks})", args)
-            cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", args + args)
-            cur.execute(f"DELETE FROM membership WHERE record_id IN ({marks})", args)
-        self._write_records(cur, batch.upserts, memberships.keys())
+        # membership after the batch, for the records it involves (deletes first, as in plan_ops)
+        after = {rid: set(names) for rid, names in before.items()}
+        for rid in deletes:
+            after[rid] = set()
         for index, rids in batch.remove_membership.items():
-            cur.executemany("DELETE FROM membership WHERE index_name=? AND record_id=?", [(index, r) for r in rids])
+            for rid in rids:
+                after.get(rid, set()).discard(index)
         for index, rids in batch.add_membership.items():
-            cur.executemany("INSERT OR IGNORE INTO membership VALUES (?, ?)", [(index, r) for r in rids])
-        for index in batch.drop_indexes:
-            cur.execute("DELETE FROM membership WHERE index_name=?", (index,))
+            for rid in rids:
+                after.setdefault(rid, set()).add(index)
+        dropped = set(batch.drop_indexes)
+        if dropped:
+            for names in after.values():
+                names -= dropped
+
+        if deletes:
+            gone = [stored.pop(rid)[0] for rid in deletes if rid in stored]
+            self._delete_vectors(cur, gone)
+            for chunk in _chunks(deletes):
+                marks = ",".join("?" * len(chunk))
+                cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", [*chunk, *chunk])
+            for chunk in _chunks(gone):
+                cur.execute(f"DELETE FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
+        if upserts:
+            self._write_records(cur, batch.upserts, upserts, stored, after)
+        changed = [(_member_text(after[rid]), rowid) for rid, (rowid, m) in stored.items() if rid not in upserts and _members(m) != after[rid]]
+        cur.executemany("UPDATE records SET member_of=? WHERE rowid=?", changed)
+        for index in dropped:
+            cur.execute("UPDATE records SET member_of = replace(member_of, ?, '|') WHERE instr(member_of, ?) > 0", (f"|{index}|", f"|{index}|"))
             cur.execute("DELETE FROM oplog WHERE index_name=?", (index,))
-        self._check_references(cur, batch)
         for (namespace, key), value in batch.state.items():
             if value is None:
                 cur.execute("DELETE FROM state WHERE namespace=? AND key=?", (namespace, key))
             else:
                 cur.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
-        cur.executemany("INSERT INTO oplog (seq, index_name, record_id, op) VALUES (?, ?, ?, ?)", [(seq, i, r, o) for i, r, o in ops])
+        by_index: dict[str, list[tuple[str, str]]] = {}
+        for index, rid, op in ops:
+            by_index.setdefault(index, []).append((rid, op))
+        cur.executemany("INSERT INTO oplog (seq, index_name, ops) VALUES (?, ?, ?)", [(seq, index, pack_ops(entries)) for index, entries in by_index.items()])
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
         return Applied(seq, tuple(Op(seq, i, r, o) for i, r, o in ops))
 
-    def _write_records(self, cur: sqlite3.Cursor, records: Sequence[Record], stored: AbstractSet[str]) -> None:
-        """Upsert records with one ``executemany`` per table (not five statements per record).
+    def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch, stored: dict[str, tuple[int, str]], upserts: dict[str, Record]) -> None:
+        """Ids given membership and link targets must exist after the batch (before anything is written)."""
+        deleted = set(batch.deletes)
 
-        Rows are written in batch order, so a repeated id ends as its last occurrence, with
-        that occurrence's vectors and links. ``stored``: the ids that existed before the
-        batch (only their old vectors and links need deleting)."""
-        if not records:
+        def alive(rid: str) -> bool:
+            return rid in upserts or (rid in stored and rid not in deleted)
+
+        for rids in batch.add_membership.values():
+            for rid in rids:
+                if not alive(rid):
+                    raise NotFoundError(f"record {rid!r} does not exist")
+        targets = sorted({l.target for r in upserts.values() for l in r.links} - upserts.keys())
+        for rid in targets:
+            if rid in deleted:
+                raise NotFoundError(f"link target {rid!r} does not exist")
+        for chunk in _chunks(targets):
+            found = {row[0] for row in cur.execute(f"SELECT id FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk)}
+            missing = [rid for rid in chunk if rid not in found]
+            if missing:
+                raise NotFoundError(f"link target {missing[0]!r} does not exist")
+
+    def _write_records(
+        self, cur: sqlite3.Cursor, records: Sequence[Record], last: dict[str, Record], stored: dict[str, tuple[int, str]], after: dict[str, set[str]]
+    ) -> None:
+        """Insert new records and rewrite stored ones, with one ``executemany`` per table.
+
+        ``last`` maps each id to its last occurrence in ``records`` (its content wins; a new
+        record keeps its first occurrence's ``created_at`` and position). New rows get
+        consecutive rowids from the table's sequence (checked after the insert)."""
+        fresh = [r for r in last.values() if r.id not in stored]
+        old = [r for r in last.values() if r.id in stored]
+        created = {}
+        if len(last) != len(records):
+            for r in reversed(records):
+                created[r.id] = r.created_at
+        rowids: dict[str, int] = {rid: rowid for rid, (rowid, _) in stored.items() if rid in last}
+        if old:
+            self._delete_vectors(cur, [rowids[r.id] for r in old])
+            cur.executemany("DELETE FROM links WHERE source=?", [(r.id,) for r in old])
+            cur.executemany(
+                "UPDATE records SET text=?, metadata=?, user_id=?, agent_id=?, run_id=?, updated_at=?, member_of=? WHERE rowid=?",
+                [(r.text, json.dumps(r.metadata), *_scope_row(r.scope), r.updated_at, _member_text(after[r.id]), rowids[r.id]) for r in old],
+            )
+        if fresh:
+            row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
+            base = int(row[0]) if row else 0
+            empty: set[str] = set()
+            cur.executemany(
+                "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        r.id,
+                        r.text,
+                        json.dumps(r.metadata),
+                        *_scope_row(r.scope),
+                        created.get(r.id, r.created_at),
+                        r.updated_at,
+                        _member_text(after.get(r.id, empty)),
+                    )
+                    for r in fresh
+                ],
+            )
+            row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
+            if row is not None and int(row[0]) == base + len(fresh):
+                rowids.update(zip((r.id for r in fresh), range(base + 1, base + 1 + len(fresh))))
+            else:  # someone else's rowids in the sequence: look them up
+                rowids.update((rid, rowid) for rid, (rowid, _) in self._stored_rows(cur, [r.id for r in fresh]).items())
+        by_space: dict[str, list[tuple[int, bytes]]] = {}
+        for r in last.values():
+            for space, v in r.vectors.items():
+                by_space.setdefault(space, []).append((rowids[r.id], np.ascontiguousarray(v, dtype=np.float32).tobytes()))
+        for space, rows in by_space.items():
+            table = self._spaces.table(space, create=cur)
+            cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", rows)
+        links = [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links]
+        if links:
+            cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", links)
+
+    def _delete_vectors(self, cur: sqlite3.Cursor, rowids: Sequence[int]) -> None:
+        if not rowids:
             return
-        rows: list[tuple[str, str, str, str | None, str | None, str | None, float, float]] = []
-        for r in records:
-            scope = r.scope
-            if scope is None:
-                rows.append((r.id, r.text, json.dumps(r.metadata), None, None, None, r.created_at, r.updated_at))
-            else:
-                rows.append((r.id, r.text, json.dumps(r.metadata), scope.user_id, scope.agent_id, scope.run_id, r.created_at, r.updated_at))
-        cur.executemany(
-            "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET text=excluded.text, "
-            "metadata=excluded.metadata, user_id=excluded.user_id, agent_id=excluded.agent_id, "
-            "run_id=excluded.run_id, updated_at=excluded.updated_at",
-            rows,
-        )
-        last = {r.id: r for r in records}
-        keys = [(rid,) for rid in last if rid in stored]
-        cur.executemany("DELETE FROM vectors WHERE record_id=?", keys)
-        cur.executemany(
-            "INSERT INTO vectors VALUES (?, ?, ?, ?)",
-            [(r.id, space, int(v.shape[0]), np.ascontiguousarray(v, dtype=np.float32).tobytes()) for r in last.values() for space, v in r.vectors.items()],
-        )
-        cur.executemany("DELETE FROM links WHERE source=?", keys)
-        cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links])
-
-    def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch) -> None:
-        written = {r.id for r in batch.upserts}  # exist: written by this batch (deletes ran before)
-        members = sorted({rid for rids in batch.add_membership.values() for rid in rids} - written)
-        targets = sorted({l.target for r in batch.upserts for l in r.links} - written)
-        for wanted, what in ((members, "record {!r} does not exist"), (targets, "link target {!r} does not exist")):
-            for chunk in _chunks(wanted):
-                marks = ",".join("?" * len(chunk))
-                found = {row[0] for row in cur.execute(f"SELECT id FROM records WHERE id IN ({marks})", list(chunk))}
-                missing = [rid for rid in chunk if rid not in found]
-                if missing:
-                    raise NotFoundError(what.format(missing[0]))
+        for table in self._spaces.tables():
+            for chunk in _chunks(rowids):
+                cur.execute(f"DELETE FROM {table} WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -262,12 +344,16 @@ class SQLiteStore(Store):
             found: dict[str, Record] = {}
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
+                by_rowid: dict[int, Record] = {}
                 for row in self.db.execute(
-                    f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at FROM records WHERE id IN ({marks})", list(chunk)
+                    f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, rowid FROM records WHERE id IN ({marks})", list(chunk)
                 ):
-                    # the common shapes cheaply: no scope, empty metadata (this runs for every hit of every query)
+                    # the common shapes cheaply: no scope, empty metadata
                     scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
-                    found[row[0]] = Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, (), scope, row[6], row[7])
+                    record = Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, (), scope, row[6], row[7])
+                    found[row[0]] = by_rowid[row[8]] = record
+                if not by_rowid:  # none stored (an insert checking its ids): no links or vectors to read
+                    continue
                 links: dict[str, list[Link]] = {}
                 for src, tgt, rel, w in self.db.execute(
                     f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)
@@ -275,9 +361,11 @@ class SQLiteStore(Store):
                     links.setdefault(src, []).append(Link(tgt, rel, w))
                 for rid, ls in links.items():
                     found[rid].links = tuple(ls)
-                if with_vectors:
-                    for rid, space, dim, data in self.db.execute(f"SELECT record_id, space, dim, data FROM vectors WHERE record_id IN ({marks})", list(chunk)):
-                        found[rid].vectors[space] = self._stored_vector(rid, space, dim, data).copy()
+                rowids = list(by_rowid)
+                for space, table in self._spaces.items(refresh=self.read_only):
+                    for rowid, data in self.db.execute(f"SELECT rid, data FROM {table} WHERE rid IN ({','.join('?' * len(rowids))})", rowids):
+                        record = by_rowid[rowid]
+                        record.vectors[space] = self._stored_vector(record.id, space, data).copy()
             return [found.get(i) for i in ids]
 
     def _get_cached(self, ids: Sequence[str]) -> list[Record | None]:
@@ -327,10 +415,12 @@ class SQLiteStore(Store):
                 return rows
             return {**{i: rows[i] for i in ids if i in rows}, **found}  # the cache started afresh (its limit)
 
-    def _stored_vector(self, rid: str, space: str, dim: int, data: bytes) -> np.ndarray:
+    def _stored_vector(self, rid: str, space: str, data: bytes) -> np.ndarray:
         """A stored vector, checked: a damaged blob is a CorruptError naming the record and file."""
         try:
-            vector = np.frombuffer(data, dtype=np.float32, count=dim)
+            if not isinstance(data, bytes) or not data or len(data) % 4:
+                raise ValueError(f"a blob of {len(data) if isinstance(data, bytes) else type(data).__name__} bytes is no float32 vector")
+            vector = np.frombuffer(data, dtype=np.float32)
         except (ValueError, TypeError) as exc:
             raise CorruptError(f"{self.file}: stored vector {space!r} of record {rid!r} is unreadable ({exc}); delete or update the record") from None
         try:
@@ -348,91 +438,47 @@ class SQLiteStore(Store):
                 found.update(self.db.execute(f"SELECT id, text FROM records WHERE id IN ({marks})", list(chunk)).fetchall())
             return [found.get(i) for i in ids]
 
-    def _where(self, where: Filter | None, scope: Scope | None, index: str | None) -> tuple[str, str, list[Any]]:
+    def _where(self, where: Filter | None, scope: Scope | None, index: str | None) -> tuple[str, list[Any]]:
         if where is not None:
             with self._mutex:
                 self._fields.ensure(filter_fields(where))
         sql, params = to_sql(where, "r.metadata")
-        join = ""
-        if index is not None:
-            join = " JOIN membership m ON m.record_id = r.id AND m.index_name = ?"
-            params = [index] + params
+        if index is not None:  # membership is part of the record's row
+            sql += " AND instr(r.member_of, ?) > 0"
+            params.append(f"|{index}|")
         for key, value in (scope.as_dict() if scope else {}).items():
             sql += f" AND r.{key} = ?"
             params.append(value)
-        return join, sql, params
+        return sql, params
 
     def ids(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None, limit: int | None = None) -> list[str]:
-        join, sql, params = self._where(where, scope, index)
+        sql, params = self._where(where, scope, index)
         tail = f" LIMIT {int(limit)}" if limit is not None else ""
         with self._mutex:
-            return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r{join} WHERE {sql} ORDER BY r.rowid{tail}", params)]
+            return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r WHERE {sql} ORDER BY r.rowid{tail}", params)]
 
     def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
-        join, sql, params = self._where(where, scope, index)
+        sql, params = self._where(where, scope, index)
         with self._mutex:
-            return int(self.db.execute(f"SELECT COUNT(*) FROM records r{join} WHERE {sql}", params).fetchone()[0])
+            return int(self.db.execute(f"SELECT COUNT(*) FROM records r WHERE {sql}", params).fetchone()[0])
 
     def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
         with self._mutex:
             for chunk in _chunks(list(ids)):
-                marks = ",".join("?" * len(chunk))
-                for (rid,) in self.db.execute(f"SELECT id FROM records WHERE id IN ({marks})", list(chunk)):
-                    out[rid] = set()
-                for index, rid in self.db.execute(f"SELECT index_name, record_id FROM membership WHERE record_id IN ({marks})", list(chunk)):
-                    out.setdefault(rid, set()).add(index)
+                for rid, member_of in self.db.execute(f"SELECT id, member_of FROM records WHERE id IN ({','.join('?' * len(chunk))})", list(chunk)):
+                    out[rid] = _members(member_of)
         return out
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
-        """Stored vectors of ``ids``: chunked ``IN`` lookups for a few ids, one scan of the
-        space for many (an index refilling its vectors on load). Each blob is copied once,
-        straight into its row; one vectorised finite check per call."""
-        position: dict[str, int] = {}
-        for i, rid in enumerate(ids):
-            position.setdefault(rid, i)
-        present = np.zeros(len(ids), dtype=bool)
-        matrix: np.ndarray | None = None
-        view: memoryview | None = None
-        width = 0
+        """Stored vectors of ``ids``: chunked lookups for a few ids, one scan of the space's
+        table in record order for many (an index refilling its vectors on load); see
+        :func:`.sqlite_vectors.read_vectors`."""
         with self._mutex:
-            if len(position) >= _SCAN_FROM:
-                cursors = [self.db.execute("SELECT record_id, dim, data FROM vectors WHERE space = ?", (space,))]
-            else:
-                cursors = [
-                    self.db.execute(
-                        f"SELECT record_id, dim, data FROM vectors WHERE space = ? AND record_id IN ({','.join('?' * len(chunk))})", [space, *chunk]
-                    )
-                    for chunk in _chunks(list(position))
-                ]
-            get = position.get
-            for cursor in cursors:
-                for rid, dim, data in cursor:
-                    row = get(rid)
-                    if row is None:
-                        continue
-                    if view is None:
-                        matrix = np.zeros((len(ids), dim), dtype=np.float32)
-                        view = memoryview(matrix.data).cast("B")
-                        width = 4 * dim
-                    if len(data) != width or dim * 4 != width:  # damaged or another dimension: named by the per-row check
-                        self._stored_vector(rid, space, dim, data)
-                        raise CorruptError(f"{self.file}: stored vector {space!r} of record {rid!r} has {len(data) // 4} values, others {width // 4}")
-                    view[row * width : (row + 1) * width] = data
-                    present[row] = True
-        if matrix is None:
-            return np.zeros((len(ids), 0), dtype=np.float32), present
-        squares = np.einsum("ij,ij->i", matrix, matrix)
-        if not np.isfinite(squares).all():  # NaN, inf or overflow: the per-row check names the record
-            for i in np.flatnonzero(~np.isfinite(squares)).tolist():
-                self._stored_vector(ids[i], space, matrix.shape[1], matrix[i].tobytes())
-        if len(position) != len(ids):  # a repeated id: every occurrence gets the row
-            for i, rid in enumerate(ids):
-                j = position[rid]
-                if j != i and present[j]:
-                    matrix[i] = matrix[j]
-                    present[i] = True
-        return matrix, present
+            table = self._spaces.table(space)
+            if table is None:
+                return np.zeros((len(ids), 0), dtype=np.float32), np.zeros(len(ids), dtype=bool)
+            return read_vectors(self.db, table, list(ids), space, lambda rid, data: self._stored_vector(rid, space, data), self.file, _SCAN_FROM)
 
     # -- log and state -------------------------------------------------------------------
 
@@ -448,8 +494,8 @@ class SQLiteStore(Store):
 
     def ops_since(self, seq: int, index: str) -> list[Op]:
         with self._mutex:
-            rows = self.db.execute("SELECT seq, index_name, record_id, op FROM oplog WHERE index_name=? AND seq>? ORDER BY n", (index, seq)).fetchall()
-        return [Op(*row) for row in rows]
+            rows = self.db.execute("SELECT seq, ops FROM oplog WHERE index_name=? AND seq>? ORDER BY n", (index, seq)).fetchall()
+        return [Op(row_seq, index, rid, op) for row_seq, ops in rows for rid, op in unpack_ops(ops)]  # type: ignore[arg-type]
 
     def prune_log(self, upto: int) -> None:
         if self.read_only:
