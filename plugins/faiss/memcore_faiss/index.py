@@ -90,6 +90,7 @@ class FaissIndex(Index):
         self._pending = pending
         self._generation = getattr(self, "_generation", 0) + 1  # memos of allowed sets compare it
         self._exclude: tuple[int, Pushdown] | None = None
+        self._flat_cache: tuple[Container, Container] | None = None  # (main, its flat storage) for the exact paths
         self._params_ok = True  # False once faiss refused SearchParameters (IndexPQ...)
         core = self._layout.inner(main.index)
         self._ef_default = self._ef_of(core)
@@ -347,11 +348,18 @@ class FaissIndex(Index):
         if self._main.exhaustive:
             return self._main
         if self._layout.family == "hnsw" and self._layout.positional:
+            cached = self._flat_cache
+            if cached is not None and cached[0] is self._main:  # the same graph: its storage object stays
+                flat_container: Container = cached[1]
+                if flat_container.ntotal != self._main.ntotal:
+                    flat_container.refresh()
+                return flat_container if flat_container.ntotal == self._main.ntotal else None
             storage = getattr(self._faiss.downcast_index(self._main.index), "storage", None)
             if storage is not None:
                 flat = self._faiss.downcast_index(storage)
                 if isinstance(flat, self._faiss.IndexFlat) and flat.ntotal == self._main.ntotal:
-                    return Container(self._faiss, flat)
+                    self._flat_cache = (self._main, Container(self._faiss, flat))
+                    return self._flat_cache[1]
         return None
 
     def _exact_flat(self, flat: Container, x: np.ndarray, k: int, labels: np.ndarray, allowed: AbstractSet[str], threshold: float | None) -> list[list[Hit]]:
