@@ -188,6 +188,9 @@ def main() -> None:
         help="Also measure these nbits on the same centroids and codes (buckets trained again; no second k-means).",
     )
     parser.add_argument("--buckets", default=None, choices=("per_dim", "pooled"), help="Residual buckets (default: the index's default).")
+    parser.add_argument(
+        "--residual-transform", default=None, choices=("none", "pca"), help="Residual coding (default: the index's default residual_transform)."
+    )
     parser.add_argument("--ncentroids", type=int, default=None, help="k-means centroids (default: the index's rule).")
     parser.add_argument("--max-centroids", type=int, default=None, help="Cap of the default number of centroids (default: the index's).")
     parser.add_argument("--ndocs", type=int, default=None, help="PLAID ndocs (default: ColBERT's by k).")
@@ -232,6 +235,7 @@ def main() -> None:
         key: value
         for key, value in {
             "buckets": args.buckets,
+            "residual_transform": args.residual_transform,
             "ncentroids": args.ncentroids,
             "max_centroids": args.max_centroids,
             "ndocs": args.ndocs,
@@ -295,6 +299,7 @@ def main() -> None:
             "index": {
                 "nbits": args.nbits,
                 "buckets": config.buckets,
+                "residual_transform": config.residual_transform,
                 "codes_dtype": engine.codes.dtype.name,
                 "centroids": int(len(engine.centroids)),
                 "build_seconds": round(build_seconds, 2),
@@ -349,14 +354,14 @@ def other_nbits(
     """The main measurement at another ``nbits``, on ``engine``'s centroids and codes: the
     buckets are trained on 50,000 sampled token vectors (as the index holds out), every
     residual is encoded again. The exhaustive fp32 timings are those of the main loop."""
-    from memcore_colbert.codec import ResidualCodec
+    from memcore_colbert.train import train_codec
 
     config = engine.config.model_copy(update={"nbits": nbits})
     other = Engine(config, engine.dim, f"bench-nbits{nbits}")
     started = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     heldout = flat[np.sort(rng.choice(len(flat), size=min(len(flat), 50_000), replace=False))]
-    codec = ResidualCodec.train(heldout, engine.centroids, nbits, config.buckets)
+    codec = train_codec(heldout, heldout, engine.centroids, config)
     _, residuals = codec.compress(flat, engine.centroids, engine.codes)
     other.pids, other.slot_of, other.alive, other.doclens = list(engine.pids), dict(engine.slot_of), engine.alive.copy(), engine.doclens.copy()
     other.centroids, other.codec, other.codes, other.residuals, other.raw = engine.centroids, codec, engine.codes, residuals, None

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import emit, finish_environment, header, log, package_version, use_checkout
+from _common import SHARED, emit, finish_environment, header, log, package_version, use_checkout
 
 use_checkout("fifo-kv", "embed", "rrf")
 
@@ -57,7 +57,8 @@ from memcore.pipeline import PRESETS, Pipeline, apply_overrides  # noqa: E402
 from memcore.plugins import get_registry  # noqa: E402
 from memcore.records import Query  # noqa: E402
 
-DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "locomo" / "locomo_dev.json"
+DATA = SHARED / "data" / "locomo" / "locomo_dev.json"
+"""The LoCoMo dev file (``MEMCORE_SHARED`` overrides the ``../shared`` folder beside the repository)."""
 KS = (5, 10, 25, 50)
 """Cut-offs of recall@k (those up to --k, plus --k itself)."""
 HEADLINE_CATEGORIES = locomo.HEADLINE_CATEGORIES

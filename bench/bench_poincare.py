@@ -8,11 +8,16 @@ The design note's ``HyperAmyRetrieval.search`` (seed 001, section 4.2) is ported
 :class:`HyperAmyRetrieval` projects every candidate and computes every distance in one
 numpy operation. Both read the same Chroma results, so the comparison is reported twice:
 
-- ``search``: the whole search, p50 ms: memcore's (``search_batched``: the cone and the
-  neighbours read the in-memory particle mirror, exact cone; ``search_chroma``: the mirror
-  off, a Chroma cone query and a neighbour ``get``, as on a server) vs the design's loop
-  (Chroma query + one step per candidate); ``mirror_build_s`` is the time to build the
-  mirror from Chroma after a reopen (paid once, on the first search);
+- ``search``: the whole search, p50 ms: memcore's (``search_batched``: the in-memory
+  particle mirror answers the cone, exact, and the neighbours; ``search_chroma_cone``: the
+  mirror with Chroma's HNSW cone query, ids only, ``cone="chroma"``; ``search_chroma``: the
+  mirror off, a Chroma cone query and a neighbour ``get``, as on a server) vs the design's
+  loop (Chroma query + one step per candidate); ``--runs`` repeats it (same data), each
+  row with the load average;
+- ``snapshot``: the mirror snapshot of the storage: first save (the base), its size, the
+  reopen that reads it (checked against Chroma's write position), and a second save after
+  100 upserts and 10 deletes (a delta segment); ``mirror_build_s`` is the rebuild from
+  Chroma it replaces (paid on the first search after a reopen without a valid snapshot);
   ``search_many_ms_per_query``: every query in one ``search_many`` call (one Chroma cone
   query for all), wall time divided by the number of queries;
 - ``shell``: steps 2-4 on Chroma results fetched beforehand (still one Chroma ``get`` for
@@ -45,13 +50,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import emit, finish_environment, header, log, pct, use_checkout
+from _common import emit, finish_environment, header, loadavg, log, pct, use_checkout
 
 use_checkout("poincare", "chroma-support")
 
 from memcore_chroma_support import chroma_server  # noqa: E402
 from memcore_poincare import ChromaConnection, HyperAmyRetrieval, HyperAmyStorage, ParticleProjector, Point  # noqa: E402
 from memcore_poincare.retrieval import Candidates, neighbour_ids, _links  # noqa: E402
+from memcore_poincare.storage import SNAPSHOT_DIR  # noqa: E402
 from memcore_poincare.types import SearchResult  # noqa: E402
 
 
@@ -177,6 +183,7 @@ def main() -> None:
     parser.add_argument("--max-neighbors", type=int, default=20)
     parser.add_argument("--penalty", type=float, default=1.1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", type=int, default=1, help="repeat the timed part (same data) this many times")
     parser.add_argument("--quick", action="store_true", help="--n 20000 --queries 15")
     parser.add_argument("--no-server", action="store_true")
     parser.add_argument("--out", type=Path)
@@ -199,24 +206,46 @@ def main() -> None:
         log(f"embedded: inserting {args.n} points of {args.dim} dims")
         insert_s = fill(storage, points)
         result["embedded_insert"] = {"n": args.n, "seconds": round(insert_s, 1), "points_per_s": round(args.n / insert_s)}
+        folder = Path(tmp) / "embedded" / SNAPSHOT_DIR / "bench"
         t0 = time.perf_counter()
-        reopened = HyperAmyStorage(Path(tmp) / "embedded", collection_name="bench")  # as after a restart: the mirror is built on first use
-        reopened.particle_mirror()
+        kind = storage.save_snapshot()  # what close() does: the first save writes the base
+        snap: dict[str, Any] = {"first_save": kind, "first_save_s": round(time.perf_counter() - t0, 2)}
+        snap["size_mb"] = round(sum(p.stat().st_size for p in folder.iterdir()) / 1e6, 1)
+        t0 = time.perf_counter()
+        rebuilt = HyperAmyStorage(Path(tmp) / "embedded", collection_name="bench", snapshot=False)  # the mirror rebuilt from Chroma
+        rebuilt.particle_mirror()
         result["mirror_build_s"] = round(time.perf_counter() - t0, 2)
+        del rebuilt
+        t0 = time.perf_counter()
+        reopened = HyperAmyStorage(Path(tmp) / "embedded", collection_name="bench")  # as after a restart: the snapshot, checked against Chroma
+        reopened.particle_mirror()
+        snap["reopen_load_s"] = round(time.perf_counter() - t0, 2)
+        extra = make_points(100, args.dim, args.seed + 7, now)
+        reopened.upsert_points([Point(f"x{i}", p.emotion_vector, p.v, p.T, p.born, now) for i, p in enumerate(extra)])
+        reopened.delete([f"x{i}" for i in range(10)], clean_links=False)
+        t0 = time.perf_counter()
+        snap["second_save"] = reopened.save_snapshot()  # 100 upserts + 10 deletes since: a delta segment
+        snap["second_save_s"] = round(time.perf_counter() - t0, 3)
+        reopened.delete([f"x{i}" for i in range(10, 100)], clean_links=False)  # back to the benchmark's points
+        reopened.save_snapshot()
+        result["snapshot"] = snap
+        log(json.dumps({"mirror_build_s": result["mirror_build_s"], **snap}))
         storage = reopened
         retrieval = HyperAmyRetrieval(storage, ParticleProjector(1.0, 2.0))
+        retrieval_chroma_cone = HyperAmyRetrieval(storage, ParticleProjector(1.0, 2.0), cone="chroma")
         chroma_only = HyperAmyRetrieval(HyperAmyStorage(Path(tmp) / "embedded", collection_name="bench", mirror=False), ParticleProjector(1.0, 2.0))
         loop = DesignLoop(storage.collection)
         tq = [torch.tensor(q.emotion_vector, dtype=torch.float32) for q in queries]
         rows = []
-        for cone in [int(c) for c in args.cones.split(",")]:
-            log(f"cone_width {cone}")
+        for run, cone in [(r, int(c)) for r in range(args.runs) for c in args.cones.split(",")]:
+            log(f"run {run} cone_width {cone}")
             fetched = [
                 storage.collection.query(query_embeddings=retrieval.query_state(q, t_now)[0], n_results=cone, include=["metadatas", "embeddings"])
                 for q in queries
             ]
             times: dict[str, list[float]] = {
-                k: [] for k in ("search_batched", "search_loop", "search_chroma", "shell_batched", "shell_loop", "score_batched", "score_loop")
+                k: []
+                for k in ("search_batched", "search_loop", "search_chroma_cone", "search_chroma", "shell_batched", "shell_loop", "score_batched", "score_loop")
             }
             same_chroma = 0
             same_order = same_ids = 0
@@ -248,6 +277,9 @@ def main() -> None:
                         [loop._score(dq, vec, meta, t_now) for vec, meta in zip(f["embeddings"][0], f["metadatas"][0])]
                     times[f"score_{who}"].append(time.perf_counter() - t0)
                 t0 = time.perf_counter()
+                retrieval_chroma_cone.search(q, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now)
+                times["search_chroma_cone"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
                 via_chroma = chroma_only.search(q, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now)
                 times["search_chroma"].append(time.perf_counter() - t0)
                 same_chroma += [r.id for r in via_chroma] == [r.id for r in out["search_batched"]]
@@ -261,20 +293,22 @@ def main() -> None:
                 [r.id for r in a] == [r.id for r in b]
                 for a, b in zip(many, (retrieval.search(q, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now) for q in queries))
             )
-            row = {"cone_width": cone, **{f"{k}_p50_ms": p50_ms(v) for k, v in times.items()}}
+            row = {"run": run, "cone_width": cone, "loadavg": loadavg(), **{f"{k}_p50_ms": p50_ms(v) for k, v in times.items()}}
             row["search_many_ms_per_query"] = round(many_ms, 3)
             row["speedup_search_many"] = round(statistics.median(times["search_loop"]) * 1000 / many_ms, 2)
             row["search_many_same_as_search"] = f"{same_many}/{len(queries)}"
             row["speedup_search"] = round(statistics.median(times["search_loop"]) / statistics.median(times["search_batched"]), 2)
             row["speedup_shell"] = round(statistics.median(times["shell_loop"]) / statistics.median(times["shell_batched"]), 2)
             row["speedup_score"] = round(statistics.median(times["score_loop"]) / statistics.median(times["score_batched"]), 2)
-            row["speedup_search_chroma_cone"] = round(statistics.median(times["search_loop"]) / statistics.median(times["search_chroma"]), 2)
+            row["speedup_search_chroma_cone"] = round(statistics.median(times["search_loop"]) / statistics.median(times["search_chroma_cone"]), 2)
+            row["speedup_search_mirror_off"] = round(statistics.median(times["search_loop"]) / statistics.median(times["search_chroma"]), 2)
             row["same_ranking"] = f"{same_order}/{len(queries)}"
             row["mirror_same_as_chroma_cone"] = f"{same_chroma}/{len(queries)}"
             row["same_ids"] = f"{same_ids}/{len(queries)}"
             rows.append(row)
             log(json.dumps(row))
         result["batched_vs_loop"] = rows
+        result["speedup_search_by_cone"] = {c: [r["speedup_search"] for r in rows if r["cone_width"] == int(c)] for c in args.cones.split(",")}
 
         if not args.no_server:
             cone = 100

@@ -1,7 +1,9 @@
 """BEIR figures that cannot go stale: every SciFact figure of the quality tables in
 docs/concepts.md (to the 3 decimals shown), of the relevance-vs-diversity table of
-docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals) and the memcore BM25
-nDCG@10 of docs/plugins/fifo-kv.md is recomputed and compared.
+docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals), the memcore BM25
+nDCG@10 of docs/plugins/fifo-kv.md and the rows of docs/plugins/embed.md's ``llm_rerank``
+table that need no model (``advanced``, the oracle reordering: ``bench/bench_llm_rerank.py``
+before it starts the model) is recomputed and compared.
 
 A table with a ```--variants``` column names, per row, the ``bench/bench_presets.py``
 variants its figures come from (``a`` / ``b`` for rows of several figures); the test runs
@@ -295,3 +297,69 @@ def test_speed_figures_say_how_and_under_which_load_they_were_measured():
     assert len(tables) >= 8
     unlabelled = [f"{page}: {title}" for page, title, text in tables if not (HOW.search(text) and re.search(r"\bload", text))]
     assert not unlabelled, "speed tables without the measuring command or the load: " + ", ".join(unlabelled)
+
+
+# -- docs/plugins/embed.md: the rows of the llm_rerank table that need no LLM ------------------
+
+EMBED_PAGE = REPO / "docs" / "plugins" / "embed.md"
+EMBED_ROWS = {"`advanced` (no LLM)": "advanced", "oracle reordering of the first 10": "oracle"}
+
+
+def embed_figures() -> list[tuple[str, str, str]]:
+    """``(row, metric, figure as shown)`` of the rows of "Measured against SmolLM2-135M"
+    that ``bench/bench_llm_rerank.py`` computes without the model: the ``advanced`` preset
+    on the first 50 judged train queries (k = 100) and the oracle reordering of its first
+    10 hits. The ``llm_rerank`` rows are a dated measurement (an LLM, 8 minutes)."""
+    text = EMBED_PAGE.read_text(encoding="utf-8").split("### Measured against SmolLM2-135M", 1)[1]
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+    header = rows[0]
+    out = []
+    for cells in rows[2:]:
+        if cells[0] in EMBED_ROWS:
+            out += [(EMBED_ROWS[cells[0]], metric, cell) for metric, cell in zip(header, cells) if metric in ("nDCG@10", "MRR@10") and NUMBER.fullmatch(cell)]
+    return out
+
+
+EMBED_FIGURES = embed_figures()
+
+
+def test_the_embed_rows_are_found():
+    assert EMBED_FIGURES == [
+        ("advanced", "nDCG@10", EMBED_FIGURES[0][2]),
+        ("advanced", "MRR@10", EMBED_FIGURES[1][2]),
+        ("oracle", "nDCG@10", EMBED_FIGURES[2][2]),
+    ]
+
+
+@pytest.fixture(scope="module")
+def llm_rerank_baseline(scifact) -> dict[str, dict[str, float]]:
+    """What bench_llm_rerank.py measures before it talks to the model (50 queries, k 100, top_n 10)."""
+    import statistics
+
+    from memcore.eval import evaluate_run
+    from memcore.eval.metrics import ndcg_at_k
+    from memcore.pipeline import Pipeline
+    from memcore.plugins import get_registry
+    from memcore.records import Query
+
+    memory, queries, qrels = scifact
+    queries = queries[:50]
+    qrels = {q: qrels[q] for q, _, _ in queries}
+    pipeline = Pipeline.from_config("advanced", get_registry())
+    pipeline.check(memory.collection)
+    run, oracle = {}, []
+    for qid, text, vec in queries:
+        hits = pipeline.run_context(memory.collection, Query(text=text, vectors={"default": vec}, k=100)).current[:100]
+        run[qid] = {h.id: h.score for h in hits}
+        ranked = [h.id for h in hits]
+        best_head = sorted(ranked[:10], key=lambda d: -qrels[qid].get(d, 0))
+        oracle.append(ndcg_at_k(best_head + ranked[10:], qrels[qid], 10))
+    metrics = evaluate_run(run, qrels, k=10, recall_k=100)
+    return {"advanced": {"nDCG@10": metrics["ndcg@10"], "MRR@10": metrics["mrr@10"]}, "oracle": {"nDCG@10": statistics.fmean(oracle)}}
+
+
+@pytest.mark.parametrize(("row", "metric", "shown"), EMBED_FIGURES, ids=[f"{r}-{m}" for r, m, _ in EMBED_FIGURES])
+def test_llm_rerank_baseline_figure_is_what_the_run_gives(row, metric, shown, llm_rerank_baseline):
+    decimals = len(shown.split(".")[1])
+    actual = llm_rerank_baseline[row][metric]
+    assert abs(actual - float(shown)) <= 0.5 * 10**-decimals + 1e-9, f"docs/plugins/embed.md: {metric} of {row} is {actual:.4f}, the page says {shown}"

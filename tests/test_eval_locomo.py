@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from memcore import ConfigError, ValidationError
+from memcore import LLM, ComponentConfig, ConfigError, ValidationError, hookimpl
 from memcore.cli import main as cli
 from memcore.eval.locomo import answer_f1, bleu1, entry_recall, evidence_recall, first_turns, load_locomo, normalise_ids, token_f1
-from memcore.eval.locomo_pipeline import LocomoConfig, load_eval_config, packets, run_locomo
+from memcore.eval.locomo_pipeline import HISTORY_PROMPT, LocomoConfig, history_text, load_eval_config, packets, result_summary, run_locomo
+from memcore.testing import register_plugin
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo_dev.json"
 
@@ -205,3 +208,86 @@ def test_context_entries_keep_their_own_turn_text(data_file, tmp_path):
     assert "[context] Alice: I started working" in records["D1:2"].text
     assert records["D1:2"].metadata["turn"] == "(1:56 pm on 8 May, 2023)Bob: Nice! I adopted a grey cat called Pixel."
     assert "turn" not in records["D1:1"].metadata and "turn" not in records["D2:1"].metadata  # no previous turn in the session
+
+
+class _AnswerConfig(ComponentConfig):
+    kind: str = "answerer"
+
+
+class _AnswerLLM(LLM):
+    """Answers "Lisbon" and keeps every prompt it was sent."""
+
+    prompts: list[Any] = []
+
+    def __init__(self, config: _AnswerConfig):
+        self.model = "answerer"
+
+    def complete(self, messages: Any, **options: Any) -> str:
+        _AnswerLLM.prompts.append(messages)
+        return "Lisbon"
+
+
+@pytest.fixture
+def answerer():
+    _AnswerLLM.prompts.clear()
+    with register_plugin(SimpleNamespace(register_llms=hookimpl(lambda register: register("answerer", _AnswerLLM, _AnswerConfig))), name="answerer-llm"):
+        yield _AnswerLLM.prompts
+
+
+def test_history_text_adds_each_chain_summary_once():
+    results = [
+        {"text": "Alice: I work at a bakery.", "chain": {"prev": None, "next": "p2", "meta": "Alice talks about her job in Lisbon."}},
+        {"text": "Bob: Nice!", "chain": {"prev": "p1", "next": None, "meta": "Alice talks about her job in Lisbon."}},
+        {"text": "Alice's profile", "chain": None},
+        {"text": "a turn", "metadata": {"chain_summary": "Bob's cat."}},
+        {"text": "beyond history", "chain": {"meta": "never shown"}},
+    ]
+    assert history_text(results, 4).splitlines() == [
+        HISTORY_PROMPT,
+        "Alice: I work at a bakery.",
+        "(conversation summary: Alice talks about her job in Lisbon.)",
+        "Bob: Nice!",
+        "Alice's profile",
+        "a turn",
+        "(conversation summary: Bob's cat.)",
+    ]
+    assert result_summary({"text": "x", "chain": {"meta": "  "}}) is None and result_summary({"text": "x"}) is None
+
+
+def test_memoryos_chain_summaries_reach_the_answer_prompt_and_rows_carry_the_service_report(data_file, tmp_path, answerer):
+    pytest.importorskip("memcore_services")
+    memory = {
+        "store": "memory",
+        "spaces": {"default": {"embedder": {"kind": "hashing"}}},
+        "llms": {"answer": {"kind": "answerer"}},
+        "service": {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_min_sim": -1.0, "page_min_sim": -1.0},
+    }
+    config = LocomoConfig.model_validate({"insert": {"adapter": "to_dialogs"}, "test": {"k": 10, "llm": "answer", "history": 10, "retrieve": {"chain": True}}})
+    summary = run_locomo(memory, config, load_locomo(data_file), tmp_path / "w", out=tmp_path / "o")
+    rows = [json.loads(line) for line in (tmp_path / "o" / "questions.jsonl").read_text().splitlines()]
+    # the two session-1 pages left the STM for the MTM, chained; their chain's keyword meta-summary is in every prompt
+    assert len(answerer) == len(rows) == 6
+    assert all(sum(line.startswith("(conversation summary: ") for line in p.splitlines()) == 1 for p in answerer)
+    assert all("Alice" in next(line for line in p.splitlines() if line.startswith("(conversation")) for p in answerer)
+    service = rows[0]["service"]
+    assert service["kind"] == "memoryos" and service["report"]["mtm"] == 2 and service["report"]["stm"] == 1
+    assert service["llm"]["steps"]["meta_info"] == {"fallback:keyword_meta": 2}
+    assert service["llm"]["fallback_reasons"]["meta_info"] == {"no_llm": 2}
+    assert summary["service_reports"]["conv-x"]["report"]["mtm"] == 2
+    assert summary["llm_fallback_reasons"]["meta_info"] == {"no_llm": 2} and summary["llm_steps"]["answer"] == {"llm": 6}
+    # without the option the service returns no chains and the prompt has no summary
+    plain = config.model_copy(update={"test": config.test.model_copy(update={"retrieve": {}, "service_report": False})})
+    answerer.clear()
+    run_locomo(memory, plain, load_locomo(data_file), tmp_path / "w2", out=tmp_path / "o2")
+    assert answerer and not any("(conversation summary" in p for p in answerer)
+    assert all("service" not in json.loads(line) for line in (tmp_path / "o2" / "questions.jsonl").read_text().splitlines())
+
+
+def test_a_service_without_report_still_gets_its_llm_report_and_unknown_retrieve_options_are_refused(data_file, tmp_path):
+    config = LocomoConfig.model_validate({"test": {"k": 5}})
+    run_locomo(MEMORY, config, load_locomo(data_file), tmp_path / "w", out=tmp_path / "o")
+    row = json.loads((tmp_path / "o" / "questions.jsonl").read_text().splitlines()[0])
+    assert "report" not in row["service"] and row["service"]["llm"] == {"model": None, "steps": {}, "fallback_reasons": {}}
+    bad = LocomoConfig.model_validate({"test": {"k": 5, "retrieve": {"chian": True}}})
+    with pytest.raises(ValidationError, match="chian"):
+        run_locomo(MEMORY, bad, load_locomo(data_file), tmp_path / "w2")

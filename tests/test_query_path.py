@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from memcore import Collection, Query, Record, ValidationError
+from memcore import Collection, Record, ValidationError
 from memcore.indexes.exact import top_k
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -26,7 +27,9 @@ from .index_options import changed_options, check_change
 from .logging import get_logger
 from .plugins import get_registry
 from .progress import progress_for
-from .records import Contribution, Hit, Link, Query, Record, Scope, check_json_value, validate_k
+from .record_batch import attach_batch
+from .hit import rank_hits
+from .records import Hit, Link, Query, Record, Scope, check_json_value, validate_k
 from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
 from .spaces import Space, fill_vectors, prepare_query, query_vector
@@ -41,9 +44,8 @@ __all__ = ["Collection"]
 log = get_logger("memcore.collection")
 
 RESERVED_STATE = frozenset({"indexes", "spaces"})
-_new_tuple = tuple.__new__
-"""``tuple.__new__``: builds a named tuple from its fields as ``_make`` does, a third cheaper than the call."""
 INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+_source = attrgetter("source")
 StateChanges = Mapping[tuple[str, str], Any]
 """Component state written with a change: ``{(namespace, key): JSON value, or None to delete}``."""
 
@@ -739,7 +741,7 @@ class Collection:
         for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
             if space not in self.spaces:
                 raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
-            self.spaces[space].check_vector(vector, f"query vector {space!r}")
+            self.spaces[space].check_query_vector(vector)
         return q
 
     def search_index(self, name: str, query: Query, k: int, *, list_name: str | None = None) -> list[Hit]:
@@ -759,12 +761,11 @@ class Collection:
             if allowed is not None and not allowed:
                 return []
             hits = handle.index.search(q, k, allowed)
-            source = list_name or name
-            for rank, hit in enumerate(hits, start=1):  # runs for every hit of every recall: kept lean
-                if not hit.source:
-                    hit.source = name
-                # Contribution(source, rank, score) without the named tuple's Python-level __new__
-                hit.provenance = (_new_tuple(Contribution, (source, rank, float(hit.score))),)
+            rank_hits(hits, list_name or name)  # each hit's rank and score here, its Contribution built on first read
+            if not all(map(_source, hits)):  # one C-level pass when every hit names its index (the usual case)
+                for hit in hits:
+                    if not hit.source:
+                        hit.source = name
             return hits
 
     def build_fusion(self, fusion: str | Mapping[str, Any] | Fusion) -> Fusion:
@@ -778,14 +779,11 @@ class Collection:
         return built
 
     def attach_records(self, hits: list[Hit]) -> list[Hit]:
-        """Load each hit's record (without vectors); hits whose record vanished are dropped."""
-        records = self.store.get([h.id for h in hits], with_vectors=False)
-        out = []
-        for hit, rec in zip(hits, records):
-            if rec is not None:
-                hit.record = rec
-                out.append(hit)
-        return out
+        """Attach each hit's record (without vectors); hits whose record vanished are dropped.
+
+        The records are read now and each is built on first access of ``hit.record`` (see
+        :mod:`memcore.record_batch`)."""
+        return attach_batch(hits, self.store.get_batch([h.id for h in hits]))
 
     def query_vector(self, query: Query, space: str) -> Any:
         """The query's vector in ``space`` (embedded once and cached on the query)."""

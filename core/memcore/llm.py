@@ -137,10 +137,12 @@ def run_llm_step(step: str, llm: LLM | None, call: Callable[[LLM], T], fallback:
 
 
 class StepCounter:
-    """How often each LLM step took each path: ``{step: {"llm": n, "fallback:<name>": n}}``."""
+    """How often each LLM step took each path: ``{step: {"llm": n, "fallback:<name>": n}}``,
+    and why its fallbacks ran: ``reasons`` = ``{step: {"no_llm" | "llm_error" | "invalid_reply": n}}``."""
 
     def __init__(self) -> None:
         self.counts: dict[str, dict[str, int]] = {}
+        self.reasons: dict[str, dict[str, int]] = {}
         self.models: set[str] = set()
 
     def add(self, report: StepReport) -> None:
@@ -148,9 +150,16 @@ class StepCounter:
         key = "llm" if report.used == "llm" else f"fallback:{report.fallback}"
         bucket = self.counts.setdefault(report.step, {})
         bucket[key] = bucket.get(key, 0) + 1
+        if report.reason:
+            why = self.reasons.setdefault(report.step, {})
+            why[report.reason] = why.get(report.reason, 0) + 1
         if report.model:
             self.models.add(report.model)
 
     def to_dict(self) -> dict[str, dict[str, int]]:
         """A copy of the counts."""
         return {step: dict(c) for step, c in self.counts.items()}
+
+    def reasons_dict(self) -> dict[str, dict[str, int]]:
+        """A copy of the fallback reasons per step (steps whose fallback never ran are absent)."""
+        return {step: dict(c) for step, c in self.reasons.items()}

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from .errors import ConfigError, ValidationError
 from .collection_view import CollectionView
 from .merge import merge_layers
+from .record_batch import attach_batch
 from .records import Hit, Query, Record
 from .registry import Registry
 
@@ -345,6 +346,8 @@ class Pipeline:
         hits = ctx.current[: q.k]
         if not with_records:
             return hits
+        if not ctx._records:  # no stage read records: read them now, each built when first asked for
+            return attach_batch(hits, ctx._source.store.get_batch([h.id for h in hits]))
         out = []
         for hit, record in zip(hits, ctx.records([h.id for h in hits])):  # read once, shared with the stages
             if record is not None:  # a record deleted meanwhile is dropped, as attach_records does

@@ -76,9 +76,14 @@ class Service(ABC):
         return value
 
     def llm_report(self) -> dict[str, Any]:
-        """Which path each LLM step took so far: ``{"model": ..., "steps": {step: {"llm": n, "fallback:<name>": n}}}``."""
+        """Which path each LLM step took so far: ``{"model": ..., "steps": {step: {"llm": n, "fallback:<name>": n}},
+        "fallback_reasons": {step: {reason: n}}}`` (reasons: ``no_llm``, ``llm_error``, ``invalid_reply``)."""
         models = sorted(self.llm_steps.models)
-        return {"model": models[0] if len(models) == 1 else (models or None), "steps": self.llm_steps.to_dict()}
+        return {
+            "model": models[0] if len(models) == 1 else (models or None),
+            "steps": self.llm_steps.to_dict(),
+            "fallback_reasons": self.llm_steps.reasons_dict(),
+        }
 
     @classmethod
     def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:

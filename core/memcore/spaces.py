@@ -72,6 +72,11 @@ class Space:
         if vector.shape != (self.dim,):
             raise DimensionError(f"{what} has dimension {vector.shape[0]}, space {self.name!r} has {self.dim}")
 
+    def check_query_vector(self, vector: np.ndarray) -> None:
+        """:meth:`check_vector` for a query's vector of this space (its message built only on failure)."""
+        if vector.shape != (self.dim,):
+            self.check_vector(vector, f"query vector {self.name!r}")
+
 
 def fill_vectors(spaces: Mapping[str, Space], records: Sequence[Record], names: Sequence[str]) -> list[Record]:
     """Embed the records' missing vectors of the spaces ``names``, one batch per space.
@@ -111,7 +116,7 @@ def prepare_query(spaces: Mapping[str, Space], query: Query, requires: Requireme
         raise ValidationError("this index searches text: the query text is empty")
     for name in requires.spaces:
         if name in query.vectors and name in spaces:
-            spaces[name].check_vector(query.vectors[name], f"query vector {name!r}")
+            spaces[name].check_query_vector(query.vectors[name])
         else:
             query_vector(spaces, query, name)
     return query

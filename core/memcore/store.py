@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from .filters import Filter
+from .record_batch import RecordBatch
 from .records import Record, Scope
 
 __all__ = ["Store", "WriteBatch", "Applied", "Op", "OpKind", "LogRead"]
@@ -97,6 +98,14 @@ class Store(ABC):
     @abstractmethod
     def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
         """Records by id, in the order asked (``None`` for unknown ids)."""
+
+    def get_batch(self, ids: Sequence[str]) -> RecordBatch:
+        """The records of ``ids`` (without vectors) as found now, built when first asked for.
+
+        What a retrieval attaches to its hits (:attr:`Hit.record <memcore.Hit.record>` builds
+        each on first access). The default reads them whole with :meth:`get`; a store that can
+        hand over a snapshot of its rows overrides it (:class:`memcore.record_batch.RecordBatch`)."""
+        return RecordBatch.of_records(self.get(ids, with_vectors=False))
 
     def texts(self, ids: Sequence[str]) -> list[str | None]:
         """The text of each record, in the order asked (``None`` for unknown ids).

@@ -22,41 +22,64 @@ __all__ = ["Triple", "triple_prompt", "parse_triples", "rule_triples", "refactor
 Triple = tuple[str, str, str]
 TRIPLE_FALLBACK = "rule_svo"
 
-_PROMPT = """You are a factual knowledge extractor. From the dialogue below, extract subject-predicate-object
+_SYSTEM = """You are a factual knowledge extractor. From the dialogue the user gives, extract subject-predicate-object
 triples for the facts it states or directly implies about people, organisations, objects,
 preferences, roles, places, activities and states.
 Rules: map first-person pronouns (I, me, my) to the speaker's name; never output pronouns;
 use active-voice predicates that keep time and place; no outside knowledge.
-Output one triple per line as (subject, predicate, object), or the word None.
+Output one triple per line as (subject, predicate, object), or the word None."""
 
-Dialogue:
-{dialogue}
-"""
+_EXAMPLE = (
+    "Dialogue:\n(2 May, 2023)John: I moved to Boston last month.\n(2 May, 2023)Anna: Nice! I still work at the bakery.",
+    "(John, moved to, Boston)\n(Anna, works at, the bakery)",
+)
 
 _PAREN = re.compile(r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*,\s*([^()]+?)\s*\)")
+_SPEAKER_LINE = re.compile(r"^\s*(?:\([^)]*\))?\s*[A-Z][\w .'-]{0,40}:\s")
+_WORD = re.compile(r"[a-z0-9][a-z0-9'-]+")
 _FIRST_PERSON = {"i": None, "me": None, "my": "'s", "mine": "'s", "i'm": "is", "i've": "has", "we": None, "our": "'s"}
 _STOP_START = {"and", "but", "so", "oh", "well", "yeah", "yes", "no", "wow", "hey", "hi", "thanks", "thank"}
 
 
-def triple_prompt(dialogue: str) -> str:
-    """The extraction prompt for one formatted dialogue (``"(date)speaker: text"`` lines)."""
-    return _PROMPT.format(dialogue=dialogue)
+def triple_prompt(dialogue: str) -> list[dict[str, str]]:
+    """The extraction chat for one formatted dialogue (``"(date)speaker: text"`` lines): the
+    task as a system message, one worked example, then the dialogue. A small model
+    (SmolLM2-135M) given the task and the dialogue in one user message repeats the dialogue;
+    with the example it writes triples (and sometimes repeats the example's, which
+    :func:`parse_triples` drops when given the dialogue as ``source``)."""
+    question, answer = _EXAMPLE
+    return [
+        {"role": "system", "content": _SYSTEM},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": f"Dialogue:\n{dialogue}"},
+    ]
 
 
-def parse_triples(reply: str, max_triples: int = 10) -> list[Triple]:
+def _grounded(subject: str, source: str) -> bool:
+    """Whether a word of ``subject`` occurs in ``source`` (case-insensitive)."""
+    words = set(_WORD.findall(source.casefold()))
+    return any(w in words for w in _WORD.findall(subject.casefold()))
+
+
+def parse_triples(reply: str, max_triples: int = 10, source: str | None = None) -> list[Triple]:
     """Triples in a model's reply: parenthesised ``(s, p, o)`` anywhere, else lines of exactly
-    three comma-separated parts. :class:`ValidationError` when there is none (``None`` replies
-    give an empty list)."""
+    three comma-separated parts (lines that repeat a ``speaker: text`` dialogue line are no
+    triples). With ``source`` (the dialogue), a triple whose subject shares no word with it
+    is dropped (copied from the prompt's example, or made up). :class:`ValidationError` when
+    no triple is left (``None`` replies give an empty list)."""
     text = reply.strip()
     if re.fullmatch(r"(?i)\W*none\W*", text):
         return []
     found = [tuple(p.strip(" \"'`*") for p in m.groups()) for m in _PAREN.finditer(text)]
     if not found:
         for line in text.splitlines():
+            if _SPEAKER_LINE.match(line):
+                continue
             parts = [p.strip(" \"'`*-") for p in re.sub(r"^\s*\d+[.)]\s*", "", line).split(",")]
             if len(parts) == 3 and all(parts):
                 found.append(tuple(parts))
-    found = [t for t in found if all(t)]
+    found = [t for t in found if all(t) and (source is None or _grounded(t[0], source))]
     if not found:
         raise ValidationError(f"no (subject, predicate, object) triple in the reply: {' '.join(text.split())[:200]!r}")
     return [(s, p, o) for s, p, o in dict.fromkeys(found)][:max_triples]
@@ -105,7 +128,7 @@ def extract_triples(llm: "LLM | None", turns: list[tuple[str, str]], dialogue: s
     text for the prompt), with the LLM or the ``rule_svo`` fallback."""
 
     def call(model: "LLM") -> list[Triple]:
-        return parse_triples(model.complete(triple_prompt(dialogue)), max_triples)
+        return parse_triples(model.complete(triple_prompt(dialogue)), max_triples, dialogue)
 
     def fallback() -> list[Triple]:
         out: list[Triple] = []

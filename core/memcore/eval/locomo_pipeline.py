@@ -101,6 +101,11 @@ class TestConfig(_Strict):
     history: int = Field(10, ge=1, description="Retrieved entries written into the answer prompt.")
     llm: str = Field("default", description="The LLM (of the memory's [llms]) that answers; undeclared 'default': no answering.")
     max_tokens: int = Field(64, ge=1, description="Longest answer, in tokens.")
+    retrieve: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra keyword options of the service's retrieve (e.g. memoryos: {chain = true}, so that the answer prompt gets chain summaries).",
+    )
+    service_report: bool = Field(True, description="Write the service's report() and llm_report() into each question's row (as of its test).")
 
 
 class LocomoConfig(_Strict):
@@ -280,9 +285,46 @@ PRE_RETRIEVAL: dict[str, Callable[[InsertRun, Question], Any]] = {"none": _pre_r
 """pre_retrieval steps: a question -> the vector passed to ``retrieve`` (or None)."""
 
 
+SUMMARY_LINE = "(conversation summary: {summary})"
+"""post_retrieval: how a retrieved entry's chain summary is written, on the line after it."""
+
+
+def result_summary(result: Mapping[str, Any]) -> str | None:
+    """The summary a retrieved result carries of the conversation around it: memoryos's
+    ``retrieve(..., chain=True)`` puts its page chain's meta-summary in ``result["chain"]["meta"]``;
+    any service may put one in ``metadata["chain_summary"]``. None when there is none."""
+    chain = result.get("chain")
+    summary = chain.get("meta") if isinstance(chain, Mapping) else None
+    if not summary:
+        summary = (result.get("metadata") or {}).get("chain_summary")
+    text = str(summary).strip() if summary else ""
+    return text or None
+
+
 def history_text(results: list[dict[str, Any]], n: int) -> str:
-    """post_retrieval: the format prompt and one retrieved entry per line."""
-    return "\n".join([HISTORY_PROMPT, *(str(r["text"]) for r in results[:n])])
+    """post_retrieval: the format prompt and one retrieved entry per line; an entry that
+    carries a chain summary (:func:`result_summary`) is followed by it on its own line, once
+    per distinct summary (the pages of one chain share theirs)."""
+    lines, shown = [HISTORY_PROMPT], set()
+    for r in results[:n]:
+        lines.append(str(r["text"]))
+        summary = result_summary(r)
+        if summary and summary not in shown:
+            shown.add(summary)
+            lines.append(SUMMARY_LINE.format(summary=summary))
+    return "\n".join(lines)
+
+
+def service_reports(memory: "Memory") -> dict[str, Any]:
+    """The service's ``report()`` (when it has one) and ``llm_report()``: what the memory did
+    so far (tiers, merges... and which LLM steps ran or fell back, and why)."""
+    service = memory.service
+    report = getattr(service, "report", None)
+    out: dict[str, Any] = {"kind": getattr(service.config, "kind", type(service).__name__)}
+    if callable(report):
+        out["report"] = report()
+    out["llm"] = service.llm_report()
+    return out
 
 
 def test_question(run: InsertRun, question: Question, ks: tuple[int, ...]) -> dict[str, Any]:
@@ -290,7 +332,7 @@ def test_question(run: InsertRun, question: Question, ks: tuple[int, ...]) -> di
     cfg = run.config.test
     vector = PRE_RETRIEVAL[cfg.pre_retrieval](run, question)
     started = time.perf_counter()
-    results = run.memory.retrieve(question.text, vector=vector, k=max(cfg.k, max(ks)))
+    results = run.memory.retrieve(question.text, vector=vector, k=max(cfg.k, max(ks)), **cfg.retrieve)
     seconds = time.perf_counter() - started
     entry_turns = [list((r.get("metadata") or {}).get("dia_ids") or []) for r in results]
     row: dict[str, Any] = {
@@ -307,6 +349,8 @@ def test_question(run: InsertRun, question: Question, ks: tuple[int, ...]) -> di
         recalls = evidence_recall(entry_turns, question.evidence, ks)
         row.update({f"recall@{k}": v for k, v in recalls.items()})
         row["entry_recall@10"] = entry_recall(entry_turns, question.evidence, 10)
+    if cfg.service_report:
+        row["service"] = service_reports(run.memory)
     llm = run.memory.llms.resolve(cfg.llm, "locomo.test.llm")
     if llm is not None:
         prompt = history_text(results, cfg.history) + "\n\n" + ANSWER_PROMPT.format(question=question.text)
@@ -415,6 +459,8 @@ def run_locomo(
     turns = entries = 0
     insert_seconds = 0.0
     service_llm: dict[str, Any] = {}
+    service_reasons: dict[str, dict[str, int]] = {}
+    reports: dict[str, Any] = {}
     started = time.perf_counter()
     for conv in conversations:
         questions = conv.questions[:limit_questions] if limit_questions else conv.questions
@@ -422,10 +468,12 @@ def run_locomo(
         memory = open_memory(copy.deepcopy(dict(memory_settings)), path=workdir / conv.sample_id)
         try:
             conv_rows, stats = run_conversation(memory, conv, config, ks=ks, questions=questions, progress=bar, steps=steps)
-            for step, counts in memory.service.llm_report()["steps"].items():
-                for key, n in counts.items():
-                    service_llm.setdefault(step, {}).setdefault(key, 0)
-                    service_llm[step][key] += n
+            reports[conv.sample_id] = service_reports(memory)
+            for total, part in ((service_llm, reports[conv.sample_id]["llm"]["steps"]), (service_reasons, reports[conv.sample_id]["llm"]["fallback_reasons"])):
+                for step, counts in part.items():
+                    for key, n in counts.items():
+                        total.setdefault(step, {}).setdefault(key, 0)
+                        total[step][key] += n
         finally:
             memory.close()
         rows.extend(conv_rows)
@@ -440,6 +488,8 @@ def run_locomo(
         summary.pop("f1", None)
         summary.pop("bleu1", None)
     summary["llm_steps"] = {**steps.to_dict(), **service_llm}
+    summary["llm_fallback_reasons"] = {**steps.reasons_dict(), **service_reasons}
+    summary["service_reports"] = reports
     summary["conversations"] = [c.sample_id for c in conversations]
     summary["turns"] = turns
     summary["entries"] = entries

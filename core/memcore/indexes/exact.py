@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Sequence as SequenceABC
 from itertools import repeat
+from operator import neg
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Literal, Sequence
 
@@ -23,7 +25,7 @@ from ..index import Index, IndexContext, Requirements
 from ..records import Hit, Query, Record, check_finite_vectors, validate_k
 from ..registry import ComponentConfig
 
-__all__ = ["ExactIndex", "ExactIndexConfig", "top_k"]
+__all__ = ["ExactIndex", "ExactIndexConfig", "top_k", "top_columns"]
 
 
 class ExactIndexConfig(ComponentConfig):
@@ -36,26 +38,37 @@ class ExactIndexConfig(ComponentConfig):
 
 def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, float]]:
     """The ``k`` best (id, score) pairs, ties broken by id for determinism."""
+    return list(zip(*top_columns(scores, ids, k)))
+
+
+def top_columns(scores: np.ndarray, ids: Sequence[str], k: int) -> tuple[list[str], list[float]]:
+    """:func:`top_k` as two lists, the ids and their scores (what the index builds hits from)."""
     n = scores.shape[0]
     if n == 0:
-        return []
+        return [], []
     if k < n:
-        # the k-th best score by value (np.partition: half the cost of argpartition), then every
-        # row scoring at least that: the k best plus any tied with the k-th, so the id tie-break is exact
-        kth = np.partition(scores, n - k)[n - k]
-        part = np.flatnonzero(scores >= kth)
+        # the k-th best score by value (a partition of a copy: half the cost of argpartition), then
+        # every row scoring at least that: the k best plus any tied with the k-th, so the id tie-break is exact
+        kth_of = scores.copy()
+        kth_of.partition(n - k)  # the method: np.partition without its Python wrapper
+        kth = kth_of[n - k]
+        part = (scores >= kth).nonzero()[0]  # np.flatnonzero without its Python wrapper (scores is 1-d)
     else:
         part = np.arange(n)
-    if len(part) <= 64:  # a short list: one Python sort on (-score, id) is cheaper than numpy calls
-        pairs = sorted(zip([-v for v in scores[part].tolist()], [ids[i] for i in part.tolist()]))
-        return [(rid, -neg) for neg, rid in pairs[:k]]
+    if len(part) <= 64:  # a short list: two C-level Python sorts are cheaper than numpy calls
+        values = scores[part].tolist()
+        rids = list(map(ids.__getitem__, part.tolist()))
+        order = sorted(range(len(rids)), key=rids.__getitem__)  # by id, then (stable) by score, best first
+        order.sort(key=values.__getitem__, reverse=True)
+        del order[k:]
+        return list(map(rids.__getitem__, order)), list(map(values.__getitem__, order))
     part = part[np.argsort(-scores[part], kind="stable")]
-    values = scores[part]
-    if len(part) <= k and not (values[1:] == values[:-1]).any():  # no ties: numpy's order is final
-        return [(ids[i], s) for i, s in zip(part.tolist(), values.tolist())]
-    values_of = dict(zip(part.tolist(), values.tolist()))
-    order = sorted(values_of, key=lambda i: (-values_of[i], ids[i]))[:k]
-    return [(ids[i], values_of[i]) for i in order]
+    ranked = scores[part]
+    if len(part) <= k and not (ranked[1:] == ranked[:-1]).any():  # no ties: numpy's order is final
+        return [ids[i] for i in part.tolist()], ranked.tolist()
+    values_of = dict(zip(part.tolist(), ranked.tolist()))
+    best = sorted(values_of, key=lambda i: (-values_of[i], ids[i]))[:k]
+    return [ids[i] for i in best], [values_of[i] for i in best]
 
 
 class _RowIds(SequenceABC[str]):
@@ -177,16 +190,16 @@ class ExactIndex(Index):
             scores = self._scores(rows, q.reshape(1, -1))[0]
         else:  # one matrix-vector product (BLAS gemv), the query normalised for cosine
             if self.config.metric == "cosine":
-                norm = float(np.sqrt(np.dot(q, q)))
+                norm = math.sqrt(float(q.dot(q)))
                 q = q / norm if norm > 0 else np.zeros_like(q)
             matrix = self._matrix[: self._n] if rows is None else self._matrix[rows]
-            scores = matrix @ q
+            scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
         return self._hits(scores, ids, k)
 
     def _hits(self, scores: np.ndarray, ids: Sequence[str], k: int) -> list[Hit]:
-        negate = self.config.metric == "l2"
-        name = self.name
-        return [Hit(rid, s, -s if negate else s, name) for rid, s in top_k(scores, ids, k)]
+        rids, values = top_columns(scores, ids, k)
+        raws = map(neg, values) if self.config.metric == "l2" else values
+        return list(map(Hit, rids, values, raws, repeat(self.name)))  # Hit called from C: no per-hit Python frame of a comprehension
 
     def _rows_of(self, allowed: AbstractSet[str] | None) -> tuple[np.ndarray | None, Sequence[str]]:
         """The matrix rows (None: all) and their ids that ``allowed`` selects."""

@@ -54,7 +54,8 @@ class Recall(Stage):
             self.check(ctx.collection)
         assert self.index is not None  # check() names the index or raises
         depth = self.config.k or math.ceil(ctx.query.k * self.config.over_fetch)
-        ctx.add_list(self.name, ctx.collection.search_index(self.index, ctx.query, depth, list_name=self.name))
+        # the collection itself, not the stage's view: a builtin recall runs for every query
+        ctx.add_list(self.name, ctx._source.search_index(self.index, ctx.query, depth, list_name=self.name))
 
 
 class FuseConfig(ComponentConfig):

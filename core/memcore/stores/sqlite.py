@@ -15,7 +15,7 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -23,12 +23,13 @@ from pydantic import Field, field_validator
 from ..errors import ConfigError, CorruptError, NotFoundError, ValidationError
 from ..filters import Filter, filter_fields, to_sql
 from ..logging import get_logger
+from ..record_batch import RecordBatch
 from ..records import Link, Record, Scope, check_finite_vectors
 from ..registry import ComponentConfig
 from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, make_ops, plan_ops
 from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
-from .sqlite_rows import RowCache, cached_row
+from .sqlite_rows import Row, RowCache, cached_row, row_record
 from .sqlite_schema import SCHEMA, SCHEMA_VERSION, ensure_vectors_view, migrate, pack_ops, unpack_ops
 from .sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
 
@@ -402,42 +403,50 @@ class SQLiteStore(Store):
 
     def _get_cached(self, ids: Sequence[str]) -> list[Record | None]:
         """Records without vectors, from rows cached until the next write (see :mod:`.sqlite_rows`)."""
+        rows = self._cached_rows(ids)
+        # this runs for every hit of every query: a cached row is all a Record needs
+        return [None if (row := rows.get(i)) is None else row_record(row) for i in ids]
+
+    def get_batch(self, ids: Sequence[str]) -> RecordBatch:
+        """The cached rows of ``ids`` (a snapshot: the cache replaces its dict, never empties
+        it), each record built on first access."""
+        return RecordBatch(self._cached_rows(ids), row_record)
+
+    def _cached_rows(self, ids: Sequence[str]) -> Mapping[str, Row]:
+        """Rows holding at least every stored record of ``ids``, read now; never changed later."""
+        if not self.read_only:  # the writer's cache changes only in its own writes: a cached read needs no lock
+            rows = self._rows.rows
+            if all(map(rows.__contains__, ids)):
+                return rows
         with self._mutex:
             cache = self._rows
             if self.read_only:  # another process writes: rows are valid for one sequence number
                 cache.valid_for(self.last_seq())
             rows = cache.rows
-            missing = [i for i in ids if i not in rows]
-            if missing:
-                missing = list(dict.fromkeys(missing))
-                fetched: dict[str, list[Any]] = {}
-                for chunk in _chunks(missing):
-                    marks = ",".join("?" * len(chunk))
-                    for row in self.db.execute(
-                        f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at FROM records WHERE id IN ({marks})", list(chunk)
-                    ):
-                        fetched[row[0]] = [*row, ()]
-                    links: dict[str, list[Link]] = {}
-                    for src, tgt, rel, w in self.db.execute(
-                        f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)
-                    ):
-                        links.setdefault(src, []).append(Link(tgt, rel, w))
-                    for rid, ls in links.items():
-                        fetched[rid][8] = tuple(ls)
-                found = {rid: cached_row(row) for rid, row in fetched.items()}
-            else:
-                found = {}
-            out: list[Record | None] = []
-            for i in ids:  # this runs for every hit of every query: a cached row is all a Record needs
-                row = rows.get(i) or found.get(i)
-                if row is None:
-                    out.append(None)
-                    continue
-                meta = row[2]
-                out.append(Record(row[0], row[1], dict(meta) if type(meta) is dict else json.loads(meta), {}, row[6], row[3], row[4], row[5]))
-            if found:
-                cache.put(found)
-            return out
+            if all(map(rows.__contains__, ids)):  # the usual case on a small memory: every row cached
+                return rows
+            missing = list(dict.fromkeys(i for i in ids if i not in rows))
+            fetched: dict[str, list[Any]] = {}
+            for chunk in _chunks(missing):
+                marks = ",".join("?" * len(chunk))
+                for row in self.db.execute(
+                    f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at FROM records WHERE id IN ({marks})", list(chunk)
+                ):
+                    fetched[row[0]] = [*row, ()]
+                links: dict[str, list[Link]] = {}
+                for src, tgt, rel, w in self.db.execute(
+                    f"SELECT source, target, relation, weight FROM links WHERE source IN ({marks}) ORDER BY source, target, relation", list(chunk)
+                ):
+                    links.setdefault(src, []).append(Link(tgt, rel, w))
+                for rid, ls in links.items():
+                    fetched[rid][8] = tuple(ls)
+            found = {rid: cached_row(row) for rid, row in fetched.items()}
+            if not found:
+                return rows
+            cache.put(found)
+            if cache.rows is rows:  # added to the current rows
+                return rows
+            return {**{i: rows[i] for i in ids if i in rows}, **found}  # the cache started afresh (its limit)
 
     def _stored_vector(self, rid: str, space: str, data: bytes) -> np.ndarray:
         """A stored vector, checked: a damaged blob is a CorruptError naming the record and file."""

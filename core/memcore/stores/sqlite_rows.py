@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..records import Scope
+from ..records import Record, Scope
 
-__all__ = ["RowCache", "cached_row", "parsed_metadata"]
+__all__ = ["RowCache", "cached_row", "parsed_metadata", "row_record"]
 
 Row = tuple[Any, ...]
 """``(id, text, metadata, scope, created_at, updated_at, links)``; metadata as
@@ -44,8 +44,19 @@ def cached_row(row: list[Any]) -> Row:
     return (rid, text, parsed_metadata(metadata), scope, created_at, updated_at, links)
 
 
+def row_record(row: Row) -> Record:
+    """A new :class:`Record` (without vectors) from a cached row; nothing it holds is shared
+    with the cache but immutable values."""
+    meta = row[2]
+    return Record(row[0], row[1], dict(meta) if type(meta) is dict else json.loads(meta), {}, row[6], row[3], row[4], row[5])
+
+
 class RowCache:
-    """Record rows by id, valid for one store sequence number; at most ``limit`` rows."""
+    """Record rows by id, valid for one store sequence number; at most ``limit`` rows.
+
+    ``rows`` is replaced, never emptied in place: a dict handed out earlier stays a snapshot
+    of one sequence number (rows are only added to it while it is current), what a
+    :class:`~memcore.record_batch.RecordBatch` relies on."""
 
     def __init__(self, limit: int = 20_000):
         self.limit = limit
@@ -55,17 +66,17 @@ class RowCache:
     def valid_for(self, seq: int) -> None:
         """Forget every row when the store moved past the sequence they were read at."""
         if seq != self.seq:
-            self.rows.clear()
+            self.rows = {}
             self.seq = seq
 
     def put(self, rows: dict[str, Row]) -> None:
         """Remember rows (everything is forgotten first when the limit would be passed)."""
         if len(self.rows) + len(rows) > self.limit:
-            self.rows.clear()
+            self.rows = {}
         if len(rows) <= self.limit:
             self.rows.update(rows)
 
     def clear(self) -> None:
         """Forget every row (after a write)."""
-        self.rows.clear()
+        self.rows = {}
         self.seq = None

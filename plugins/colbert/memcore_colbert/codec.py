@@ -145,11 +145,26 @@ class ResidualCodec:
         x /= np.maximum(np.sqrt(np.einsum("ij,ij->i", x, x)), 1e-12)[:, None]
         return x
 
+    transform = "none"
+
+    def scoring_centroids(self, centroids: np.ndarray) -> np.ndarray:
+        """The centroids in the space of :meth:`decompress_scoring` (no transform: themselves)."""
+        return centroids
+
+    def rotate_query(self, q: np.ndarray) -> np.ndarray:
+        """Query token vectors in the space of :meth:`decompress_scoring` (no transform: unchanged)."""
+        return q
+
+    def decompress_scoring(self, codes: np.ndarray, residuals: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+        """What MaxSim scores against :meth:`rotate_query`'s output (no transform: :meth:`decompress`)."""
+        return self.decompress(codes, residuals, centroids)
+
     def to_json(self) -> dict:
         """The JSON form saved in ``buckets.json`` / ``avg_residual.json``."""
         return {
             "nbits": self.nbits,
             "dim": self.dim,
+            "transform": self.transform,
             "buckets": "per_dim" if self.per_dim else "pooled",
             "bucket_cutoffs": self.cutoffs.tolist(),
             "bucket_weights": self.weights.tolist(),

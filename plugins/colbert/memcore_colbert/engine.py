@@ -26,6 +26,7 @@ from memcore import ValidationError, get_logger
 
 from . import plaid
 from .codec import ResidualCodec
+from .transform import TransformCodec
 from .config import ColbertIndexConfig, SearchParams
 from .train import train
 
@@ -53,7 +54,7 @@ class Engine:
         self.doclens = np.zeros(0, dtype=np.int32)
         self.raw: np.ndarray | None = np.zeros((0, self.dim), dtype=np.float32)
         self.centroids: np.ndarray | None = None
-        self.codec: ResidualCodec | None = None
+        self.codec: ResidualCodec | TransformCodec | None = None
         self.codes = np.zeros(0, dtype=np.int32)
         self.residuals = np.zeros((0, 0), dtype=np.uint8)
         self.trained_tokens = 0
@@ -231,15 +232,23 @@ class Engine:
             cand = cand[plaid.top(approx, final)]
         return self._exact(q, np.sort(cand), k)
 
+    def _scoring_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """Token vectors of ``rows`` in the codec's scoring space (rotated by a transform codec)."""
+        if self.compressed:
+            return self.codec.decompress_scoring(np.take(self.codes, rows), np.take(self.residuals, rows, axis=0), self.centroids)
+        return np.take(self.raw, rows, axis=0)
+
     def _exact(self, q: np.ndarray, slots: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        scores = plaid.maxsim(q, slots, self.offsets, self.doclens, self.token_vectors)
+        q = self.codec.rotate_query(q) if self.compressed else q
+        scores = plaid.maxsim(q, slots, self.offsets, self.doclens, self._scoring_vectors)
         best = plaid.top(scores, k)
         return slots[best], scores[best]
 
     def nbytes(self) -> dict[str, int]:
         """Bytes of the token storage (what an fp32 store of the same tokens would take, too)."""
         if self.compressed:
-            stored = self.codes.nbytes + self.residuals.nbytes + self.centroids.nbytes
+            rotation = getattr(self.codec, "rotation", None)
+            stored = self.codes.nbytes + self.residuals.nbytes + self.centroids.nbytes + (0 if rotation is None else rotation.nbytes)
         else:
             stored = self.raw.nbytes
         return {"tokens": self.total_tokens, "stored_bytes": int(stored), "fp32_bytes": int(self.total_tokens * self.dim * 4)}

@@ -7,15 +7,19 @@ Files, each written to a temp file beside it, fsynced and ``os.replace``-d in:
 - compressed indexes: ``centroids.npy`` (C, dim) float32, ``0.codes.npy`` (T,) centroid
   ids in the smallest unsigned dtype that holds C (uint8 / uint16 / uint32; format 1
   stored int32), ``0.residuals.npy`` (T, dim*nbits/8) uint8, ``buckets.json`` (cutoffs and
-  weights: per dimension, or pooled as format 1 wrote them), ``avg_residual.json``,
+  weights: per dimension, or pooled as format 1 wrote them; with ``residual_transform =
+  "pca"`` the component widths, per-component tables and means), ``avg_residual.json``,
+  ``rotation.npy`` (only with the pca transform: the (dim, dim) float32 rotation),
   ``ivf.pid.npy`` + ``ivf.lengths.npy`` (centroid -> passage slots);
 - uncompressed (small) indexes: ``0.tokens.npy`` (T, dim) float32;
 - ``metadata.json``, written last: passage ids by slot, tombstoned slots, counts and the
   shape of every array file, so a mismatched set of files is refused with CorruptError.
 
-``.npy`` files are read with ``allow_pickle=False``; nothing is pickled. Format 2 reads
-format 1 directories (int32 codes are narrowed on load; the next save writes format 2); a
-directory of a newer format is refused with a CorruptError naming both versions.
+``.npy`` files are read with ``allow_pickle=False``; nothing is pickled. Format 3 (the
+residual transform) reads formats 1 and 2 (no transform; format 1's int32 codes are
+narrowed on load; the next save writes format 3); a directory of a newer format is refused
+with a CorruptError naming both versions, and one whose residual transform differs from
+the index settings too (memcore then rebuilds it from the store).
 """
 
 from __future__ import annotations
@@ -31,17 +35,19 @@ from memcore import CorruptError, atomic_write_bytes, atomic_write_json
 
 from .codec import ResidualCodec, code_dtype
 from .engine import Engine
+from .transform import TransformCodec
 
 __all__ = ["save_engine", "load_engine", "FORMAT_VERSION", "READABLE_VERSIONS", "PLAN_FILE", "METADATA_FILE"]
 
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 PLAN_FILE = "plan.json"
 METADATA_FILE = "metadata.json"
 DOCLENS_FILE = "doclens.0.json"
 COMPRESSED = {"centroids": "centroids.npy", "codes": "0.codes.npy", "residuals": "0.residuals.npy", "ivf": "ivf.pid.npy", "ivf_lengths": "ivf.lengths.npy"}
 RAW = {"tokens": "0.tokens.npy"}
 CODEC_FILES = ("buckets.json", "avg_residual.json")
+ROTATION_FILE = "rotation.npy"
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -72,12 +78,14 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
         arrays = {"centroids": engine.centroids, "codes": engine.codes, "residuals": engine.residuals, "ivf": ivf_slots, "ivf_lengths": np.diff(ivf_offsets)}
         names = COMPRESSED
         codec = engine.codec.to_json()
-        atomic_write_json(directory / "buckets.json", {k: codec[k] for k in ("nbits", "dim", "bucket_cutoffs", "bucket_weights")})
+        atomic_write_json(directory / "buckets.json", {k: v for k, v in codec.items() if k != "avg_residual"})
         atomic_write_json(directory / "avg_residual.json", {"avg_residual": codec["avg_residual"]})
+        if isinstance(engine.codec, TransformCodec):
+            arrays["rotation"] = engine.codec.rotation
     else:
         arrays, names = {"tokens": engine.raw}, RAW
     for key, array in arrays.items():
-        atomic_write_bytes(directory / names[key], _npy_bytes(array))
+        atomic_write_bytes(directory / (ROTATION_FILE if key == "rotation" else names[key]), _npy_bytes(array))
         shapes[key] = list(array.shape)
     atomic_write_json(
         directory / METADATA_FILE,
@@ -97,6 +105,8 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
         },
     )
     stale = set(RAW.values()) if engine.compressed else set(COMPRESSED.values()) | set(CODEC_FILES)
+    if "rotation" not in shapes:
+        stale.add(ROTATION_FILE)
     for name in stale:
         (directory / name).unlink(missing_ok=True)
 
@@ -165,7 +175,15 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
             avg = _json(directory / "avg_residual.json", where)
             if buckets.get("nbits") != engine.config.nbits or buckets.get("dim") != engine.dim:
                 raise CorruptError(f"{where}: buckets.json does not match nbits {engine.config.nbits} / dim {engine.dim}")
-            codec = ResidualCodec.from_json({**buckets, **avg})  # ValueError when the tables do not fit
+            transform = buckets.get("transform", "none")
+            if transform != engine.config.residual_transform:
+                raise CorruptError(f"{where}: saved with residual_transform {transform!r}, the settings say {engine.config.residual_transform!r}")
+            codec: ResidualCodec | TransformCodec
+            if transform == "pca":
+                rotation = _npy(directory / ROTATION_FILE, where, [engine.dim, engine.dim], np.float32)
+                codec = TransformCodec.from_json({**buckets, **avg}, rotation)  # ValueError when the tables do not fit
+            else:
+                codec = ResidualCodec.from_json({**buckets, **avg})
             centroids = _npy(directory / COMPRESSED["centroids"], where, shapes.get("centroids"), np.float32)
             narrow = code_dtype(len(centroids))
             saved_dtype = np.int32 if version == 1 else meta.get("codes_dtype")

@@ -18,8 +18,9 @@ from memcore import get_logger
 
 from .codec import ResidualCodec
 from .config import ColbertIndexConfig
+from .transform import TransformCodec
 
-__all__ = ["default_ncentroids", "train"]
+__all__ = ["default_ncentroids", "sample_for_training", "kmeans_centroids", "train_codec", "train"]
 
 log = get_logger("memcore.colbert")
 
@@ -33,12 +34,9 @@ def default_ncentroids(n_tokens: int, config: ColbertIndexConfig) -> int:
     return max(2, min(wanted, n_tokens // 2))
 
 
-def train(tokens: np.ndarray, config: ColbertIndexConfig, name: str) -> tuple[np.ndarray, ResidualCodec]:
-    """Centroids ``(C, dim)`` (unit rows) and the residual codec, from token vectors ``tokens``."""
-    import faiss
-
-    started = time.perf_counter()
-    n, dim = tokens.shape
+def sample_for_training(tokens: np.ndarray, config: ColbertIndexConfig) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """``(ncentroids, sample, heldout, fit)``: the vectors k-means and the codec are trained on."""
+    n = len(tokens)
     rng = np.random.default_rng(config.seed)
     ncentroids = default_ncentroids(n, config)
     sample_size = min(n, ncentroids * config.kmeans_points_per_centroid)
@@ -48,8 +46,15 @@ def train(tokens: np.ndarray, config: ColbertIndexConfig, name: str) -> tuple[np
     heldout, fit = sample[order[:heldout_size]], sample[order[heldout_size:]]
     if len(fit) < ncentroids:
         fit = sample
+    return ncentroids, sample, heldout, fit
+
+
+def kmeans_centroids(fit: np.ndarray, ncentroids: int, config: ColbertIndexConfig) -> np.ndarray:
+    """Unit-length centroids ``(ncentroids, dim)``: faiss spherical k-means on ``fit``."""
+    import faiss
+
     kmeans = faiss.Kmeans(
-        dim,
+        fit.shape[1],
         ncentroids,
         niter=config.kmeans_niters,
         seed=config.seed,
@@ -62,16 +67,33 @@ def train(tokens: np.ndarray, config: ColbertIndexConfig, name: str) -> tuple[np
     kmeans.train(np.ascontiguousarray(fit, dtype=np.float32))
     centroids = np.ascontiguousarray(kmeans.centroids, dtype=np.float32)
     centroids /= np.maximum(np.linalg.norm(centroids, axis=1, keepdims=True), 1e-12)
-    codec = ResidualCodec.train(heldout, centroids, config.nbits, config.buckets)
+    return centroids
+
+
+def train_codec(sample: np.ndarray, heldout: np.ndarray, centroids: np.ndarray, config: ColbertIndexConfig) -> ResidualCodec | TransformCodec:
+    """The residual codec of ``config`` (``residual_transform``, ``nbits``, ``buckets``), trained on the held-out vectors."""
+    if config.residual_transform == "pca":
+        # a rotation needs many more vectors than dimensions: small indexes fit it on the whole sample
+        return TransformCodec.train(heldout if len(heldout) >= 8 * sample.shape[1] else sample[:50_000], centroids, config.nbits)
+    return ResidualCodec.train(heldout, centroids, config.nbits, config.buckets)
+
+
+def train(tokens: np.ndarray, config: ColbertIndexConfig, name: str) -> tuple[np.ndarray, ResidualCodec | TransformCodec]:
+    """Centroids ``(C, dim)`` (unit rows) and the residual codec, from token vectors ``tokens``."""
+    started = time.perf_counter()
+    ncentroids, sample, heldout, fit = sample_for_training(tokens, config)
+    centroids = kmeans_centroids(fit, ncentroids, config)
+    codec = train_codec(sample, heldout, centroids, config)
     log.info(
         "colbert.trained",
         name=name,
-        tokens=n,
+        tokens=len(tokens),
         centroids=ncentroids,
         sample=len(fit),
         heldout=len(heldout),
         nbits=config.nbits,
         buckets=config.buckets,
+        transform=config.residual_transform,
         avg_residual=round(codec.avg_residual, 5),
         seconds=round(time.perf_counter() - started, 3),
     )

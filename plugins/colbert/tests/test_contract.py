@@ -31,6 +31,14 @@ class TestCompressed(IndexContract):
         return maker(nbits=request.param, train_min_tokens=16, exhaustive_below=0, ncentroids=8, ncells=2)
 
 
+class TestCompressedPca(IndexContract):
+    """As TestCompressed, with the pca residual transform."""
+
+    @pytest.fixture(params=[1, 2], ids=["nbits1", "nbits2"])
+    def make_index(self, request):
+        return maker(nbits=request.param, residual_transform="pca", train_min_tokens=16, exhaustive_below=0, ncentroids=8, ncells=2)
+
+
 class TestColbertRegistration(PluginRegistrationContract):
     plugin = "colbert"
     other_hooks = ("register_commands",)

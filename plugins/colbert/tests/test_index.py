@@ -187,9 +187,19 @@ def test_codes_on_disk_are_narrow_and_format_1_still_reads(kit, tmp_path):
     index.save(tmp_path)
     assert np.load(tmp_path / "0.codes.npy", allow_pickle=False).dtype == np.uint16
     meta = json.loads((tmp_path / "metadata.json").read_text())
-    assert meta["format_version"] == 2 and meta["codes_dtype"] == "uint16"
+    assert meta["format_version"] == 3 and meta["codes_dtype"] == "uint16"
     q = kit.query(texts[42])
     before = [(h.id, round(h.score, 6)) for h in index.search(q, 5)]
+    # format 2: no residual transform in buckets.json
+    buckets = json.loads((tmp_path / "buckets.json").read_text())
+    (tmp_path / "buckets.json").write_text(json.dumps({k: v for k, v in buckets.items() if k not in ("transform", "buckets")}))
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan["config"].pop("residual_transform")
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 2}))
+    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 2}))
+    two = kit.make(train_min_tokens=100, ncentroids=300, exhaustive_below=0, buckets="pooled")
+    two.load(tmp_path)
+    assert [(h.id, round(h.score, 6)) for h in two.search(q, 5)] == before
     # rewrite the directory as format 1 wrote it: int32 codes, pooled buckets, no codes_dtype
     buffer = io.BytesIO()
     np.save(buffer, np.load(tmp_path / "0.codes.npy").astype(np.int32), allow_pickle=False)
@@ -204,9 +214,9 @@ def test_codes_on_disk_are_narrow_and_format_1_still_reads(kit, tmp_path):
     assert old.engine.codes.dtype == np.uint16
     assert [(h.id, round(h.score, 6)) for h in old.search(q, 5)] == before
     # a directory of a newer format: a clear refusal
-    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 3}))
-    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 3}))
-    with pytest.raises(CorruptError, match="format version 3.*reads versions 1, 2"):
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 4}))
+    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 4}))
+    with pytest.raises(CorruptError, match="format version 4.*reads versions 1, 2, 3"):
         kit.make(train_min_tokens=100, ncentroids=300).load(tmp_path)
 
 

@@ -15,12 +15,18 @@ Used by the opt-in real-model tests and ``bench/bench_llm_rerank.py``.
 
 from __future__ import annotations
 
+import atexit
+import ctypes
 import importlib.util
+import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -46,6 +52,37 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+_RUNNING: "weakref.WeakSet[LlamaServer]" = weakref.WeakSet()
+"""Servers started and not stopped yet: stopped at interpreter exit."""
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_RUNNING):
+        server.stop()
+
+
+def _die_with_parent() -> Any:
+    """On Linux, a ``preexec_fn`` that has the kernel kill the server when the process that
+    started it dies -- also by a signal, when no ``atexit`` handler runs (a killed bench or
+    eval left a busy server behind). Only from the main thread: the kernel's "parent" is
+    the starting thread, and a worker thread ending would take the server with it."""
+    if not sys.platform.startswith("linux") or threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl
+            os._exit(1)
+
+    return preexec
 
 
 class LlamaServer:
@@ -80,7 +117,8 @@ class LlamaServer:
         ]
         if self.threads:
             cmd += ["--n_threads", str(self.threads)]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent())
+        _RUNNING.add(self)
         try:
             self._wait_ready()
         except BaseException:
@@ -109,6 +147,7 @@ class LlamaServer:
 
     def stop(self) -> None:
         """Terminate the server (kill after 15 s) and remove its log."""
+        _RUNNING.discard(self)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -34,6 +34,7 @@ __all__ = [
     "EXTRACTORS",
     "ENTITY_FALLBACK",
     "entity_prompt",
+    "entity_messages",
     "parse_entities",
     "make_extractor",
     "unique_keys",
@@ -209,18 +210,33 @@ class SpacyExtractor(Extractor):
 ENTITY_FALLBACK = "rule"
 """The fallback of the ``entity_extraction`` LLM step."""
 
-_ENTITY_PROMPT = """List the named entities the text below mentions: people, pets, organisations, places,
-products, events, titles of works and other proper names. Write each exactly as it appears
-in the text, one per line, with no numbering or explanation. Reply None if there is none.
-
-Text:
-{text}
-"""
+_ENTITY_SYSTEM = (
+    "You list the named entities a text mentions: people, pets, organisations, places, products, events, "
+    "titles of works and other proper names. Write each exactly as it appears in the text, one per line, "
+    "with no numbering or explanation. Reply None if there is none."
+)
+_ENTITY_EXAMPLE = (
+    "Text: John: I met Anna in Paris at the Louvre.",
+    "John\nAnna\nParis\nLouvre",
+)
 
 
 def entity_prompt(text: str) -> str:
-    """The extraction prompt for one record text."""
-    return _ENTITY_PROMPT.format(text=text)
+    """The user message of the extraction for one record text."""
+    return f"Text: {text}"
+
+
+def entity_messages(text: str) -> list[dict[str, str]]:
+    """The chat sent for one record text: the task as a system message, one worked example,
+    then the text. A small model (SmolLM2-135M) given the task and the text in one user
+    message repeats the text instead of listing names; with the example it lists them."""
+    question, answer = _ENTITY_EXAMPLE
+    return [
+        {"role": "system", "content": _ENTITY_SYSTEM},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": entity_prompt(text)},
+    ]
 
 
 def parse_entities(reply: str, text: str) -> list[str]:
@@ -258,7 +274,7 @@ class LLMExtractor(Extractor):
         names, report = run_llm_step(
             "entity_extraction",
             self.llm,
-            lambda llm: parse_entities(llm.complete(entity_prompt(text)), text),
+            lambda llm: parse_entities(llm.complete(entity_messages(text)), text),
             lambda: self.fallback.extract(text),
             ENTITY_FALLBACK,
         )

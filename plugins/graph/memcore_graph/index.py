@@ -513,5 +513,9 @@ class GraphIndex(Index):
             "max_depth": self.config.max_depth,
             "entity_extraction": self.config.entity_extraction,
             "entity_nodes": self.config.entity_nodes,
-            **({"llm_steps": dict(self._extractor.steps)} if isinstance(self._extractor, LLMExtractor) else {}),
+            **(
+                {"llm_steps": dict(self._extractor.steps), "llm_fallback_reasons": dict(self._extractor.reasons)}
+                if isinstance(self._extractor, LLMExtractor)
+                else {}
+            ),
         }

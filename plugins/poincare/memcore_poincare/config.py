@@ -25,7 +25,7 @@ class PoincareIndexConfig(ComponentConfig):
 
     kind: str = "poincare"
     #: options that change how the index searches, not what it stores: changed on reopen without a rebuild
-    search_time: ClassVar[frozenset[str]] = frozenset({"cone_width", "max_neighbors", "neighbor_penalty", "mirror"})
+    search_time: ClassVar[frozenset[str]] = frozenset({"cone_width", "max_neighbors", "neighbor_penalty", "mirror", "cone"})
     space: str = Field("default", description="Embedding space giving each record's direction.")
     connection: ChromaConnection = Field(default_factory=ChromaConnection, description="Embedded (inside the index folder) or a Chroma server.")
     collection_prefix: str = Field("hyperamy", description="Chroma collections are named <prefix>-<index name>-<12 hex>.")
@@ -44,6 +44,9 @@ class PoincareIndexConfig(ComponentConfig):
     mirror: Literal["auto", "on", "off"] = Field(
         "auto",
         description="In-memory particle mirror for the cone and neighbour steps (exact cone, no Chroma round trip); auto: on embedded, off on a server.",
+    )
+    cone: Literal["auto", "chroma"] = Field(
+        "auto", description="Step 1: auto = the mirror's exact cosine cone when the mirror is on; chroma = Chroma's HNSW query (ids only) always."
     )
 
     @field_validator("collection_prefix")

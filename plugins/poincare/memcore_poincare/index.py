@@ -26,7 +26,8 @@ import numpy as np
 from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
 
 from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
-from .mirror import SNAPSHOT_FILES, ParticleMirror
+from .mirror import ParticleMirror
+from .snapshot import MirrorSnapshot
 from memcore_chroma_support import CollectionHome, chunks
 from .physics import ParticleProjector, TimePhysics, unit_directions
 from .retrieval import HyperAmyRetrieval
@@ -53,7 +54,7 @@ class PoincareIndex(Index):
         self.dim = context.space(config.space).dim
         self.requires = Requirements(spaces=(config.space,), links=True)
         self.projector = ParticleProjector(config.curvature, config.scaling_factor, TimePhysics(config.f, config.g))
-        self.retrieval = HyperAmyRetrieval(self, self.projector)
+        self.retrieval = HyperAmyRetrieval(self, self.projector, cone=config.cone)
         safe = re.sub(r"[^a-zA-Z0-9._-]", "-", context.name)[:200]
         self.home = CollectionHome(
             config.connection,
@@ -65,6 +66,7 @@ class PoincareIndex(Index):
         )
         self._use_mirror = config.mirror == "on" or (config.mirror == "auto" and config.connection.mode == "embedded")
         self._mirror: ParticleMirror | None = ParticleMirror(self.dim) if self._use_mirror else None  # a new index is empty: in step
+        self.last_snapshot_save: str | None = None  # what the last save wrote of the mirror: "base", "delta" or "unchanged"
 
     # -- the particle source of HyperAmyRetrieval ----------------------------------------
 
@@ -223,16 +225,18 @@ class PoincareIndex(Index):
         directory = Path(directory)
         self.home.save(directory, {"count": self.count()})
         mirror = self.particle_mirror()
+        snapshot = MirrorSnapshot(directory)
         if mirror is not None:
-            mirror.save(directory, self.home.collection.name)  # read back by load: no rebuild from Chroma
+            # read back by load: no rebuild from Chroma; only the rows changed since the last save are written
+            self.last_snapshot_save = snapshot.save(mirror, {"collection": self.home.collection.name})
         else:
-            for name in SNAPSHOT_FILES:
-                (directory / name).unlink(missing_ok=True)
+            snapshot.clear()
 
     def load(self, directory: Path) -> None:
         self.home.load(Path(directory))
-        # the saved snapshot, or None: rebuilt from the loaded collection on the next search
-        self._mirror = ParticleMirror.load(Path(directory), self.home.collection.name, self.dim) if self._use_mirror else None
+        # the saved snapshot (then caught up from the store's log like the collection), or
+        # None: rebuilt from the loaded collection on the next search
+        self._mirror = MirrorSnapshot(Path(directory)).load(self.dim, {"collection": self.home.collection.name}) if self._use_mirror else None
 
     def close(self) -> None:
         """Release the Chroma client; an unsaved (or dropped) generation is deleted."""

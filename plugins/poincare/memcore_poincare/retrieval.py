@@ -14,9 +14,11 @@
    is better; direct first on ties), top ``top_k`` returned.
 
 With a particle mirror (:mod:`.mirror`, the source's ``particle_mirror()``; on by default
-for embedded Chroma) the cone query asks Chroma for ids only (its HNSW index still picks
-the cone) and the candidates' directions, v/T/born and metadata come from the in-memory
-copy, as do the neighbours of step 3: no embeddings or metadata cross the Chroma API.
+for embedded Chroma) the mirror answers the cone itself (``cone="auto"``: the exact cosine
+top ``cone_width`` over its directions, :meth:`ParticleMirror.cone`) and the candidates'
+directions, v/T/born and metadata come from the in-memory copy, as do the neighbours of
+step 3: Chroma is not called at all. ``cone="chroma"`` keeps Chroma's HNSW query for step 1
+(asked for ids only). Without a mirror, everything is read from Chroma.
 
 When ``cone_width`` is not given it is derived from the collection size N:
 ``cone_width(N, top_k) = max(top_k, min(N, max(50, ceil(10·ln N))))`` (the design's
@@ -29,7 +31,7 @@ import json
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Collection as AbstractSet, Protocol, Sequence
+from typing import Any, Collection as AbstractSet, Literal, Protocol, Sequence
 
 import numpy as np
 
@@ -43,6 +45,7 @@ from .types import Point, SearchResult
 __all__ = ["HyperAmyRetrieval", "ParticleSource", "default_cone_width", "Candidates", "neighbour_ids", "check_search_args"]
 
 MIN_CONE = 50
+ConeSource = Literal["auto", "chroma"]
 
 
 def default_cone_width(n: int, top_k: int) -> int:
@@ -147,9 +150,12 @@ class ParticleSource(Protocol):
 class HyperAmyRetrieval:
     """The four-step search over a :class:`HyperAmyStorage` with a :class:`ParticleProjector`."""
 
-    def __init__(self, storage: HyperAmyStorage | ParticleSource, projector: ParticleProjector | None = None):
+    def __init__(self, storage: HyperAmyStorage | ParticleSource, projector: ParticleProjector | None = None, cone: ConeSource = "auto"):
+        if cone not in ("auto", "chroma"):
+            raise ValidationError(f"cone must be 'auto' or 'chroma', got {cone!r}")
         self.storage = storage
         self.projector = projector or ParticleProjector()
+        self.cone_source: ConeSource = cone
 
     @property
     def collection(self) -> Any:
@@ -249,8 +255,21 @@ class HyperAmyRetrieval:
                 return empty
             cone = default_cone_width(total, top_k)
 
+        directions = np.concatenate([d for d, _, _ in prepared])
+        if mirror is not None and self.cone_source == "auto":
+            # 1. cone: the mirror's exact top cone_width (among the allowed rows it holds)
+            rows = None if restrict is None else mirror.rows_of(restrict)
+            if rows is not None and not len(rows):
+                return empty
+            picked = mirror.cone(directions, cone, rows)
+            return [
+                self._rank(Candidates.from_mirror(mirror, picked[i]), query, t, top_k, max_neighbors, neighbor_penalty, restrict, mirror)
+                if len(picked[i])
+                else []
+                for i, (_, query, t) in enumerate(prepared)
+            ]
         # 1. cone: one Chroma query for every query direction
-        found = self._cone(np.concatenate([d for d, _, _ in prepared]), cone, restrict, payload=mirror is None)
+        found = self._cone(directions, cone, restrict, payload=mirror is None)
         if found is None:
             return empty
         out = []

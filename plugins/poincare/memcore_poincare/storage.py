@@ -26,13 +26,16 @@ import numpy as np
 from memcore import ConfigError, DimensionError, DuplicateIdError, NotFoundError, ValidationError
 
 from memcore_chroma_support import ChromaConnection, open_client
+from .chroma_state import write_position
 from .mirror import ParticleMirror
+from .snapshot import MirrorSnapshot
 from .physics import unit_directions
 from .types import Point
 
 __all__ = ["HyperAmyStorage", "UpsertReport", "COLLECTION_NAME", "chunks"]
 
 COLLECTION_NAME = "emotion_particles"
+SNAPSHOT_DIR = "memcore-mirror"  # <persist_path>/memcore-mirror/<collection>/: the mirror snapshot
 UnknownLinks = Literal["error", "drop", "keep"]
 
 
@@ -66,6 +69,14 @@ class HyperAmyStorage:
     already open Chroma client (overrides both). ``mirror``: keep the in-memory particle
     mirror the search reads (:mod:`.mirror`); default on for an embedded database this
     object opened, off for a server or a given client (other writers would not reach it).
+
+    ``snapshot``: with the mirror on an embedded database this object opened, save the
+    mirror in ``<persist_path>/memcore-mirror/<collection>/`` (:mod:`.snapshot`) on
+    :meth:`save_snapshot` and :meth:`close` (incremental: only what changed since the last
+    save), and read it back on reopen instead of rebuilding the mirror from Chroma. The
+    snapshot records Chroma's write position (:mod:`.chroma_state`): after any later write
+    to the collection (another process, or this one after its last save) it is stale and the
+    mirror is rebuilt from Chroma, as are damaged snapshot files.
     """
 
     def __init__(
@@ -78,6 +89,7 @@ class HyperAmyStorage:
         clean_links_on_delete: bool = True,
         unknown_links: UnknownLinks = "error",
         mirror: bool | None = None,
+        snapshot: bool = True,
     ):
         if unknown_links not in ("error", "drop", "keep"):
             raise ConfigError(f"unknown_links must be 'error', 'drop' or 'keep', got {unknown_links!r}")
@@ -99,6 +111,59 @@ class HyperAmyStorage:
             first = self.collection.get(limit=1, include=["embeddings"])
             self.dim = int(np.asarray(first["embeddings"]).shape[1])
         self._empty_at_start = self.dim is None  # then the mirror starts empty, in step, with no read from Chroma
+        embedded_here = self.connection.mode == "embedded" and client is None and persist_path is not None
+        self._persist = Path(persist_path) if embedded_here and persist_path is not None else None
+        self._snapshot: MirrorSnapshot | None = None
+        if self._persist is not None and self.use_mirror and snapshot:
+            self._snapshot = MirrorSnapshot(self._persist / SNAPSHOT_DIR / self.collection_name)
+
+    # -- the mirror snapshot ---------------------------------------------------------------
+
+    def _stamp(self) -> dict[str, Any] | None:
+        """What a snapshot of this collection must match: its name and Chroma's write position."""
+        if self._persist is None:
+            return None
+        position = write_position(self._persist, str(self.collection.id))
+        return None if position is None else {"collection": self.collection_name, "chroma": position}
+
+    def _load_snapshot(self) -> ParticleMirror | None:
+        """The saved mirror if it is whole and Chroma has not changed since (else None)."""
+        if self._snapshot is None or self.dim is None or not self._snapshot.manifest_path.is_file():
+            return None
+        stamp = self._stamp()
+        mirror = self._snapshot.load(self.dim, stamp) if stamp is not None else None
+        if mirror is not None and len(mirror) != self.count():
+            return None
+        return mirror
+
+    def _mirror_before_write(self) -> None:
+        """A write before the first search: read a valid snapshot first, so that the write is
+        journaled on top of it and the next save stays incremental."""
+        if self._mirror is None and self.use_mirror and not self._empty_at_start:
+            self._mirror = self._load_snapshot()
+
+    def save_snapshot(self) -> str | None:
+        """Save the mirror's snapshot: ``"base"`` (every row), ``"delta"`` (the rows changed
+        since the last save), ``"unchanged"``; None when there is nothing to save (no
+        snapshot folder, mirror off or not built) or the mirror no longer matches Chroma's
+        count (another writer: the snapshot is removed, the next open rebuilds)."""
+        if self._snapshot is None or self._mirror is None:
+            return None
+        stamp = self._stamp()
+        if stamp is None or len(self._mirror) != self.count():
+            self._snapshot.clear()
+            return None
+        return self._snapshot.save(self._mirror, stamp)
+
+    def close(self) -> None:
+        """Save the mirror's snapshot (:meth:`save_snapshot`). The storage stays usable."""
+        self.save_snapshot()
+
+    def __enter__(self) -> "HyperAmyStorage":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -140,6 +205,7 @@ class HyperAmyStorage:
             if policy == "drop" and p.id in unknown:
                 links = [t for t in links if t not in unknown[p.id]]
             metadatas.append(Point(p.id, None, p.v, p.T, p.born, p.current_time if p.current_time is not None else now, links).to_metadata())
+        self._mirror_before_write()
         for sl in chunks(range(len(ids)), self.batch_size):
             self.collection.upsert(ids=ids[sl.start : sl.stop], embeddings=embeddings[sl.start : sl.stop], metadatas=metadatas[sl.start : sl.stop])
         if self._mirror is None and self.use_mirror and self._empty_at_start:
@@ -196,6 +262,8 @@ class HyperAmyStorage:
         if not all(isinstance(i, str) and i for i in ids):
             raise ValidationError("ids to delete must be non-empty strings")
         present = sorted(self.existing(ids))
+        if present:
+            self._mirror_before_write()
         for part in chunks(present, self.batch_size):
             self.collection.delete(ids=list(part))
         if self._mirror is not None:
@@ -260,5 +328,7 @@ class HyperAmyStorage:
         if not self.use_mirror or self.dim is None:
             return None
         if self._mirror is None:
-            self._mirror = ParticleMirror.from_collection(self.collection, self.dim, self.batch_size)
+            self._mirror = self._load_snapshot()
+            if self._mirror is None:
+                self._mirror = ParticleMirror.from_collection(self.collection, self.dim, self.batch_size)
         return self._mirror

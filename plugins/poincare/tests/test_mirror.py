@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from memcore import IndexContext, Query, Record, SpaceInfo
+from memcore import IndexContext, Query, Record, SpaceInfo, ValidationError
 from memcore.testing import IndexContract
 from memcore_poincare import HyperAmyRetrieval, HyperAmyStorage, ParticleProjector, PoincareIndex, PoincareIndexConfig, Point
 from memcore_poincare.mirror import ParticleMirror
@@ -140,33 +140,21 @@ def test_the_index_saves_a_snapshot_and_loads_it_without_reading_chroma(tmp_path
     index.add([Record(id=f"r{i}", text="", vectors={"default": x[i]}) for i in range(40)])
     folder.mkdir(exist_ok=True)
     index.save(folder)
-    index.add([Record(id="late", text="", vectors={"default": x[0]})])  # after the save: replayed from the log on reopen
+    index.add([Record(id="late", text="", vectors={"default": x[0] + 0.05})])  # after the save: replayed from the log on reopen
     index.close()
     monkeypatch.setattr(ParticleMirror, "from_collection", classmethod(lambda *a, **k: pytest.fail("the snapshot should be used")))
     loaded = PoincareIndex(PoincareIndexConfig(), _ctx(folder))
     loaded.load(folder)
     assert len(loaded.particle_mirror()) == 40  # the snapshot, as saved
-    loaded.add([Record(id="late", text="", vectors={"default": x[0]})])  # the catch-up
+    loaded.add([Record(id="late", text="", vectors={"default": x[0] + 0.05})])  # the catch-up
     assert len(loaded.particle_mirror()) == 41 == len(loaded)
     off = PoincareIndex(PoincareIndexConfig(mirror="off"), _ctx(folder))
     off.load(folder)
     q = Query(vectors={"default": x[0]}, extras={"poincare": {"t_now": 2e9}})
     assert [h.id for h in loaded.search(q, 5)] == [h.id for h in off.search(q, 5)]
     off.save(folder)  # mirror off: no snapshot left behind
-    assert not (folder / "mirror.json").exists()
+    assert not (folder / "mirror-manifest.json").exists() and not list(folder.glob("mirror-*"))
     loaded.close()
-
-
-def test_a_snapshot_of_another_generation_is_ignored(tmp_path):
-    folder = tmp_path / "idx"
-    folder.mkdir()
-    m = ParticleMirror(2)
-    m.upsert(["a"], np.ones((1, 2), dtype=np.float32) / np.sqrt(2), [{"v": 1.0, "T": 1.0, "born": 0.0, "links": "[]"}])
-    m.save(folder, "gen-1")
-    assert ParticleMirror.load(folder, "gen-1", 2).ids == ["a"]
-    assert ParticleMirror.load(folder, "gen-2", 2) is None and ParticleMirror.load(folder, "gen-1", 3) is None
-    (folder / "mirror-vtb.npy").write_bytes(b"garbage")
-    assert ParticleMirror.load(folder, "gen-1", 2) is None
 
 
 @pytest.mark.parametrize("mirror", [True, False])
@@ -193,3 +181,62 @@ def test_the_index_batches_queries_with_their_own_modes(tmp_path):
         Query(vectors={"default": x[3]}, extras={"poincare": {"t_now": 2e9, "v": 1.5}}),
     ]
     assert index.search_batch(queries, 4) == [index.search(q, 4) for q in queries]
+
+
+def _exact_cone(storage, direction, k, allowed=None):
+    """The cone by brute force: the k held particles of highest cosine."""
+    m = storage.particle_mirror()
+    ids = [i for i in m.ids if allowed is None or i in allowed]
+    scores = np.array([float(m.directions[m.rows[i]] @ direction) for i in ids])
+    return [ids[j] for j in np.argsort(-scores, kind="stable")[:k]]
+
+
+@pytest.mark.parametrize("faiss_kernel", [True, False])
+def test_the_mirror_cone_is_the_exact_cosine_top(pair, monkeypatch, faiss_kernel):
+    on, _, _ = pair
+    if not faiss_kernel:
+        monkeypatch.setattr("memcore_poincare.mirror._KNN", None)  # as without faiss: numpy
+    m = on.particle_mirror()
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((5, 6)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    allowed = {f"p{i}" for i in range(0, 400, 4)}
+    for i, rows in enumerate(m.cone(q, 25)):
+        assert [m.ids[r] for r in rows] == _exact_cone(on, q[i], 25)
+    for i, rows in enumerate(m.cone(q, 30, m.rows_of(sorted(allowed)))):
+        assert [m.ids[r] for r in rows] == _exact_cone(on, q[i], 30, allowed)
+    assert [len(r) for r in m.cone(q[:1], 10_000)] == [400]  # never more than it holds
+
+
+def test_the_mirror_cone_against_chromas_cone(pair):
+    """cone="chroma" keeps Chroma's HNSW query for step 1; at a cone over every point both agree."""
+    on, off, _ = pair
+    exact = HyperAmyRetrieval(on, ParticleProjector(1.0, 2.0))
+    via_chroma = HyperAmyRetrieval(on, ParticleProjector(1.0, 2.0), cone="chroma")
+    calls = []
+    original = on.collection.query
+    on.collection.query = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        for q in _queries(12):
+            a = exact.search(q, top_k=6, cone_width=400, t_now=1_000_000.0)
+            assert not calls  # the exact cone does not ask Chroma
+            b = via_chroma.search(q, top_k=6, cone_width=400, t_now=1_000_000.0)
+            assert calls and [(r.id, round(r.score, 5)) for r in a] == [(r.id, round(r.score, 5)) for r in b]
+            calls.clear()
+    finally:
+        on.collection.query = original
+    with pytest.raises(ValidationError):
+        HyperAmyRetrieval(on, cone="hnsw")
+
+
+def test_the_index_cone_setting(tmp_path):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((120, 6)).astype(np.float32)
+    records = [Record(id=f"r{i}", text="", vectors={"default": x[i]}) for i in range(120)]
+    exact = PoincareIndex(PoincareIndexConfig(), _ctx())
+    chroma = PoincareIndex(PoincareIndexConfig(cone="chroma"), _ctx())
+    for index in (exact, chroma):
+        index.add(records)
+    assert exact.retrieval.cone_source == "auto" and chroma.retrieval.cone_source == "chroma"
+    q = Query(vectors={"default": x[5]}, extras={"poincare": {"t_now": 2e9, "cone_width": 120}})
+    assert [h.id for h in exact.search(q, 8)] == [h.id for h in chroma.search(q, 8)]

@@ -29,6 +29,9 @@ class TestPoincareRegistration(PluginRegistrationContract):
         "pydantic",
         "chromadb",
         "memcore_chroma_support",
+        "sqlite3",  # chroma_state: Chroma's write position, read-only
+        "zlib",  # snapshot: CRC-32 of the snapshot files
+        "faiss",  # mirror: the exact cone (imported on first search)
     }
     light_imports = ("memcore_poincare", "memcore_poincare:PoincareIndex", "memcore_poincare.storage", "memcore_poincare.retrieval")
 

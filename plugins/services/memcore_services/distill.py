@@ -33,17 +33,23 @@ __all__ = ["DistillConfig", "Thought", "Plan", "DISTILL_FALLBACK", "distill_prom
 
 DISTILL_FALLBACK = "merge_near_duplicates"
 
-_PROMPT = """You maintain a memory of short factual thoughts. Below are thoughts that are stored close
+_SYSTEM = """You maintain a memory of short factual thoughts. The user lists thoughts that are stored close
 together; the last one is new. Remove duplicates and thoughts that another one makes
 redundant, and merge closely related thoughts about the same subject into one fact.
 Keep every piece of information; do not invent anything.
 Reply with one JSON object and nothing else:
-{{"to_delete": [exact texts of thoughts to remove], "to_insert": [new merged thoughts]}}
-Reply {{"to_delete": [], "to_insert": []}} when nothing should change.
+{"to_delete": [exact texts of thoughts to remove], "to_insert": [new merged thoughts]}
+Reply {"to_delete": [], "to_insert": []} when nothing should change."""
 
-Thoughts:
-{thoughts}
-"""
+_EXAMPLE = (
+    "Thoughts:\n- Anna works at a bakery\n- John lives in Boston\n- Anna is a baker at the bakery",
+    '{"to_delete": ["Anna works at a bakery", "Anna is a baker at the bakery"], "to_insert": ["Anna works as a baker at a bakery"]}',
+)
+_STOP = set("the a an and or but to of in on at for with is are was were be been has have had it its this that as by from".split())
+_WORDS = re.compile(r"[a-z0-9][a-z0-9'-]+")
+COVERED = 0.5
+"""Share of a thought's content words another text must hold to stand for it (or, for a
+merged fact, that the group's texts must hold)."""
 
 
 class DistillConfig(ComponentConfig):
@@ -82,9 +88,26 @@ class Plan:
         return not self.delete and not self.insert
 
 
-def distill_prompt(group: Sequence[Thought]) -> str:
-    """The prompt listing the group (the new thought last)."""
-    return _PROMPT.format(thoughts="\n".join(f"- {t.text}" for t in group))
+def distill_prompt(group: Sequence[Thought]) -> list[dict[str, str]]:
+    """The chat listing the group (the new thought last): the task as a system message, one
+    worked example, then the thoughts. A small model (SmolLM2-135M) given all of it in one
+    user message writes prose lists; with the example it answers the JSON object."""
+    question, answer = _EXAMPLE
+    return [
+        {"role": "system", "content": _SYSTEM},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": "Thoughts:\n" + "\n".join(f"- {t.text}" for t in group)},
+    ]
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _WORDS.findall(str(text).casefold()) if w not in _STOP}
+
+
+def _covers(words: set[str], texts: Sequence[set[str]]) -> bool:
+    """Whether one of ``texts`` holds at least :data:`COVERED` of ``words``."""
+    return not words or any(len(words & t) >= COVERED * len(words) for t in texts)
 
 
 def _norm(text: str) -> str:
@@ -93,7 +116,14 @@ def _norm(text: str) -> str:
 
 def parse_plan(reply: str, group: Sequence[Thought]) -> Plan:
     """The plan of a model's reply; :class:`ValidationError` when it is not a JSON object of
-    two string lists, names texts outside the group, or deletes every thought and inserts nothing."""
+    two string lists, names texts outside the group, deletes every thought and inserts
+    nothing, or proposes changes of which none survives the two guards:
+
+    - a merged fact to insert must be grounded: at least :data:`COVERED` of its content words
+      occur in the group's texts (else it is dropped: made up, or the prompt's example);
+    - a thought is deleted only when a merged fact kept or a thought that stays holds at
+      least :data:`COVERED` of its content words (else it stays: a small model deletes
+      unrelated thoughts along with the duplicates)."""
     match = re.search(r"\{.*\}", reply, re.S)
     if match is None:
         raise ValidationError("distillation reply holds no JSON object")
@@ -113,10 +143,23 @@ def parse_plan(reply: str, group: Sequence[Thought]) -> Plan:
     if unknown:
         raise ValidationError(f"to_delete names texts that are not in the group: {unknown[:3]}")
     ids = list(dict.fromkeys(by_text[_norm(d)] for d in delete))
-    texts = [s.strip() for s in insert if s.strip()]
+    texts = list(dict.fromkeys(s.strip() for s in insert if s.strip()))
     if len(ids) == len({t.id for t in group}) and not texts:
         raise ValidationError("distillation would delete every thought and insert none")
-    return Plan(ids, list(dict.fromkeys(texts)))
+    group_words = set().union(*(_content(t.text) for t in group)) if group else set()
+    grounded = [x for x in texts if _content(x) and len(_content(x) & group_words) >= COVERED * len(_content(x))]
+    text_of = {t.id: t.text for t in group}
+    kept = [*(_content(x) for x in grounded), *(_content(t.text) for t in group if t.id not in ids)]
+    covered = []
+    for i in ids:  # in order: a deletion refused keeps its thought, which may stand for the next one
+        words = _content(text_of[i])
+        if _covers(words, kept):
+            covered.append(i)
+        else:
+            kept.append(words)
+    if (ids or texts) and not (covered or grounded):
+        raise ValidationError(f"distillation proposes no grounded change: to_delete {delete[:3]}, to_insert {insert[:3]}")
+    return Plan(covered, grounded)
 
 
 def fallback_plan(new: Thought, neighbours: Sequence[Thought], merge_threshold: float) -> tuple[Plan, str | None]:

@@ -1,14 +1,20 @@
 """``memoryos``: MemoryOS tiers (Kang et al. 2025; BAI-LAB/MemoryOS ``memoryos-pypi``).
 
 - **STM** (index ``memoryos.stm``, kind ``fifo``): the last ``stm_capacity`` pages.
-- **MTM** (index ``memoryos.mtm``, exact cosine): a page pushed out of the STM is first
+- **MTM** (index ``memoryos.mtm``, exact cosine): each page pushed out of the STM is first
   *chained* to the previously pushed page of the same session when the two are continuous
   (LLM step ``continuity``, fallback ``same_session``), and its chain's meta-summary is
-  updated (``meta_info``, fallback ``keyword_meta``); then it joins a *segment* of its
-  session (cosine to the segment centroid >= ``segment_threshold``) or starts one. A
-  segment keeps its pages, the pages not analysed yet, visits, interaction length, last visit.
+  updated (``meta_info``, fallback ``keyword_meta``). Then the batch (one page per insert, as
+  MemoryOS) is summarised into at most two themes (``multi_summary``, fallback
+  ``central_page``) and joins the segment of its session with the best MemoryOS score
+  ``cos(theme summary, segment summary) + keyword_weight * Jaccard(keywords)`` when it
+  reaches ``segment_threshold``, else starts a segment (:mod:`.memoryos_segments`). A joined
+  segment's summary and keywords are updated (``segment_summary``, fallback
+  ``central_page``). A segment keeps its pages, the pages not analysed yet, visits,
+  interaction length, last visit, summary, keywords and word counts.
 - **Heat** ``a * visits + b * length + c * exp(-(now - last_visit) / tau_s)``, updated on
-  access. After every insert each segment with pages not analysed yet is *promoted* when
+  access; ``now`` is the wall clock (MemoryOS) or, with ``clock = "event"``, the latest event
+  time of the entries (:mod:`.memoryos_clock`). After every insert each segment with pages not analysed yet is *promoted* when
   its heat reaches ``heat_threshold`` (MemoryOS: 5), hottest first: the LLM rewrites the **user
   profile** (``profile``, fallback ``keyword_profile``) and extracts **user knowledge** and
   **assistant knowledge** (``knowledge``, fallback ``first_person_lines``); its pages are
@@ -19,25 +25,26 @@
   the store. Nothing is dropped.
 - **LTM** is three indexes: ``memoryos.profile`` (one profile record),
   ``memoryos.user_knowledge`` and ``memoryos.assistant_knowledge``.
-- **Retrieval**: STM pages (word overlap), MTM (the ``top_segments`` segments closest to
-  the query, then their pages by cosine, thresholds as MemoryOS), the profile and both
+- **Retrieval**: STM pages (word overlap), MTM (the ``top_segments`` segments whose summary
+  embedding -- or centroid, ``segment_search`` -- is closest to the query, then their pages by cosine, thresholds as MemoryOS), the profile and both
   knowledge stores; every segment that yielded a page counts a visit. ``chain=True`` adds
   each page's chain (previous/next page, meta-summary) to its result.
 
 All state is in the store (namespace ``memoryos``: ``s:<n>`` segments, ``v:<n>`` their centroids,
-``p:<id>`` pages, ``c:<n>`` chains), read once per store sequence number (:class:`StateView`).
+``e:<n>`` their summary embeddings, ``p:<id>`` pages, ``c:<n>`` chains, ``clock``), read once per store sequence number (:class:`StateView`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import numpy as np
 from memcore import ComponentConfig, Service
 from pydantic import Field, field_validator
 
 from .common import HeatWeights, heat, hit_result, lexical, now, record_result, top, unit
+from .memoryos_clock import event_time
 from .memoryos_ltm import (
     Fact,
     Page,
@@ -57,6 +64,7 @@ from .memoryos_ltm import (
     speaker_words,
     speakers_of,
 )
+from .memoryos_segments import Theme, ask_multi_summary, ask_segment_summary, central_theme, segment_score
 from .memoryos_state import StateView
 
 __all__ = ["MemoryOSConfig", "MemoryOS", "keyword_summary"]
@@ -76,7 +84,20 @@ class MemoryOSConfig(ComponentConfig):
     kind: str = "memoryos"
     stm_capacity: int = Field(10, ge=1, description="Pages in the short-term queue.")
     mtm_capacity: int = Field(200, ge=1, description="Segments in the mid-term memory before the coldest are summarised into LTM.")
-    segment_threshold: float = Field(0.6, ge=-1, le=1, description="Cosine of a page to a segment centroid needed to join it.")
+    segment_threshold: float = Field(
+        0.6, ge=-1, le=2, description="Score (summary cosine + keyword_weight x keyword Jaccard) a page batch needs to join a segment of its session."
+    )
+    keyword_weight: float = Field(1.0, ge=0, description="Weight of the keyword Jaccard overlap in the segment score (MemoryOS: 1).")
+    segment_search: Literal["summary", "centroid"] = Field(
+        "summary",
+        description="Segment vector the retrieval's segment stage compares the query with: the summary's embedding (MemoryOS) or the pages' centroid.",
+    )
+    clock: Literal["wall", "event"] = Field("wall", description="Clock of heat recency: wall-clock time (MemoryOS) or the latest event time of the entries.")
+    time_keys: list[str] = Field(
+        default_factory=lambda: ["timestamp", "date_time"],
+        min_length=1,
+        description="Metadata keys read (first present) as an entry's event time (clock = 'event').",
+    )
     heat_threshold: float | None = Field(5.0, ge=0, description="Heat at which a segment's new pages are promoted to LTM (None: never).")
     continuity: bool = Field(True, description="Chain consecutive pages of a session (continuity + meta_info steps).")
     top_segments: int = Field(5, ge=1, description="Segments searched per query.")
@@ -103,6 +124,10 @@ def _centroid_key(segment: str) -> str:
     return "v:" + segment[2:]
 
 
+def _summary_key(segment: str) -> str:
+    return "e:" + segment[2:]
+
+
 def _top_words(counts: Counter[str], n: int = _KEEP_WORDS) -> dict[str, int]:
     return dict(counts.most_common(n))
 
@@ -127,19 +152,47 @@ class MemoryOS(Service):
     # -- insert --------------------------------------------------------------------------
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Add a page to the STM; pages pushed out join MTM; hot segments are promoted, cold ones summarised."""
+        """Add a page to the STM; the batch pushed out joins an MTM segment; hot segments are promoted, cold ones summarised."""
+        changes = self._clock_change(metadata)  # an unreadable event time is refused before anything is written
         vectors = dict(kwargs.pop("vectors", None) or {})
         if vector is not None:
             vectors[self.config.space] = vector
         if self.config.space not in vectors and isinstance(text, str) and self.config.space in self.collection.spaces:
             vectors[self.config.space] = self.collection.spaces[self.config.space].embed_documents([text])[0]  # needed when it reaches MTM
         item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), "vectors": vectors, **kwargs}
-        rid = self.state.write({}, lambda state: self.collection.insert([item], indexes=[STM], state=state))[0]
-        for page in self.state.write({}, lambda state: self.collection.evict(STM, state=state)):
-            self._to_mtm(page)
+        rid = self.state.write(changes, lambda state: self.collection.insert([item], indexes=[STM], state=state))[0]
+        evicted = self.state.write({}, lambda state: self.collection.evict(STM, state=state))
+        if evicted:
+            self._to_mtm(list(evicted))
         self._enforce_mtm()
         self._promote_hot()
         return rid
+
+    # -- clock of heat recency -----------------------------------------------------------
+
+    def _clock_change(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``{"clock": t}`` when the entry's event time moves the event clock forward."""
+        t = self._event_of(metadata) if self.config.clock == "event" else None
+        return {"clock": t} if t is not None and t > float(self.state.get("clock", float("-inf"))) else {}
+
+    def _event_of(self, metadata: Mapping[str, Any] | None) -> float | None:
+        """The event time of an entry: its first ``time_keys`` value present, parsed (None: none)."""
+        key = next((k for k in self.config.time_keys if (metadata or {}).get(k) is not None), None)
+        return None if key is None or metadata is None else event_time(metadata[key], key)
+
+    def _now(self) -> float:
+        """Wall-clock seconds, or (``clock = "event"``) the latest event time seen (0 before any)."""
+        return now() if self.config.clock == "wall" else float(self.state.get("clock", 0.0))
+
+    def _batch_time(self, pages: list[Page]) -> float:
+        """When pages joined MTM: now, or (``clock = "event"``) the latest event time among
+        them (the time of that dialogue; the clock when none has one)."""
+        if self.config.clock == "wall":
+            return now()
+        times = [t for p in pages if (t := self._event_of(p.metadata)) is not None]
+        return max(times) if times else self._now()
+
+    # -- STM -> MTM: chains, batch summary, segment assignment ----------------------------
 
     def _vector(self, page: str, text: str) -> np.ndarray:
         if page not in self._page_vectors:
@@ -158,21 +211,26 @@ class MemoryOS(Service):
         return np.stack([self._page_vectors[p] for p in pages]) if pages else np.zeros((0, 0), np.float32)
 
     def _chain(self, page: Page, changes: dict[str, Any]) -> dict[str, Any]:
-        """Chain ``page`` to the previously moved page of its session; returns the page's links."""
-        prev_id = self.state.get("last_page")
+        """Chain ``page`` to the previously moved page of its session; returns the page's links.
+        Reads ``changes`` (this batch's pending writes) before the state."""
+
+        def get(key: str, default: Any = None) -> Any:
+            return changes[key] if key in changes else self.state.get(key, default)
+
+        prev_id = get("last_page")
         prev_rec = self.collection.get_many([prev_id])[0] if prev_id else None
         prev = Page(prev_rec.id, prev_rec.text, dict(prev_rec.metadata or {})) if prev_rec is not None else None
-        prev_state = self.state.get(f"p:{prev_id}") if prev_id else None
+        prev_state = get(f"p:{prev_id}") if prev_id else None
         key = self.config.session_key
         continuous = False
         if prev is not None and prev_state and prev_state.get("chain") and same_session(prev, page, key):
             continuous = self.run_llm_step("continuity", lambda llm: ask_continuity(llm, prev, page), lambda: same_session(prev, page, key), "same_session")
         if continuous:
             chain_key = prev_state["chain"]
-            chain = dict(self.state.get(chain_key) or {})
+            chain = dict(get(chain_key) or {})
             changes[f"p:{prev_id}"] = {**prev_state, "next": page.id}
         else:
-            n = int(self.state.get("next_chain", 0)) + 1
+            n = int(get("next_chain", 0)) + 1
             changes["next_chain"] = n
             chain_key, chain = f"c:{n}", {"session": page.metadata.get(key), "date": page.metadata.get("date_time") or date_of(page), "words": {}, "pages": 0}
         words = Counter(chain.get("words") or {})
@@ -188,42 +246,91 @@ class MemoryOS(Service):
         changes["last_page"] = page.id
         return {"chain": chain_key, "prev": prev_id if continuous else None, "next": None}
 
-    def _to_mtm(self, page_id: str) -> None:
-        record = self.collection.get(page_id)
-        page = Page(record.id, record.text, dict(record.metadata or {}))
-        v = self._vector(page_id, record.text)
-        session = page.metadata.get(self.config.session_key)
+    def _to_mtm(self, page_ids: list[str]) -> None:
+        """Move a batch pushed out of the STM to MTM: chain each page, then each session's
+        part of the batch is summarised (``multi_summary``) and joins the best-scoring segment
+        of its session or starts one -- all in one store commit per session part."""
+        pages = pages_of(self.collection.get_many(page_ids))
+        key = self.config.session_key
         changes: dict[str, Any] = {}
-        links = self._chain(page, changes) if self.config.continuity else {}
+        links = {p.id: (self._chain(p, changes) if self.config.continuity else {}) for p in pages}
+        groups: dict[Any, list[Page]] = {}
+        for p in pages:
+            groups.setdefault(p.metadata.get(key), []).append(p)
+        for session, group in groups.items():
+            self._assign(session, group, links, changes)
+            changes = {}
+
+    def _theme_vector(self, theme: Theme) -> np.ndarray:
+        """A summary's embedding: its page's vector when it is a page's text, else embedded."""
+        if theme.page is not None and theme.page in self._page_vectors:
+            return self._page_vectors[theme.page]
+        return unit(self.collection.spaces[self.config.space].embed_documents([theme.content])[0])
+
+    def _summary_vector(self, key: str) -> np.ndarray:
+        """Segment ``key``'s summary embedding (a segment written by an older version has
+        none: its centroid stands in)."""
+        return unit(self.state.get(_summary_key(key)) or self._centroid(key))
+
+    def _assign(self, session: Any, group: list[Page], links: Mapping[str, Any], changes: dict[str, Any]) -> None:
+        ids = [p.id for p in group]
+        vecs = np.stack([self._vector(p.id, p.text) for p in group])
+        themes = self.run_llm_step("multi_summary", lambda llm: ask_multi_summary(llm, group), lambda: [central_theme(group, vecs)], "central_page")
+        theme_vecs = [self._theme_vector(t) for t in themes]
         segments = self.state.prefixed("s:")
-        best, best_sim = None, self.config.segment_threshold
+        best, best_theme, best_score = None, 0, float("-inf")
         for key, seg in segments.items():
             if seg.get("session") != session:
                 continue
-            sim = float(unit(self._centroid(key)) @ v)
-            if sim >= best_sim:
-                best, best_sim = key, sim
-        at = now()
-        if best is None:
+            sv = self._summary_vector(key)
+            for i, (theme, tv) in enumerate(zip(themes, theme_vecs)):
+                score = segment_score(tv, theme.keywords, sv, seg.get("keywords") or [], self.config.keyword_weight)
+                if score > best_score:  # the first best wins, as MemoryOS
+                    best, best_theme, best_score = key, i, score
+        at = self._batch_time(group)
+        batch_words = Counter(w for p in group for w in content_words(p.text))
+        if best is None or best_score < self.config.segment_threshold:
             n = int(self.state.get("next_segment", 0)) + 1
             best = f"s:{n}"
-            seg = {"pages": [page_id], "fresh": [page_id], "visits": 0, "length": 1, "last": at, "session": session, "promotions": 0}
+            summary, summary_vec = themes[0], theme_vecs[0]
+            if len(themes) > 1:  # one segment per batch (the data is stored once): both themes describe it
+                summary = Theme(" ".join(t.content for t in themes), list(dict.fromkeys(k for t in themes for k in t.keywords)))
+                summary_vec = self._theme_vector(summary)
+            seg = {"pages": ids, "fresh": ids, "visits": 0, "length": len(ids), "last": at, "session": session, "promotions": 0}
+            seg.update({"summary": summary.content, "keywords": summary.keywords, "words": _top_words(batch_words)})
             changes["next_segment"] = n
-            changes[_centroid_key(best)] = v.tolist()
+            changes[_centroid_key(best)] = unit(vecs.mean(axis=0)).tolist()
         else:
             old = segments[best]
             count = len(old["pages"])
-            changes[_centroid_key(best)] = unit((np.asarray(self._centroid(best)) * count + v) / (count + 1)).tolist()
-            seg = {
-                **old,
-                "pages": [*old["pages"], page_id],
-                "fresh": [*old.get("fresh", []), page_id],
-                "length": old["length"] + 1,
-                "last": at,
-            }
+            centroid = unit((np.asarray(self._centroid(best)) * count + vecs.sum(axis=0)) / (count + len(ids)))
+            words = Counter(old.get("words") or {})
+            words.update(batch_words)
+            all_ids = [*old["pages"], *ids]
+            new = themes[best_theme]
+            summary = self.run_llm_step(
+                "segment_summary",
+                lambda llm: ask_segment_summary(llm, str(old.get("summary") or ""), old.get("keywords") or [], new),
+                lambda: self._central_summary(all_ids, centroid, words),
+                "central_page",
+            )
+            summary_vec = self._theme_vector(summary)
+            changes[_centroid_key(best)] = centroid.tolist()
+            seg = {**old, "pages": all_ids, "fresh": [*old.get("fresh", []), *ids], "length": old["length"] + len(ids), "last": at}
+            seg.update({"summary": summary.content, "keywords": summary.keywords, "words": _top_words(words)})
+            changes["joins"] = int(self.state.get("joins", 0)) + 1
         changes[best] = seg
-        changes[f"p:{page_id}"] = {"tier": "mtm", "segment": best, **links}
-        self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, [page_id], state=state))
+        changes[_summary_key(best)] = summary_vec.tolist()
+        for pid in ids:
+            changes[f"p:{pid}"] = {"tier": "mtm", "segment": best, **(links.get(pid) or {})}
+        self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, ids, state=state))
+
+    def _central_summary(self, ids: list[str], centroid: np.ndarray, words: Counter[str]) -> Theme:
+        """Fallback ``central_page`` of a segment: its page closest to the centroid, its top words."""
+        matrix = self._page_matrix(ids)
+        pid = ids[int(np.argmax(matrix @ centroid))]
+        record = self.collection.get(pid)
+        return central_theme([Page(record.id, record.text, dict(record.metadata or {}))], matrix[:0], words)
 
     def _centroid(self, key: str) -> Any:
         """The centroid of segment ``key`` (kept apart from the segment's counters, so that a
@@ -241,7 +348,7 @@ class MemoryOS(Service):
         insert; a hot segment already analysed does not hold back the others here)."""
         if self.config.heat_threshold is None:
             return
-        at = now()
+        at = self._now()
         # MemoryOS compares the heat it stored at the last update (recency 1 then); the few
         # milliseconds since cost ~1e-8 of recency here, hence the tolerance
         floor = self.config.heat_threshold - 1e-6
@@ -265,7 +372,7 @@ class MemoryOS(Service):
             items = [{"text": f.text, "metadata": self._fact_metadata(f, by_page[f.page], store, key)} for f in facts if f.store == store]
             if items:
                 self.state.write({}, lambda state, items=items, index=index: self.collection.insert(items, indexes=[index], state=state))
-        reset = {**seg, "fresh": [], "visits": 0, "length": 0, "last": now(), "promotions": int(seg.get("promotions", 0)) + 1}
+        reset = {**seg, "fresh": [], "visits": 0, "length": 0, "last": self._now(), "promotions": int(seg.get("promotions", 0)) + 1}
         changes = {key: reset, "profile_words": {s: _top_words(c) for s, c in counts.items()}, "promotions": int(self.state.get("promotions", 0)) + 1}
         if profile is None or (old is not None and profile == old.text):  # the LLM's reply was too short: keep the profile
             self.state.write(changes)
@@ -291,7 +398,7 @@ class MemoryOS(Service):
         over = len(segments) - self.config.mtm_capacity
         if over <= 0:
             return
-        at = now()
+        at = self._now()
         for key in sorted(segments, key=lambda s: (self._heat(segments[s], at), s))[:over]:
             self._summarise(key, segments[key])
 
@@ -308,7 +415,7 @@ class MemoryOS(Service):
         if dia_ids:
             meta["dia_ids"] = dia_ids
         sid = self.state.write({}, lambda state: self.collection.insert([{"text": summary, "metadata": meta}], indexes=[USER_KB], state=state))[0]
-        changes: dict[str, Any] = {key: None, _centroid_key(key): None}
+        changes: dict[str, Any] = {key: None, _centroid_key(key): None, _summary_key(key): None, "evicted": int(self.state.get("evicted", 0)) + 1}
         for p in ids:
             self._page_vectors.pop(p, None)  # no longer searched
             changes[f"p:{p}"] = {**(self.state.get(f"p:{p}") or {}), "tier": "ltm", "summarised": sid}
@@ -320,7 +427,8 @@ class MemoryOS(Service):
         signature = tuple((k, len(s["pages"])) for k, s in segments.items())
         if self._centroids is None or self._centroids[0] != signature:
             keys = list(segments)
-            matrix = np.stack([unit(self._centroid(k)) for k in keys]) if keys else np.zeros((0, 0), np.float32)
+            vector = self._summary_vector if self.config.segment_search == "summary" else (lambda k: unit(self._centroid(k)))
+            matrix = np.stack([vector(k) for k in keys]) if keys else np.zeros((0, 0), np.float32)
             self._centroids = (signature, keys, matrix)
         return self._centroids[1], self._centroids[2]
 
@@ -343,7 +451,7 @@ class MemoryOS(Service):
         hits = sorted(((float(s), p) for s, p in zip(scores, pages) if s >= self.config.page_min_sim), key=lambda h: (-h[0], h[1]))
         visited = {owner[p] for _, p in hits}
         if visited:
-            at = now()
+            at = self._now()
             self.state.write({s: {**segments[s], "visits": segments[s].get("visits", 0) + 1, "last": at} for s in sorted(visited)})
         w = self.config.weights.get("mtm", 1.0)
         hits = hits[:k]
@@ -399,5 +507,7 @@ class MemoryOS(Service):
             "chains": sum(1 for k in state if k.startswith("c:")),
             "promotions": int(state.get("promotions", 0)),
             "summarised_pages": sum(1 for k, v in state.items() if k.startswith("p:") and v and v.get("tier") == "ltm"),
+            "evicted_segments": int(state.get("evicted", 0)),
+            "segment_joins": int(state.get("joins", 0)),
             "state_reads": self.state.reads,
         }

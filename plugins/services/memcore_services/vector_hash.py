@@ -81,7 +81,7 @@ class VectorHashMemory(Service):
         n = self.config.max_triples
         triples = self.run_llm_step(
             "triple_extraction",
-            lambda llm: parse_triples(llm.complete(triple_prompt(text)), n),
+            lambda llm: parse_triples(llm.complete(triple_prompt(text)), n, text),
             lambda: [t for speaker, said in turns for t in rule_triples(speaker, said, n)][:n],
             TRIPLE_FALLBACK,
         )

@@ -1,4 +1,4 @@
-"""``memoryos``'s five LLM steps through a real ``openai``-kind LLM (memcore-embed's chat
+"""``memoryos``'s seven LLM steps through a real ``openai``-kind LLM (memcore-embed's chat
 client) talking HTTP to a local OpenAI-compatible server on 127.0.0.1 that answers each
 MemoryOS prompt deterministically (and, when told to, with a server error)."""
 
@@ -19,6 +19,8 @@ REPLIES = {
     "user profiling": PROFILE,
     "extract user private data": "【User Private Data】\n- Alice works at a bank in Zurich (May 2023)\n- Alice has a cat, Pixel\n【Assistant Knowledge】\n- None",
     "Summarise the following": "Alice and Bob talked about Zurich.",
+    "subtopic summaries": 'Here you go:\n[{"theme": "Moving", "keywords": ["Zurich", "move"], "content": "Alice moved to Zurich."}]',
+    "topic segment": '{"summary": "Alice moved to Zurich with her cat Pixel.", "keywords": ["zurich", "cat"]}',
 }
 
 
@@ -88,7 +90,16 @@ def test_memoryos_steps_through_an_http_llm(opener, tmp_path, chat_server):
         c = m.collection
         steps = m.service.llm_report()
         assert steps["model"] == "memoryos-test"
-        assert steps["steps"] == {"meta_info": {"llm": 2}, "continuity": {"llm": 1}, "profile": {"llm": 1}, "knowledge": {"llm": 1}}
+        assert steps["steps"] == {
+            "meta_info": {"llm": 2},
+            "continuity": {"llm": 1},
+            "multi_summary": {"llm": 2},
+            "segment_summary": {"llm": 1},
+            "profile": {"llm": 1},
+            "knowledge": {"llm": 1},
+        }
+        (seg,) = [v for k, v in c.state_items("memoryos").items() if k.startswith("s:")]  # threshold -1: the second batch joined the first
+        assert seg["summary"] == "Alice moved to Zurich with her cat Pixel." and seg["keywords"] == ["zurich", "cat"]
         pages = {k[2:]: v for k, v in c.state_items("memoryos").items() if k.startswith("p:")}
         assert pages[ids[1]]["prev"] == ids[0] and pages[ids[0]]["next"] == ids[1]  # the LLM said "true"
         assert c.get("memoryos-profile").text == PROFILE
@@ -106,12 +117,12 @@ def test_memoryos_steps_through_an_http_llm(opener, tmp_path, chat_server):
 def test_memoryos_falls_back_when_the_llm_fails(opener, tmp_path, chat_server):
     """A server error on the knowledge and profile steps: their fallbacks run (reported as
     such), nothing is lost, the other steps still use the LLM."""
-    chat_server.fail = {"extract user private data", "user profiling"}
+    chat_server.fail = {"extract user private data", "user profiling", "subtopic summaries"}
     with _open(opener, tmp_path, chat_server.url) as m:
         ids = [m.insert(t, metadata={"session": 1, "dia_ids": d}) for t, d in DIALOGUE]
         steps = m.service.llm_report()["steps"]
         assert steps["knowledge"] == {"fallback:first_person_lines": 1} and steps["profile"] == {"fallback:keyword_profile": 1}
-        assert steps["meta_info"] == {"llm": 2}
+        assert steps["meta_info"] == {"llm": 2} and steps["multi_summary"] == {"fallback:central_page": 2} and steps["segment_summary"] == {"llm": 1}
         c = m.collection
         assert set(c.ids(index="memoryos.mtm")) | set(c.ids(index="memoryos.stm")) == set(ids)
         assert c.count(index="memoryos.user_knowledge") == 2  # Alice's two first-person lines of the promoted pages

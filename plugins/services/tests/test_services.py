@@ -269,7 +269,9 @@ def test_memoryos_summary_by_the_llm(opener, tmp_path, scripted):
             m.insert(t)
         texts = [s.text for s in _summaries(m)]
         assert texts and set(texts) == {"Alice and Bob talked about work and pets."}
-        assert m.service.llm_report() == {"model": "scripted", "steps": {"summary": {"llm": len(texts)}}}
+        steps = m.service.llm_report()["steps"]
+        assert steps["summary"] == {"llm": len(texts)}
+        assert steps["multi_summary"] == {"fallback:central_page": 3}  # the reply is no JSON theme list: invalid_reply
 
 
 # -- vector_hash -----------------------------------------------------------------------------
@@ -294,7 +296,7 @@ def test_vector_hash_with_an_llm_and_an_unparseable_reply(opener, tmp_path, scri
     with opener(tmp_path / "a", {"kind": "vector_hash"}, llms=llms) as m:
         m.insert("Alice: I work at Google and live in Zurich")
         assert sorted(m.collection.get(i).text for i in m.collection.ids(index="vector_hash.lsh")) == ["Alice lives in Zurich", "Alice works at Google"]
-        assert m.service.llm_report() == {"model": "scripted", "steps": {"triple_extraction": {"llm": 1}}}
+        assert m.service.llm_report() == {"model": "scripted", "steps": {"triple_extraction": {"llm": 1}}, "fallback_reasons": {}}
     with opener(tmp_path / "b", {"kind": "vector_hash", "llm": "bad"}, llms=llms) as m:
         m.insert("Alice: I work at Google")
         assert m.service.llm_report()["steps"] == {"triple_extraction": {"fallback:rule_svo": 1}}

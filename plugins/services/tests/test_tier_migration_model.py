@@ -34,10 +34,10 @@ class TierMachine(RuleBasedStateMachine):
     def open(self) -> memcore.Memory:
         return memcore.open({"indexes": {}, "service": self.service}, path=self.dir)
 
-    @rule(t=text, session=st.integers(1, 3))
-    def insert(self, t, session):
+    @rule(t=text, session=st.integers(1, 3), day=st.integers(0, 30))
+    def insert(self, t, session, day):
         self.n += 1
-        self.inserted.add(self.memory.insert(f"{t} #{self.n}", metadata={"session": session}))
+        self.inserted.add(self.memory.insert(f"{t} #{self.n}", metadata={"session": session, "timestamp": day * 86400}))
 
     @precondition(lambda self: self.inserted)
     @rule(q=text, k=st.integers(1, 8))
@@ -70,18 +70,18 @@ class HierarchicalMachine(TierMachine):
 
 
 class MemoryOSMachine(TierMachine):
-    """STM -> MTM (segments, chains) -> heat promotion (profile, user and assistant knowledge:
+    """STM -> MTM (chains; segments by summary + keyword score, their summaries kept up to date) -> heat promotion (profile, user and assistant knowledge:
     derived copies, the pages stay in MTM) and capacity eviction (segment summaries in user
     knowledge that list the pages they replace)."""
 
     service = {"kind": "memoryos", "stm_capacity": 2, "mtm_capacity": 2, "segment_threshold": 0.5, "heat_threshold": 3.0}
 
-    @rule(t=text, session=st.integers(1, 3))
-    def insert(self, t, session):
-        super().insert(t, session)
+    @rule(t=text, session=st.integers(1, 3), day=st.integers(0, 30))
+    def insert(self, t, session, day):
+        super().insert(t, session, day)
         # after an insert no segment with pages not analysed yet is at the heat threshold
         service = self.memory.service
-        at = time.time()
+        at = time.time() if service.config.clock == "wall" else float(service.state.get("clock", 0.0))
         assert all(service._heat(s, at) < 3.0 - 1e-6 for s in service.state.prefixed("s:").values() if s["fresh"])
 
     @invariant()
@@ -115,7 +115,23 @@ class MemoryOSMachine(TierMachine):
                 assert pages[p["next"]]["prev"] == pid and pages[p["next"]]["chain"] == p["chain"]
             if p["prev"]:
                 assert pages[p["prev"]]["next"] == pid
+        # segment assignment: every segment has its summary (fallback: the text of one of its
+        # pages), keywords (its top words), centroid and summary vector; nothing else is left over
+        texts = {i: c.get(i).text for s in segments.values() for i in s["pages"]}
+        for key, seg in segments.items():
+            assert seg["summary"] in {texts[i] for i in seg["pages"]} and seg["keywords"] == list(seg["words"])[: len(seg["keywords"])]
+            assert len(state["v:" + key[2:]]) == len(state["e:" + key[2:]])
+        assert {k[2:] for k in state if k[:2] in ("v:", "e:")} == {k[2:] for k in segments}
+        assert state.get("evicted", 0) == len(summaries)  # each evicted segment left exactly one summary
+        if self.memory.service.config.clock == "event":  # the clock is the latest event time seen
+            assert state.get("clock", 0) == max((c.get(i).metadata["timestamp"] for i in self.inserted), default=0)
         assert self.memory.service.state.items() == state  # the cached view equals the store
+
+
+class MemoryOSEventClockMachine(MemoryOSMachine):
+    """The same, with heat recency on the entries' event times (``clock = "event"``, one day)."""
+
+    service = {**MemoryOSMachine.service, "clock": "event", "heat": {"tau_s": 86400.0}}
 
 
 SETTINGS = settings(max_examples=examples(12), stateful_step_count=14, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -123,3 +139,5 @@ TestHierarchicalMigration = HierarchicalMachine.TestCase
 TestHierarchicalMigration.settings = SETTINGS
 TestMemoryOSMigration = MemoryOSMachine.TestCase
 TestMemoryOSMigration.settings = SETTINGS
+TestMemoryOSEventClockMigration = MemoryOSEventClockMachine.TestCase
+TestMemoryOSEventClockMigration.settings = SETTINGS

@@ -33,7 +33,8 @@ class ReplyLLM(LLM):
     def complete(self, messages: Any, **options: Any) -> str:
         self.prompts.append(messages)
         if self.config.mode == "first":
-            lines = [line[2:] for line in str(messages).splitlines() if line.startswith("- ")]
+            text = messages if isinstance(messages, str) else messages[-1]["content"]
+            lines = [line[2:] for line in text.splitlines() if line.startswith("- ")]
             return json.dumps({"to_delete": lines[:1], "to_insert": [f"{lines[0]} and {lines[-1]}"] if len(lines) % 2 else []})
         return self.config.reply
 
@@ -80,8 +81,8 @@ def test_an_llm_merges_related_thoughts_into_a_new_fact(opener, tmp_path, reply_
         assert meta["dia_ids"] == ["D1:1", "D1:2"] and meta["session"] == 1
         assert sorted(meta["merged_from"]) == ["Alice is an engineer", "Alice works at Google"]
         assert m.service.report() == {"thoughts": 1, "inserted": 1, "merged": 2, "forgotten": 0, "runs": 1}
-        assert m.service.llm_report() == {"model": "reply", "steps": {"distillation": {"llm": 1}}}
-        assert "Alice works at Google" in m.service.llms["default"].prompts[0]
+        assert m.service.llm_report() == {"model": "reply", "steps": {"distillation": {"llm": 1}}, "fallback_reasons": {}}
+        assert "Alice works at Google" in m.service.llms["default"].prompts[0][-1]["content"]
 
 
 def test_an_llm_forgets_a_redundant_thought_and_the_new_one_keeps_its_turns(opener, tmp_path, reply_llm):
@@ -143,7 +144,7 @@ def test_no_turn_is_ever_lost_under_random_inserts(opener, tmp_path, reply_llm, 
 
 def test_parse_plan_and_helpers():
     group = [Thought("a", "Alice likes tea", {}), Thought("b", "Bob likes cats", {})]
-    assert parse_plan('Sure: {"to_delete": ["alice likes tea."], "to_insert": ["x"]} ok', group) == Plan(["a"], ["x"])
+    assert parse_plan('Sure: {"to_delete": ["alice likes tea."], "to_insert": ["Alice likes green tea"]} ok', group) == Plan(["a"], ["Alice likes green tea"])
     assert parse_plan('{"to_delete": [], "to_insert": []}', group).empty
     with pytest.raises(ValidationError, match="every thought"):
         parse_plan('{"to_delete": ["Alice likes tea", "Bob likes cats"]}', group)
@@ -164,3 +165,37 @@ class TestVectorHashDistilling(ServiceContract):
     @pytest.fixture
     def open_memory(self, opener):
         return lambda path: opener(path, {"kind": "vector_hash", "extract": False, "bits": 4, "tables": 8, "distill": {"merge_threshold": 0.98}})
+
+
+# SmolLM2-135M (Q4_1, llama.cpp, temperature 0) on the distillation chat: it merged the two
+# Caroline thoughts but also deleted the unrelated Melanie one (recorded with
+# bench/bench_llm_steps.py); with the old one-message prompt it wrote prose lists, no JSON.
+REAL_GROUP = ["Caroline went to a LGBTQ support group", "Melanie painted a lake sunrise", "Caroline attended an LGBTQ support group yesterday"]
+REAL_REPLY = (
+    '{"to_delete": ["Caroline went to a LGBTQ support group", "Melanie painted a lake sunrise"], '
+    '"to_insert": ["Caroline attended an LGBTQ support group yesterday"]}'
+)
+REAL_PROSE = '"The thoughts to remove are:\n- Caroline went to a LGBTQ support group.\n- Melanie painted a lake sunrise.\n- The thoughts to insert are:'
+
+
+def test_parse_plan_keeps_a_thought_the_model_deleted_without_cover():
+    group = [Thought(str(i), t, {}) for i, t in enumerate(REAL_GROUP)]
+    assert parse_plan(REAL_REPLY, group) == Plan(["0"], ["Caroline attended an LGBTQ support group yesterday"])
+    with pytest.raises(ValidationError, match="JSON object"):
+        parse_plan(REAL_PROSE, group)
+    # merged facts must come from the group: the prompt's example, or anything made up, is dropped
+    example = '{"to_delete": ["Caroline went to a LGBTQ support group"], "to_insert": ["Anna works as a baker at a bakery"]}'
+    assert parse_plan(example, group) == Plan(["0"], [])  # still covered: the other Caroline thought stays
+    with pytest.raises(ValidationError, match="no grounded change"):
+        parse_plan('{"to_delete": ["Melanie painted a lake sunrise"], "to_insert": ["Anna works as a baker"]}', group)
+
+
+def test_a_real_reply_through_the_service_never_loses_the_unrelated_thought(opener, tmp_path, reply_llm):
+    with opener(tmp_path, _service(), llms={"default": {"kind": "reply", "reply": REAL_REPLY}}) as m:
+        for i, text in enumerate(REAL_GROUP):
+            m.insert(text, metadata={"dia_ids": [f"D1:{i}"]})
+        thoughts = _thoughts(m)
+        assert "Melanie painted a lake sunrise" in thoughts and "Caroline went to a LGBTQ support group" not in thoughts
+        assert {d for meta in thoughts.values() for d in meta.get("dia_ids", [])} == {"D1:0", "D1:1", "D1:2"}
+        sent = m.service.llms["default"].prompts[-1]
+        assert [x["role"] for x in sent] == ["system", "user", "assistant", "user"]

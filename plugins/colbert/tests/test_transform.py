@@ -1,0 +1,124 @@
+"""The pca residual transform: a learned rotation, bits by variance, Lloyd-Max buckets per component."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from memcore import CorruptError
+from memcore_colbert.codec import ResidualCodec
+from memcore_colbert.transform import TransformCodec
+
+
+def correlated(n: int, dim: int, seed: int) -> np.ndarray:
+    """Unit vectors around 8 directions whose residuals share a few strong directions (as MiniLM's do)."""
+    rng = np.random.default_rng(seed)
+    basis = np.linalg.qr(rng.standard_normal((dim, dim)))[0]
+    spread = np.geomspace(1.0, 0.01, dim)  # variance concentrated in a few components
+    centres = rng.standard_normal((8, dim))
+    x = centres[rng.integers(0, 8, n)] * 3 + (rng.standard_normal((n, dim)) * spread) @ basis.T
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_transform_codec_beats_plain_buckets_at_the_same_bytes(nbits):
+    x = correlated(6000, 32, 0)
+    centroids = x[:8].copy()
+    for _ in range(3):  # a few Lloyd steps for sensible centroids
+        assign = np.argmax(x @ centroids.T, axis=1)
+        centroids = np.stack([x[assign == c].mean(axis=0) for c in range(8)])
+        centroids /= np.linalg.norm(centroids, axis=1, keepdims=True)
+    centroids = centroids.astype(np.float32)
+    plain = ResidualCodec.train(x[3000:], centroids, nbits, "per_dim")
+    pca = TransformCodec.train(x[3000:], centroids, nbits)
+    assert pca.bytes_per_token == plain.bytes_per_token == 32 * nbits // 8
+    assert int(pca.widths.sum()) <= 32 * nbits and (np.diff(pca.widths) <= 0).all()
+    assert pca.widths[0] > nbits and pca.widths[-1] < nbits  # bits follow the variance
+    np.testing.assert_allclose(pca.rotation.T @ pca.rotation, np.eye(32), atol=1e-5)
+    cos = {}
+    for name, codec in (("plain", plain), ("pca", pca)):
+        codes, packed = codec.compress(x[:3000], centroids)
+        assert packed.shape == (3000, codec.bytes_per_token) and packed.dtype == np.uint8
+        approx = codec.decompress(codes, packed, centroids)
+        np.testing.assert_allclose(np.linalg.norm(approx, axis=1), 1.0, atol=1e-5)
+        cos[name] = float(np.mean(np.sum(approx * x[:3000], axis=1)))
+    assert cos["pca"] > cos["plain"]
+    # scoring in the rotated space gives the same inner products as the decoded vectors
+    codes, packed = pca.compress(x[:200], centroids)
+    q = x[3000:3010]
+    np.testing.assert_allclose(
+        pca.decompress_scoring(codes, packed, centroids) @ pca.rotate_query(q).T, pca.decompress(codes, packed, centroids) @ q.T, atol=1e-5
+    )
+    again = TransformCodec.from_json(json.loads(json.dumps(pca.to_json())), pca.rotation)
+    np.testing.assert_array_equal(again.decompress(codes, packed, centroids), pca.decompress(codes, packed, centroids))
+
+
+def test_lloyd_buckets_and_packing():
+    x = correlated(4000, 16, 1)
+    centroids = np.zeros((1, 16), dtype=np.float32)
+    codec = TransformCodec.train(x, centroids, 2)
+    for j in np.flatnonzero(codec.widths > 0)[:3]:
+        w, cut = codec.weights[j], codec.cutoffs[j]
+        assert (np.diff(w) >= 0).all()
+        np.testing.assert_allclose(cut, (w[1:] + w[:-1]) / 2, rtol=1e-5)  # nearest-neighbour condition
+    # each component's bucket id sits at its bit offset; none straddles a byte
+    codes, packed = codec.compress(x[:50], centroids)
+    z = x[:50] @ codec.rotation
+    offset = 0
+    for j, width in enumerate(codec.widths.tolist()):
+        if not width:
+            continue
+        assert offset // 8 == (offset + width - 1) // 8
+        ids = (packed[:, offset // 8] >> (offset % 8)) & ((1 << width) - 1)
+        np.testing.assert_array_equal(ids, np.searchsorted(codec.cutoffs[j], z[:, j], side="right"))
+        offset += width
+
+
+def test_bad_tables_are_refused():
+    x = correlated(2000, 16, 2)
+    codec = TransformCodec.train(x, np.zeros((1, 16), dtype=np.float32), 1)
+    data = codec.to_json()
+    with pytest.raises(ValueError, match="more than dim"):
+        TransformCodec.from_json({**data, "widths": [8] * 16, "bucket_cutoffs": [[0.0] * 255] * 16, "bucket_weights": [[0.0] * 256] * 16}, codec.rotation)
+    with pytest.raises(ValueError, match="widest first"):
+        TransformCodec.from_json({**data, "widths": list(reversed(data["widths"]))}, codec.rotation)
+    with pytest.raises(ValueError, match="do not fit dim"):
+        TransformCodec.from_json(data, codec.rotation[:8])
+
+
+def test_pca_index_plaid_agrees_reopens_and_refuses_another_transform(kit, tmp_path):
+    options = dict(train_min_tokens=200, exhaustive_below=0, ncentroids=64, nbits=2, residual_transform="pca")
+    index = kit.make(**options)
+    texts = kit.texts(600, seed=3)
+    index.add(kit.records(texts))
+    assert isinstance(index.engine.codec, TransformCodec)
+    overlaps = []
+    for text in kit.texts(30, seed=7, start=5000):
+        query = " ".join(text.split()[1:5])
+        plaid = [h.id for h in index.search(kit.query(query, ncells=4, centroid_score_threshold=0.3), 10)]
+        exact = [h.id for h in index.search(kit.query(query, exhaustive=True), 10)]
+        overlaps.append(len(set(plaid) & set(exact)) / 10)
+    assert np.mean(overlaps) >= 0.9
+    for i in (0, 17, 333):
+        assert index.search(kit.query(texts[i]), 1)[0].id == f"r{i}"
+    stats = index.stats()
+    assert stats["stored_bytes"] == index.engine.codes.nbytes + index.engine.residuals.nbytes + index.engine.centroids.nbytes + 32 * 32 * 4
+    index.save(tmp_path)
+    assert np.load(tmp_path / "rotation.npy", allow_pickle=False).shape == (32, 32)
+    assert json.loads((tmp_path / "buckets.json").read_text())["transform"] == "pca"
+    fresh = kit.make(**options)
+    fresh.load(tmp_path)
+    q = kit.query(texts[42])
+    assert [(h.id, round(h.score, 6)) for h in fresh.search(q, 5)] == [(h.id, round(h.score, 6)) for h in index.search(q, 5)]
+    with pytest.raises(CorruptError, match="residual_transform 'pca'"):
+        kit.make(**{**options, "residual_transform": "none"}).load(tmp_path)
+    (tmp_path / "rotation.npy").unlink()
+    with pytest.raises(CorruptError, match="rotation.npy"):
+        kit.make(**options).load(tmp_path)
+    # back to no transform: the rotation file is not left behind
+    plain = kit.make(**{**options, "residual_transform": "none"})
+    plain.add(kit.records(texts[:100]))
+    plain.save(tmp_path)
+    assert not (tmp_path / "rotation.npy").exists()

@@ -1,0 +1,179 @@
+"""``memoryos``: MemoryOS's segment assignment (batch summary, summary cosine + keyword
+Jaccard), segment summaries kept up to date, the event-time clock of heat recency."""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memcore import LLM, ComponentConfig, ValidationError, hookimpl
+from memcore.testing import register_plugin
+from memcore_services.memoryos_clock import event_time
+from memcore_services.memoryos_ltm import content_words
+from memcore_services.memoryos_segments import KEYWORDS, jaccard, parse_themes, segment_score
+
+PAGES = [
+    "Alice: I adopted a grey cat named Pixel from the shelter",
+    "Bob: Pixel the grey cat sleeps on the shelter sofa all day",
+    "Alice: my violin teacher moved the lesson to Sunday morning",
+]
+
+
+def _segments(m) -> dict[str, Any]:
+    return {k: v for k, v in m.collection.state_items("memoryos").items() if k.startswith("s:")}
+
+
+def _keywords(*texts: str) -> list[str]:
+    return [w for w, _ in Counter(w for t in texts for w in content_words(t)).most_common(KEYWORDS)]
+
+
+def test_theme_parsing_and_the_score():
+    themes = parse_themes(
+        'Sure:\n[{"theme": "Pets", "keywords": ["Cat", "cat", " shelter "], "content": "Alice adopted Pixel."},'
+        ' {"theme": "x", "content": ""}, {"content": "Music lessons."}, {"content": "third"}]'
+    )
+    assert [(t.content, t.keywords, t.theme) for t in themes] == [("Alice adopted Pixel.", ["cat", "shelter"], "Pets"), ("Music lessons.", [], "")]
+    assert [t.content for t in parse_themes('{"summaries": [{"content": "a"}]}')] == ["a"]
+    assert [t.content for t in parse_themes('{"theme": "t", "content": "one"}')] == ["one"]
+    for bad in ("no json here", "[]", '[{"theme": "no content"}]', "[{broken"):
+        with pytest.raises(ValidationError):
+            parse_themes(bad)
+    assert jaccard(["a", "b"], ["b", "c"]) == pytest.approx(1 / 3) and jaccard([], ["a"]) == 0.0
+    v = np.array([1.0, 0.0], np.float32)
+    assert segment_score(v, ["a", "b"], np.array([0.0, 2.0]), ["b", "c"], 1.0) == pytest.approx(1 / 3)
+    assert segment_score(v, ["a"], v, ["a"], 0.5) == pytest.approx(1.5)
+
+
+def _threshold_between(m, a: str, b: str) -> tuple[float, float]:
+    """(cosine of the two texts' embeddings, keyword Jaccard of their top words)."""
+    va, vb = m.collection.spaces["default"].embed_documents([a, b])
+    cos = float(va @ vb / np.linalg.norm(va) / np.linalg.norm(vb))
+    return cos, jaccard(_keywords(a), _keywords(b))
+
+
+@pytest.mark.parametrize("keyword_weight, joins", [(1.0, True), (0.0, False)])
+def test_a_batch_joins_by_summary_cosine_plus_keyword_overlap(opener, tmp_path, keyword_weight, joins):
+    """The second page's cosine alone is under the threshold; its keyword overlap lifts it over."""
+    with opener(tmp_path / "probe", {"kind": "memoryos"}) as m:
+        cos, jac = _threshold_between(m, PAGES[0], PAGES[1])
+    assert jac > 0.1
+    threshold = cos + jac / 2
+    service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": threshold, "keyword_weight": keyword_weight}
+    with opener(tmp_path / "m", service) as m:
+        ids = [m.insert(t, metadata={"session": 1}) for t in [*PAGES[:2], "Bob: bye"]]
+        segments = _segments(m)
+        assert sorted(len(s["pages"]) for s in segments.values()) == ([2] if joins else [1, 1])
+        assert m.service.report()["segment_joins"] == int(joins)
+        steps = m.service.llm_report()["steps"]
+        assert steps["multi_summary"] == {"fallback:central_page": 2}
+        assert steps.get("segment_summary", {}) == ({"fallback:central_page": 1} if joins else {})
+        first = segments["s:1"]
+        if not joins:  # a new segment: the batch's summary (its only page) and the page's top words
+            assert first["summary"] == PAGES[0] and first["keywords"] == _keywords(PAGES[0]) and first["pages"] == ids[:1]
+
+
+def test_a_joined_segment_gets_its_central_page_and_top_words(opener, tmp_path):
+    service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0}
+    with opener(tmp_path, service) as m:
+        ids = [m.insert(t, metadata={"session": 1}) for t in [*PAGES, "Bob: bye"]]
+        (key, seg) = next(iter(_segments(m).items()))
+        assert seg["pages"] == ids[:3] and seg["summary"] in PAGES and seg["keywords"] == _keywords(*PAGES)
+        vecs, _ = m.collection.vectors(ids[:3], "default")
+        vecs = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+        central = int(np.argmax(vecs @ (vecs.mean(axis=0) / np.linalg.norm(vecs.mean(axis=0)))))
+        assert seg["summary"] == PAGES[central]
+        summary_vec = np.asarray(m.collection.get_state("memoryos", "e:" + key[2:]))
+        assert np.allclose(summary_vec, vecs[central], atol=1e-6)  # the central page's own vector: nothing embedded again
+    with opener(tmp_path, service) as m:  # reopened: the segment's summary is read back and still used
+        m.insert("Alice: the grey cat Pixel hid under the shelter sofa", metadata={"session": 1})
+        (seg,) = _segments(m).values()
+        assert len(seg["pages"]) == 4 and seg["keywords"] == _keywords(*PAGES, "Bob: bye")
+
+
+class ThemesConfig(ComponentConfig):
+    kind: str = "themes"
+
+
+class ThemesLLM(LLM):
+    """Two themes for every multi-summary prompt; nonsense for every other step."""
+
+    def __init__(self, config: ThemesConfig):
+        self.model = "themes"
+
+    def complete(self, messages: Any, **options: Any) -> str:
+        text = messages if isinstance(messages, str) else messages[-1]["content"]
+        if "subtopic summaries" in text:
+            return '[{"theme": "Pets", "keywords": ["cat", "pixel"], "content": "A cat."}, {"theme": "Music", "keywords": ["violin"], "content": "A violin."}]'
+        return "?"
+
+
+@pytest.fixture
+def themes_llm():
+    @hookimpl
+    def register_llms(register):
+        register("themes", ThemesLLM, ThemesConfig)
+
+    with register_plugin(SimpleNamespace(register_llms=register_llms), name="themes-llm"):
+        yield
+
+
+def test_two_themes_describe_one_new_segment(opener, tmp_path, themes_llm):
+    """MemoryOS inserts the batch once per theme; memcore stores a page once, so a new
+    segment's summary holds both themes (and their keywords)."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "continuity": False, "segment_threshold": 2.0}
+    with opener(tmp_path, service, llms={"default": {"kind": "themes"}}) as m:
+        for t in [*PAGES[:2], "Bob: bye"]:
+            m.insert(t, metadata={"session": 1})
+        segments = _segments(m)
+        assert [s["summary"] for s in segments.values()] == ["A cat. A violin."] * 2
+        assert all(s["keywords"] == ["cat", "pixel", "violin"] for s in segments.values())
+        assert m.service.llm_report()["steps"] == {"multi_summary": {"llm": 2}}
+
+
+# -- event clock ---------------------------------------------------------------------------------
+
+
+def test_event_time_parsing():
+    assert event_time("1:56 pm on 8 May, 2023") == event_time("2023-05-08T13:56:00+00:00") == event_time("2023-05-08 13:56:00")
+    assert event_time(1_700_000_000) == 1.7e9 and event_time("8 May, 2023") == event_time("2023-05-08")
+    for bad in ("yesterday", "", True, None, float("nan"), [1]):
+        with pytest.raises(ValidationError, match="date_time"):
+            event_time(bad, "date_time")
+
+
+def test_an_unreadable_event_time_is_refused_before_anything_is_written(opener, tmp_path):
+    with opener(tmp_path, {"kind": "memoryos", "clock": "event", "stm_capacity": 1}) as m:
+        m.insert("Alice: hello", metadata={"session": 1, "date_time": "1:56 pm on 8 May, 2023"})
+        before = (m.collection.count(), m.collection.state_items("memoryos"))
+        with pytest.raises(ValidationError, match="date_time"):
+            m.insert("Bob: hi", metadata={"session": 1, "date_time": "someday"})
+        assert (m.collection.count(), m.collection.state_items("memoryos")) == before
+    with opener(tmp_path / "wall", {"kind": "memoryos", "stm_capacity": 1}) as m:  # the wall clock reads no event time
+        m.insert("Bob: hi", metadata={"session": 1, "date_time": "someday"})
+
+
+DAY = 86400.0
+
+
+@pytest.mark.parametrize("clock, evicted_session", [("wall", 2), ("event", 1)])
+def test_the_event_clock_makes_old_segments_cold(opener, tmp_path, clock, evicted_session):
+    """Session 1 (three pages, 100 days ago) against session 2 (one page, today), MTM holds
+    one segment. On the wall clock both were touched just now: the longer session 1 is hotter
+    and session 2 is summarised into LTM. On the event clock session 1's recency is
+    exp(-100) and it is the one summarised."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "mtm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0, "clock": clock}
+    service["heat"] = {"a": 1.0, "b": 1.0, "c": 3.0, "tau_s": DAY}
+    with opener(tmp_path, service) as m:
+        pages = [(t, 1, 0.0) for t in PAGES] + [("Bob: the lake was cold today", 2, 100 * DAY), ("Bob: bye", 2, 100 * DAY)]
+        for t, session, at in pages:
+            m.insert(t, metadata={"session": session, "timestamp": at})
+        (summary,) = [m.collection.get(i) for i in m.collection.ids(index="memoryos.user_knowledge")]
+        assert summary.metadata["session"] == evicted_session and m.service.report()["evicted_segments"] == 1
+        (kept,) = _segments(m).values()
+        assert kept["session"] == 3 - evicted_session
+        if clock == "event":
+            assert m.collection.get_state("memoryos", "clock") == 100 * DAY and kept["last"] == 100 * DAY
