@@ -189,6 +189,10 @@ class SQLiteStore(Store):
             cur.execute("ROLLBACK")
             raise
         if version is not None:
+            try:  # give back the pages of the version 1 tables (the migrated file would keep them free, ~2x the size)
+                self.db.execute("VACUUM")
+            except sqlite3.Error as exc:  # a full disk: the file is migrated and sound, only larger
+                log.warning("store.vacuum_failed", path=str(self.file), error=str(exc))
             log.info("store.migrated", path=str(self.file), version=version, to=SCHEMA_VERSION, seconds=round(time.perf_counter() - started, 3))
 
     # -- writes --------------------------------------------------------------------------
