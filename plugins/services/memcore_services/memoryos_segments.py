@@ -53,8 +53,8 @@ __all__ = [
 KEYWORDS = 5  # keywords of a fallback theme or segment (MemoryOS's LLM gives a handful)
 
 MULTI_SUMMARY_SYSTEM = "You are an expert in analyzing dialogue topics. Generate  concise summaries. No more than two topics. Be as brief as possible."
-MULTI_SUMMARY_PROMPT = (
-    "Please analyze the following dialogue and generate extremely concise subtopic summaries (if applicable), with a maximum of two themes.\n"
+MULTI_SUMMARY_PROMPT = MULTI_SUMMARY_SYSTEM.replace("{", "{{").replace("}", "}}") + (  # MemoryOS's system + user messages, as one message
+    "\n\nPlease analyze the following dialogue and generate extremely concise subtopic summaries (if applicable), with a maximum of two themes.\n"
     "Each summary should be very brief - just a few words for the theme and content. Format as JSON array:\n"
     '[\n  {{"theme": "Brief theme", "keywords": ["key1", "key2"], "content": "summary"}}\n]\n'
     "\nConversation content:\n{text}"
@@ -115,8 +115,7 @@ def _dialogue(pages: Sequence[Page]) -> str:
 
 def ask_multi_summary(llm: LLM, pages: Sequence[Page]) -> list[Theme]:
     """LLM: at most two themes of the batch (MemoryOS's multi-summary prompt)."""
-    messages = [{"role": "system", "content": MULTI_SUMMARY_SYSTEM}, {"role": "user", "content": MULTI_SUMMARY_PROMPT.format(text=_dialogue(pages))}]
-    return parse_themes(llm.complete(messages, temperature=0.0, max_tokens=300))
+    return parse_themes(llm.complete(MULTI_SUMMARY_PROMPT.format(text=_dialogue(pages)), temperature=0.0, max_tokens=300))
 
 
 def ask_segment_summary(llm: LLM, summary: str, keywords: Sequence[str], new: Theme) -> Theme:
