@@ -347,6 +347,9 @@ def main() -> None:
             trainings.append(
                 {"after_passages": start + len(pids[start : start + batch]), "trained_tokens": engine.trained_tokens, "centroids": len(engine.centroids)}
             )
+    if engine.train_pending:  # deferred (defer_training): what the first search or save does
+        engine.ensure_trained()
+        trainings.append({"after_passages": len(pids), "trained_tokens": engine.trained_tokens, "centroids": len(engine.centroids), "deferred": True})
     build_seconds = time.perf_counter() - started
     sizes = engine.nbytes()
     per_token = {
