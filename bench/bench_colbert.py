@@ -247,6 +247,7 @@ def main() -> None:
     parser.add_argument("--max-centroids", type=int, default=None, help="Cap of the default number of centroids (default: the index's).")
     parser.add_argument("--ndocs", type=int, default=None, help="PLAID ndocs (default: ColBERT's by k).")
     parser.add_argument("--ncells", type=int, default=None, help="PLAID ncells (default: ColBERT's by k).")
+    parser.add_argument("--also-ncells", type=int, nargs="*", default=[], help="Also measure the main index (PLAID recall and latency) with these ncells.")
     parser.add_argument("--centroid-score-threshold", type=float, default=None, help="PLAID pruning threshold (default: ColBERT's by k).")
     parser.add_argument("--doc-maxlen", type=int, default=180)
     parser.add_argument("--query-maxlen", type=int, default=32)
@@ -346,6 +347,9 @@ def main() -> None:
             trainings.append(
                 {"after_passages": start + len(pids[start : start + batch]), "trained_tokens": engine.trained_tokens, "centroids": len(engine.centroids)}
             )
+    if engine.train_pending:  # deferred (defer_training): what the first search or save does
+        engine.ensure_trained()
+        trainings.append({"after_passages": len(pids), "trained_tokens": engine.trained_tokens, "centroids": len(engine.centroids), "deferred": True})
     build_seconds = time.perf_counter() - started
     sizes = engine.nbytes()
     per_token = {
@@ -432,6 +436,18 @@ def main() -> None:
             str(b): other_codec(b, config.residual_transform, engine, flat, queries, qmats, pids, exact_slots, t_exact, qrels, args)
             for b in args.also_nbits
             if b != args.nbits
+        }
+    for ncells in args.also_ncells:
+        other_params = params.model_copy(update={"ncells": ncells})
+        times, hits = [], []
+        for (qid, _), q in zip(queries, qmats):
+            (slots, _), seconds = timed(engine.search, q, k, other_params)
+            times.append(seconds)
+            hits.append(len(set(slots.tolist()) & exact_slots[qid]) / max(1, min(k, len(exact_slots[qid]))))
+        result.setdefault("also_ncells", {})[str(ncells)] = {
+            "plaid": summary(times),
+            "latency_ratio_exhaustive_over_plaid_median": round(pct(t_exact, 50) / pct(times, 50), 2),
+            f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(hits)), 4),
         }
     for transform in args.also_transforms:
         if transform != config.residual_transform:
