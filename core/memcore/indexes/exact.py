@@ -107,11 +107,21 @@ class ExactIndex(Index):
         self._epoch = 0  # bumped when held rows move or go (not on appends): memos of allowed sets compare (epoch, rows)
         self._reader = context.vectors  # the store's vectors: save() leaves them out
 
-    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
+    def _prepare(self, vectors: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+        """Vectors as the index keeps them (unit rows for cosine). ``in_place``: ``vectors``
+        is a float32 matrix the caller hands over (one read from the store on load): it is
+        normalised where it is, in blocks, with the same values as a copy would get."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {vectors.shape}")
         if self.config.metric == "cosine":
+            if in_place and vectors.flags.writeable and vectors.flags.c_contiguous:
+                for start in range(0, vectors.shape[0], 8192):  # no full-size temporaries
+                    block = vectors[start : start + 8192]
+                    norms = np.linalg.norm(block, axis=1, keepdims=True)
+                    np.divide(block, norms, out=block, where=norms > 0)
+                    block[norms[:, 0] == 0] = 0  # as the copy gets them (only all-zero rows have a zero norm once validated)
+                return vectors
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         return vectors
@@ -313,7 +323,7 @@ class ExactIndex(Index):
         if not present.all():
             raw = raw[present]
             ids = [rid for rid, keep in zip(ids, present.tolist()) if keep]
-        return self._prepare(raw), ids
+        return self._prepare(raw, in_place=True), ids
 
     def stats(self) -> dict[str, Any]:
         return {"size": self._n, "dim": self.dim, "metric": self.config.metric, "space": self.config.space}
