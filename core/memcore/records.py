@@ -144,8 +144,12 @@ tiny, huge, overflowing, non-finite) takes the exact float64 path."""
 
 def _query_vector(value: Any, space: Any) -> np.ndarray:
     """:func:`as_vector` for a query's vector, its error message built only when needed."""
-    if type(value) is np.ndarray and value.dtype is _F32 and value.ndim == 1 and value.size and 1e-30 <= float(value.dot(value)) <= 1e34:
-        return value  # _fine(value), inlined: this runs for every query
+    if type(value) is np.ndarray and value.dtype is _F32 and value.ndim == 1 and value.size:
+        try:  # _fine(value), inlined: this runs for every query
+            if _FAST_LOW < float(value.dot(value)) < _FAST_HIGH:
+                return value
+        except RuntimeWarning:  # overflow, with warnings turned into errors: the exact path decides
+            pass
     return as_vector(value, what=f"query vector {space!r}")
 
 
