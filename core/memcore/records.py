@@ -144,8 +144,8 @@ tiny, huge, overflowing, non-finite) takes the exact float64 path."""
 
 def _query_vector(value: Any, space: Any) -> np.ndarray:
     """:func:`as_vector` for a query's vector, its error message built only when needed."""
-    if type(value) is np.ndarray and value.dtype is _F32 and value.ndim == 1 and value.size and _fine(value):
-        return value
+    if type(value) is np.ndarray and value.dtype is _F32 and value.ndim == 1 and value.size and 1e-30 <= float(value.dot(value)) <= 1e34:
+        return value  # _fine(value), inlined: this runs for every query
     return as_vector(value, what=f"query vector {space!r}")
 
 
@@ -467,7 +467,7 @@ class Query:
         vectors = self.vectors
         if vectors is not None and type(vectors) is not dict and not isinstance(vectors, Mapping):
             raise ValidationError(f"query vectors must be a dict of space name -> vector, got {type(vectors).__name__}")
-        self.vectors = {str(k): _query_vector(v, k) for k, v in vectors.items()} if vectors else {}
+        self.vectors = {k if type(k) is str else str(k): _query_vector(v, k) for k, v in vectors.items()} if vectors else {}
         extras = self.extras
         if extras is None:
             self.extras = {}

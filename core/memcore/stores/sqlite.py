@@ -89,6 +89,7 @@ class SQLiteStore(Store):
         self.file = self.dir / self.config.filename
         self._mutex = threading.RLock()
         self._rows = RowCache()
+        self._seq: int | None = None  # the writer's last sequence number, known without a read (only it writes)
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
         if self.read_only:
@@ -146,8 +147,10 @@ class SQLiteStore(Store):
             try:
                 applied = self._apply(cur, batch)
                 cur.execute("COMMIT")
+                self._seq = applied.seq
                 return applied
             except BaseException:
+                self._seq = None  # read again
                 cur.execute("ROLLBACK")
                 self._spaces.forget()  # a space created by the failed batch is gone again
                 raise
@@ -350,6 +353,10 @@ class SQLiteStore(Store):
     def get_batch(self, ids: Sequence[str]) -> RecordBatch:
         """The cached rows of ``ids`` (a snapshot: the cache replaces its dict, never empties
         it), each record built on first access."""
+        if not self.read_only:  # the writer's cache changes only in its own writes: a cached read needs no lock
+            rows = self._rows.rows
+            if all(map(rows.__contains__, ids)):
+                return RecordBatch(rows, row_record, complete=True)
         return RecordBatch(self._cached_rows(ids), row_record)
 
     def _cached_rows(self, ids: Sequence[str]) -> Mapping[str, Row]:
@@ -456,9 +463,14 @@ class SQLiteStore(Store):
     # -- log and state -------------------------------------------------------------------
 
     def last_seq(self) -> int:
+        if self._seq is not None:  # the writer: every query asks (allowed-set cache), and only it writes
+            return self._seq
         with self._mutex:
             row = self.db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
-        return int(row[0]) if row else 0
+            seq = int(row[0]) if row else 0
+            if not self.read_only:
+                self._seq = seq
+        return seq
 
     def ops_since(self, seq: int, index: str) -> list[Op]:
         with self._mutex:
