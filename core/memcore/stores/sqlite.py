@@ -30,7 +30,7 @@ from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, make_
 from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
 from .sqlite_rows import Row, RowCache, cached_row, row_record
-from .sqlite_schema import SCHEMA, SCHEMA_VERSION, ensure_vectors_view, migrate, pack_ops, unpack_ops
+from .sqlite_schema import SCHEMA_VERSION, json_text as _json_text, member_text as _member_text, members as _members, open_schema, pack_ops, unpack_ops
 from .sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION"]
@@ -72,41 +72,6 @@ class SQLiteStoreConfig(ComponentConfig):
 
 def _chunks(seq: Sequence[Any]) -> list[Sequence[Any]]:
     return [seq[i : i + _CHUNK] for i in range(0, len(seq), _CHUNK)]
-
-
-def _members(text: str) -> set[str]:
-    """The index names of a ``member_of`` value (``'|a|b|'``)."""
-    return set(text[1:-1].split("|")) if len(text) > 1 else set()
-
-
-def _member_text(names: set[str]) -> str:
-    if len(names) == 1:
-        for name in names:
-            return f"|{name}|"
-    return "|" + "|".join(sorted(names)) + "|" if names else "|"
-
-
-def _json_encoder() -> Any:
-    """``json.dumps`` with its defaults, without building an encoder per call (the C encoder
-    of the standard library, reused; None where it is missing)."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return None
-    base = json.JSONEncoder()
-    return make(None, base.default, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
-
-
-_ENCODE = _json_encoder()
-
-
-def _json_text(value: Any) -> str:
-    """``json.dumps(value)``: the same text, a third of the cost for small dicts."""
-    if _ENCODE is not None and type(value) is dict:
-        try:
-            return "".join(_ENCODE(value, 0))
-        except Exception:  # a circular or unencodable value: json.dumps raises the usual error
-            pass
-    return json.dumps(value)
 
 
 def _scope_row(scope: Scope | None) -> tuple[str | None, str | None, str | None]:
@@ -156,39 +121,10 @@ class SQLiteStore(Store):
             self.close()
             raise
 
-    def _stored_version(self) -> int | None:
-        if self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
-            return None
-        row = self.db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        return None if row is None else int(row[0])
-
     def _open_schema(self) -> None:
         """Create the tables of a new file, migrate an older one (writers only), refuse a newer one."""
-        version = self._stored_version()
-        if version == SCHEMA_VERSION:
-            return
-        if version is not None and version > SCHEMA_VERSION:
-            raise CorruptError(f"store {self.file} has schema version {version}, this memcore reads {SCHEMA_VERSION}")
-        if self.read_only:
-            if version is None:
-                raise CorruptError(f"{self.file} is not an initialised memcore store")
-            raise CorruptError(f"store {self.file} has schema version {version}: open it once for writing (not read-only) to migrate it to {SCHEMA_VERSION}")
         started = time.perf_counter()
-        if version is None:
-            self.db.executescript(SCHEMA)
-        cur = self.db.cursor()
-        cur.execute("BEGIN IMMEDIATE")
-        try:
-            if version is None:
-                ensure_vectors_view(cur, [])
-                cur.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
-            else:
-                migrate(cur, version)
-            cur.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            cur.execute("COMMIT")
-        except BaseException:
-            cur.execute("ROLLBACK")
-            raise
+        version = open_schema(self.db, self.read_only, self.file)
         if version is not None:
             try:  # give back the pages of the version 1 tables (the migrated file would keep them free, ~2x the size)
                 self.db.execute("VACUUM")

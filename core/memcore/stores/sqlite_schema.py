@@ -27,11 +27,24 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Iterable
+from pathlib import Path
+from typing import Any, Iterable
 
 from ..errors import CorruptError
 
-__all__ = ["SCHEMA_VERSION", "SCHEMA", "ensure_vectors_view", "migrate", "pack_ops", "unpack_ops", "OP_CODES"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "SCHEMA",
+    "ensure_vectors_view",
+    "json_text",
+    "member_text",
+    "members",
+    "migrate",
+    "open_schema",
+    "pack_ops",
+    "unpack_ops",
+    "OP_CODES",
+]
 
 SCHEMA_VERSION = 2
 
@@ -63,6 +76,42 @@ CREATE TABLE IF NOT EXISTS state (
 
 OP_CODES = {"add": "a", "remove": "r", "update": "u"}
 _OP_NAMES = {code: name for name, code in OP_CODES.items()}
+
+
+def members(text: str) -> set[str]:
+    """The index names of a ``member_of`` value (``'|a|b|'``)."""
+    return set(text[1:-1].split("|")) if len(text) > 1 else set()
+
+
+def member_text(names: set[str]) -> str:
+    """The ``member_of`` value of a set of index names (``'|'`` for none)."""
+    if len(names) == 1:
+        for name in names:
+            return f"|{name}|"
+    return "|" + "|".join(sorted(names)) + "|" if names else "|"
+
+
+def _json_encoder() -> Any:
+    """``json.dumps`` with its defaults, without building an encoder per call (the C encoder
+    of the standard library, reused; None where it is missing)."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    base = json.JSONEncoder()
+    return make(None, base.default, json.encoder.encode_basestring_ascii, None, ": ", ", ", False, False, True)
+
+
+_ENCODE = _json_encoder()
+
+
+def json_text(value: Any) -> str:
+    """``json.dumps(value)``: the same text, a third of the cost for small dicts."""
+    if _ENCODE is not None and type(value) is dict:
+        try:
+            return "".join(_ENCODE(value, 0))
+        except Exception:  # a circular or unencodable value: json.dumps raises the usual error
+            pass
+    return json.dumps(value)
 
 
 def vector_table(slot: int) -> str:
@@ -116,6 +165,44 @@ def unpack_ops(text: str) -> list[tuple[str, str]]:
 
 def _tables(db: sqlite3.Connection | sqlite3.Cursor) -> set[str]:
     return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+
+
+def stored_version(db: sqlite3.Connection) -> int | None:
+    """The file's schema version; None for a file without memcore's tables."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        return None
+    row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+    return None if row is None else int(row[0])
+
+
+def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | None:
+    """Create the tables of a new file, or migrate an older one in one transaction (writers
+    only); refuse a newer one. Returns the version migrated from (None: nothing migrated)."""
+    version = stored_version(db)
+    if version == SCHEMA_VERSION:
+        return None
+    if version is not None and version > SCHEMA_VERSION:
+        raise CorruptError(f"store {file} has schema version {version}, this memcore reads {SCHEMA_VERSION}")
+    if read_only:
+        if version is None:
+            raise CorruptError(f"{file} is not an initialised memcore store")
+        raise CorruptError(f"store {file} has schema version {version}: open it once for writing (not read-only) to migrate it to {SCHEMA_VERSION}")
+    if version is None:
+        db.executescript(SCHEMA)
+    cur = db.cursor()
+    cur.execute("BEGIN IMMEDIATE")
+    try:
+        if version is None:
+            ensure_vectors_view(cur, [])
+            cur.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
+        else:
+            migrate(cur, version)
+        cur.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        cur.execute("COMMIT")
+    except BaseException:
+        cur.execute("ROLLBACK")
+        raise
+    return version
 
 
 def migrate(cur: sqlite3.Cursor, version: int) -> None:
