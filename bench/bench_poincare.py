@@ -28,7 +28,10 @@ numpy operation. Both read the same Chroma results, so the comparison is reporte
 For each ``--cones`` width (50, 100, 500) on ``--n`` points (100,000; ``--quick`` 20,000)
 of ``--dim`` (64) dimensions: p50 latencies, ``speedup`` (loop / batched) and whether the
 rankings agree (same ids in the same order; the design adds 1e-7 inside its distance, so
-exact ties can order differently: ``same_ids`` counts equal id sets too). Then the
+exact ties can order differently: ``same_ids`` counts equal id sets too). memcore's cone is
+exact, the loop's is Chroma's HNSW query: ``chroma_cone_recall`` is the share of the exact
+cone Chroma returns, and ``same_ranking_as_loop_on_exact_cone`` compares memcore with the
+design loop fed the exact cone (its payload read from Chroma). Then the
 batched search embedded (``PersistentClient``) vs on a ``chroma run`` server on
 127.0.0.1 with the same points (``--server-n``, default ``--n``).
 
@@ -247,6 +250,25 @@ def main() -> None:
                 k: []
                 for k in ("search_batched", "search_loop", "search_chroma_cone", "search_chroma", "shell_batched", "shell_loop", "score_batched", "score_loop")
             }
+            # the exact cone (the mirror's) with its payload read from Chroma: the design loop fed
+            # with it is the reference for memcore's ranking; Chroma's HNSW cone's recall of it
+            mirror = storage.particle_mirror()
+            exact_cones = [[mirror.ids[r] for r in mirror.cone(retrieval.query_state(q, t_now)[0], cone)[0]] for q in queries]
+            recall = [len(set(f["ids"][0]) & set(e)) / max(len(e), 1) for f, e in zip(fetched, exact_cones)]
+            same_exact = 0
+            for i, q in enumerate(queries):
+                got = storage.collection.get(ids=exact_cones[i], include=["metadatas", "embeddings"])
+                ref = loop.search(
+                    Point("Q", tq[i], q.v, q.T, q.born),
+                    args.top_k,
+                    cone,
+                    args.max_neighbors,
+                    args.penalty,
+                    t_now=t_now,
+                    fetched={"ids": [got["ids"]], "embeddings": [got["embeddings"]], "metadatas": [got["metadatas"]]},
+                )
+                mine = retrieval.search(q, args.top_k, cone, args.max_neighbors, args.penalty, t_now=t_now)
+                same_exact += [r.id for r in ref] == [r.id for r in mine]
             same_chroma = 0
             same_order = same_ids = 0
             for i, q in enumerate(queries):
@@ -305,6 +327,8 @@ def main() -> None:
             row["same_ranking"] = f"{same_order}/{len(queries)}"
             row["mirror_same_as_chroma_cone"] = f"{same_chroma}/{len(queries)}"
             row["same_ids"] = f"{same_ids}/{len(queries)}"
+            row["same_ranking_as_loop_on_exact_cone"] = f"{same_exact}/{len(queries)}"
+            row["chroma_cone_recall"] = round(float(np.mean(recall)), 4)
             rows.append(row)
             log(json.dumps(row))
         result["batched_vs_loop"] = rows

@@ -63,12 +63,41 @@ class ChromaIndex(Index):
     # -- validation ------------------------------------------------------------------------
 
     def validate(self, records: Sequence[Record]) -> None:
+        self._matrix(records)
+
+    def _matrix(self, records: Sequence[Record]) -> np.ndarray:
+        """The records' vectors, checked and ready for Chroma (cosine: normalised), as one
+        float32 matrix: shapes per record, then finiteness and zero norms in one array pass
+        (the first bad record named)."""
         space = self.config.space
+        rows = []
         for r in records:
             v = r.vectors.get(space)
             if v is None:
                 raise DimensionError(f"index {self.name!r}: record {r.id!r} has no vector in space {space!r}")
-            self._check_vector(v, f"index {self.name!r}: the vector of record {r.id!r}")
+            if getattr(v, "shape", None) != (self.dim,):
+                raise DimensionError(
+                    f"index {self.name!r}: the vector of record {r.id!r}: expected a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}"
+                )
+            rows.append(v)
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        x = np.asarray(rows, dtype=np.float32)
+        cosine = self.config.metric == "cosine"
+        with np.errstate(over="ignore", invalid="ignore"):
+            # cosine vectors are normalised (in float64); ip/l2 ones reach Chroma's float32 arithmetic as they are
+            x64 = x.astype(np.float64) if cosine else None
+            square = np.einsum("ij,ij->i", x64, x64) if x64 is not None else np.einsum("ij,ij->i", x, x)
+        bad = ~np.isfinite(square)
+        if bad.any():
+            r = records[int(np.argmax(bad))]
+            raise ValidationError(f"index {self.name!r}: the vector of record {r.id!r} contains NaN or infinite values (or values too large for float32)")
+        if x64 is None:
+            return np.ascontiguousarray(x)
+        zero = square == 0.0
+        if zero.any():
+            raise ValidationError(f"index {self.name!r}: the vector of record {records[int(np.argmax(zero))].id!r} is all zeros: it has no cosine direction")
+        return (x64 / np.sqrt(square)[:, None]).astype(np.float32)
 
     def validate_query(self, query: Query) -> None:
         self._query_vector(query)
@@ -103,11 +132,10 @@ class ChromaIndex(Index):
     def add(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        self.validate(records)
-        latest = {r.id: r for r in records}  # a repeated id: the last one wins
-        ids = list(latest)
-        space = self.config.space
-        vectors = self._prepare(np.stack([np.asarray(latest[i].vectors[space], dtype=np.float32) for i in ids]))
+        matrix = self._matrix(records)  # every record is checked, even one a later repeat replaces
+        last = {r.id: i for i, r in enumerate(records)}  # a repeated id: the last one wins
+        ids = list(last)
+        vectors = matrix if len(ids) == len(records) else matrix[list(last.values())]
         collection = self.home.collection
         for sl in chunks(range(len(ids)), self.home.batch_size):
             collection.upsert(ids=ids[sl.start : sl.stop], embeddings=vectors[sl.start : sl.stop])

@@ -55,6 +55,22 @@ def test_bad_vectors_are_refused_before_chroma(vector, error):
         index.search(query(good[0].vectors["default"]), 0)
 
 
+def test_a_batch_is_checked_at_once_and_names_its_first_bad_record():
+    index = ChromaIndex(ChromaIndexConfig(), ctx())
+    batch = recs(6)
+    batch[4] = Record(id="r4", text="x", vectors={"default": np.zeros(8, dtype=np.float32)})
+    batch[2] = Record(id="r2", text="x", vectors={"default": np.full(8, np.nan, dtype=np.float32)})
+    with pytest.raises(ValidationError, match="'r2'"):
+        index.add(batch)
+    assert len(index) == 0
+    # a repeated id: the last vector wins (and is the one normalised)
+    v = np.zeros(8, dtype=np.float32)
+    v[3] = 5.0
+    index.add([recs(1)[0], Record(id="r0", text="x", vectors={"default": v}), *recs(2, start=1)])
+    assert len(index) == 3 and index.search(query(v), 1)[0].id == "r0"
+    assert index.search(query(v), 1)[0].score == pytest.approx(1.0, abs=1e-6)
+
+
 def test_float32_overflow_is_refused_for_l2_and_ip():
     for metric in ("l2", "ip"):
         index = ChromaIndex(ChromaIndexConfig(metric=metric), ctx())

@@ -7,8 +7,9 @@ its links from ``record.links`` (the store holds the truth; Chroma keeps a deriv
 copy). The particles live in a Chroma collection (:mod:`memcore_chroma_support.home`: embedded inside the
 index folder, or on a Chroma server) and are searched with the four steps of
 :class:`~.retrieval.HyperAmyRetrieval` (with embedded Chroma, the cone and neighbour
-steps read an in-memory particle mirror, :mod:`.mirror`, rebuilt from Chroma on first use
-after an open). Scores are higher-is-better: ``-distance``
+steps read an in-memory particle mirror, :mod:`.mirror`, which also answers the cone;
+saved incrementally with the index, :mod:`.snapshot`, and rebuilt from Chroma when no
+valid snapshot is there). Scores are higher-is-better: ``-distance``
 (``raw`` holds the distance, penalised for neighbours).
 """
 

@@ -147,7 +147,8 @@ class ParticleMirror:
 
     def take(self, rows: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """Ids, directions (k, d), v/T/born (k, 3) and metadatas of ``rows``."""
-        return [self.ids[r] for r in rows], self._u[rows], self._vtb[rows], [self.metadatas[r] for r in rows]
+        listed = rows.tolist()  # Python ints: list indexing with numpy integers is slower
+        return [self.ids[r] for r in listed], self._u[rows], self._vtb[rows], [self.metadatas[r] for r in listed]
 
     # -- the journal of what changed since the last snapshot save (.snapshot) ---------------
 

@@ -40,7 +40,7 @@ from memcore import ValidationError
 from .mirror import ParticleMirror
 from .physics import ParticleProjector, ParticleStates, unit_directions
 from .storage import HyperAmyStorage
-from .types import Point, SearchResult
+from .types import MatchType, Point, SearchResult
 
 __all__ = ["HyperAmyRetrieval", "ParticleSource", "default_cone_width", "Candidates", "neighbour_ids", "check_search_args"]
 
@@ -292,15 +292,17 @@ class HyperAmyRetrieval:
         restrict: list[str] | None,
         mirror: ParticleMirror | None,
     ) -> list[SearchResult]:
-        """Steps 2-4 for one query over its cone candidates."""
+        """Steps 2-4 for one query over its cone candidates. Scores stay in arrays until the
+        final ``top_k`` are known: only those become :class:`SearchResult` objects."""
         # 2. shell
         dist = self.projector.distance(query, cands.states(self.projector, t_now))
         order = np.argsort(dist, kind="stable")[:top_k]
-        results = [SearchResult(cands.ids[i], float(dist[i]), cands.metadatas[i], cands.directions[i].tolist(), "direct") for i in order]
+        pools: list[tuple[Candidates, np.ndarray, MatchType]] = [(cands, order, "direct")]
+        scores = dist[order]
         # 3. neighbourhood
         if max_neighbors > 0:
-            kept = {r.id for r in results}
-            wanted = neighbour_ids([_links(r.metadata) for r in results], max_neighbors, kept, set(restrict) if restrict is not None else None)
+            kept = {cands.ids[i] for i in order}
+            wanted = neighbour_ids([_links(cands.metadatas[i]) for i in order], max_neighbors, kept, set(restrict) if restrict is not None else None)
             if wanted:
                 if mirror is not None:
                     nb = Candidates.from_mirror(mirror, mirror.rows_of(wanted))
@@ -309,7 +311,14 @@ class HyperAmyRetrieval:
                     nb = Candidates.from_chroma(got["ids"], got["embeddings"], got["metadatas"])
                 if nb.ids:
                     nd = self.projector.distance(query, nb.states(self.projector, t_now)) * neighbor_penalty
-                    results.extend(SearchResult(nb.ids[i], float(nd[i]), nb.metadatas[i], nb.directions[i].tolist(), "neighbor") for i in range(len(nb.ids)))
-        # 4. aggregate (stable: direct results, already in order, stay ahead of equal neighbours)
-        results.sort(key=lambda r: r.score)
-        return results[:top_k]
+                    pools.append((nb, np.arange(len(nb.ids)), "neighbor"))
+                    scores = np.concatenate([scores, nd])
+        # 4. aggregate (a stable sort: direct results, already in order, stay ahead of equal neighbours)
+        best = np.argsort(scores, kind="stable")[:top_k].tolist()
+        direct = len(order)
+        results = []
+        for j in best:
+            source, rows, match = pools[0] if j < direct else pools[1]
+            i = int(rows[j if j < direct else j - direct])
+            results.append(SearchResult(source.ids[i], float(scores[j]), source.metadatas[i], source.directions[i].tolist(), match))
+        return results
