@@ -78,9 +78,9 @@ def _prefixes() -> dict[str, str]:
         "answer": HISTORY_PROMPT,
     }
     try:  # memoryos's segment steps (newer memcore-services)
-        from memcore_services.memoryos_segments import MULTI_SUMMARY_PROMPT, SEGMENT_SUMMARY_PROMPT
+        from memcore_services.memoryos_segments import MULTI_SUMMARY_SYSTEM, SEGMENT_SUMMARY_PROMPT
 
-        templates.update({"multi_summary": MULTI_SUMMARY_PROMPT, "segment_summary": SEGMENT_SUMMARY_PROMPT})
+        templates.update({"multi_summary": MULTI_SUMMARY_SYSTEM, "segment_summary": SEGMENT_SUMMARY_PROMPT})
     except ImportError:
         pass
     return {step: _first_text(t)[:60] for step, t in templates.items()}

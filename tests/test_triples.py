@@ -67,3 +67,22 @@ def test_extract_triples_falls_back_on_an_echo_and_uses_a_real_reply():
     assert report.used == "fallback" and report.reason == "invalid_reply" and triples and triples[0][0] == "Caroline"
     triples, report = extract_triples(_Replay(FEW_SHOT), turns, DIALOGUE)
     assert report.used == "llm" and triples == [("Caroline", "went to", "a LGBTQ support group")]
+
+
+# the chat on LoCoMo conv-26 (bench_llm_steps --components tim): most replies are pairs
+PAIRS = [
+    ("(Caroline, takes care of herself)\nMelanie: Yep, Caroline. I'm off to go swimming with the kids.", [("Caroline", "takes care of herself", "")]),
+    (
+        "(Melanie, ran a charity race for mental health)\nCaroline: That's awesome!\n(1:14 pm on 25 May, 2023)Caroline: proud of you",
+        [("Melanie", "ran a charity race for mental health", "")],
+    ),
+]
+
+
+def test_pairs_are_triples_without_object_and_dates_are_not_pairs():
+    source = "(1:14 pm on 25 May, 2023)Melanie: I ran a charity race. Caroline: Taking care of ourselves is vital."
+    for reply, expected in PAIRS:
+        assert parse_triples(reply, source=source) == expected
+    assert parse_triples("(Caroline, went to, the group)\n(Caroline, nice)", source=source) == [("Caroline", "went to", "the group")]  # triples first
+    with pytest.raises(ValidationError):
+        parse_triples("(1:14 pm on 25 May, 2023)", source=source)

@@ -35,6 +35,7 @@ _EXAMPLE = (
 )
 
 _PAREN = re.compile(r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*,\s*([^()]+?)\s*\)")
+_PAIR = re.compile(r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*\)")
 _SPEAKER_LINE = re.compile(r"^\s*(?:\([^)]*\))?\s*[A-Z][\w .'-]{0,40}:\s")
 _WORD = re.compile(r"[a-z0-9][a-z0-9'-]+")
 _FIRST_PERSON = {"i": None, "me": None, "my": "'s", "mine": "'s", "i'm": "is", "i've": "has", "we": None, "our": "'s"}
@@ -64,22 +65,25 @@ def _grounded(subject: str, source: str) -> bool:
 
 def parse_triples(reply: str, max_triples: int = 10, source: str | None = None) -> list[Triple]:
     """Triples in a model's reply: parenthesised ``(s, p, o)`` anywhere, else lines of exactly
-    three comma-separated parts (lines that repeat a ``speaker: text`` dialogue line are no
-    triples). With ``source`` (the dialogue), a triple whose subject shares no word with it
+    three comma-separated parts, else parenthesised pairs ``(s, p)`` as ``(s, p, "")`` (a
+    pair whose subject does not start with a letter, like a date, is none); lines that
+    repeat a ``speaker: text`` dialogue line are no triples. With ``source`` (the dialogue), a triple whose subject shares no word with it
     is dropped (copied from the prompt's example, or made up). :class:`ValidationError` when
     no triple is left (``None`` replies give an empty list)."""
     text = reply.strip()
     if re.fullmatch(r"(?i)\W*none\W*", text):
         return []
+    lines = [line for line in text.splitlines() if not _SPEAKER_LINE.match(line)]
     found = [tuple(p.strip(" \"'`*") for p in m.groups()) for m in _PAREN.finditer(text)]
     if not found:
-        for line in text.splitlines():
-            if _SPEAKER_LINE.match(line):
-                continue
+        for line in lines:
             parts = [p.strip(" \"'`*-") for p in re.sub(r"^\s*\d+[.)]\s*", "", line).split(",")]
             if len(parts) == 3 and all(parts):
                 found.append(tuple(parts))
-    found = [t for t in found if all(t) and (source is None or _grounded(t[0], source))]
+    if not found:  # SmolLM2 often writes pairs: "(Caroline, takes care of herself)" -> (subject, predicate, "")
+        for line in lines:
+            found.extend((s.strip(" \"'`*"), p.strip(" \"'`*"), "") for s, p in _PAIR.findall(line) if s.strip(" \"'`*")[:1].isalpha())
+    found = [t for t in found if t[0] and t[1] and (source is None or _grounded(t[0], source))]
     if not found:
         raise ValidationError(f"no (subject, predicate, object) triple in the reply: {' '.join(text.split())[:200]!r}")
     return [(s, p, o) for s, p, o in dict.fromkeys(found)][:max_triples]

@@ -6,9 +6,11 @@ least ``min_neighbours`` of them, one LLM step decides what to do with the group
 
 - ``llm``: the prompt lists the group's thoughts; the reply is a JSON object
   ``{"to_delete": [exact thought texts], "to_insert": [merged facts]}`` (TiM's seed: remove
-  duplicates and subsumed thoughts, merge related ones). A reply that is not such an
-  object, names no thought of the group, or would delete everything without inserting
-  anything is invalid: the fallback runs instead.
+  duplicates and subsumed thoughts, merge related ones). Texts outside the group delete
+  nothing; a merged fact must be grounded in the group's words and a thought is deleted
+  only when a kept text covers it (:func:`parse_plan`). A reply that is not such an object,
+  would delete everything without inserting anything, or keeps no change after those
+  guards is invalid: the fallback runs instead.
 - fallback ``merge_near_duplicates``: the new thought merges into its most similar
   neighbour when their cosine is at least ``merge_threshold`` (the neighbour keeps its text).
 
@@ -47,6 +49,8 @@ _EXAMPLE = (
 )
 _STOP = set("the a an and or but to of in on at for with is are was were be been has have had it its this that as by from".split())
 _WORDS = re.compile(r"[a-z0-9][a-z0-9'-]+")
+MIN_FACT_WORDS = 3
+"""Content words a merged fact needs (SmolLM2 proposes fragments such as "Melanie said")."""
 COVERED = 0.5
 """Share of a thought's content words another text must hold to stand for it (or, for a
 merged fact, that the group's texts must hold)."""
@@ -116,8 +120,10 @@ def _norm(text: str) -> str:
 
 def parse_plan(reply: str, group: Sequence[Thought]) -> Plan:
     """The plan of a model's reply; :class:`ValidationError` when it is not a JSON object of
-    two string lists, names texts outside the group, deletes every thought and inserts
-    nothing, or proposes changes of which none survives the two guards:
+    two string lists, deletes every thought and inserts nothing, or proposes changes of
+    which none survives the guards. Texts to delete that are not in the group delete
+    nothing; a merged fact of fewer than :data:`MIN_FACT_WORDS` content words, or already
+    part of a thought that stays, is not inserted; and:
 
     - a merged fact to insert must be grounded: at least :data:`COVERED` of its content words
       occur in the group's texts (else it is dropped: made up, or the prompt's example);
@@ -139,15 +145,20 @@ def parse_plan(reply: str, group: Sequence[Thought]) -> Plan:
     by_text: dict[str, str] = {}
     for t in group:
         by_text.setdefault(_norm(t.text), t.id)
-    unknown = [d for d in delete if _norm(d) not in by_text]
-    if unknown:
-        raise ValidationError(f"to_delete names texts that are not in the group: {unknown[:3]}")
-    ids = list(dict.fromkeys(by_text[_norm(d)] for d in delete))
+    # texts outside the group delete nothing (SmolLM2 splits "Caroline said How have you been" in two)
+    ids = list(dict.fromkeys(by_text[_norm(d)] for d in delete if _norm(d) in by_text))
     texts = list(dict.fromkeys(s.strip() for s in insert if s.strip()))
     if len(ids) == len({t.id for t in group}) and not texts:
         raise ValidationError("distillation would delete every thought and insert none")
     group_words = set().union(*(_content(t.text) for t in group)) if group else set()
-    grounded = [x for x in texts if _content(x) and len(_content(x) & group_words) >= COVERED * len(_content(x))]
+    staying_texts = [_norm(t.text) for t in group if t.id not in ids]
+    grounded = [
+        x
+        for x in texts
+        if len(_content(x)) >= MIN_FACT_WORDS
+        and len(_content(x) & group_words) >= COVERED * len(_content(x))
+        and not any(_norm(x) in kept for kept in staying_texts)
+    ]
     text_of = {t.id: t.text for t in group}
     kept = [*(_content(x) for x in grounded), *(_content(t.text) for t in group if t.id not in ids)]
     covered = []
@@ -157,7 +168,7 @@ def parse_plan(reply: str, group: Sequence[Thought]) -> Plan:
             covered.append(i)
         else:
             kept.append(words)
-    if (ids or texts) and not (covered or grounded):
+    if (delete or texts) and not (covered or grounded):
         raise ValidationError(f"distillation proposes no grounded change: to_delete {delete[:3]}, to_insert {insert[:3]}")
     return Plan(covered, grounded)
 

@@ -175,12 +175,16 @@ REAL_REPLY = (
     '{"to_delete": ["Caroline went to a LGBTQ support group", "Melanie painted a lake sunrise"], '
     '"to_insert": ["Caroline attended an LGBTQ support group yesterday"]}'
 )
+# SmolLM2 on recorded LoCoMo thoughts: a thought split in two (neither half is in the group),
+# and fragments proposed as merged facts
+REAL_SPLIT = '{"to_delete": ["Caroline said", "How have you been"], "to_insert": ["Caroline said", "Gonna continue my education"]}'
 REAL_PROSE = '"The thoughts to remove are:\n- Caroline went to a LGBTQ support group.\n- Melanie painted a lake sunrise.\n- The thoughts to insert are:'
 
 
 def test_parse_plan_keeps_a_thought_the_model_deleted_without_cover():
     group = [Thought(str(i), t, {}) for i, t in enumerate(REAL_GROUP)]
-    assert parse_plan(REAL_REPLY, group) == Plan(["0"], ["Caroline attended an LGBTQ support group yesterday"])
+    # its merged fact is the third thought, which stays: nothing to insert again
+    assert parse_plan(REAL_REPLY, group) == Plan(["0"], [])
     with pytest.raises(ValidationError, match="JSON object"):
         parse_plan(REAL_PROSE, group)
     # merged facts must come from the group: the prompt's example, or anything made up, is dropped
@@ -188,6 +192,11 @@ def test_parse_plan_keeps_a_thought_the_model_deleted_without_cover():
     assert parse_plan(example, group) == Plan(["0"], [])  # still covered: the other Caroline thought stays
     with pytest.raises(ValidationError, match="no grounded change"):
         parse_plan('{"to_delete": ["Melanie painted a lake sunrise"], "to_insert": ["Anna works as a baker"]}', group)
+    split = [Thought("h", "Caroline said How have you been", {}), Thought("e", "Caroline said Gonna continue my education", {})]
+    with pytest.raises(ValidationError, match="no grounded change"):  # nothing of the group deleted; the facts are fragments or held already
+        parse_plan(REAL_SPLIT, split)
+    merged = '{"to_delete": ["Caroline said How have you been"], "to_insert": ["Caroline said How have you been and continues her education"]}'
+    assert parse_plan(merged, split) == Plan(["h"], ["Caroline said How have you been and continues her education"])
 
 
 def test_a_real_reply_through_the_service_never_loses_the_unrelated_thought(opener, tmp_path, reply_llm):
