@@ -33,6 +33,7 @@ __all__ = [
     "Page",
     "pages_of",
     "ask_continuity",
+    "check_not_echo",
     "ask_meta_info",
     "ask_profile",
     "ask_knowledge",
@@ -151,11 +152,37 @@ def same_session(previous: Page | None, current: Page, session_key: str) -> bool
     return previous is not None and previous.metadata.get(session_key) == current.metadata.get(session_key)
 
 
+_SPACES = re.compile(r"\s+")
+ECHO_WORDS = 5
+"""A reply line of at least this many words found verbatim in the dialogue is an echo."""
+
+
+def _normal(text: str) -> str:
+    return _SPACES.sub(" ", text).strip().lower()
+
+
+def check_not_echo(reply: str, dialogue: str, step: str) -> None:
+    """Raise :class:`ValidationError` when a summary-like ``reply`` repeats the dialogue instead
+    of summarising it: a line in the dialogue's own ``(date) speaker: text`` form, or a line of
+    :data:`ECHO_WORDS`+ words copied verbatim from it (its speaker prefix dropped). A small
+    model (SmolLM2-135M) often answers a summary prompt that way; the step's fallback runs."""
+    said = _normal(dialogue)
+    for line in reply.splitlines():
+        m = _LINE.match(line)
+        if m and m.group("date"):
+            raise ValidationError(f"{step} reply repeats a dialogue line: {line.strip()[:80]!r}")
+        body = _normal(m.group("text") if m else line)
+        if len(body.split()) >= ECHO_WORDS and body in said:
+            raise ValidationError(f"{step} reply copies the dialogue: {line.strip()[:80]!r}")
+
+
 def ask_meta_info(llm: LLM, meta: str | None, page: Page) -> str:
-    """LLM: the chain's meta-summary updated with ``page`` (T=0.3, <= 100 tokens)."""
+    """LLM: the chain's meta-summary updated with ``page`` (T=0.3, <= 100 tokens); an empty
+    reply or one that repeats the page (:func:`check_not_echo`) is refused."""
     reply = llm.complete(META_PROMPT.format(meta=meta or "None", page=page.text), temperature=0.3, max_tokens=100).strip()
     if not reply:
         raise ValidationError("empty meta-summary")
+    check_not_echo(reply, page.text, "meta_info")
     return reply
 
 
@@ -181,10 +208,13 @@ def speakers_of(page: Page) -> list[str]:
 
 def ask_profile(llm: LLM, profile: str | None, pages: Sequence[Page]) -> str | None:
     """LLM: the complete user profile rewritten with the hot pages; None (keep the old
-    profile, as MemoryOS does) when the reply is under 30 characters or "none"."""
-    reply = llm.complete(PROFILE_PROMPT.format(profile=profile or "No existing profile data.", dialogue=_dialogue(pages))).strip()
+    profile, as MemoryOS does) when the reply is under 30 characters or "none"; a reply that
+    repeats the dialogue (:func:`check_not_echo`) is refused."""
+    dialogue = _dialogue(pages)
+    reply = llm.complete(PROFILE_PROMPT.format(profile=profile or "No existing profile data.", dialogue=dialogue)).strip()
     if len(reply) < 30 or reply.lower() == "none":
         return None
+    check_not_echo(reply, dialogue, "profile")
     return reply
 
 

@@ -36,7 +36,7 @@ import numpy as np
 from memcore import LLM, ValidationError
 
 from .common import unit
-from .memoryos_ltm import Page, content_words
+from .memoryos_ltm import Page, check_not_echo, content_words
 
 __all__ = [
     "Theme",
@@ -113,9 +113,25 @@ def _dialogue(pages: Sequence[Page]) -> str:
     return "\n".join(p.text for p in pages)
 
 
+TEMPLATE_VALUES = frozenset({"merged summary", "summary", "brief theme", "key1", "key2"})
+"""The example values of the prompts' JSON formats: a reply that returns them answered nothing."""
+
+
+def _refuse_template(theme: Theme, step: str, reply: str) -> None:
+    if theme.content.strip().lower() in TEMPLATE_VALUES or (theme.keywords and set(theme.keywords) <= TEMPLATE_VALUES):
+        raise ValidationError(f"{step} reply repeats the prompt's example: {reply[:80]!r}")
+
+
 def ask_multi_summary(llm: LLM, pages: Sequence[Page]) -> list[Theme]:
-    """LLM: at most two themes of the batch (MemoryOS's multi-summary prompt)."""
-    return parse_themes(llm.complete(MULTI_SUMMARY_PROMPT.format(text=_dialogue(pages)), temperature=0.0, max_tokens=300))
+    """LLM: at most two themes of the batch (MemoryOS's multi-summary prompt); a theme that
+    repeats the prompt's example values or copies the dialogue is refused."""
+    dialogue = _dialogue(pages)
+    reply = llm.complete(MULTI_SUMMARY_PROMPT.format(text=dialogue), temperature=0.0, max_tokens=300)
+    themes = parse_themes(reply)
+    for theme in themes:
+        _refuse_template(theme, "multi_summary", reply)
+        check_not_echo(theme.content, dialogue, "multi_summary")
+    return themes
 
 
 def ask_segment_summary(llm: LLM, summary: str, keywords: Sequence[str], new: Theme) -> Theme:
@@ -129,7 +145,9 @@ def ask_segment_summary(llm: LLM, summary: str, keywords: Sequence[str], new: Th
     text = str(data.get("summary") or "").strip() if isinstance(data, dict) else ""
     if not text:
         raise ValidationError(f"segment_summary reply has no summary: {reply[:80]!r}")
-    return Theme(text, _keywords(data.get("keywords")))
+    theme = Theme(text, _keywords(data.get("keywords")))
+    _refuse_template(theme, "segment_summary", reply)
+    return theme
 
 
 def central_page(pages: Sequence[Page], vectors: np.ndarray) -> Page:

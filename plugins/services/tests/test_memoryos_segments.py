@@ -238,3 +238,68 @@ def test_a_crash_between_leaving_the_stm_and_joining_the_mtm_is_resumed(opener, 
         assert c.ids(index="memoryos.mtm") == [first, second] and c.get_state("memoryos", "pending") is None
         (seg,) = _segments(m).values()
         assert seg["pages"] == [first, second]
+
+
+class ReplyLLM(LLM):
+    """An LLM that always gives one reply (a real SmolLM2-135M reply, as recorded)."""
+
+    def __init__(self, reply: str):
+        self.reply = reply
+
+    def complete(self, prompt: Any, **kwargs: Any) -> str:
+        return self.reply
+
+
+ECHO_PAGE = "(1:56 pm on 8 May, 2023) Melanie: Wow, that's cool, Caroline! What got you interested in counseling?"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        ECHO_PAGE,  # the dialogue line itself
+        "Melanie: Wow, that's cool, Caroline! What got you interested in counseling?",  # its text, speaker kept
+        "Summary:\nwow, that's  cool, Caroline! What got you interested",  # a copied stretch (case, spaces)
+    ],
+)
+def test_summary_steps_refuse_a_reply_that_repeats_the_dialogue(reply):
+    from memcore_services.memoryos_ltm import Page, ask_meta_info, ask_profile
+    from memcore_services.memoryos_segments import ask_multi_summary
+
+    page = Page("p1", ECHO_PAGE)
+    with pytest.raises(ValidationError, match="meta_info reply"):
+        ask_meta_info(ReplyLLM(reply), None, page)
+    with pytest.raises(ValidationError, match="profile reply"):
+        ask_profile(ReplyLLM(reply + "\nThe user likes to ask questions."), None, [page])
+    with pytest.raises(ValidationError, match="multi_summary reply"):
+        ask_multi_summary(ReplyLLM('[{"theme": "t", "keywords": ["counseling"], "content": "' + reply.replace("\n", " ") + '"}]'), [page])
+
+
+def test_summary_steps_keep_a_real_summary():
+    from memcore_services.memoryos_ltm import Page, ask_meta_info, ask_profile
+    from memcore_services.memoryos_segments import ask_multi_summary
+
+    page = Page("p1", ECHO_PAGE)
+    summary = "Melanie asks Caroline why she became interested in counseling."
+    assert ask_meta_info(ReplyLLM(summary), None, page) == summary
+    assert ask_profile(ReplyLLM(summary), None, [page]) == summary
+    themes = ask_multi_summary(ReplyLLM('[{"theme": "Career", "keywords": ["counseling"], "content": "' + summary + '"}]'), [page])
+    assert [t.content for t in themes] == [summary]
+
+
+@pytest.mark.parametrize(
+    "reply, step",
+    [
+        ('{"summary": "Merged summary", "keywords": ["key1","key2"]}', "segment_summary"),  # recorded from SmolLM2
+        ('{"summary": "Alice adopted a cat.", "keywords": ["key1", "key2"]}', "segment_summary"),
+        ('[{"theme": "Brief theme", "keywords": ["key1", "key2"], "content": "summary"}]', "multi_summary"),
+    ],
+)
+def test_segment_steps_refuse_the_prompts_example_values(reply, step):
+    from memcore_services.memoryos_ltm import Page
+    from memcore_services.memoryos_segments import Theme, ask_multi_summary, ask_segment_summary
+
+    with pytest.raises(ValidationError, match=f"{step} reply repeats the prompt's example"):
+        if step == "segment_summary":
+            ask_segment_summary(ReplyLLM(reply), "Alice has a cat.", ["cat"], Theme("Pixel sleeps.", ["pixel"]))
+        else:
+            ask_multi_summary(ReplyLLM(reply), [Page("p1", ECHO_PAGE)])
