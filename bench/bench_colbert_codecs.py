@@ -23,7 +23,6 @@ Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import time
 from pathlib import Path
 
@@ -39,34 +38,7 @@ from memcore_colbert import ColbertIndexConfig  # noqa: E402
 from memcore_colbert.codec import nearest_centroids  # noqa: E402
 from memcore_colbert.train import kmeans_centroids, sample_for_training, train_codec  # noqa: E402
 
-from bench_colbert import DATA, TokenCache, doc_text, select  # noqa: E402
-
-_BLOCK = 8192  # document tokens per matrix product
-
-
-def all_maxsim(vectors: np.ndarray, doclens: np.ndarray, queries: np.ndarray, qlens: np.ndarray) -> np.ndarray:
-    """MaxSim ``(passages, queries)`` of every query (their tokens stacked in ``queries``)
-    against every passage, whose token rows are ``vectors`` (in passage order)."""
-    offsets = np.concatenate(([0], np.cumsum(doclens, dtype=np.int64)))
-    qstarts = np.concatenate(([0], np.cumsum(qlens)))[:-1]
-    out = np.empty((len(doclens), len(qlens)), dtype=np.float32)
-    first = 0
-    while first < len(doclens):
-        last = max(first + 1, int(np.searchsorted(offsets, offsets[first] + _BLOCK, side="right")) - 1)
-        last = min(last, len(doclens))
-        lo, hi = int(offsets[first]), int(offsets[last])
-        sim = vectors[lo:hi] @ queries.T  # (tokens, all query tokens)
-        best = np.maximum.reduceat(sim, (offsets[first:last] - lo).astype(np.int64), axis=0)
-        out[first:last] = np.add.reduceat(best, qstarts, axis=1)
-        first = last
-    return out
-
-
-def topk(scores: np.ndarray, k: int) -> np.ndarray:
-    """Per query (column) the k best passages, best first: ``(queries, k)``."""
-    part = np.argpartition(-scores, k - 1, axis=0)[:k].T
-    order = np.argsort(-np.take_along_axis(scores.T, part, axis=1), axis=1, kind="stable")
-    return np.take_along_axis(part, order, axis=1)
+from bench_colbert import DATA, TokenCache, all_maxsim, doc_text, fp32_reference, select, topk  # noqa: E402
 
 
 def main() -> None:
@@ -105,16 +77,7 @@ def main() -> None:
     k = args.k
     log(f"{len(docs)} documents, {len(flat)} tokens; {len(queries)} queries")
 
-    key = hashlib.sha1("\n".join([doc_cache.folder.name, query_cache.folder.name, str(k), *pids, "--", *(q for q, _ in queries)]).encode()).hexdigest()[:16]
-    reference_file = args.cache / f"exhaustive_fp32_top{k}_{key}.npy"
-    if reference_file.is_file():
-        reference = np.load(reference_file, allow_pickle=False)
-        log(f"exhaustive fp32 top-{k} from {reference_file}")
-    else:
-        started = time.perf_counter()
-        reference = topk(all_maxsim(flat, doclens, qflat, qlens), k)
-        np.save(reference_file, reference, allow_pickle=False)
-        log(f"exhaustive fp32 top-{k} in {time.perf_counter() - started:.1f}s, saved to {reference_file}")
+    reference, _ = fp32_reference(args.cache, [doc_cache.folder.name, query_cache.folder.name, *pids, "--", *(q for q, _ in queries)], flat, doclens, qmats, k)
     qrels = {q: data.qrels[q] for q, _ in queries}
 
     def quality(top: np.ndarray) -> dict[str, float]:
@@ -143,7 +106,7 @@ def main() -> None:
             compress_seconds = time.perf_counter() - started
             decoded = codec.decompress_scoring(codes, residuals, centroids)
             cosine = float(np.einsum("ij,ij->i", decoded, codec.rotate_query(flat)).mean())
-            top = topk(all_maxsim(decoded, doclens, codec.rotate_query(qflat), qlens), k)
+            top, _ = topk(all_maxsim(decoded, doclens, codec.rotate_query(qflat), qlens), k)
             recall = float(np.mean([len(set(a.tolist()) & set(b.tolist())) / k for a, b in zip(top, reference)]))
             row = {
                 "transform": transform,

@@ -759,3 +759,21 @@ def test_closed_collection_rejects_calls(make):
         c.retrieve("x", index="a")
     with pytest.raises(ValidationError, match="closed"):
         c.count()
+
+
+def test_delete_with_replace_is_one_atomic_batch_and_refuses_bad_replacements(make):
+    from memcore import NotFoundError, ValidationError
+
+    col = make()
+    col.insert([{"id": "a", "text": "alpha"}, {"id": "b", "text": "beta"}, {"id": "w", "text": "alpha\nbeta", "metadata": {"k": 1}}])
+    seq = col.store.last_seq()
+    with pytest.raises(ValidationError, match="both deleted and replaced"):
+        col.delete(["a"], replace=[{"id": "a", "text": "x"}])
+    with pytest.raises(NotFoundError, match="no existing"):
+        col.delete(["a"], replace=[{"id": "new", "text": "x"}])
+    assert col.store.last_seq() == seq and col.count() == 3
+    assert col.delete(["a"], replace=[{"id": "w", "text": "beta", "metadata": {"k": 2}}], state={("svc", "tail"): ["b"]}) == 1
+    assert col.store.last_seq() == seq + 1
+    assert col.get_many(["a"]) == [None] and col.get("w").text == "beta" and col.get("w").metadata == {"k": 2}
+    assert col.get_state("svc", "tail") == ["b"]
+    assert [h.id for h in col.retrieve("beta", index="a", k=3)][:2] in (["b", "w"], ["w", "b"])  # the rewritten text is re-embedded

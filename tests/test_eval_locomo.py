@@ -239,7 +239,7 @@ def test_history_text_adds_each_chain_summary_once():
         {"text": "Alice: I work at a bakery.", "chain": {"prev": None, "next": "p2", "meta": "Alice talks about her job in Lisbon."}},
         {"text": "Bob: Nice!", "chain": {"prev": "p1", "next": None, "meta": "Alice talks about her job in Lisbon."}},
         {"text": "Alice's profile", "chain": None},
-        {"text": "a turn", "metadata": {"chain_summary": "Bob's cat."}},
+        {"text": "a turn", "metadata": {"chain_summary": "Bob's\n  cat."}},  # a model's multi-line reply: one line
         {"text": "beyond history", "chain": {"meta": "never shown"}},
     ]
     assert history_text(results, 4).splitlines() == [

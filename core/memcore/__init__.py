@@ -11,7 +11,7 @@ any other memcore module or name (see docs/plugins/writing.md, "What a plugin ma
 
 from __future__ import annotations
 
-from .allowed import AllowedIds
+from .allowed import AllowedIds, GatheredRows, merge_sorted
 from .api import Memory, open
 from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from .collection import Collection
@@ -93,6 +93,8 @@ __all__ = [
     "ComponentConfig",
     "hookimpl",
     "AllowedIds",
+    "merge_sorted",
+    "GatheredRows",
     "LLM",
     "LLMs",
     "StepReport",

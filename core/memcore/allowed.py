@@ -14,7 +14,10 @@ the collection) empties the cache, so a cached set is never stale.
 An :class:`AllowedIds` is a ``frozenset`` of record ids (every index takes it as the
 ``allowed`` set it always took) that also carries per-index memos: an index translates the
 ids to its own labels or rows once per (set, index version) with :meth:`AllowedIds.memo`
-instead of on every query.
+instead of on every query. A set carried across a write that changed it is derived from
+the old one (:meth:`AllowedIds.derive`) and inherits its memos with the ids that changed,
+so an index that passes ``update`` to :meth:`AllowedIds.memo` translates only those ids
+and its own changes (rows or labels appended, removed) instead of the whole set again.
 """
 
 from __future__ import annotations
@@ -23,42 +26,176 @@ import weakref
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, TypeVar
 
+import numpy as np
+
 from .filters import Filter, matches
 
 if TYPE_CHECKING:
     from .records import Record, Scope
 
-__all__ = ["AllowedIds", "AllowedCache"]
+__all__ = ["AllowedIds", "AllowedCache", "GatheredRows", "merge_sorted", "GATHER_MAX"]
 
 T = TypeVar("T")
+
+
+Memo = tuple["weakref.ref[Any]", Hashable, Any]
+"""A memo entry: the owner (held weakly), its content version, the value."""
+
+INHERIT_MAX = 4096
+"""Most ids whose membership may differ between a set and the earlier set whose memos it
+inherits (:meth:`AllowedIds.derive`); beyond, an index translates the set afresh."""
 
 
 class AllowedIds(frozenset[str]):
     """An immutable set of record ids plus memos of what indexes derived from it.
 
     Build with ``AllowedIds(ids)``; use it as a ``frozenset``. Indexes that want to skip
-    re-translating the same set call :meth:`memo`.
+    re-translating the same set call :meth:`memo`. A set made from another by a few ids
+    (:meth:`derive`: the collection's cached sets after a write) inherits its memos, which
+    an index can bring up to date instead of translating every id again (``update``).
     """
 
-    __slots__ = ("_memo",)
-    _memo: dict[tuple[int, Hashable], tuple[weakref.ref[Any], Hashable, Any]]
+    __slots__ = ("_memo", "_inherited")
+    _memo: dict[tuple[int, Hashable], Memo]
+    _inherited: dict[tuple[int, Hashable], tuple[Memo, frozenset[str]]]
 
     def __new__(cls, ids: Iterable[str] = ()) -> "AllowedIds":
         self = super().__new__(cls, ids)
         self._memo = {}
+        self._inherited = {}
         return self
 
-    def memo(self, owner: Any, tag: Hashable, version: Hashable, compute: Callable[[], T]) -> T:
+    def derive(self, enter: Iterable[str], leave: Iterable[str]) -> "AllowedIds":
+        """This set with ``enter`` added and ``leave`` removed, inheriting this set's memos
+        (and those it inherited) together with the ids whose membership may differ."""
+        enter, leave = list(enter), list(leave)
+        new = AllowedIds(chain(self.difference(leave), enter) if leave else chain(self, enter))
+        changed = frozenset(chain(enter, leave))
+        for key, (memo, before) in self._inherited.items():
+            if key not in self._memo and len(before) + len(changed) <= INHERIT_MAX:
+                new._inherited[key] = (memo, before | changed)
+        if len(changed) <= INHERIT_MAX:
+            for key, memo in self._memo.items():
+                new._inherited[key] = (memo, changed)
+        return new
+
+    def memo(
+        self,
+        owner: Any,
+        tag: Hashable,
+        version: Hashable,
+        compute: Callable[[], T],
+        update: Callable[[T, Any, frozenset[str]], T | None] | None = None,
+    ) -> T:
         """``compute()``, remembered for ``owner`` (held weakly) under ``tag`` while
-        ``version`` (the owner's content version) stays the same."""
+        ``version`` (the owner's content version) stays the same.
+
+        ``update(value, version, changed)``, when given, is tried before ``compute`` on an
+        earlier memo of the same owner and tag: ``value`` was computed at the owner's
+        ``version`` for a set whose members differ from this one at most in the ids
+        ``changed`` (empty when it is this very set, the owner having changed since). It
+        returns the value for this set and the owner's present content, or None when it
+        cannot (then ``compute()`` runs)."""
         key = (id(owner), tag)
         entry = self._memo.get(key)
         if entry is not None and entry[0]() is owner and entry[1] == version:
             cached: T = entry[2]
             return cached
-        value = compute()
+        value: T | None = None
+        if update is not None:
+            if entry is not None and entry[0]() is owner:
+                value = update(entry[2], entry[1], frozenset())
+            else:
+                inherited = self._inherited.get(key)
+                if inherited is not None and inherited[0][0]() is owner:
+                    value = update(inherited[0][2], inherited[0][1], inherited[1])
+        if value is None:
+            value = compute()
+        self._inherited.pop(key, None)
         self._memo[key] = (weakref.ref(owner), version, value)
         return value
+
+
+def merge_sorted(sorted_values: "np.ndarray", drop: Iterable[int], add: Iterable[int]) -> "np.ndarray":
+    """``sorted_values`` (sorted, unique int64) without ``drop`` and with ``add``, sorted and
+    unique: how an index brings the rows or labels of an allowed set up to date. Values
+    appended past the end (new rows, new labels: the usual case) cost one concatenation."""
+    out = sorted_values
+    drop = list(drop)
+    if drop:
+        out = out[~np.isin(out, drop)]
+    extra = np.asarray(sorted(set(add)), dtype=np.int64)  # a few values: Python's sort beats np.unique's overhead
+    if not len(extra):
+        return out
+    if not len(out) or extra[0] > out[-1]:
+        return np.concatenate([out, extra])
+    merged = np.concatenate([out, extra])
+    merged.sort()
+    keep = np.empty(len(merged), dtype=bool)
+    keep[0] = True
+    np.not_equal(merged[1:], merged[:-1], out=keep[1:])
+    return merged[keep]
+
+
+GATHER_MAX = 8192
+"""Most rows an index keeps gathered for one allowed set (:class:`GatheredRows`)."""
+
+
+class GatheredRows:
+    """The vectors of an allowed set's rows (or labels), gathered into one contiguous buffer:
+    an index scoring a small allowed set exactly reads them in order instead of gathering
+    them from its whole matrix for every query (memoized with :meth:`AllowedIds.memo`).
+
+    Rows ``[0, n)`` of the buffer are the vectors of ``rows`` in order. Records joining the
+    set get rows past every earlier one (appended), so :meth:`extended` appends theirs in
+    place when this view holds the buffer's last written row; an earlier view keeps reading
+    only its own ``n`` rows, which are never written again. Only for row numbers whose
+    vectors do not change meanwhile: an index calls :meth:`extended` only while no row moved."""
+
+    __slots__ = ("rows", "buffer", "n")
+
+    def __init__(self, rows: np.ndarray, buffer: "_Buffer", n: int):
+        self.rows = rows
+        self.buffer = buffer
+        self.n = n
+
+    @classmethod
+    def of(cls, rows: np.ndarray, stored: np.ndarray) -> "GatheredRows":
+        """Gather ``stored[rows]`` (with room for a few more rows)."""
+        buffer = _Buffer(np.empty((len(rows) + max(16, len(rows) // 8), stored.shape[1]), dtype=stored.dtype))
+        np.take(stored, rows, axis=0, out=buffer.array[: len(rows)])
+        buffer.filled = len(rows)
+        return cls(rows, buffer, len(rows))
+
+    def matrix(self) -> np.ndarray:
+        """The gathered vectors, one row per entry of ``rows``."""
+        view: np.ndarray = self.buffer.array[: self.n]
+        return view
+
+    def extended(self, rows: np.ndarray, stored: np.ndarray) -> "GatheredRows | None":
+        """``stored[rows]`` when ``rows`` are this view's rows plus new ones past the last
+        (appended in place when nobody appended after this view, else copied); None otherwise."""
+        n, m = self.n, len(rows)
+        if m < n or not np.array_equal(rows[:n], self.rows) or (n and m > n and rows[n] <= self.rows[-1]):
+            return None
+        buffer = self.buffer
+        if buffer.filled != n or m > len(buffer.array):  # another view owns the rows past n, or no room
+            grown = _Buffer(np.empty((max(2 * m, m + 16), stored.shape[1]), dtype=stored.dtype))
+            grown.array[:n] = buffer.array[:n]
+            buffer = grown
+        np.take(stored, rows[n:], axis=0, out=buffer.array[n:m])
+        buffer.filled = m
+        return GatheredRows(rows, buffer, m)
+
+
+class _Buffer:
+    """A gathered-rows array and how many of its rows are written."""
+
+    __slots__ = ("array", "filled")
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self.filled = 0
 
 
 ADVANCE_BUDGET = 20_000
@@ -124,10 +261,8 @@ class AllowedCache:
                     enter.append(rid)
                 elif not keep and rid in allowed:
                     leave.append(rid)
-            if leave:
-                self._entries[key] = (AllowedIds(chain(allowed.difference(leave), enter)), where, scope)
-            elif enter:  # an insert: one copy of the set
-                self._entries[key] = (AllowedIds(chain(allowed, enter)), where, scope)
+            if leave or enter:  # a new set inheriting the memos: indexes update their translations
+                self._entries[key] = (allowed.derive(enter, leave), where, scope)
             else:
                 self.carried += 1
 

@@ -515,27 +515,34 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            records = coerce_records(items, scope, self.spaces)
-            existing = self._existing(records)
-            self._check_links(records, {r.id for r in records})
-            new_targets = self._targets(indexes)
-            explicit = indexes is not None
-            member_of = self.store.memberships([r.id for r in records if r.id in existing])
-            for r in records:
-                old = existing.get(r.id)
-                if old is not None:
-                    r.created_at = old.created_at
-                    if r.text == old.text:
-                        for space, vec in old.vectors.items():
-                            r.vectors.setdefault(space, vec)
-                handles = [self._indexes[n] for n in member_of.get(r.id, ()) if n in self._indexes]
-                if old is None or explicit:
-                    handles += new_targets
-                fill_vectors(self.spaces, [r], self._spaces_of(handles))
-                self._validate_for(handles, [r])
-            add = {h.name: [r.id for r in records if r.id not in existing or explicit] for h in new_targets}
-            self._commit(WriteBatch(upserts=records, add_membership={k: v for k, v in add.items() if v}, state=_state(state)), {r.id: r for r in records})
+            records, add = self._prepare_upserts(items, indexes, scope)
+            self._commit(WriteBatch(upserts=records, add_membership=add, state=_state(state)), {r.id: r for r in records})
             return [r.id for r in records]
+
+    def _prepare_upserts(
+        self, items: RecordInput | Sequence[RecordInput], indexes: str | Iterable[str] | None, scope: Scope | Mapping[str, Any] | None
+    ) -> tuple[list[Record], dict[str, list[str]]]:
+        """The records of an upsert, their vectors filled and validated, and the memberships to add."""
+        records = coerce_records(items, scope, self.spaces)
+        existing = self._existing(records)
+        self._check_links(records, {r.id for r in records})
+        new_targets = self._targets(indexes)
+        explicit = indexes is not None
+        member_of = self.store.memberships([r.id for r in records if r.id in existing])
+        for r in records:
+            old = existing.get(r.id)
+            if old is not None:
+                r.created_at = old.created_at
+                if r.text == old.text:
+                    for space, vec in old.vectors.items():
+                        r.vectors.setdefault(space, vec)
+            handles = [self._indexes[n] for n in member_of.get(r.id, ()) if n in self._indexes]
+            if old is None or explicit:
+                handles += new_targets
+            fill_vectors(self.spaces, [r], self._spaces_of(handles))
+            self._validate_for(handles, [r])
+        add = {h.name: [r.id for r in records if r.id not in existing or explicit] for h in new_targets}
+        return records, {k: v for k, v in add.items() if v}
 
     def update(
         self,
@@ -564,10 +571,20 @@ class Collection:
             self.upsert([new], indexes=[])
             return self.get(id)
 
-    def delete(self, ids: str | Iterable[str], *, scope: Scope | Mapping[str, Any] | None = None, state: StateChanges | None = None) -> int:
+    def delete(
+        self,
+        ids: str | Iterable[str],
+        *,
+        scope: Scope | Mapping[str, Any] | None = None,
+        state: StateChanges | None = None,
+        replace: Sequence[RecordInput] | None = None,
+    ) -> int:
         """Delete records from the store and every index, with every link to or from them.
 
         Unknown ids (or ids outside ``scope``) raise NotFoundError and nothing is deleted.
+        ``replace``: existing records rewritten in the same atomic batch (keeping their index
+        memberships), e.g. what a service derived from the deleted ones, rebuilt without them;
+        a record named both ways is a ValidationError, one that does not exist a NotFoundError.
         """
         with self._lock:
             self._check_open()
@@ -577,8 +594,16 @@ class Collection:
             missing = [i for i in ids if i not in found or (scope is not None and not scope.covers(found[i].scope))]
             if missing:
                 raise NotFoundError(f"no record(s) {missing[:5]}{' in this scope' if scope else ''}; nothing was deleted")
-            if ids:
-                self._commit(WriteBatch(deletes=ids, state=_state(state)), {})
+            records, add = self._prepare_upserts(list(replace), None, None) if replace else ([], {})
+            clash = sorted({r.id for r in records} & set(ids))
+            if clash:
+                raise ValidationError(f"record(s) {clash[:5]} are both deleted and replaced; nothing was deleted")
+            known = self._existing(records) if records else {}
+            absent = [r.id for r in records if r.id not in known]
+            if absent:
+                raise NotFoundError(f"replace names no existing record(s) {absent[:5]}; nothing was deleted")
+            if ids or records:
+                self._commit(WriteBatch(upserts=records, deletes=ids, add_membership=add, state=_state(state)), {r.id: r for r in records})
             return len(ids)
 
     def insert_to_index(self, index: str, ids: str | Iterable[str], *, state: StateChanges | None = None) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from .errors import NotFoundError, ValidationError
+from .record_input import coerce_ids
 from .llm import LLMs
 from .records import Hit, Record, Scope
 
@@ -117,19 +118,21 @@ class Memory:
         Ids outside ``scope`` (or unknown) raise NotFoundError and nothing is deleted; with
         ``where`` (and/or ``scope``) alone, every matching record in the scope goes. At least
         one of ``ids``, ``where`` or ``scope`` is required (nothing is deleted by accident).
+        The service deletes them (:meth:`memcore.Service.delete`), so that what it derived
+        from them (``hybrid``'s windows) changes in the same atomic write.
         """
         if ids is None and where is None and scope is None:
             raise ValidationError("delete needs ids, a where filter or a scope (to empty the memory: delete(where={}))")
         if ids is not None:
+            wanted = coerce_ids(ids)
             if where is not None:
                 targets = set(self.collection.ids(where=where, scope=scope))
-                wanted = [ids] if isinstance(ids, str) else list(ids)
-                ids = [i for i in wanted if i in targets]
-                if not ids:
+                wanted = [i for i in wanted if i in targets]
+                if not wanted:
                     return 0
-            return self.collection.delete(ids, scope=scope)
+            return self.service.delete(wanted, scope=scope)
         matching = self.collection.ids(where=where, scope=scope)
-        return self.collection.delete(matching, scope=scope) if matching else 0
+        return self.service.delete(matching, scope=scope) if matching else 0
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -33,11 +33,13 @@ class RecordBatch:
     caller owns it.
     """
 
-    __slots__ = ("_rows", "_build")
+    __slots__ = ("_rows", "_build", "complete")
 
-    def __init__(self, rows: Mapping[str, Any], build: Callable[[Any], Record] | None = None):
+    def __init__(self, rows: Mapping[str, Any], build: Callable[[Any], Record] | None = None, *, complete: bool = False):
         self._rows = rows
         self._build = build
+        self.complete = complete
+        """True when the store found every id it was asked for (attaching drops nothing)."""
 
     def __contains__(self, rid: object) -> bool:
         return rid in self._rows
@@ -65,7 +67,7 @@ def attach_batch(hits: list[Hit], batch: RecordBatch) -> list[Hit]:
     """The hits whose id ``batch`` found, each given the batch to build its record from
     (on first access of ``hit.record``); the others (records deleted meanwhile) are dropped."""
     rows = batch._rows
-    if all(map(rows.__contains__, map(_id, hits))):  # the usual case: nothing to drop
+    if batch.complete or all(map(rows.__contains__, map(_id, hits))):  # the usual case: nothing to drop
         for hit in hits:
             hit._record = batch
         return list(hits)

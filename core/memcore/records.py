@@ -10,6 +10,7 @@ import hashlib
 import json
 import math
 import time
+import warnings
 from dataclasses import dataclass, field, replace
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -95,6 +96,8 @@ class Link:
 
 def check_unicode(value: str, what: str) -> None:
     """Reject strings that cannot be stored as UTF-8 (lone surrogates)."""
+    if value.isascii():  # the common case: no encoding needed to know
+        return
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -103,7 +106,7 @@ def check_unicode(value: str, what: str) -> None:
 
 def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np.ndarray:
     """Convert ``value`` to a 1-d float32 array, rejecting NaN/inf and wrong dimensions."""
-    if type(value) is np.ndarray and value.dtype == np.float32 and value.ndim == 1 and value.size:  # the common case, checked cheaply
+    if type(value) is np.ndarray and value.dtype is _F32 and value.ndim == 1 and value.size:  # the common case, checked cheaply
         if dim is not None and value.shape[0] != dim:
             raise DimensionError(f"{what} has dimension {value.shape[0]}, expected {dim}")
         _check_one(value, what)
@@ -124,29 +127,45 @@ def as_vector(value: Any, *, what: str = "vector", dim: int | None = None) -> np
 
 
 _F32 = np.dtype(np.float32)
+# The float32 squared norms below overflow only for vectors that are refused anyway (a norm
+# above 1e18): numpy's warning about it would only repeat the ValidationError raised next.
+# Scoped to this module's own calls; with warnings turned into errors the exact path decides.
+warnings.filterwarnings("ignore", message="overflow encountered in (dot|einsum)", category=RuntimeWarning, module=r"memcore\.records$")
+_FAST_LOW = 4 * MIN_VECTOR_NORM**2
+_FAST_HIGH = MAX_VECTOR_NORM**2 / 4
+"""A float32 squared norm strictly between these accepts a vector without a float64 pass.
+
+Sound: the sum of squares is finite only when every value is (squares are never negative,
+nothing cancels; NaN fails every comparison); float32 rounding moves it by a relative
+~n * 6e-8 and underflow only lowers it, far inside the factor-4 margins around
+:data:`MIN_VECTOR_NORM` squared and :data:`MAX_VECTOR_NORM` squared. Anything else (zero,
+tiny, huge, overflowing, non-finite) takes the exact float64 path."""
 
 
 def _query_vector(value: Any, space: Any) -> np.ndarray:
     """:func:`as_vector` for a query's vector, its error message built only when needed."""
-    if type(value) is np.ndarray and value.dtype is _F32 and value.ndim == 1 and value.size and _fine(value):
-        return value
+    if type(value) is np.ndarray and value.dtype is _F32 and value.ndim == 1 and value.size and 1e-30 <= float(value.dot(value)) <= 1e34:
+        return value  # _fine(value), inlined: this runs for every query
     return as_vector(value, what=f"query vector {space!r}")
 
 
 def _fine(vector: np.ndarray) -> bool:
     """True when a 1-d float32 vector surely passes :func:`_check_one`: its float32 squared
-    norm lies far inside the accepted range (``[MIN_VECTOR_NORM**2, MAX_VECTOR_NORM**2]``,
-    ~1e-36 to 1e36), where float32 rounding cannot move it across a bound. NaN, infinity,
-    overflow, underflow and anything near a bound answer False (the exact check decides)."""
-    squared = float(vector.dot(vector))  # the method: a third cheaper than np.dot
-    return 1e-30 <= squared <= 1e34
+    norm lies strictly between :data:`_FAST_LOW` and :data:`_FAST_HIGH`, where float32
+    rounding cannot move it across a bound. NaN, infinity, overflow, underflow and anything
+    near a bound answer False (the exact check decides)."""
+    try:
+        return _FAST_LOW < float(vector.dot(vector)) < _FAST_HIGH  # the method: a third cheaper than np.dot
+    except RuntimeWarning:  # overflow, with warnings turned into errors
+        return False
 
 
 def _check_one(vector: np.ndarray, what: str) -> None:
-    """:func:`check_finite_vectors` for one 1-d vector: one float64 dot product. Its squared
-    norm is finite exactly when every value is (squares are never negative, so nothing
-    cancels), and then the norm decides; otherwise the full check names the problem."""
-    if _fine(vector):
+    """:func:`check_finite_vectors` for one 1-d vector: one float32 dot product in the common
+    case (see :func:`_fine`), else one float64 dot product. Its squared norm is finite
+    exactly when every value is, and then the norm decides; otherwise the full check names
+    the problem."""
+    if vector.dtype is _F32 and _fine(vector):
         return
     wide = vector.astype(np.float64)
     squared = float(wide @ wide)
@@ -162,8 +181,16 @@ def check_finite_vectors(matrix: np.ndarray, what: str = "vectors") -> None:
     :data:`MAX_VECTOR_NORM` (squares and distances would overflow) or a non-zero norm
     below :data:`MIN_VECTOR_NORM` (normalisation would turn the row into zeros).
 
-    ``matrix`` is a 2-d float array, one vector per row; the norms are computed in float64.
+    ``matrix`` is a 2-d float array, one vector per row; the norms are computed in float64
+    unless every float32 row passes the float32 squared-norm test of :data:`_FAST_HIGH`.
     """
+    if matrix.dtype == np.float32 and matrix.ndim == 2 and matrix.shape[0]:
+        try:
+            squares = np.einsum("ij,ij->i", matrix, matrix)
+            if bool((squares > _FAST_LOW).all()) and bool((squares < _FAST_HIGH).all()):
+                return
+        except RuntimeWarning:  # overflow, with warnings turned into errors: the exact path decides
+            pass
     if not np.isfinite(matrix).all():
         row = int(np.flatnonzero(~np.isfinite(matrix).all(axis=1))[0])
         raise ValidationError(f"{what} contains NaN or infinite values" + (f" (row {row})" if matrix.shape[0] > 1 else ""))
@@ -233,11 +260,11 @@ def _flat_copy(metadata: dict[str, Any]) -> dict[str, Any] | None:
     that passes every rule, copied with its keys sorted (what the round trip gave); None
     when any key or value needs the full path (which then raises the right error)."""
     for key, value in metadata.items():
-        if type(key) is not str or not key or not _plain_text(key):
+        if type(key) is not str or not key or not (key.isascii() and "\x00" not in key or _plain_text(key)):
             return None
         kind = type(value)
         if kind is str:
-            if not _plain_text(value):
+            if not (value.isascii() and "\x00" not in value or _plain_text(value)):
                 return None
         elif kind is int:
             if not -(2**63) <= value < 2**63:
@@ -315,7 +342,7 @@ class Record:
         """Validate user input and build a record (id derived from content when absent)."""
         if not isinstance(text, str):
             raise ValidationError(f"text must be a string, got {type(text).__name__}")
-        if not text.strip():
+        if not text or text.isspace():  # ``not text.strip()`` without the copy
             raise ValidationError("text must not be empty")
         if len(text) > MAX_TEXT_CHARS:
             raise ValidationError(f"text has {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
@@ -336,7 +363,10 @@ class Record:
         vecs = {}
         if vectors:
             for space, value in vectors.items():
-                vecs[str(space)] = as_vector(value, what=f"vector {space!r} of record {id!r}")
+                if type(space) is str and type(value) is np.ndarray and value.dtype is _F32 and value.ndim == 1 and value.size and _fine(value):
+                    vecs[space] = value  # as_vector's common case, without formatting its error label
+                else:
+                    vecs[str(space)] = as_vector(value, what=f"vector {space!r} of record {id!r}")
         parsed_links: tuple[Link, ...] = ()
         if links:
             unique: dict[tuple[str, str], Link] = {}  # one edge per (target, relation): the last weight wins
@@ -437,7 +467,7 @@ class Query:
         vectors = self.vectors
         if vectors is not None and type(vectors) is not dict and not isinstance(vectors, Mapping):
             raise ValidationError(f"query vectors must be a dict of space name -> vector, got {type(vectors).__name__}")
-        self.vectors = {str(k): _query_vector(v, k) for k, v in vectors.items()} if vectors else {}
+        self.vectors = {k if type(k) is str else str(k): _query_vector(v, k) for k, v in vectors.items()} if vectors else {}
         extras = self.extras
         if extras is None:
             self.extras = {}

@@ -123,6 +123,15 @@ class Service(ABC):
                 raise ValidationError(f"cannot insert a {type(item).__name__}; give texts, dicts or Records")
         return ids
 
+    def delete(self, ids: list[str], scope: Any = None) -> int:
+        """Forget records (what :meth:`memcore.Memory.delete` calls); returns how many.
+
+        The default deletes them from the collection. A service that derives records from
+        others (``hybrid``'s windows) overrides it to rebuild those in the same atomic batch.
+        Unknown ids raise :class:`memcore.NotFoundError` and nothing changes.
+        """
+        return self.collection.delete(ids, scope=scope)
+
     @staticmethod
     def reject_unknown(method: str, options: Mapping[str, Any], known: tuple[str, ...] = ()) -> None:
         """Raise ValidationError naming keyword arguments ``method`` does not know (never drop them)."""

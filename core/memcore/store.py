@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -194,12 +194,15 @@ def plan_ops(batch: WriteBatch, memberships: dict[str, set[str]], link_sources: 
     """The ``(index, record_id, op)`` entries a batch logs, shared by every store.
 
     ``memberships`` holds each involved id's indexes before the batch; ``link_sources``
-    are the ids of records that link to a record deleted by this batch.
+    are the ids of records that link to a record deleted by this batch. In order: removes
+    of deleted records, updates of records that lost a link, updates of rewritten members,
+    then the batch's membership removes and adds; an op is logged once, and never for an
+    index the batch drops.
     """
     state = {rid: set(ixs) for rid, ixs in memberships.items()}
     dropped = set(batch.drop_indexes)
     ops: list[tuple[str, str, OpKind]] = []
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()  # only removes and updates can repeat: adds are checked against ``state``
 
     def emit(index: str, rid: str, op: OpKind) -> None:
         if index not in dropped and (index, rid, op) not in seen:
@@ -214,20 +217,50 @@ def plan_ops(batch: WriteBatch, memberships: dict[str, set[str]], link_sources: 
     for rid in sorted(link_sources - deleted):
         for index in sorted(state.get(rid, ())):
             emit(index, rid, "update")
+    get = state.get
     for record in batch.upserts:
-        for index in sorted(state.get(record.id, ())):
-            emit(index, record.id, "update")
+        indexes = get(record.id)
+        if indexes:
+            for index in sorted(indexes):
+                emit(index, record.id, "update")
     for index, ids in batch.remove_membership.items():
         for rid in ids:
             if index in state.get(rid, ()):
                 state[rid].discard(index)
                 emit(index, rid, "remove")
+    append = ops.append
     for index, ids in batch.add_membership.items():
+        logged = index not in dropped
         for rid in ids:
-            if index not in state.setdefault(rid, set()):
-                state[rid].add(index)
-                emit(index, rid, "add")
+            indexes = get(rid)
+            if indexes is None:
+                state[rid] = {index}
+            elif index in indexes:
+                continue
+            else:
+                indexes.add(index)
+            if logged:
+                append((index, rid, "add"))
     return ops
+
+
+_NEW = object.__new__
+_SETTERS = tuple(Op.__dict__[name].__set__ for name in ("seq", "index", "record_id", "op"))
+
+
+def make_ops(seq: int, planned: Iterable[tuple[str, str, OpKind]]) -> tuple[Op, ...]:
+    """``Op(seq, index, record_id, op)`` for each planned entry, built through the slots
+    directly (a frozen dataclass' ``__init__`` costs twice as much; one Op per record written)."""
+    set_seq, set_index, set_record, set_op = _SETTERS
+    out = []
+    for index, rid, op in planned:
+        entry = _NEW(Op)
+        set_seq(entry, seq)
+        set_index(entry, index)
+        set_record(entry, rid)
+        set_op(entry, op)
+        out.append(entry)
+    return tuple(out)
 
 
 def involved_ids(batch: WriteBatch) -> set[str]:

@@ -311,7 +311,7 @@ def history_text(results: list[dict[str, Any]], n: int) -> str:
         summary = result_summary(r)
         if summary and summary not in shown:
             shown.add(summary)
-            lines.append(SUMMARY_LINE.format(summary=summary))
+            lines.append(SUMMARY_LINE.format(summary=" ".join(summary.split())))  # one line, whatever the model wrote
     return "\n".join(lines)
 
 

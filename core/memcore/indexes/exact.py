@@ -18,7 +18,7 @@ from typing import Any, Collection as AbstractSet, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
-from ..allowed import AllowedIds
+from ..allowed import GATHER_MAX, AllowedIds, GatheredRows, merge_sorted
 from ..errors import CorruptError, DimensionError
 from ..atomic import atomic_write_bytes, atomic_write_json
 from ..index import Index, IndexContext, Requirements
@@ -104,14 +104,24 @@ class ExactIndex(Index):
         self._ids: list[str] = []
         self._rows: dict[str, int] = {}
         self._n = 0
-        self._version = 0  # bumped on every change: memos of allowed sets compare it
+        self._epoch = 0  # bumped when held rows move or go (not on appends): memos of allowed sets compare (epoch, rows)
         self._reader = context.vectors  # the store's vectors: save() leaves them out
 
-    def _prepare(self, vectors: np.ndarray) -> np.ndarray:
+    def _prepare(self, vectors: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+        """Vectors as the index keeps them (unit rows for cosine). ``in_place``: ``vectors``
+        is a float32 matrix the caller hands over (one read from the store on load): it is
+        normalised where it is, in blocks, with the same values as a copy would get."""
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {vectors.shape}")
         if self.config.metric == "cosine":
+            if in_place and vectors.flags.writeable and vectors.flags.c_contiguous:
+                for start in range(0, vectors.shape[0], 8192):  # no full-size temporaries
+                    block = vectors[start : start + 8192]
+                    norms = np.linalg.norm(block, axis=1, keepdims=True)
+                    np.divide(block, norms, out=block, where=norms > 0)
+                    block[norms[:, 0] == 0] = 0  # as the copy gets them (only all-zero rows have a zero norm once validated)
+                return vectors
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         return vectors
@@ -126,7 +136,6 @@ class ExactIndex(Index):
         if not records:
             return
         self.validate(records)
-        self._version += 1
         raw = np.stack([r.vectors[self.config.space] for r in records]).astype(np.float32, copy=False)
         check_finite_vectors(raw, f"index {self.name!r}: vectors")  # never normalise an overflowing row to zeros
         vectors = self._prepare(raw)
@@ -145,11 +154,11 @@ class ExactIndex(Index):
         self._n += count
 
     def remove(self, ids: Sequence[str]) -> None:
-        self._version += 1
         for rid in ids:
             row = self._rows.pop(rid, None)
             if row is None:
                 continue
+            self._epoch += 1
             last = self._n - 1
             if row != last:
                 moved = self._ids[last]
@@ -182,9 +191,26 @@ class ExactIndex(Index):
             if self.config.metric == "cosine":
                 norm = math.sqrt(float(q.dot(q)))
                 q = q / norm if norm > 0 else np.zeros_like(q)
-            matrix = self._matrix[: self._n] if rows is None else self._matrix[rows]
-            scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
+            scores = self._matrix_of(rows, allowed).dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
         return self._hits(scores, ids, k)
+
+    def _matrix_of(self, rows: np.ndarray | None, allowed: AbstractSet[str] | None) -> np.ndarray:
+        """The vectors of ``rows`` (all when None); a cached allowed set of up to
+        :data:`~memcore.allowed.GATHER_MAX` rows keeps them gathered (:class:`GatheredRows`),
+        extended as records are appended, gathered again once rows moved."""
+        if rows is None:
+            return self._matrix[: self._n]
+        if not isinstance(allowed, AllowedIds) or len(rows) > GATHER_MAX:
+            picked: np.ndarray = self._matrix[rows]
+            return picked
+        gathered: GatheredRows = allowed.memo(
+            self,
+            "gathered",
+            (self._epoch, self._n),
+            lambda: GatheredRows.of(rows, self._matrix),
+            lambda old, version, _changed: old.extended(rows, self._matrix) if version[0] == self._epoch else None,
+        )
+        return gathered.matrix()
 
     def _hits(self, scores: np.ndarray, ids: Sequence[str], k: int) -> list[Hit]:
         rids, values = top_columns(scores, ids, k)
@@ -195,9 +221,35 @@ class ExactIndex(Index):
         """The matrix rows (None: all) and their ids that ``allowed`` selects."""
         if allowed is None:
             return None, self._ids
-        if isinstance(allowed, AllowedIds):  # the same set again: rows and ids computed once
-            return allowed.memo(self, "rows", self._version, lambda: self._allowed_rows(allowed))
+        if isinstance(allowed, AllowedIds):  # the same set again: rows and ids computed once, then kept up to date
+            return allowed.memo(
+                self,
+                "rows",
+                (self._epoch, self._n),
+                lambda: self._allowed_rows(allowed),
+                lambda old, version, changed: self._update_rows(allowed, old, version, changed),
+            )
         return self._allowed_rows(allowed)
+
+    def _update_rows(
+        self, allowed: AbstractSet[str], old: tuple[np.ndarray, Sequence[str]], version: tuple[int, int], changed: AbstractSet[str]
+    ) -> tuple[np.ndarray, Sequence[str]] | None:
+        """:meth:`_allowed_rows` of ``allowed`` from ``old``, its rows at ``version`` for a
+        set differing from ``allowed`` at most in ``changed``: the rows appended since and the
+        rows of ``changed`` are checked, nothing else (None when rows moved or went since)."""
+        epoch, n = version
+        if epoch != self._epoch or n > self._n or len(changed) + self._n - n > max(64, len(old[0]) // 4):
+            return None
+        ids, rows_of = self._ids, self._rows
+        add = [row for row in range(n, self._n) if ids[row] in allowed]
+        drop: list[int] = []
+        for rid in changed:
+            row = rows_of.get(rid)
+            if row is None or row >= n:  # not held, or appended (checked above)
+                continue
+            (add if rid in allowed else drop).append(row)
+        rows = merge_sorted(old[0], drop, add)
+        return rows, _RowIds(ids, rows)
 
     def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
         k = validate_k(k)
@@ -259,7 +311,7 @@ class ExactIndex(Index):
         self._ids = list(ids)
         self._rows = {rid: i for i, rid in enumerate(self._ids)}
         self._n = len(self._ids)
-        self._version += 1
+        self._epoch += 1
 
     def _read_store(self, ids: list[str], meta: dict[str, Any], where: str) -> tuple[np.ndarray, list[str]]:
         """The saved ids' vectors from the store, prepared; ids the store no longer has are dropped."""
@@ -271,7 +323,7 @@ class ExactIndex(Index):
         if not present.all():
             raw = raw[present]
             ids = [rid for rid, keep in zip(ids, present.tolist()) if keep]
-        return self._prepare(raw), ids
+        return self._prepare(raw, in_place=True), ids
 
     def stats(self) -> dict[str, Any]:
         return {"size": self._n, "dim": self.dim, "metric": self.config.metric, "space": self.config.space}

@@ -53,7 +53,8 @@ class Recall(Stage):
         if self.index is None:
             self.check(ctx.collection)
         assert self.index is not None  # check() names the index or raises
-        depth = self.config.k or math.ceil(ctx.query.k * self.config.over_fetch)
+        config = self.config
+        depth = config.k or (ctx.query.k if config.over_fetch == 1.0 else math.ceil(ctx.query.k * config.over_fetch))
         # the collection itself, not the stage's view: a builtin recall runs for every query
         ctx.add_list(self.name, ctx._source.search_index(self.index, ctx.query, depth, list_name=self.name))
 

@@ -3,15 +3,15 @@
 Each space has a slot number (table ``vector_spaces``) and a table ``vectors_<slot>``
 keyed by the record's rowid. :func:`read_vectors` is what an index refilling its vectors
 on load calls (through :class:`memcore.VectorReader`): for many ids it scans the space's
-table once, in record order, straight into one preallocated float32 matrix; when the ids
-asked are the stored ones in record order (an index that saw the records inserted), the
-blobs are joined and viewed as the matrix without a per-row index lookup.
+table once, in record order, copying each blob straight into its row of one preallocated
+float32 matrix (no intermediate list, no second copy).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from itertools import chain
 from typing import Callable, Iterator, Sequence
 
 import numpy as np
@@ -72,12 +72,12 @@ class SpaceSlots:
 
 
 def _rows(db: sqlite3.Connection, table: str, wanted: Sequence[str], scan: bool) -> Iterator[tuple[str, bytes]]:
-    if scan:  # the space table in rowid order, each row's id looked up by rowid
-        yield from db.execute(f"SELECT r.id, v.data FROM {table} v JOIN records r ON r.rowid = v.rid ORDER BY v.rid")
-        return
-    for start in range(0, len(wanted), _CHUNK):
-        chunk = list(wanted[start : start + _CHUNK])
-        yield from db.execute(f"SELECT r.id, v.data FROM records r JOIN {table} v ON v.rid = r.rowid WHERE r.id IN ({','.join('?' * len(chunk))})", chunk)
+    if scan:  # the space table in rowid order, each row's id looked up by rowid (sequential pages, no sort)
+        return iter(db.execute(f"SELECT r.id, v.data FROM {table} v JOIN records r ON r.rowid = v.rid ORDER BY v.rid"))
+    return chain.from_iterable(
+        db.execute(f"SELECT r.id, v.data FROM records r JOIN {table} v ON v.rid = r.rowid WHERE r.id IN ({','.join('?' * len(chunk))})", chunk)
+        for chunk in (list(wanted[start : start + _CHUNK]) for start in range(0, len(wanted), _CHUNK))
+    )
 
 
 def read_vectors(
@@ -85,36 +85,20 @@ def read_vectors(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(matrix, present)`` of ``ids`` in one space table; ``check(id, blob)`` raises the
     CorruptError that names a damaged record. One vectorised finite check per call. From
-    ``scan_from`` distinct ids on, the table is scanned instead of looking ids up."""
+    ``scan_from`` ids on, the table is scanned instead of looking ids up; while the scan
+    meets ``ids`` in their order (an index that received the records as they were
+    inserted), each blob goes to the next row without an id lookup."""
     n = len(ids)
-    position: dict[str, int] = {}
-    for i, rid in enumerate(ids):
-        position.setdefault(rid, i)
-    scan = len(position) >= scan_from
-    rows = _rows(db, table, list(position), scan)
-    matrix: np.ndarray | None = None
-    present = np.zeros(n, dtype=bool)
-    if scan:
-        fetched = list(rows)
-        width = len(fetched[0][1]) if fetched else 0
-        if len(fetched) == n == len(position) and width and width % 4 == 0:
-            found = [rid for rid, _ in fetched]
-            blobs = [data for _, data in fetched]
-            if found == ids and all(type(data) is bytes and len(data) == width for data in blobs):  # ids in record order: no per-row placement
-                matrix = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(n, width // 4).copy()
-                present[:] = True
-        if matrix is None:
-            rows = iter(fetched)
-        del fetched
-    if matrix is None:
-        matrix, present = _place(rows, position, n, space, check, file)
+    scan = n >= scan_from
+    wanted = ids if scan else list(dict.fromkeys(ids))
+    matrix, present, position = _place(_rows(db, table, wanted, scan), ids, scan, space, check, file)
     if matrix.shape[1] == 0:
         return matrix, present
     squares = np.einsum("ij,ij->i", matrix, matrix)
     if not np.isfinite(squares).all():  # NaN, inf or overflow: the per-row check names the record
         for i in np.flatnonzero(~np.isfinite(squares)).tolist():
             check(ids[i], matrix[i].tobytes())
-    if len(position) != n:  # a repeated id: every occurrence gets the row
+    if position is not None and len(position) != n:  # a repeated id: every occurrence gets the row
         for i, rid in enumerate(ids):
             j = position[rid]
             if j != i and present[j]:
@@ -123,19 +107,40 @@ def read_vectors(
     return matrix, present
 
 
+def _positions(ids: list[str]) -> dict[str, int]:
+    position: dict[str, int] = {}
+    for i, rid in enumerate(ids):
+        position.setdefault(rid, i)
+    return position
+
+
 def _place(
-    rows: Iterator[tuple[str, bytes]], position: dict[str, int], n: int, space: str, check: Callable[[str, bytes], np.ndarray], file: Path
-) -> tuple[np.ndarray, np.ndarray]:
-    """Copy each blob straight into its row of a preallocated matrix."""
+    rows: Iterator[tuple[str, bytes]], ids: list[str], in_order: bool, space: str, check: Callable[[str, bytes], np.ndarray], file: Path
+) -> tuple[np.ndarray, np.ndarray, dict[str, int] | None]:
+    """Copy each blob straight into its row of one preallocated matrix: the next row while
+    the rows come in the order of ``ids`` (``in_order``), else the row of its id (first
+    occurrence). Returns the matrix, ``present`` and the id positions when they were needed
+    (None: every id was met in order, so none repeats)."""
+    n = len(ids)
     present = np.zeros(n, dtype=bool)
     matrix: np.ndarray | None = None
     view: memoryview | None = None
     width = 0
-    get = position.get
+    position = None if in_order else _positions(ids)
+    k = 0  # ids[:k] were met in order
+    placed: list[int] = []
     for rid, data in rows:
-        row = get(rid)
-        if row is None:
-            continue
+        if position is None and k < n and rid == ids[k]:
+            row = k
+            k += 1
+        else:
+            if position is None:
+                position = _positions(ids)
+            found = position.get(rid)
+            if found is None:
+                continue
+            row = found
+            placed.append(row)
         if view is None:
             check(rid, data)  # the first blob sets the width: it must be a readable vector
             width = len(data)
@@ -145,7 +150,10 @@ def _place(
             check(rid, data)
             raise CorruptError(f"{file}: stored vector {space!r} of record {rid!r} has {len(data) // 4} values, others {width // 4}")
         view[row * width : (row + 1) * width] = data
-        present[row] = True
+    present[:k] = True
+    present[placed] = True
+    if k < n and position is None:  # ids left unmet: a repeated id may still get its row
+        position = _positions(ids)
     if matrix is None:
-        return np.zeros((n, 0), dtype=np.float32), present
-    return matrix, present
+        return np.zeros((n, 0), dtype=np.float32), present, position
+    return matrix, present, position

@@ -47,7 +47,7 @@ class ColbertIndexConfig(ComponentConfig):
         description="Residual bucket cutoffs and weights: quantiles of each dimension (per_dim) or of all coordinates pooled (pooled, ColBERTv2's choice).",
     )
     residual_transform: Literal["none", "pca"] = Field(
-        "none",
+        "pca",
         description="Residual coding: none (ColBERTv2: every dimension nbits) or pca (a learned rotation to the residuals' principal axes, "
         "bits allocated by variance, Lloyd-Max buckets per component; same bytes per token).",
     )
@@ -60,6 +60,15 @@ class ColbertIndexConfig(ComponentConfig):
         ge=16,
         description="Below this many token vectors the index keeps them uncompressed and searches exhaustively; "
         "the add that crosses it trains centroids and compresses.",
+    )
+    defer_training: bool = Field(
+        True,
+        description="Past train_min_tokens, keep adding uncompressed and train once, on the original vectors, at the first search or save "
+        "(or past max_raw_tokens): a collection filled in batches (populate, rebuild) then trains once instead of training on its "
+        "first batch and re-training from decompressed vectors.",
+    )
+    max_raw_tokens: int = Field(
+        524288, ge=16, description="With defer_training: the add that brings the uncompressed token vectors past this trains at once (bounds the fp32 memory)."
     )
     retrain_growth: float = Field(4.0, gt=1.0, description="Re-train centroids and buckets when the live tokens exceed this multiple of the tokens trained on.")
     compact_fraction: float = Field(0.2, gt=0.0, le=1.0, description="Compact (drop tombstoned passages) above this fraction of dead tokens.")

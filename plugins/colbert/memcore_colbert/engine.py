@@ -6,8 +6,9 @@ Used by the in-process ``colbert`` index (pids are record ids) and by the HTTP s
 
 Layout: passages are *slots* in insertion order; slot ``s`` owns ``doclens[s]`` token
 rows starting at ``offsets[s]``. Until ``train_min_tokens`` token vectors have arrived
-the rows are kept as float32 and searched exhaustively; the add that crosses the
-threshold trains centroids + buckets and compresses every row (``codes``: centroid id,
+the rows are kept as float32 and searched exhaustively; past the threshold, the first
+search or save (``defer_training``; or the add that crosses ``max_raw_tokens``, or the add
+that crosses the threshold when not deferring) trains centroids + buckets and compresses every row (``codes``: centroid id,
 ``residuals``: ``dim * nbits / 8`` bytes). Later adds are encoded against the existing
 centroids; past ``retrain_growth`` times the trained size everything is re-trained from
 the decompressed vectors (and the new passages' original ones). Deleting tombstones a
@@ -17,6 +18,7 @@ derived from ``codes`` and rebuilt lazily after a change.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Sequence
 
@@ -44,6 +46,7 @@ class Engine:
         self.config = config
         self.dim = dim
         self.name = name
+        self._train_lock = threading.Lock()
         self.reset()
 
     def reset(self) -> None:
@@ -58,6 +61,7 @@ class Engine:
         self.codes = np.zeros(0, dtype=np.int32)
         self.residuals = np.zeros((0, 0), dtype=np.uint8)
         self.trained_tokens = 0
+        self.train_pending = False
         self._derived()
 
     def _derived(self) -> None:
@@ -121,10 +125,21 @@ class Engine:
         else:
             self.raw = np.concatenate((self.raw, flat))
         self._derived()
-        if retrain or (not self.compressed and self.live_tokens >= self.config.train_min_tokens):
+        if not retrain and not self.compressed and self.live_tokens >= self.config.train_min_tokens:
+            deferred = self.config.defer_training and self.total_tokens < self.config.max_raw_tokens
+            self.train_pending = deferred
+            retrain = not deferred
+        if retrain:
             self.retrain()
         else:
             self._maybe_compact()
+
+    def ensure_trained(self) -> None:
+        """Train now if a training was deferred (``defer_training``): before a search or a save."""
+        if self.train_pending:
+            with self._train_lock:
+                if self.train_pending:
+                    self.retrain()
 
     def delete(self, pids: Sequence[str], *, compact: bool = True) -> int:
         """Tombstone passages; unknown pids are ignored. Returns how many were deleted."""
@@ -165,6 +180,7 @@ class Engine:
         of the add that triggers a re-training enter it uncompressed.
         """
         self.compact()
+        self.train_pending = False
         if self.total_tokens < 16:
             return
         started = time.perf_counter()
@@ -209,6 +225,7 @@ class Engine:
 
     def search(self, q: np.ndarray, k: int, params: SearchParams, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(slots, MaxSim scores)`` of the best ``k`` live passages for query tokens ``q``."""
+        self.ensure_trained()
         live = self.live_slots(allowed)
         if len(live) == 0 or k <= 0:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)

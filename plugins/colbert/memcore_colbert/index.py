@@ -120,6 +120,8 @@ class ColbertIndex(Index):
             "dim": e.dim,
             "nbits": self.config.nbits,
             "compressed": e.compressed,
+            "train_pending": e.train_pending,
+            "residual_transform": e.codec.transform if e.codec is not None else None,
             "centroids": 0 if e.centroids is None else len(e.centroids),
             "tombstones": int((~e.alive).sum()),
             "avg_doclen": float(np.mean(e.doclens)) if len(e.doclens) else 0.0,

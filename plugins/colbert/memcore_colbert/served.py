@@ -160,7 +160,8 @@ class ServedIndex:
         where = f"colbert index {name!r} in {directory}"
         try:
             plan = json.loads((directory / storage.PLAN_FILE).read_text(encoding="utf-8"))
-            config = ColbertIndexConfig.model_validate(plan["config"])
+            # indexes of formats 1-2 predate the residual transform: they were built without one
+            config = ColbertIndexConfig.model_validate({"residual_transform": "none", **plan["config"]})
             texts = json.loads((directory / TEXTS_FILE).read_text(encoding="utf-8"))
             metadata = json.loads((directory / METADATA_SIDECAR).read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -18,8 +18,9 @@ Files, each written to a temp file beside it, fsynced and ``os.replace``-d in:
 ``.npy`` files are read with ``allow_pickle=False``; nothing is pickled. Format 3 (the
 residual transform) reads formats 1 and 2 (no transform; format 1's int32 codes are
 narrowed on load; the next save writes format 3); a directory of a newer format is refused
-with a CorruptError naming both versions, and one whose residual transform differs from
-the index settings too (memcore then rebuilds it from the store).
+with a CorruptError naming both versions. An index keeps the codec it was trained with
+(``buckets.json`` names its transform) even when ``residual_transform`` has changed since:
+the setting applies at its next training (or ``memcore index rebuild``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
 
     ``model_id``: the token embedder's model, pinned in ``plan.json``."""
     directory = Path(directory)
+    engine.ensure_trained()
     atomic_write_json(
         directory / PLAN_FILE,
         {
@@ -175,9 +177,9 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
             avg = _json(directory / "avg_residual.json", where)
             if buckets.get("nbits") != engine.config.nbits or buckets.get("dim") != engine.dim:
                 raise CorruptError(f"{where}: buckets.json does not match nbits {engine.config.nbits} / dim {engine.dim}")
-            transform = buckets.get("transform", "none")
-            if transform != engine.config.residual_transform:
-                raise CorruptError(f"{where}: saved with residual_transform {transform!r}, the settings say {engine.config.residual_transform!r}")
+            transform = buckets.get("transform", "none")  # the codec it was trained with (a setting changed since applies at the next training)
+            if transform not in ("none", "pca"):
+                raise CorruptError(f"{where}: unknown residual transform {transform!r} in buckets.json")
             codec: ResidualCodec | TransformCodec
             if transform == "pca":
                 rotation = _npy(directory / ROTATION_FILE, where, [engine.dim, engine.dim], np.float32)

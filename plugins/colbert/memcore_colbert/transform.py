@@ -39,34 +39,66 @@ __all__ = ["TransformCodec", "WIDTHS"]
 WIDTHS = (0, 1, 2, 4, 8)
 _CHUNK = 16384
 _LLOYD_ITERS = 8
+_SPAN = 16.0  # > the range of a residual coordinate (|r| <= 2): separates columns in one sorted array
 
 
 def _bucketize(z: np.ndarray, cutoffs: list[np.ndarray]) -> np.ndarray:
-    """Bucket ids ``(n, len(cutoffs))`` of the columns of ``z`` (one cutoff array per column)."""
-    ids = np.empty(z.shape, dtype=np.int64)
-    for j, cut in enumerate(cutoffs):
-        ids[:, j] = np.searchsorted(cut, z[:, j], side="right")
+    """Bucket ids ``(n, len(cutoffs))`` of the columns of ``z``: the number of the
+    column's (sorted) cutoffs <= the value. Columns are grouped by their number of cutoffs;
+    up to 3 cutoffs by comparisons, more by a vectorised binary search."""
+    ids = np.zeros(z.shape, dtype=np.int64)
+    lengths = np.array([len(c) for c in cutoffs])
+    for length in np.unique(lengths):
+        cols = np.flatnonzero(lengths == length)
+        table = np.stack([cutoffs[j] for j in cols])  # (m, length)
+        part = z[:, cols]
+        if length <= 3:
+            out = np.zeros(part.shape, dtype=np.int64)
+            for level in table.T:
+                out += part >= level[None, :]
+        else:  # length = 2**w - 1: w halving steps
+            flat = np.concatenate([table, np.full((len(cols), 1), np.inf, dtype=table.dtype)], axis=1).ravel()
+            base = (np.arange(len(cols)) * (length + 1))[None, :]
+            out = np.zeros(part.shape, dtype=np.int64)
+            step = (int(length) + 1) // 2
+            while step:
+                out += step * (part >= np.take(flat, base + out + step - 1))
+                step //= 2
+        ids[:, cols] = out
     return ids
 
 
-def _lloyd(z: np.ndarray, width: int) -> tuple[list[np.ndarray], list[np.ndarray], np.ndarray]:
-    """Per-column Lloyd-Max quantisers of ``width`` bits: cutoffs, weights, mean squared error ``(dim,)``."""
-    n, dim = z.shape
+def _lloyd(sorted_z: np.ndarray, prefix: np.ndarray, prefix2: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-column Lloyd-Max quantisers of ``width`` bits on the column-sorted training
+    values ``sorted_z`` (``prefix`` / ``prefix2``: column prefix sums of values / squares,
+    a zero row first): ``(cutoffs (dim, B-1), weights (dim, B), mean squared error (dim,))``.
+
+    A bucket is a run of the sorted column, so its count and sum come from two
+    ``searchsorted`` positions and the prefix sums: no pass over the values per iteration."""
+    n, dim = sorted_z.shape
     count = 1 << width
-    weights = np.quantile(z, (np.arange(count) + 0.5) / count, axis=0).T.astype(np.float64)  # (dim, B)
-    cols = np.arange(dim)[None, :] * count
-    for _ in range(_LLOYD_ITERS):
+    weights = sorted_z[np.minimum(((np.arange(count) + 0.5) / count * n).astype(np.int64), n - 1)].T.astype(np.float64)  # (dim, B) quantiles
+    shift = np.arange(dim, dtype=np.float64) * _SPAN
+    haystack = (sorted_z.T.astype(np.float64) + shift[:, None]).ravel()  # globally sorted
+    col_base = (np.arange(dim) * n)[:, None]
+    pt, pt2 = prefix.T, prefix2.T  # (dim, n+1)
+
+    def buckets(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         cutoffs = (weights[:, 1:] + weights[:, :-1]) / 2
-        ids = _bucketize(z, list(cutoffs))
-        flat = (ids + cols).ravel()
-        sums = np.bincount(flat, weights=z.ravel(), minlength=dim * count).reshape(dim, count)
-        counts = np.bincount(flat, minlength=dim * count).reshape(dim, count)
+        below = np.searchsorted(haystack, (cutoffs + shift[:, None]).ravel(), side="left").reshape(dim, count - 1) - col_base
+        edges = np.concatenate([np.zeros((dim, 1), dtype=np.int64), below, np.full((dim, 1), n, dtype=np.int64)], axis=1)
+        return cutoffs, edges, np.diff(edges, axis=1)
+
+    for _ in range(_LLOYD_ITERS):
+        _, edges, counts = buckets(weights)
+        sums = np.take_along_axis(pt, edges[:, 1:], axis=1) - np.take_along_axis(pt, edges[:, :-1], axis=1)
         weights = np.where(counts > 0, sums / np.maximum(counts, 1), weights)
         weights = np.maximum.accumulate(weights, axis=1)  # keep them ordered (empty buckets)
-    cutoffs = (weights[:, 1:] + weights[:, :-1]) / 2
-    ids = _bucketize(z, list(cutoffs))
-    err = z - np.take_along_axis(weights, ids.T, axis=1).T
-    return [c.astype(np.float32) for c in cutoffs], [w.astype(np.float32) for w in weights], (err * err).mean(axis=0)
+    cutoffs, edges, counts = buckets(weights)
+    sums = np.take_along_axis(pt, edges[:, 1:], axis=1) - np.take_along_axis(pt, edges[:, :-1], axis=1)
+    squares = np.take_along_axis(pt2, edges[:, 1:], axis=1) - np.take_along_axis(pt2, edges[:, :-1], axis=1)
+    mse = (squares - 2 * weights * sums + weights * weights * counts).sum(axis=1) / n
+    return cutoffs.astype(np.float32), weights.astype(np.float32), np.maximum(mse, 0.0)
 
 
 def _allocate(mse: dict[int, np.ndarray], budget: int) -> np.ndarray:
@@ -138,21 +170,24 @@ class TransformCodec:
         offsets = np.concatenate(([0], np.cumsum(self.widths)))[:-1]
         self._byte = offsets[: self.coded] // 8
         self._shift = (offsets[: self.coded] % 8).astype(np.uint8)
-        nbytes = self.bytes_per_token
-        # lookup table: row p * 256 + b holds, in its first columns, the weights of the components byte p holds
-        slots = np.zeros(self.coded, dtype=np.int64)
-        for p in range(nbytes):
-            members = np.flatnonzero(self._byte == p)
-            slots[members] = np.arange(len(members))
-        width = int(slots.max()) + 1 if self.coded else 1
-        lut = np.zeros((nbytes, 256, width), dtype=np.float32)
+        # decoding: runs of consecutive bytes holding the same number m of components (their
+        # components are consecutive too) share one lookup table: row i * 256 + b holds the
+        # weights of the m components that byte b0 + i holds when its value is b
+        counts = np.bincount(self._byte, minlength=self.bytes_per_token)
+        self._segments: list[tuple[int, int, int, int, np.ndarray, np.ndarray]] = []  # (b0, b1, c0, c1, lut, row base)
         values = np.arange(256)
-        for j in range(self.coded):
-            ids = (values >> int(self._shift[j])) & ((1 << int(self.widths[j])) - 1)
-            lut[self._byte[j], :, slots[j]] = self.weights[j][ids]
-        self._lut = lut.reshape(nbytes * 256, width)
-        self._lut_base = (np.arange(nbytes, dtype=np.int64) * 256)[None, :]
-        self._gather = self._byte * width + slots  # column of component j in the (n, nbytes * width) lookup output
+        p, first = 0, 0
+        while p < self.bytes_per_token and counts[p]:
+            q = p
+            while q < self.bytes_per_token and counts[q] == counts[p]:
+                q += 1
+            m, last = int(counts[p]), first + int(counts[p:q].sum())
+            lut = np.zeros((q - p, 256, m), dtype=np.float32)
+            for j in range(first, last):
+                ids = (values >> int(self._shift[j])) & ((1 << int(self.widths[j])) - 1)
+                lut[self._byte[j] - p, :, (j - first) % m] = self.weights[j][ids]
+            self._segments.append((p, q, first, last, lut.reshape((q - p) * 256, m), (np.arange(q - p, dtype=np.int64) * 256)[None, :]))
+            p, first = q, last
         self._base = np.where(self.widths > 0, 0.0, self.means).astype(np.float32)  # what 0-bit components decode to
         self._scoring: tuple[int, np.ndarray] | None = None
 
@@ -174,8 +209,11 @@ class TransformCodec:
         means = z.mean(axis=0)
         mse = {0: z.var(axis=0)}
         tables = {}
+        z.sort(axis=0)
+        zeros = np.zeros((1, dim))
+        prefix, prefix2 = np.concatenate([zeros, np.cumsum(z, axis=0)]), np.concatenate([zeros, np.cumsum(z * z, axis=0)])
         for w in WIDTHS[1:]:
-            cut, wt, err = _lloyd(z, w)
+            cut, wt, err = _lloyd(z, prefix, prefix2, w)
             tables[w], mse[w] = (cut, wt), err
         widths = _allocate(mse, dim * nbits)
         order = np.argsort(-widths, kind="stable")  # widest first; among equals, by decreasing variance
@@ -199,11 +237,10 @@ class TransformCodec:
         """``(codes, packed residual bytes (n, dim*nbits/8) uint8)`` of token vectors ``x``."""
         codes = nearest_centroids(x, centroids) if codes is None else codes
         out = np.zeros((len(x), self.bytes_per_token), dtype=np.uint8)
-        coded = self.cutoffs[: self.coded]
         for start in range(0, len(x), _CHUNK):
             part = slice(start, start + _CHUNK)
             z = (x[part] - np.take(centroids, codes[part], axis=0)) @ self.rotation[:, : self.coded]
-            ids = _bucketize(z, coded).astype(np.uint8) << self._shift[None, :]
+            ids = _bucketize(z, self.cutoffs[: self.coded]).astype(np.uint8) << self._shift[None, :]
             block = out[part]
             for p in np.unique(self._byte):
                 block[:, p] = np.bitwise_or.reduce(ids[:, self._byte == p], axis=1)
@@ -211,9 +248,8 @@ class TransformCodec:
 
     def _rotated(self, codes: np.ndarray, residuals: np.ndarray, rotated_centroids: np.ndarray) -> np.ndarray:
         x = np.take(rotated_centroids, codes, axis=0)
-        if self.coded:
-            values = np.take(self._lut, residuals.astype(np.int64) + self._lut_base, axis=0).reshape(len(codes), -1)
-            x[:, : self.coded] += np.take(values, self._gather, axis=1)
+        for b0, b1, c0, c1, lut, base in self._segments:
+            x[:, c0:c1] += np.take(lut, residuals[:, b0:b1] + base, axis=0).reshape(len(codes), c1 - c0)
         return x
 
     def scoring_centroids(self, centroids: np.ndarray) -> np.ndarray:

@@ -180,7 +180,7 @@ def test_save_reopen_compressed(kit, tmp_path):
 def test_codes_on_disk_are_narrow_and_format_1_still_reads(kit, tmp_path):
     import io
 
-    index = kit.make(train_min_tokens=100, ncentroids=300, exhaustive_below=0, buckets="pooled")
+    index = kit.make(train_min_tokens=100, ncentroids=300, exhaustive_below=0, buckets="pooled", residual_transform="none")
     texts = kit.texts(400, seed=10)
     index.add(kit.records(texts))
     assert index.engine.codes.dtype == np.uint16  # 300 centroids
@@ -274,3 +274,38 @@ def test_retraining_compresses_the_new_passages_from_their_original_vectors(kit)
     codes, residuals = engine.codec.compress(np.concatenate(fresh), engine.centroids)
     np.testing.assert_array_equal(engine.codes[rows], codes)  # not a compressed copy compressed again
     np.testing.assert_array_equal(engine.residuals[rows], residuals)
+
+
+def test_deferred_training_trains_once_on_the_original_vectors(kit, tmp_path):
+    """defer_training (the default): batches past train_min_tokens stay uncompressed until
+    the first search or save, which trains once on every original vector, so a collection
+    filled in batches ends up as if built in one add."""
+    texts = kit.texts(400, seed=12)
+    options = dict(train_min_tokens=100, ncentroids=16, retrain_growth=2.0, exhaustive_below=0)
+    batched = kit.make(defer_training=True, **options)
+    for start in range(0, 400, 50):
+        batched.add(kit.records(texts[start : start + 50], start=start))
+        assert not batched.engine.compressed and batched.engine.train_pending
+    assert batched.stats()["train_pending"]
+    one_shot = kit.make(**options)
+    one_shot.add(kit.records(texts))
+    q = kit.query(texts[77])
+    assert [(h.id, round(h.score, 5)) for h in batched.search(q, 5)] == [(h.id, round(h.score, 5)) for h in one_shot.search(q, 5)]
+    engine = batched.engine
+    assert engine.compressed and not engine.train_pending and engine.trained_tokens == engine.total_tokens
+    np.testing.assert_array_equal(engine.codes, one_shot.engine.codes)
+    # a save trains too; later adds go to the trained centroids at once
+    saving = kit.make(defer_training=True, **options)
+    saving.add(kit.records(texts[:200]))
+    assert saving.engine.train_pending
+    saving.save(tmp_path)
+    assert saving.engine.compressed and (tmp_path / "centroids.npy").is_file()
+    saving.add(kit.records(texts[200:250], start=200))
+    assert not saving.engine.train_pending and saving.engine.trained_tokens < saving.engine.total_tokens
+    # max_raw_tokens bounds the uncompressed vectors: the add crossing it trains at once
+    capped = kit.make(defer_training=True, max_raw_tokens=1000, **options)
+    capped.add(kit.records(texts[:20]))
+    assert capped.engine.train_pending
+    while not capped.engine.compressed:
+        capped.add(kit.records(texts[len(capped) : len(capped) + 20], start=len(capped)))
+    assert capped.engine.trained_tokens >= 1000 and not capped.engine.train_pending

@@ -55,10 +55,12 @@ def test_transform_codec_beats_plain_buckets_at_the_same_bytes(nbits):
     np.testing.assert_array_equal(again.decompress(codes, packed, centroids), pca.decompress(codes, packed, centroids))
 
 
-def test_lloyd_buckets_and_packing():
+@pytest.mark.parametrize("nbits", [1, 2, 4])
+def test_lloyd_buckets_and_packing(nbits):
     x = correlated(4000, 16, 1)
     centroids = np.zeros((1, 16), dtype=np.float32)
-    codec = TransformCodec.train(x, centroids, 2)
+    codec = TransformCodec.train(x, centroids, nbits)
+    assert len(set(codec.widths.tolist())) >= 2  # several widths: bytes of different layouts
     for j in np.flatnonzero(codec.widths > 0)[:3]:
         w, cut = codec.weights[j], codec.cutoffs[j]
         assert (np.diff(w) >= 0).all()
@@ -66,6 +68,7 @@ def test_lloyd_buckets_and_packing():
     # each component's bucket id sits at its bit offset; none straddles a byte
     codes, packed = codec.compress(x[:50], centroids)
     z = x[:50] @ codec.rotation
+    decoded = np.zeros_like(z)
     offset = 0
     for j, width in enumerate(codec.widths.tolist()):
         if not width:
@@ -73,7 +76,12 @@ def test_lloyd_buckets_and_packing():
         assert offset // 8 == (offset + width - 1) // 8
         ids = (packed[:, offset // 8] >> (offset % 8)) & ((1 << width) - 1)
         np.testing.assert_array_equal(ids, np.searchsorted(codec.cutoffs[j], z[:, j], side="right"))
+        decoded[:, j] = codec.weights[j][ids]
         offset += width
+    # decoding: (rotated) centroid + each coded component's weight, the others their mean
+    expected = (centroids @ codec.rotation)[codes] + decoded + np.where(codec.widths > 0, 0, codec.means)[None, :]
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(codec.decompress_scoring(codes, packed, centroids), expected, atol=1e-5)
 
 
 def test_bad_tables_are_refused():
@@ -112,8 +120,13 @@ def test_pca_index_plaid_agrees_reopens_and_refuses_another_transform(kit, tmp_p
     fresh.load(tmp_path)
     q = kit.query(texts[42])
     assert [(h.id, round(h.score, 6)) for h in fresh.search(q, 5)] == [(h.id, round(h.score, 6)) for h in index.search(q, 5)]
-    with pytest.raises(CorruptError, match="residual_transform 'pca'"):
-        kit.make(**{**options, "residual_transform": "none"}).load(tmp_path)
+    # the index keeps the codec it was trained with; the setting applies at its next training
+    other = kit.make(**{**options, "residual_transform": "none"})
+    other.load(tmp_path)
+    assert other.stats()["residual_transform"] == "pca"
+    assert [h.id for h in other.search(q, 5)] == [h.id for h in index.search(q, 5)]
+    other.engine.retrain()
+    assert other.stats()["residual_transform"] == "none"
     (tmp_path / "rotation.npy").unlink()
     with pytest.raises(CorruptError, match="rotation.npy"):
         kit.make(**options).load(tmp_path)
@@ -122,3 +135,28 @@ def test_pca_index_plaid_agrees_reopens_and_refuses_another_transform(kit, tmp_p
     plain.add(kit.records(texts[:100]))
     plain.save(tmp_path)
     assert not (tmp_path / "rotation.npy").exists()
+
+
+def test_served_index_of_format_2_opens_without_a_transform(tmp_path):
+    """A server directory written before the residual transform (plan.json without
+    residual_transform, buckets.json without transform) opens as an index without one."""
+    from memcore_colbert import ColbertIndexConfig
+    from memcore_colbert.served import ServedIndex
+    from memcore.testing import make_texts
+
+    config = ColbertIndexConfig(embedder={"kind": "token-hashing", "dim": 32}, train_min_tokens=100, ncentroids=16, residual_transform="none")
+    served = ServedIndex("ws_kb_t", config)
+    texts = make_texts(200, seed=13)
+    served.add([(f"p{i}", t) for i, t in enumerate(texts)], {})
+    served.save(tmp_path)
+    before = served.search(texts[9], 3)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    plan["config"].pop("residual_transform")
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 2}))
+    meta = json.loads((tmp_path / "metadata.json").read_text())
+    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 2}))
+    buckets = json.loads((tmp_path / "buckets.json").read_text())
+    (tmp_path / "buckets.json").write_text(json.dumps({k: v for k, v in buckets.items() if k != "transform"}))
+    opened = ServedIndex.open("ws_kb_t", tmp_path)
+    assert opened.config.residual_transform == "none" and opened.engine.codec.transform == "none"
+    assert opened.search(texts[9], 3) == before

@@ -18,6 +18,9 @@ from memcore import CorruptError
 
 __all__ = ["LabelMap"]
 
+DROPPED_MAX = 65_536
+"""Most dropped labels :attr:`LabelMap.dropped` keeps before it starts a new epoch."""
+
 
 class LabelMap:
     """The two-way map of live ids and labels, the label counter and the tombstones."""
@@ -31,6 +34,10 @@ class LabelMap:
         self.dead_version = 0
         #: bumped whenever any label changes (memos of allowed sets compare it)
         self.version = 0
+        #: bumped when live labels change other than by :meth:`assign` and :meth:`drop` (a relabel)
+        self.epoch = 0
+        #: labels dropped since the last epoch, in order (memos of allowed sets catch up from it)
+        self.dropped: list[int] = []
 
     def __len__(self) -> int:
         return len(self.label_of)
@@ -55,7 +62,23 @@ class LabelMap:
             if label is not None:
                 del self.id_of[label]
                 labels.append(label)
+        if len(self.dropped) + len(labels) > DROPPED_MAX:  # a long journal: memos translate afresh
+            self.dropped = []
+            self.epoch += 1
+        self.dropped.extend(labels)
         return np.asarray(labels, dtype=np.int64)
+
+    def marker(self) -> tuple[int, int, int]:
+        """Where the labels stand: ``(epoch, next_label, dropped so far)``; see :meth:`changes_since`."""
+        return (self.epoch, self.next_label, len(self.dropped))
+
+    def changes_since(self, marker: tuple[int, int, int]) -> tuple[range, list[int]] | None:
+        """The labels assigned and the labels dropped since ``marker`` (None when a relabel
+        came between: every label may have changed)."""
+        epoch, next_label, dropped = marker
+        if epoch != self.epoch or next_label > self.next_label or dropped > len(self.dropped):
+            return None
+        return range(next_label, self.next_label), self.dropped[dropped:]
 
     def bury(self, labels: np.ndarray) -> None:
         """Mark ``labels`` (already dropped) as tombstones still inside the faiss index."""
@@ -75,6 +98,8 @@ class LabelMap:
         tombstones are gone and the counter restarts at n.
         """
         self.version += 1
+        self.epoch += 1
+        self.dropped = []
         id_of = self.id_of
         ids = [id_of[int(label)] for label in order]
         if len(ids) != len(id_of):

@@ -147,6 +147,54 @@ class HybridService(Service):
         self.collection.insert([window], indexes=[WINDOW_PREFIX + name for name in windows.indexes], state={(STATE, group): tail})
         return rid
 
+    def delete(self, ids: list[str], scope: Any = None) -> int:
+        """Delete entries; with ``windows``, in the same atomic write, the windows of the
+        deleted entries go, every other window holding one is rebuilt from its remaining
+        members, and the deleted entries leave their group's tail (so no later window takes
+        them in). A deleted entry's text is then in no index."""
+        windows = self.config.windows
+        if windows is None:
+            return self.collection.delete(ids, scope=scope)
+        gone = set(ids)
+        records = {r.id: r for r in self.collection.get_many(list(gone)) if r is not None}
+        # unknown ids: the collection refuses the whole delete below, before anything changes
+        groups: dict[str, Any] = {}
+        for r in records.values():
+            value = r.metadata.get(windows.group) if windows.group else None
+            scope_value = r.scope.as_dict() if r.scope is not None and not r.scope.is_empty() else None
+            groups.setdefault(_group_key(value, scope_value), value)
+        drop, rebuilt = [], []
+        for window in self._windows_holding(gone, groups):
+            members = [str(m) for m in window.metadata.get(MEMBERS, [])]
+            rest = [m for m in members if m not in gone]
+            if (window.id.endswith("#window") and window.id[: -len("#window")] in gone) or not rest:
+                drop.append(window.id)
+                continue
+            kept = [r for r in self.collection.get_many(rest) if r is not None]
+            field = windows.text_field
+            record = window_record([(r.id, str(r.metadata.get(field) or r.text) if field else r.text, r.metadata) for r in kept])
+            record.update({"id": window.id, "scope": window.scope})
+            rebuilt.append(record)
+        state = {}
+        for key in groups:
+            tail = [str(i) for i in self.collection.get_state(STATE, key, [])]
+            if gone & set(tail):
+                state[(STATE, key)] = [i for i in tail if i not in gone]
+        extra = [d for d in drop if d not in gone]
+        self.collection.delete([*ids, *extra], scope=scope, state=state or None, replace=rebuilt or None)
+        return len(ids)
+
+    def _windows_holding(self, ids: set[str], groups: Mapping[str, Any]) -> list[Any]:
+        """The window records whose members include one of ``ids`` (read by group value
+        when windows are grouped: a window never spans two groups)."""
+        group = self.config.windows.group if self.config.windows is not None else None
+        where: dict[str, Any] = {GRANULARITY: "window"}
+        values = list(groups.values())
+        if group and values and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in values):
+            where[group] = {"$in": list(dict.fromkeys(values))}
+        candidates = self.collection.get_many(self.collection.ids(where=where))
+        return [w for w in candidates if w is not None and ids & {str(m) for m in w.metadata.get(MEMBERS, [])}]
+
     def retrieve(
         self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:

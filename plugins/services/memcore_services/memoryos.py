@@ -43,8 +43,8 @@ import numpy as np
 from memcore import ComponentConfig, Service
 from pydantic import Field, field_validator
 
-from .common import HeatWeights, heat, hit_result, lexical, now, record_result, top, unit
-from .memoryos_clock import event_time
+from .common import HeatWeights, heat, hit_result, lexical, record_result, top, unit
+from .memoryos_clock import EventClock
 from .memoryos_ltm import (
     Fact,
     Page,
@@ -132,7 +132,7 @@ def _top_words(counts: Counter[str], n: int = _KEEP_WORDS) -> dict[str, int]:
     return dict(counts.most_common(n))
 
 
-class MemoryOS(Service):
+class MemoryOS(EventClock, Service):
     """STM queue -> MTM segments (chains, heat) -> LTM profile and knowledge stores."""
 
     uses_pipeline = False
@@ -160,39 +160,27 @@ class MemoryOS(Service):
         if self.config.space not in vectors and isinstance(text, str) and self.config.space in self.collection.spaces:
             vectors[self.config.space] = self.collection.spaces[self.config.space].embed_documents([text])[0]  # needed when it reaches MTM
         item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), "vectors": vectors, **kwargs}
+        self._resume()
         rid = self.state.write(changes, lambda state: self.collection.insert([item], indexes=[STM], state=state))[0]
-        evicted = self.state.write({}, lambda state: self.collection.evict(STM, state=state))
-        if evicted:
-            self._to_mtm(list(evicted))
+        stm = self.collection.ids(index=STM)
+        over = stm[: max(0, len(stm) - self.config.stm_capacity)]  # the oldest: pages enter the STM in insertion order
+        if over:  # leaving the STM and "pending" are one commit: a crash before the MTM commit is resumed
+            self.state.write({"pending": over}, lambda state: self.collection.remove_from_index(STM, over, state=state))
+            self._to_mtm(over)
         self._enforce_mtm()
         self._promote_hot()
         return rid
 
-    # -- clock of heat recency -----------------------------------------------------------
-
-    def _clock_change(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``{"clock": t}`` when the entry's event time moves the event clock forward."""
-        t = self._event_of(metadata) if self.config.clock == "event" else None
-        return {"clock": t} if t is not None and t > float(self.state.get("clock", float("-inf"))) else {}
-
-    def _event_of(self, metadata: Mapping[str, Any] | None) -> float | None:
-        """The event time of an entry: its first ``time_keys`` value present, parsed (None: none)."""
-        key = next((k for k in self.config.time_keys if (metadata or {}).get(k) is not None), None)
-        return None if key is None or metadata is None else event_time(metadata[key], key)
-
-    def _now(self) -> float:
-        """Wall-clock seconds, or (``clock = "event"``) the latest event time seen (0 before any)."""
-        return now() if self.config.clock == "wall" else float(self.state.get("clock", 0.0))
-
-    def _batch_time(self, pages: list[Page]) -> float:
-        """When pages joined MTM: now, or (``clock = "event"``) the latest event time among
-        them (the time of that dialogue; the clock when none has one)."""
-        if self.config.clock == "wall":
-            return now()
-        times = [t for p in pages if (t := self._event_of(p.metadata)) is not None]
-        return max(times) if times else self._now()
-
     # -- STM -> MTM: chains, batch summary, segment assignment ----------------------------
+
+    def _resume(self) -> None:
+        """Place the pages of a batch that left the STM but never reached the MTM (a crash
+        between the two commits): they are listed under ``pending``."""
+        pending = [p for p in self.state.get("pending") or [] if not (self.state.get(f"p:{p}") or {}).get("tier")]
+        if pending:
+            self._to_mtm(pending)
+        elif self.state.get("pending"):
+            self.state.write({"pending": None})
 
     def _vector(self, page: str, text: str) -> np.ndarray:
         if page not in self._page_vectors:
@@ -210,9 +198,9 @@ class MemoryOS(Service):
                 self._page_vectors[p] = unit(v)
         return np.stack([self._page_vectors[p] for p in pages]) if pages else np.zeros((0, 0), np.float32)
 
-    def _chain(self, page: Page, changes: dict[str, Any]) -> dict[str, Any]:
-        """Chain ``page`` to the previously moved page of its session; returns the page's links.
-        Reads ``changes`` (this batch's pending writes) before the state."""
+    def _chain(self, page: Page, changes: dict[str, Any]) -> None:
+        """Chain ``page`` to the previously moved page of its session: its links go to
+        ``changes["p:<id>"]``. Reads ``changes`` (this batch's pending writes) before the state."""
 
         def get(key: str, default: Any = None) -> Any:
             return changes[key] if key in changes else self.state.get(key, default)
@@ -244,22 +232,26 @@ class MemoryOS(Service):
         )
         changes[chain_key] = {**chain, "meta": meta, "words": _top_words(words), "speakers": speakers, "pages": int(chain.get("pages", 0)) + 1}
         changes["last_page"] = page.id
-        return {"chain": chain_key, "prev": prev_id if continuous else None, "next": None}
+        changes[f"p:{page.id}"] = {"chain": chain_key, "prev": prev_id if continuous else None, "next": None}
 
     def _to_mtm(self, page_ids: list[str]) -> None:
-        """Move a batch pushed out of the STM to MTM: chain each page, then each session's
-        part of the batch is summarised (``multi_summary``) and joins the best-scoring segment
-        of its session or starts one -- all in one store commit per session part."""
-        pages = pages_of(self.collection.get_many(page_ids))
+        """Move a batch pushed out of the STM to MTM, in runs of consecutive pages of one
+        session (one page per insert once the STM is full): chain each page, then the run is
+        summarised (``multi_summary``) and joins the best-scoring segment of its session or
+        starts one -- one store commit per run."""
         key = self.config.session_key
-        changes: dict[str, Any] = {}
-        links = {p.id: (self._chain(p, changes) if self.config.continuity else {}) for p in pages}
-        groups: dict[Any, list[Page]] = {}
-        for p in pages:
-            groups.setdefault(p.metadata.get(key), []).append(p)
-        for session, group in groups.items():
-            self._assign(session, group, links, changes)
-            changes = {}
+        runs: list[list[Page]] = []
+        for p in pages_of(self.collection.get_many(page_ids)):
+            if runs and runs[-1][0].metadata.get(key) == p.metadata.get(key):
+                runs[-1].append(p)
+            else:
+                runs.append([p])
+        for run in runs:
+            changes: dict[str, Any] = {}
+            if self.config.continuity:
+                for p in run:
+                    self._chain(p, changes)
+            self._assign(run[0].metadata.get(key), run, changes)
 
     def _theme_vector(self, theme: Theme) -> np.ndarray:
         """A summary's embedding: its page's vector when it is a page's text, else embedded."""
@@ -272,7 +264,7 @@ class MemoryOS(Service):
         none: its centroid stands in)."""
         return unit(self.state.get(_summary_key(key)) or self._centroid(key))
 
-    def _assign(self, session: Any, group: list[Page], links: Mapping[str, Any], changes: dict[str, Any]) -> None:
+    def _assign(self, session: Any, group: list[Page], changes: dict[str, Any]) -> None:
         ids = [p.id for p in group]
         vecs = np.stack([self._vector(p.id, p.text) for p in group])
         themes = self.run_llm_step("multi_summary", lambda llm: ask_multi_summary(llm, group), lambda: [central_theme(group, vecs)], "central_page")
@@ -321,8 +313,9 @@ class MemoryOS(Service):
             changes["joins"] = int(self.state.get("joins", 0)) + 1
         changes[best] = seg
         changes[_summary_key(best)] = summary_vec.tolist()
+        changes["pending"] = [p for p in self.state.get("pending") or [] if p not in ids] or None
         for pid in ids:
-            changes[f"p:{pid}"] = {"tier": "mtm", "segment": best, **(links.get(pid) or {})}
+            changes[f"p:{pid}"] = {**(changes.get(f"p:{pid}") or {}), "tier": "mtm", "segment": best}
         self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, ids, state=state))
 
     def _central_summary(self, ids: list[str], centroid: np.ndarray, words: Counter[str]) -> Theme:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from memcore import ValidationError
 
-__all__ = ["event_time"]
+from .common import now
+
+__all__ = ["event_time", "EventClock"]
 
 # LoCoMo's session dates ("1:56 pm on 8 May, 2023") and a few common spellings
 _FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%d %B, %Y", "%d %B %Y", "%B %d, %Y", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
@@ -50,3 +52,33 @@ def event_time(value: Any, key: str = "timestamp") -> float:
         except ValueError:
             continue
     raise ValidationError(f"metadata {key!r}: cannot read {value!r} as an event time (epoch seconds, ISO 8601 or e.g. '1:56 pm on 8 May, 2023')")
+
+
+class EventClock:
+    """The clock methods of ``memoryos`` (a mixin: needs ``self.config`` with ``clock`` and
+    ``time_keys``, and ``self.state``, the service's :class:`StateView`)."""
+
+    config: Any
+    state: Any
+
+    def _clock_change(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``{"clock": t}`` when the entry's event time moves the event clock forward."""
+        t = self._event_of(metadata) if self.config.clock == "event" else None
+        return {"clock": t} if t is not None and t > float(self.state.get("clock", float("-inf"))) else {}
+
+    def _event_of(self, metadata: Mapping[str, Any] | None) -> float | None:
+        """The event time of an entry: its first ``time_keys`` value present, parsed (None: none)."""
+        key = next((k for k in self.config.time_keys if (metadata or {}).get(k) is not None), None)
+        return None if key is None or metadata is None else event_time(metadata[key], key)
+
+    def _now(self) -> float:
+        """Wall-clock seconds, or (``clock = "event"``) the latest event time seen (0 before any)."""
+        return now() if self.config.clock == "wall" else float(self.state.get("clock", 0.0))
+
+    def _batch_time(self, pages: Sequence[Any]) -> float:
+        """When pages joined MTM: now, or (``clock = "event"``) the latest event time among
+        them (pages: anything with ``metadata``; the clock when none has one)."""
+        if self.config.clock == "wall":
+            return now()
+        times = [t for p in pages if (t := self._event_of(p.metadata)) is not None]
+        return max(times) if times else self._now()

@@ -150,6 +150,57 @@ def test_text_field_gives_the_text_members_bring_to_their_windows(opener, tmp_pa
 def test_a_deleted_entry_is_not_returned_through_its_windows(opener, tmp_path):
     with opener(tmp_path, WINDOWED) as m:
         ids = _fill(m)
-        m.collection.delete([ids[1]])
+        m.delete([ids[1]])
         got = [r["id"] for r in m.retrieve("coast fishing village sardines", k=7)]
         assert ids[1] not in got and ids[3] in got
+
+
+def _windows(m):
+    return {r.id: r for r in m.collection.get_many(m.collection.ids(where={"granularity": "window"}))}
+
+
+def _assert_gone_from_windows(m, ids, gone, words):
+    windows = _windows(m)
+    assert not any(f"{g}#window" in windows for g in gone)
+    for w in windows.values():
+        assert not set(gone) & set(w.metadata["members"])
+        assert w.text.splitlines() == [m.collection.get(i).text for i in w.metadata["members"]]
+    for word in words:  # the deleted text is in no window index
+        assert m.collection.retrieve(word, index="hybrid.window.bm25", k=10) == []
+        assert all(word not in w.text for w in windows.values())
+
+
+def test_deleting_an_entry_rebuilds_the_windows_that_held_it_in_one_write(opener, tmp_path):
+    with opener(tmp_path, WINDOWED) as m:
+        ids = _fill(m)
+        seq = m.collection.store.last_seq()
+        assert m.delete(ids[1]) == 1
+        assert m.collection.store.last_seq() == seq + 1  # entry, its window, the rebuilt windows: one batch
+        windows = _windows(m)
+        assert windows[f"{ids[2]}#window"].metadata["members"] == [ids[0], ids[2]]
+        assert windows[f"{ids[3]}#window"].metadata["members"] == [ids[2], ids[3]]
+        assert windows[f"{ids[0]}#window"].metadata["members"] == [ids[0]]  # untouched
+        _assert_gone_from_windows(m, ids, [ids[1]], ["fishing", "village"])
+        # a deleted entry in the group's tail leaves it: the next window does not take it in
+        m.delete(ids[3])
+        assert m.collection.state_items("hybrid.windows")['["", 1]'] == [ids[2]]
+        new = m.insert("Alice: Did you bring me a souvenir?", metadata={"session": 1})
+        assert m.collection.get(f"{new}#window").metadata["members"] == [ids[2], new]
+    with opener(tmp_path, WINDOWED) as m:  # reopened: the window index is loaded from disk
+        _assert_gone_from_windows(m, ids, [ids[1], ids[3]], ["fishing", "village", "sardines"])
+        assert [r["id"] for r in m.retrieve("sardines fishing", k=7) if r["id"] in (ids[1], ids[3])] == []
+
+
+def test_deleting_by_filter_and_an_unknown_id_changes_nothing(opener, tmp_path):
+    from memcore import NotFoundError
+
+    with opener(tmp_path, WINDOWED) as m:
+        ids = _fill(m)
+        before = {k: (w.text, w.metadata) for k, w in _windows(m).items()}
+        with pytest.raises(NotFoundError):
+            m.delete([ids[1], "no-such-id"])
+        assert {k: (w.text, w.metadata) for k, w in _windows(m).items()} == before and m.collection.count() == 2 * len(TURNS)
+        assert m.delete(where={"speaker": "Bob"}) == 3
+        bob = [ids[i] for i, (who, _, _) in enumerate(TURNS) if who == "Bob"]
+        _assert_gone_from_windows(m, ids, bob, ["coast", "sardines", "make"])
+        assert m.collection.count() == 2 * (len(TURNS) - 3)

@@ -177,3 +177,64 @@ def test_the_event_clock_makes_old_segments_cold(opener, tmp_path, clock, evicte
         assert kept["session"] == 3 - evicted_session
         if clock == "event":
             assert m.collection.get_state("memoryos", "clock") == 100 * DAY and kept["last"] == 100 * DAY
+
+
+def test_segments_written_before_summaries_existed_still_take_pages(opener, tmp_path):
+    """A store written by the previous version (segments without summary, keywords, word
+    counts or summary embedding): the centroid stands in for the summary until the next join."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0}
+    with opener(tmp_path, service) as m:
+        ids = [m.insert(t, metadata={"session": 1}) for t in PAGES[:2]]
+        old = {("memoryos", k): {x: y for x, y in v.items() if x not in ("summary", "keywords", "words")} for k, v in _segments(m).items()}
+        old.update({("memoryos", k): None for k in m.collection.state_items("memoryos") if k.startswith("e:")})
+        m.collection.set_state(old)
+    with opener(tmp_path, service) as m:
+        assert ids[0] in [h["id"] for h in m.retrieve(PAGES[0], k=3)]  # the old segment is searched by its centroid
+        m.insert(PAGES[2], metadata={"session": 1})
+        (key, seg) = next(iter(_segments(m).items()))
+        assert len(seg["pages"]) == 2 and seg["summary"] in PAGES[:2] and seg["keywords"] == _keywords(PAGES[1])
+        assert m.collection.get_state("memoryos", "e:" + key[2:]) is not None
+
+
+def test_a_batch_of_several_pages_is_chained_and_placed_together(opener, tmp_path):
+    """The STM pushes one page out per insert; a batch of several (the service's batch path,
+    driven here directly) is split into runs of one session, chained in order, and each run
+    is summarised and placed as one batch."""
+    with opener(tmp_path, {"kind": "memoryos", "stm_capacity": 10, "heat_threshold": None, "segment_threshold": 2.0}) as m:
+        texts = [*PAGES, "Bob: the lake was cold today", "Alice: I swam anyway"]
+        ids = [m.insert(t, metadata={"session": s}) for t, s in zip(texts, (1, 1, 1, 2, 2))]
+        c = m.collection
+        c.remove_from_index("memoryos.stm", ids)
+        m.service._to_mtm(ids)
+        assert c.ids(index="memoryos.mtm") == ids and c.ids(index="memoryos.stm") == []
+        pages = {k[2:]: v for k, v in c.state_items("memoryos").items() if k.startswith("p:")}
+        assert [pages[i]["prev"] for i in ids] == [None, ids[0], ids[1], None, ids[3]]
+        assert [pages[i]["next"] for i in ids] == [ids[1], ids[2], None, ids[4], None]
+        assert all(pages[i]["tier"] == "mtm" for i in ids)
+        segments = _segments(m)  # one per run (threshold 2: never joined)
+        assert sorted(s["pages"] for s in segments.values()) == sorted([ids[:3], ids[3:]])
+        assert all(s["length"] == len(s["pages"]) for s in segments.values())
+        assert m.service.llm_report()["steps"]["multi_summary"] == {"fallback:central_page": 2}
+
+
+def test_a_crash_between_leaving_the_stm_and_joining_the_mtm_is_resumed(opener, tmp_path, monkeypatch):
+    service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0}
+    with opener(tmp_path, service) as m:
+        first = m.insert(PAGES[0], metadata={"session": 1})
+
+        def crash(page_ids):
+            raise RuntimeError("power cut")
+
+        monkeypatch.setattr(m.service, "_to_mtm", crash)
+        with pytest.raises(RuntimeError, match="power cut"):
+            m.insert(PAGES[1], metadata={"session": 1})
+        c = m.collection
+        assert c.ids(index="memoryos.stm") != [first] and c.ids(index="memoryos.mtm") == []
+        assert c.get_state("memoryos", "pending") == [first]  # out of the STM, not lost: listed
+    with opener(tmp_path, service) as m:
+        (second,) = m.collection.ids(index="memoryos.stm")
+        m.insert(PAGES[2], metadata={"session": 1})
+        c = m.collection
+        assert c.ids(index="memoryos.mtm") == [first, second] and c.get_state("memoryos", "pending") is None
+        (seg,) = _segments(m).values()
+        assert seg["pages"] == [first, second]

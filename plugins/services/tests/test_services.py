@@ -255,6 +255,10 @@ def test_memoryos_retrieve_reads_the_state_once_per_store_change(opener, tmp_pat
         ({"heat_threshold": -1}, "heat_threshold"),
         ({"knowledge_k": 0}, "knowledge_k"),
         ({"page_min_sim": 2}, "page_min_sim"),
+        ({"keyword_weight": -1}, "keyword_weight"),
+        ({"segment_search": "pages"}, "segment_search"),
+        ({"clock": "lunar"}, "clock"),
+        ({"time_keys": []}, "time_keys"),
     ],
 )
 def test_memoryos_config_errors(opener, tmp_path, bad, match):

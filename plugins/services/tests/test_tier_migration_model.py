@@ -122,7 +122,7 @@ class MemoryOSMachine(TierMachine):
             assert seg["summary"] in {texts[i] for i in seg["pages"]} and seg["keywords"] == list(seg["words"])[: len(seg["keywords"])]
             assert len(state["v:" + key[2:]]) == len(state["e:" + key[2:]])
         assert {k[2:] for k in state if k[:2] in ("v:", "e:")} == {k[2:] for k in segments}
-        assert state.get("evicted", 0) == len(summaries)  # each evicted segment left exactly one summary
+        assert state.get("evicted", 0) == len(summaries) and "pending" not in state  # no batch left half-moved  # each evicted segment left exactly one summary
         if self.memory.service.config.clock == "event":  # the clock is the latest event time seen
             assert state.get("clock", 0) == max((c.get(i).metadata["timestamp"] for i in self.inserted), default=0)
         assert self.memory.service.state.items() == state  # the cached view equals the store
