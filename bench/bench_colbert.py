@@ -145,6 +145,18 @@ def select(data: Any, n_docs: int | None, n_queries: int | None) -> tuple[list[d
     return docs, queries
 
 
+def load_selection(args: argparse.Namespace, result: dict) -> tuple[Any, list[dict], list[tuple[str, str]]] | None:
+    """SciFact (``args.data``, ``args.split``) and its selected documents and queries
+    (``args.docs``, ``args.queries``); None after printing ``result`` as skipped when the
+    data is missing."""
+    if not args.data.is_dir():
+        result["skipped"] = f"no SciFact data at {args.data}"
+        emit(result, args.out)
+        return None
+    data = load_beir(args.data, args.split)
+    return (data, *select(data, args.docs, args.queries))
+
+
 def doc_text(d: dict) -> str:
     return f"{d['title']} {d['text']}".strip()
 
@@ -292,12 +304,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result = header("colbert", args)
-    if not args.data.is_dir():
-        result["skipped"] = f"no SciFact data at {args.data}"
-        emit(result, args.out)
+    loaded = load_selection(args, result)
+    if loaded is None:
         return
-    data = load_beir(args.data, args.split)
-    docs, queries = select(data, args.docs, args.queries)
+    data, docs, queries = loaded
     log(f"{len(docs)} documents, {len(queries)} queries")
     # the model reads at most max_length input tokens (ColBERT truncates the input the same way)
     doc_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.doc_maxlen}), args.doc_maxlen, "doc")

@@ -33,12 +33,12 @@ from _common import emit, finish_environment, header, log, use_checkout
 use_checkout("colbert", "embed", "fifo-kv")
 
 import memcore  # noqa: E402
-from memcore.eval import evaluate_run, load_beir  # noqa: E402
+from memcore.eval import evaluate_run  # noqa: E402
 from memcore_colbert import ColbertIndexConfig  # noqa: E402
 from memcore_colbert.codec import nearest_centroids  # noqa: E402
 from memcore_colbert.train import kmeans_centroids, sample_for_training, train_codec  # noqa: E402
 
-from bench_colbert import DATA, TokenCache, all_maxsim, doc_text, fp32_reference, select, topk  # noqa: E402
+from bench_colbert import DATA, TokenCache, all_maxsim, doc_text, fp32_reference, load_selection, topk  # noqa: E402
 
 
 def main() -> None:
@@ -57,12 +57,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     result = header("colbert_codecs", args)
-    if not args.data.is_dir():
-        result["skipped"] = f"no SciFact data at {args.data}"
-        emit(result, args.out)
+    loaded = load_selection(args, result)
+    if loaded is None:
         return
-    data = load_beir(args.data, args.split)
-    docs, queries = select(data, args.docs, args.queries)
+    data, docs, queries = loaded
     doc_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.doc_maxlen}), args.doc_maxlen, "doc")
     query_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.query_maxlen}), args.query_maxlen, "query")
     doc_cache.ensure([doc_text(d) for d in docs])
