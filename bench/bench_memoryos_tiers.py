@@ -27,7 +27,7 @@ use_checkout("fifo-kv", "embed", "services")
 
 import memcore  # noqa: E402
 from memcore.eval.locomo import load_locomo  # noqa: E402
-from memcore.eval.locomo_pipeline import load_eval_config, run_conversation, summarise  # noqa: E402
+from memcore.eval.locomo_pipeline import add_counts, load_eval_config, run_conversation, summarise  # noqa: E402
 
 
 def accounted(memory: memcore.Memory) -> dict[str, Any]:
@@ -62,10 +62,7 @@ def main() -> None:
                 conv_rows, stats = run_conversation(memory, conv, config)
                 report = {k: v for k, v in memory.service.report().items() if k != "state_reads"}
                 per_conversation[conv.sample_id] = {**report, **accounted(memory), "entries": stats["entries"]}
-                for step, counts in memory.service.llm_report()["steps"].items():
-                    for path, n in counts.items():
-                        llm_steps.setdefault(step, {}).setdefault(path, 0)
-                        llm_steps[step][path] += n
+                add_counts(llm_steps, memory.service.llm_report()["steps"])
             finally:
                 memory.close()
             rows.extend(conv_rows)

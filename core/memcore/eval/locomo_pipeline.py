@@ -327,6 +327,14 @@ def service_reports(memory: "Memory") -> dict[str, Any]:
     return out
 
 
+def add_counts(total: dict[str, dict[str, int]], part: Mapping[str, Mapping[str, int]]) -> None:
+    """Add nested counts (``{step: {path or reason: n}}``, as in ``llm_report()``) into ``total``."""
+    for step, counts in part.items():
+        into = total.setdefault(step, {})
+        for key, n in counts.items():
+            into[key] = into.get(key, 0) + n
+
+
 def test_question(run: InsertRun, question: Question, ks: tuple[int, ...]) -> dict[str, Any]:
     """The test pipeline for one question: retrieve, score retrieval, answer when an LLM is declared."""
     cfg = run.config.test
@@ -469,11 +477,8 @@ def run_locomo(
         try:
             conv_rows, stats = run_conversation(memory, conv, config, ks=ks, questions=questions, progress=bar, steps=steps)
             reports[conv.sample_id] = service_reports(memory)
-            for total, part in ((service_llm, reports[conv.sample_id]["llm"]["steps"]), (service_reasons, reports[conv.sample_id]["llm"]["fallback_reasons"])):
-                for step, counts in part.items():
-                    for key, n in counts.items():
-                        total.setdefault(step, {}).setdefault(key, 0)
-                        total[step][key] += n
+            add_counts(service_llm, reports[conv.sample_id]["llm"]["steps"])
+            add_counts(service_reasons, reports[conv.sample_id]["llm"]["fallback_reasons"])
         finally:
             memory.close()
         rows.extend(conv_rows)
