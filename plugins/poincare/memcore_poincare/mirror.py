@@ -13,7 +13,9 @@ of the ids changed since the last snapshot save (what an incremental save writes
 
 The cone (step 1) is answered here too (:meth:`ParticleMirror.cone`: exact cosine top
 ``cone_width`` over the held directions with faiss's inner-product kernel, ~0.7 ms at 100k
-x 64 against ~1.6 ms for Chroma's ids-only HNSW query), then the candidates' directions,
+x 64 against ~1.6 ms for Chroma's ids-only HNSW query; from 8192 rows a float16 copy
+narrows it first and only the best few are scored in float32, with a certificate that the
+result is still the exact cone, :mod:`.prescan`), then the candidates' directions,
 v/T/born and metadata are read here, and the neighbour fetch (step 3) is a dict lookup
 instead of a Chroma ``get``. Reading embeddings and metadata through the Chroma API is what
 made those steps slow (9 ms against 0.8 ms for 100 ids at 20k points).
@@ -24,9 +26,12 @@ server, turn it off (``mirror = "off"``; ``"auto"`` does for http connections).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from .prescan import MIN_ROWS, Fp16Prescan, margin
 
 __all__ = ["ParticleMirror"]
 
@@ -44,6 +49,8 @@ class ParticleMirror:
         self._upserted: dict[str, None] = {}  # changed since the last snapshot save (ordered set)
         self._deleted: dict[str, None] = {}
         self._saved_as: tuple[str, str, int] | None = None
+        self._prescan: Fp16Prescan | None = None  # the float16 copy narrowing the cone (.prescan), built on first use
+        self._links: dict[int, tuple[dict[str, Any], tuple[str, ...]]] = {}  # row -> (its metadata dict, its links parsed)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -107,6 +114,8 @@ class ParticleMirror:
                 self.metadatas.append(meta)
             else:
                 self.metadatas[row] = meta
+            if self._prescan is not None:
+                self._prescan.touch(row)
             self._u[row] = directions[i]
             self._vtb[row] = (meta["v"], meta["T"], meta["born"])
             self._upserted[rid] = None
@@ -126,6 +135,8 @@ class ParticleMirror:
                 self.ids[row], self.metadatas[row] = moved, self.metadatas[last]
                 self._u[row], self._vtb[row] = self._u[last], self._vtb[last]
                 self.rows[moved] = row
+                if self._prescan is not None:
+                    self._prescan.touch(row)
             self.ids.pop()
             self.metadatas.pop()
 
@@ -144,6 +155,25 @@ class ParticleMirror:
     def rows_of(self, ids: Sequence[str]) -> np.ndarray:
         """Rows of the held ids among ``ids`` (in that order; others skipped)."""
         return np.fromiter((self.rows[i] for i in ids if i in self.rows), dtype=np.int64)
+
+    def links_of(self, row: int) -> tuple[str, ...]:
+        """The link targets of ``row`` (its metadata's ``links`` JSON, parsed once per
+        metadata version; anything but a list of strings reads as no links)."""
+        meta = self.metadatas[row]
+        cached = self._links.get(row)
+        if cached is not None and cached[0] is meta:  # writes replace the dict: identity tells a stale entry
+            return cached[1]
+        links = parse_links(meta.get("links"))
+        self._links[row] = (meta, links)
+        return links
+
+    def arrays(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Directions (k, d) and v/T/born (k, 3) of ``rows`` (copies)."""
+        return self._u[rows], self._vtb[rows]
+
+    def direction(self, row: int) -> np.ndarray:
+        """The unit direction of ``row`` (a view)."""
+        return self._u[row]
 
     def take(self, rows: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """Ids, directions (k, d), v/T/born (k, 3) and metadatas of ``rows``."""
@@ -182,7 +212,12 @@ class ParticleMirror:
         queries = np.ascontiguousarray(directions, dtype=np.float32)
         out = []
         knn = _faiss_knn()
+        prescan = self._fp16_prescan(k) if rows is None and knn is not None else None
         for q in queries:
+            narrowed = prescan.cone(q.reshape(1, -1), base, k, knn) if prescan is not None else None
+            if narrowed is not None:
+                out.append(narrowed.astype(np.int64))
+                continue
             if knn is not None:
                 _, found = knn(q.reshape(1, -1), base, k)
                 picked = found[0][found[0] >= 0]
@@ -192,6 +227,27 @@ class ParticleMirror:
                 picked = part[np.argsort(-scores[part], kind="stable")]
             out.append(picked.astype(np.int64) if rows is None else rows[picked])
         return out
+
+    def _fp16_prescan(self, k: int) -> Fp16Prescan | None:
+        """The float16 copy (built or rebuilt now when missing or stale), or None when the
+        full float32 scan is as cheap (few rows, or a cone of half of them or more)."""
+        n = len(self.ids)
+        if n < MIN_ROWS or 2 * (k + margin(k)) > n:
+            return None
+        if self._prescan is None or self._prescan.stale(n):
+            import faiss
+
+            self._prescan = Fp16Prescan(self.directions, faiss)
+        return self._prescan
+
+
+def parse_links(raw: Any) -> tuple[str, ...]:
+    """Link targets from a metadata ``links`` value (a JSON list of ids); anything else: none."""
+    try:
+        links = json.loads(raw or "[]")
+    except (TypeError, ValueError):
+        return ()
+    return tuple(t for t in links if isinstance(t, str)) if isinstance(links, list) else ()
 
 
 def _faiss_knn() -> Any:
