@@ -228,6 +228,12 @@ class ParticleMirror:
             out.append(picked.astype(np.int64) if rows is None else rows[picked])
         return out
 
+    def cone_stats(self) -> dict[str, int | None]:
+        """The float16 pre-scan so far: rows its copy holds (None: not built), cones it
+        answered (``certified``) and cones it left to the float32 scan (``refused``)."""
+        p = self._prescan
+        return {"prescan_rows": None if p is None else p.built, "certified": 0 if p is None else p.certified, "refused": 0 if p is None else p.refused}
+
     def _fp16_prescan(self, k: int) -> Fp16Prescan | None:
         """The float16 copy (built or rebuilt now when missing or stale), or None when the
         full float32 scan is as cheap (few rows, or a cone of half of them or more)."""

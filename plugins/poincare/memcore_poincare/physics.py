@@ -176,13 +176,14 @@ class ParticleProjector:
         v_now = _vector(self.physics.f(v, born, t_now), n)
         T_now = _vector(self.physics.g(T, born, t_now), n)
         a = np.minimum(v_now * (self.sqrt_c * self.scaling_factor / 2.0), MAX_ARG)
-        zero = ~(directions != 0).any(axis=1)
+        u = directions.astype(np.float64)
+        zero = np.einsum("ij,ij->i", u, u) == 0.0  # exact in float64 for float32 or float64 rows (no underflow to 0)
         if zero.any():
             a[zero] = 0.0  # zero-vector guard: the origin
         r = np.tanh(a) / self.sqrt_c
         den = np.cosh(a)
         den = 1.0 / (den * den)
-        return ParticleStates(directions.astype(np.float64), a, r, den, v_now, T_now)
+        return ParticleStates(u, a, r, den, v_now, T_now)
 
     def compute_state(self, vec: Any, v: float, T: float, born: float, t_now: float) -> dict[str, Any]:
         """One particle's state, as in the design: ``current_vector`` (its ball coordinates),
