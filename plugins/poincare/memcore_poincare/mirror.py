@@ -31,6 +31,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from . import clusters
+from .clusters import ClusterCone
 from .prescan import MIN_ROWS, Fp16Prescan, margin
 
 __all__ = ["ParticleMirror"]
@@ -50,6 +52,7 @@ class ParticleMirror:
         self._deleted: dict[str, None] = {}
         self._saved_as: tuple[str, str, int] | None = None
         self._prescan: Fp16Prescan | None = None  # the float16 copy narrowing the cone (.prescan), built on first use
+        self._clusters: ClusterCone | None = None  # the cluster-pruned cone (.clusters), built on first use
         self._links: dict[int, tuple[dict[str, Any], tuple[str, ...]]] = {}  # row -> (its metadata dict, its links parsed)
 
     def __len__(self) -> int:
@@ -114,12 +117,18 @@ class ParticleMirror:
                 self.metadatas.append(meta)
             else:
                 self.metadatas[row] = meta
-            if self._prescan is not None:
-                self._prescan.touch(row)
+            self._touch(row)
             self._u[row] = directions[i]
             self._vtb[row] = (meta["v"], meta["T"], meta["born"])
             self._upserted[rid] = None
             self._deleted.pop(rid, None)
+
+    def _touch(self, row: int) -> None:
+        """Row ``row`` was written: the cone's helpers score it exactly until they are rebuilt."""
+        if self._prescan is not None:
+            self._prescan.touch(row)
+        if self._clusters is not None:
+            self._clusters.touch(row)
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove rows (unknown ids ignored); the last row moves into each hole."""
@@ -135,8 +144,7 @@ class ParticleMirror:
                 self.ids[row], self.metadatas[row] = moved, self.metadatas[last]
                 self._u[row], self._vtb[row] = self._u[last], self._vtb[last]
                 self.rows[moved] = row
-                if self._prescan is not None:
-                    self._prescan.touch(row)
+                self._touch(row)
             self.ids.pop()
             self.metadatas.pop()
 
@@ -212,9 +220,14 @@ class ParticleMirror:
         queries = np.ascontiguousarray(directions, dtype=np.float32)
         out = []
         knn = _faiss_knn()
-        prescan = self._fp16_prescan(k) if rows is None and knn is not None else None
+        whole = rows is None and knn is not None  # the helpers narrow a cone over every row, with faiss
+        pruned = self._cluster_cone(k) if whole else None
+        prescan: Fp16Prescan | None = None
         for q in queries:
-            narrowed = prescan.cone(q.reshape(1, -1), base, k, knn) if prescan is not None else None
+            narrowed = pruned.cone(q.reshape(1, -1), base, k, knn) if pruned is not None and pruned.useful else None
+            if narrowed is None and whole:
+                prescan = prescan or self._fp16_prescan(k)  # built when the clusters first decline
+                narrowed = prescan.cone(q.reshape(1, -1), base, k, knn) if prescan is not None else None
             if narrowed is not None:
                 out.append(narrowed.astype(np.int64))
                 continue
@@ -231,8 +244,28 @@ class ParticleMirror:
     def cone_stats(self) -> dict[str, int | None]:
         """The float16 pre-scan so far: rows its copy holds (None: not built), cones it
         answered (``certified``) and cones it left to the float32 scan (``refused``)."""
-        p = self._prescan
-        return {"prescan_rows": None if p is None else p.built, "certified": 0 if p is None else p.certified, "refused": 0 if p is None else p.refused}
+        p, c = self._prescan, self._clusters
+        return {
+            "clusters_rows": None if c is None else c.built,
+            "clusters_served": 0 if c is None else c.served,
+            "clusters_declined": 0 if c is None else c.declined,
+            "prescan_rows": None if p is None else p.built,
+            "certified": 0 if p is None else p.certified,
+            "refused": 0 if p is None else p.refused,
+        }
+
+    def _cluster_cone(self, k: int) -> ClusterCone | None:
+        """The cluster-pruned cone (built or rebuilt now when missing or stale), or None for
+        fewer than ``clusters.MIN_ROWS`` rows, a cone of a tenth of them or more, or once it
+        stopped paying (no cluster structure to prune with)."""
+        n = len(self.ids)
+        if n < clusters.MIN_ROWS or 10 * k > n:
+            return None
+        if self._clusters is None or self._clusters.stale(n):
+            import faiss
+
+            self._clusters = ClusterCone(self.directions, faiss)
+        return self._clusters if self._clusters.useful else None
 
     def _fp16_prescan(self, k: int) -> Fp16Prescan | None:
         """The float16 copy (built or rebuilt now when missing or stale), or None when the
