@@ -90,6 +90,8 @@ class SQLiteStore(Store):
         self._mutex = threading.RLock()
         self._rows = RowCache()
         self._seq: int | None = None  # the writer's last sequence number, known without a read (only it writes)
+        self._probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
+        """What the writer's last ``get`` found: ``(seq, id -> (rowid, member_of), None when absent)``."""
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
         if self.read_only:
@@ -144,8 +146,9 @@ class SQLiteStore(Store):
             cur = self.db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             self._rows.clear()
+            probe, self._probe = self._probe, None
             try:
-                applied = self._apply(cur, batch)
+                applied = self._apply(cur, batch, probe)
                 cur.execute("COMMIT")
                 self._seq = applied.seq
                 return applied
@@ -155,21 +158,39 @@ class SQLiteStore(Store):
                 self._spaces.forget()  # a space created by the failed batch is gone again
                 raise
 
-    def _stored_rows(self, cur: sqlite3.Cursor, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
-        """``id -> (rowid, member_of)`` of the stored ones among ``ids``."""
+    def _stored_rows(
+        self, cur: sqlite3.Cursor, ids: Sequence[str], probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
+    ) -> dict[str, tuple[int, str]]:
+        """``id -> (rowid, member_of)`` of the stored ones among ``ids``.
+
+        ``probe``: what the writer's last :meth:`get` read. While the sequence number has
+        not moved since (only this process writes, every write moves it) it is still true,
+        and only the ids it did not cover are looked up: ``Collection.insert`` reads its
+        ids to compare contents just before writing them, the store does not read them twice."""
         out: dict[str, tuple[int, str]] = {}
+        if probe is not None and probe[0] == self._seq:
+            known = probe[1]
+            unknown = []
+            for rid in ids:
+                if rid in known:
+                    row = known[rid]
+                    if row is not None:
+                        out[rid] = row
+                else:
+                    unknown.append(rid)
+            ids = unknown
         for chunk in _chunks(ids):
             for rid, rowid, member_of in cur.execute(f"SELECT id, rowid, member_of FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk):
                 out[rid] = (rowid, member_of)
         return out
 
-    def _apply(self, cur: sqlite3.Cursor, batch: WriteBatch) -> Applied:
+    def _apply(self, cur: sqlite3.Cursor, batch: WriteBatch, probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None) -> Applied:
         seq = self.last_seq() + 1
         deletes = list(dict.fromkeys(batch.deletes))
         link_sources: set[str] = set()
         for chunk in _chunks(deletes):
             link_sources.update(r[0] for r in cur.execute(f"SELECT source FROM links WHERE target IN ({','.join('?' * len(chunk))})", chunk))
-        stored = self._stored_rows(cur, list(involved_ids(batch) | link_sources))
+        stored = self._stored_rows(cur, list(involved_ids(batch) | link_sources), probe)
         before = {rid: _members(m) for rid, (_, m) in stored.items()}
         ops = plan_ops(batch, before, link_sources)
         upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
@@ -318,16 +339,19 @@ class SQLiteStore(Store):
             return self._get_cached(ids)
         with self._mutex:
             found: dict[str, Record] = {}
+            seen: dict[str, tuple[int, str] | None] = {}
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
                 by_rowid: dict[int, Record] = {}
                 for row in self.db.execute(
-                    f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, rowid FROM records WHERE id IN ({marks})", list(chunk)
+                    f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, rowid, member_of FROM records WHERE id IN ({marks})",
+                    list(chunk),
                 ):
                     # the common shapes cheaply: no scope, empty metadata
                     scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
                     record = Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, (), scope, row[6], row[7])
                     found[row[0]] = by_rowid[row[8]] = record
+                    seen[row[0]] = (row[8], row[9])
                 if not by_rowid:  # none stored (an insert checking its ids): no links or vectors to read
                     continue
                 links: dict[str, list[Link]] = {}
@@ -342,6 +366,8 @@ class SQLiteStore(Store):
                     for rowid, data in self.db.execute(f"SELECT rid, data FROM {table} WHERE rid IN ({','.join('?' * len(rowids))})", rowids):
                         record = by_rowid[rowid]
                         record.vectors[space] = self._stored_vector(record.id, space, data).copy()
+            if self._seq is not None:  # the writer, its sequence number known: remembered for the next apply
+                self._probe = (self._seq, dict.fromkeys(ids, None) | seen) if len(seen) < len(ids) else (self._seq, seen)
             return [found.get(i) for i in ids]
 
     def _get_cached(self, ids: Sequence[str]) -> list[Record | None]:
