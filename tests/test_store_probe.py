@@ -62,3 +62,59 @@ def test_gets_before_writes_change_nothing_the_store_logs(tmp_path, seed):
             assert state(sqlite) == state(memory)
     finally:
         sqlite.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batches_of_new_records_log_what_the_general_path_logs(tmp_path, seed):
+    """Batches whose records are all new take the SQLite store's insert path: the same ops,
+    records, membership, oplog and errors as the in-memory store."""
+    rng = random.Random(seed)
+    sqlite, memory = SQLiteStore(tmp_path / "s"), MemoryStore()
+    made: list[str] = []
+    try:
+        for step in range(60):
+            fresh = [f"n{step}-{i}" for i in range(rng.randrange(0, 5))]
+            upserts = [
+                Record(
+                    rid,
+                    f"t {rid}",
+                    {"i": i},
+                    {"v": np.full(3, 1.0 + i, dtype=np.float32)},
+                    (Link(rng.choice(made)),) if made and rng.random() < 0.3 else (),
+                    None,
+                    1.0,
+                    1.0,
+                )
+                for i, rid in enumerate(fresh)
+            ]
+            if upserts and rng.random() < 0.2:
+                upserts.append(upserts[0])  # a repeated record
+            if rng.random() < 0.1:
+                upserts.append(Record(f"x{step}", "t", {}, {}, (Link("missing"),), None, 1.0, 1.0))  # a link target that does not exist
+            add = {ix: rng.choices(fresh, k=rng.randrange(0, 2 * len(fresh) + 1)) for ix in ("a", "b", "c") if fresh and rng.random() < 0.6}
+            if rng.random() < 0.1:
+                add["a"] = [*add.get("a", []), "nowhere"]  # membership for a record that does not exist
+            state = {("svc", "k"): step} if rng.random() < 0.3 else {}
+            batch = WriteBatch(upserts=upserts, add_membership=add, state=state)
+            outcomes = []
+            for store in (sqlite, memory):
+                try:
+                    applied = store.apply(batch)
+                    outcomes.append((applied.seq, [(op.index, op.record_id, op.op) for op in applied.ops]))
+                except MemcoreError as exc:
+                    outcomes.append(type(exc))
+            assert outcomes[0] == outcomes[1]
+            if not isinstance(outcomes[0], type):
+                made += fresh
+            for index in ("a", "b", "c"):
+                assert sqlite.ops_since(0, index) == memory.ops_since(0, index)
+                assert sqlite.ids(index=index) == memory.ids(index=index)
+            assert sqlite.get_state("svc", "k") == memory.get_state("svc", "k")
+
+        def rows(store):
+            return [(r.id, r.text, r.metadata, r.links, r.vectors["v"].tolist() if "v" in r.vectors else None) for r in store.get(made)]
+
+        assert rows(sqlite) == rows(memory)
+        assert sqlite.memberships(made) == memory.memberships(made)
+    finally:
+        sqlite.close()

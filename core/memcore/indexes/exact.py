@@ -122,7 +122,9 @@ class ExactIndex(Index):
                     block = vectors[start : start + 8192]
                     norms = np.linalg.norm(block, axis=1, keepdims=True)
                     np.divide(block, norms, out=block, where=norms > 0)
-                    block[norms[:, 0] == 0] = 0  # as the copy gets them (only all-zero rows have a zero norm once validated)
+                    zero = norms[:, 0] == 0
+                    if zero.any():
+                        block[zero] = 0  # as the copy gets them (only all-zero rows have a zero norm once validated)
                 return vectors
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
@@ -180,9 +182,13 @@ class ExactIndex(Index):
     def _reserve(self, need: int) -> None:
         """Room for ``need`` rows (at least doubling, so appends stay amortised O(1))."""
         if need > self._matrix.shape[0]:
-            grown = np.zeros((max(need, 2 * self._matrix.shape[0], 64), self.dim), dtype=np.float32)
-            grown[: self._n] = self._matrix[: self._n]
-            self._matrix = grown
+            rows = max(need, 2 * self._matrix.shape[0], 64)
+            try:  # in place: realloc lets the kernel move the held pages, nothing is copied or touched again
+                self._matrix.resize((rows, self.dim), refcheck=True)  # new rows are zeros, as np.zeros gives
+            except ValueError:  # a view of the matrix is alive, or it does not own its data: a grown copy
+                grown = np.zeros((rows, self.dim), dtype=np.float32)
+                grown[: self._n] = self._matrix[: self._n]
+                self._matrix = grown
 
     def remove(self, ids: Sequence[str]) -> None:
         for rid in ids:
