@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -45,7 +44,6 @@ log = get_logger("memcore.collection")
 
 RESERVED_STATE = frozenset({"indexes", "spaces"})
 INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
-_source = attrgetter("source")
 StateChanges = Mapping[tuple[str, str], Any]
 """Component state written with a change: ``{(namespace, key): JSON value, or None to delete}``."""
 
@@ -779,18 +777,19 @@ class Collection:
             handle = self._handle(name)
             if self.store.read_only:  # pipelines search through here: readers catch up first
                 self._catch_up(handle)
-            validate_k(k)
-            q = prepare_query(self.spaces, query, handle.index.requires)
-            handle.index.validate_query(q)
-            allowed = self._allowed(q, name)
-            if allowed is not None and not allowed:
-                return []
-            hits = handle.index.search(q, k, allowed)
-            rank_hits(hits, list_name or name)  # each hit's rank and score here, its Contribution built on first read
-            if not all(map(_source, hits)):  # one C-level pass when every hit names its index (the usual case)
-                for hit in hits:
-                    if not hit.source:
-                        hit.source = name
+            if type(k) is not int or k <= 0:  # validate_k's common case, without its call: this runs for every query
+                validate_k(k)
+            index = handle.index
+            q = prepare_query(self.spaces, query, index.requires)
+            index.validate_query(q)
+            if q.where is None and q.scope is None:  # neither filter nor scope: nothing to resolve
+                allowed = None
+            else:
+                allowed = self._allowed(q, name)
+                if allowed is not None and not allowed:
+                    return []
+            hits = index.search(q, k, allowed)
+            rank_hits(hits, list_name or name, name)  # each hit's rank and score here (its Contribution built on first read), its index when it names none
             return hits
 
     def build_fusion(self, fusion: str | Mapping[str, Any] | Fusion) -> Fusion:
