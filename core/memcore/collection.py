@@ -751,7 +751,6 @@ class Collection:
 
     def make_query(self, query: Query | str | Mapping[str, Any], *, k: int | None = None, where: Any = None, scope: Any = None) -> Query:
         """Coerce and validate a query, applying overrides."""
-        q = Query.coerce(query)
         changes: dict[str, Any] = {}
         if k is not None:
             changes["k"] = k
@@ -759,12 +758,20 @@ class Collection:
             changes["where"] = where
         if scope is not None:
             changes["scope"] = scope
-        q = q.evolve(**changes) if changes else q
+        if type(query) is str:  # a text (Memory.query): one Query built with the overrides, not one then a copy
+            q = Query(text=query, **changes)
+        else:
+            q = Query.coerce(query)
+            if changes:
+                q = q.evolve(**changes)
         q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
-        for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
-            if space not in self.spaces:
-                raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
-            self.spaces[space].check_query_vector(vector)
+        if q.vectors:
+            spaces = self.spaces
+            for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
+                declared = spaces.get(space)
+                if declared is None:
+                    raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(spaces)}")
+                declared.check_query_vector(vector)
         return q
 
     def search_index(self, name: str, query: Query, k: int, *, list_name: str | None = None) -> list[Hit]:
