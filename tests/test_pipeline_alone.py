@@ -1,15 +1,15 @@
-"""A one-stage recall pipeline: :meth:`Pipeline.run` searches without a context
-(``memcore.pipeline.RUNS_ALONE``) and must answer exactly what the context path answers
-(issue 14, small memories)."""
+"""A recall pipeline, maybe cut by limit stages: :meth:`Pipeline.run` searches without a
+context (``memcore.pipeline.RUNS_ALONE`` and ``CUTS``) and must answer exactly what the
+context path answers (issue 14, small memories)."""
 
 from __future__ import annotations
 
 import pytest
 
 from memcore import Collection, Pipeline, Query
-from memcore.pipeline import RUNS_ALONE, PipelineContext
+from memcore.pipeline import CUTS, RUNS_ALONE, PipelineContext
 from memcore.plugins import get_registry
-from memcore.stages.basic import Recall, RecallConfig
+from memcore.stages.basic import Limit, LimitConfig, Recall, RecallConfig
 
 
 @pytest.fixture(params=["sqlite", "memory"])
@@ -26,14 +26,21 @@ def facts(hits):
 
 
 @pytest.mark.parametrize(
-    "stage",
-    [{"kind": "recall"}, {"kind": "recall", "index": "vec", "over_fetch": 2.0, "name": "dense"}, {"kind": "recall", "index": "vec", "k": 3}],
-    ids=["defaults", "over_fetch_named", "fixed_depth"],
+    "stages",
+    [
+        [{"kind": "recall"}],
+        [{"kind": "recall", "index": "vec", "over_fetch": 2.0, "name": "dense"}],
+        [{"kind": "recall", "index": "vec", "k": 3}],
+        [{"kind": "recall", "over_fetch": 2.0}, {"kind": "limit"}],
+        [{"kind": "recall", "over_fetch": 3.0}, {"kind": "limit", "k": 12}, {"kind": "limit", "k": 4}],
+    ],
+    ids=["defaults", "over_fetch_named", "fixed_depth", "limit", "two_limits"],
 )
 @pytest.mark.parametrize("where", [None, {"even": True}], ids=["all", "filtered"])
-def test_run_alone_equals_the_context_path(col, stage, where):
-    pipe = Pipeline.from_config([stage], get_registry())
+def test_run_alone_equals_the_context_path(col, stages, where):
+    pipe = Pipeline.from_config(stages, get_registry())
     assert type(pipe.stages[0]) is Recall and type(pipe.stages[0]) in RUNS_ALONE
+    assert all(type(stage) in CUTS for stage in pipe.stages[1:])
     for text in ["apples 4", "pears 2 note", "note 17"]:
         q = col.make_query(text, k=5, where=where)
         ctx = pipe.run_context(col, q)
@@ -64,10 +71,19 @@ def test_subclasses_take_the_context_path(col):
             seen.append("pipeline")
             return super().run_context(collection, query, with_records=with_records)
 
+    class CountingLimit(Limit):
+        def run(self, ctx: PipelineContext) -> None:
+            seen.append("limit")
+            super().run(ctx)
+
     assert len(Pipeline([CountingRecall(RecallConfig(index="vec"))]).run(col, "apples", k=2)) == 2
     assert seen == ["stage"]  # a subclass may override run: never called directly
+    seen.clear()
+    assert len(Pipeline([Recall(RecallConfig(index="vec")), CountingLimit(LimitConfig(k=1))]).run(col, "apples", k=2)) == 1
+    assert seen == ["limit"]  # a later stage that is not an exact cut: the context path
+    seen.clear()
     assert len(TracingPipeline([Recall(RecallConfig(index="vec"))]).run(col, "apples", k=2)) == 2
-    assert seen == ["stage", "pipeline"]  # an overridden run_context is honoured
+    assert seen == ["pipeline"]  # an overridden run_context is honoured
 
 
 def test_bad_queries_fail_alike_on_the_direct_path(col):

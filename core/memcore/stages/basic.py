@@ -14,7 +14,7 @@ from ..collection_view import CollectionView
 from ..errors import ConfigError
 from ..filters import matches, parse_filter
 from ..fusion import Fusion
-from ..pipeline import RUNS_ALONE, PipelineContext, Stage
+from ..pipeline import CUTS, RUNS_ALONE, PipelineContext, Stage
 from ..records import Hit, Query
 from ..registry import ComponentConfig
 
@@ -160,4 +160,11 @@ class Limit(Stage):
         self.config = config
 
     def run(self, ctx: PipelineContext) -> None:
-        ctx.current = ctx.current[: self.config.k or ctx.query.k]
+        ctx.current = ctx.current[: self.keep(ctx.query)]
+
+    def keep(self, query: Query) -> int:
+        """How many hits this stage keeps for ``query`` (see :data:`memcore.pipeline.CUTS`)."""
+        return self.config.k or query.k
+
+
+CUTS[Limit] = Limit.keep
