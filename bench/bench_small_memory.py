@@ -161,7 +161,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=600, help="synthetic turns when LoCoMo is absent")
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--repeat", type=int, default=15, help="interleaved passes per side (medians; each pass times both clocks)")
+    p.add_argument("--repeat", type=int, default=31, help="interleaved passes per side (medians; each pass times both clocks)")
     p.add_argument(
         "--after-write", type=int, default=3, metavar="PASSES", help="passes of the bm25 pipeline with a record rewritten before every query (untimed); 0: skip"
     )
