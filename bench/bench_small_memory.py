@@ -20,8 +20,13 @@ to the order of tied scores (memcore breaks ties by id, the raw libraries by pos
 Data: the first LoCoMo conversation (``../shared/data/locomo/locomo_dev.json``: turns as
 ``speaker: text``, its questions as queries) when present, else ``--n`` synthetic turns
 and questions (seeded). Vectors: memcore's ``hashing`` embedder (256-d), computed once
-for both sides. QPS are medians over ``--repeat`` interleaved passes; each pass is timed
-by both clocks, ``--clock`` picks the headline, the other is under ``<clock>_clock``.
+for both sides. The queries are timed in chunks of about ``--chunk-ms`` (0.3 ms for the
+slowest side), the sides interleaved chunk by chunk, ``--repeat`` rounds; a side's time for
+all queries is the sum over chunks of each chunk's median. A chunk is shorter than the time
+slices of a loaded machine, so most timings see no wait for a core and each median is one
+of those: with whole passes of a few ms nearly every pass waited once or twice, and the
+wall-clock ratio jumped by +-0.15 between runs. Each timing reads both clocks (wall, and this thread's
+CPU time); ``--clock`` picks the headline, the other is under ``<clock>_clock``.
 ``bm25_after_write``: the bm25 pipeline with a record rewritten (untimed) before every
 query, so the index's kept per-word scores never serve twice (``--after-write`` passes).
 
@@ -161,7 +166,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=600, help="synthetic turns when LoCoMo is absent")
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--repeat", type=int, default=31, help="interleaved passes per side (medians; each pass times both clocks)")
+    p.add_argument("--repeat", type=int, default=15, help="rounds: each times every chunk of queries once per side (medians per chunk)")
+    p.add_argument(
+        "--chunk-ms", type=float, default=0.3, help="milliseconds of queries per timing (short: most timings see no wait for a core on a loaded machine)"
+    )
     p.add_argument(
         "--after-write", type=int, default=3, metavar="PASSES", help="passes of the bm25 pipeline with a record rewritten before every query (untimed); 0: skip"
     )
@@ -215,12 +223,24 @@ def main() -> None:
         for name, fns in sides.items():
             for fn in fns.values():
                 fn(0)  # warm-up
-            rates: dict[str, dict[str, list[float]]] = {side: {"wall": [], "cpu": []} for side in fns}
-            for _ in range(args.repeat):  # interleaved passes: noise hits every side alike
-                for side, fn in fns.items():
-                    for clock, rate in one_pass(fn, items).items():
-                        rates[side][clock].append(rate)
-            med = {side: {clock: float(np.median(r)) for clock, r in by_clock.items()} for side, by_clock in rates.items()}
+            # chunks of about --chunk-ms by the slowest side (timed over the first 20 queries)
+            slowest = max(20 / one_pass(fn, items[:20])["cpu"] for fn in fns.values())
+            size = max(1, int(args.chunk_ms / 1000 / slowest))
+            chunks = [items[i : i + size] for i in range(0, len(items), size)]
+            # seconds[side][clock][chunk]: one timing per round, sides interleaved chunk by chunk
+            seconds: dict[str, dict[str, list[list[float]]]] = {side: {"wall": [[] for _ in chunks], "cpu": [[] for _ in chunks]} for side in fns}
+            order = list(fns)
+            for r in range(args.repeat):
+                for c, chunk in enumerate(chunks):
+                    shift = (r + c) % len(order)  # each side goes first as often as the others (warm caches favour followers)
+                    for side in order[shift:] + order[:shift]:
+                        for clock, rate in one_pass(fns[side], chunk).items():
+                            seconds[side][clock][c].append(len(chunk) / rate)
+            # a pass over every query = the sum of each chunk's median time
+            med = {
+                side: {clock: len(items) / sum(float(np.median(t)) for t in per_chunk) for clock, per_chunk in by_clock.items()}
+                for side, by_clock in seconds.items()
+            }
             pairs = [([(h.id, h.score) for h in fns["pipeline"](i)], [(f"t{d}", s) for d, s, _ in fns["raw"](i)]) for i in items[:50]]
             strict = sum([m for m, _ in mine] == [r for r, _ in raw][: len(mine)] for mine, raw in pairs)
             same = sum(same_ranking(mine, raw) for mine, raw in pairs)
