@@ -168,7 +168,10 @@ def main() -> None:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--repeat", type=int, default=15, help="rounds: each times every chunk of queries once per side (medians per chunk)")
     p.add_argument(
-        "--chunk-ms", type=float, default=0.3, help="milliseconds of queries per timing (short: most timings see no wait for a core on a loaded machine)"
+        "--chunk-ms",
+        type=float,
+        default=0.3,
+        help="milliseconds of queries per timing (short: most timings see no wait for a core on a loaded machine); 0: whole passes",
     )
     p.add_argument(
         "--after-write", type=int, default=3, metavar="PASSES", help="passes of the bm25 pipeline with a record rewritten before every query (untimed); 0: skip"
@@ -225,7 +228,7 @@ def main() -> None:
                 fn(0)  # warm-up
             # chunks of about --chunk-ms by the slowest side (timed over the first 20 queries)
             slowest = max(20 / one_pass(fn, items[:20])["cpu"] for fn in fns.values())
-            size = max(1, int(args.chunk_ms / 1000 / slowest))
+            size = max(1, int(args.chunk_ms / 1000 / slowest)) if args.chunk_ms > 0 else len(items)  # 0: whole passes
             chunks = [items[i : i + size] for i in range(0, len(items), size)]
             # seconds[side][clock][chunk]: one timing per round, sides interleaved chunk by chunk
             seconds: dict[str, dict[str, list[list[float]]]] = {side: {"wall": [[] for _ in chunks], "cpu": [[] for _ in chunks]} for side in fns}
