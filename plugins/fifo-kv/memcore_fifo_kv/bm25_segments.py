@@ -232,6 +232,7 @@ class FreshSegment:
         self._lengths = np.zeros(0, dtype=np.float64)
         self._alive_arr = np.zeros(0, dtype=bool)
         self._term_cache: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._arrays: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # term -> its posting list's slots, counts, lengths
         self._scores_key: tuple[CorpusStats, int, int, Scorer] | None = None
 
     def __len__(self) -> int:
@@ -289,6 +290,7 @@ class FreshSegment:
             lengths[slot] = doc.length
             alive[slot] = self._alive[slot]
             for term, tf in zip(doc.terms.tolist(), doc.tfs.tolist()):
+                self._arrays.pop(term, None)  # its posting list grows
                 posting = self._postings.get(term)
                 if posting is None:
                     self._postings[term] = ([slot], [tf])
@@ -334,12 +336,16 @@ class FreshSegment:
         cache = self._term_cache
         if t in cache:
             return cache[t]
-        posting = self._postings.get(t)
-        if posting is None:
-            cache[t] = None
-            return None
-        slots = np.asarray(posting[0], dtype=np.int64)
-        tf = np.asarray(posting[1], dtype=np.float64)
-        part = query.idf[t] * scorer.tfc(tf, self._lengths[slots], query.avgdl) - query.nonocc[t]
+        arrays = self._arrays.get(t)
+        if arrays is None:
+            posting = self._postings.get(t)
+            if posting is None:
+                cache[t] = None
+                return None
+            slots = np.asarray(posting[0], dtype=np.int64)
+            # kept across writes until the term's posting list grows (a slot's length never changes)
+            arrays = self._arrays[t] = (slots, np.asarray(posting[1], dtype=np.float64), self._lengths[slots])
+        slots, tf, lengths = arrays
+        part = query.idf[t] * scorer.tfc(tf, lengths, query.avgdl) - query.nonocc[t]
         cache[t] = (slots, part)
         return slots, part
