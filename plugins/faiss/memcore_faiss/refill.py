@@ -36,7 +36,7 @@ from .storage import TOMBSTONES_FILE
 
 __all__ = ["store_layout", "write_tombstones", "load_hnsw", "load_flat"]
 
-_CHUNK = 16384  # positions filled per IndexFlat.add
+_CHUNK = 16384  # rows per IndexFlat.add (flat) or per in-place move (hnsw)
 
 
 def store_layout(faiss: Any, main: Container, pending: Container | None) -> str | None:
@@ -71,8 +71,10 @@ def _read_live(reader: VectorReader, labels: LabelMap, live: np.ndarray, space: 
 def load_hnsw(faiss: Any, path: Path, labels: LabelMap, reader: VectorReader, space: str, scoring: Scoring, where: str) -> Any:
     """Read the graph saved without storage and give it an ``IndexFlat`` refilled from the store.
 
-    The storage is sized once and written in place: the store's vectors are copied into it
-    (one pass) and normalised there, tombstones' vectors placed from ``tombstones.npy``."""
+    The storage is sized once and written in place: the store writes its vectors straight
+    into it (:meth:`memcore.VectorReader.read_into`; with tombstones packed first, then moved
+    to their positions in place); they are normalised there, tombstones' vectors placed from
+    ``tombstones.npy``."""
     try:
         graph = faiss.read_index(str(path), faiss.IO_FLAG_SKIP_STORAGE)
     except RuntimeError as exc:
@@ -87,17 +89,19 @@ def load_hnsw(faiss: Any, path: Path, labels: LabelMap, reader: VectorReader, sp
     dead = np.asarray(sorted(labels.dead), dtype=np.int64)
     dead_vectors = _read_tombstones(path.with_name(TOMBSTONES_FILE), len(dead), dim, where)
     live = labels.live_labels()
-    raw, present = _read_live(reader, labels, live, space, scoring)
     flat = faiss.IndexFlat(dim, graph.metric_type)
     flat.codes.resize(ntotal * dim * 4)
     flat.ntotal = ntotal
     stored = faiss.rev_swig_ptr(flat.get_xb(), ntotal * dim).reshape(ntotal, dim)
-    if len(live) == ntotal:  # no tombstones: labels 0..n-1 in order
-        stored[:] = raw
-    else:
-        stored[live] = raw
-    del raw
-    scoring.prepare_inplace(stored, f"{where}: stored vectors")  # tombstones' rows are zeros here: they stay zeros
+    m = len(live)
+    # the store writes the live vectors straight into faiss' storage, packed at the front ...
+    present = reader.read_into(list(map(labels.id_of.__getitem__, live.tolist())), space, stored[:m])
+    # ... then, with tombstones, each moves to its label, from the last down: a destination
+    # (live[i] >= i) is never a row still to be moved
+    for stop in range(m, 0, -_CHUNK) if m < ntotal else ():
+        start = max(0, stop - _CHUNK)
+        stored[live[start:stop]] = stored[start:stop]
+    scoring.prepare_inplace(stored, f"{where}: stored vectors")  # tombstones' rows are overwritten next
     if len(dead):
         stored[dead] = dead_vectors  # already prepared when saved
     graph.storage = flat
