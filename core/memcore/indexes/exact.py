@@ -216,20 +216,31 @@ class ExactIndex(Index):
         return product
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        k = validate_k(k)
-        rows, ids = self._rows_of(allowed)
+        # runs for every query: the common case (a positive int k, no allowed set) without a call each
+        if type(k) is not int or k <= 0:
+            k = validate_k(k)
+        rows: np.ndarray | None
+        ids: Sequence[str]
+        if allowed is None:
+            rows, ids = None, self._ids
+        else:
+            rows, ids = self._rows_of(allowed)
         if not ids:
             return []
-        q = self._query_vector(query)
+        q = query.vectors.get(self.config.space)
+        if q is None:
+            q = self._query_vector(query)  # raises
         if q.shape != (self.dim,):
             raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {(1, *q.shape)}")
-        if self.config.metric == "l2":
+        metric = self.config.metric
+        if metric == "l2":
             scores = self._scores(rows, q.reshape(1, -1))[0]
         else:  # one matrix-vector product (BLAS gemv), the query normalised for cosine
-            if self.config.metric == "cosine":
+            if metric == "cosine":
                 norm = math.sqrt(float(q.dot(q)))
                 q = q / norm if norm > 0 else np.zeros_like(q)
-            scores = self._matrix_of(rows, allowed).dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
+            matrix = self._matrix[: self._n] if rows is None else self._matrix_of(rows, allowed)
+            scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
         return self._hits(scores, ids, k)
 
     def _matrix_of(self, rows: np.ndarray | None, allowed: AbstractSet[str] | None) -> np.ndarray:

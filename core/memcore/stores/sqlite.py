@@ -555,6 +555,16 @@ class SQLiteStore(Store):
                 return np.zeros((len(ids), 0), dtype=np.float32), np.zeros(len(ids), dtype=bool)
             return read_vectors(self.db, table, list(ids), space, lambda rid, data: self._stored_vector(rid, space, data), self.file, _SCAN_FROM)
 
+    def vectors_into(self, ids: Sequence[str], space: str, out: np.ndarray) -> np.ndarray:
+        """:meth:`vectors` with each blob copied straight into its row of ``out``."""
+        with self._mutex:
+            table = self._spaces.table(space)
+            if table is None:
+                out[:] = 0.0
+                return np.zeros(len(ids), dtype=bool)
+            _, present = read_vectors(self.db, table, list(ids), space, lambda rid, data: self._stored_vector(rid, space, data), self.file, _SCAN_FROM, out=out)
+            return present
+
     # -- log and state -------------------------------------------------------------------
 
     def last_seq(self) -> int:
