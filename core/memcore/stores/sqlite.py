@@ -50,8 +50,9 @@ log = get_logger("memcore.store")
 
 _CHUNK = 500  # SQLite host-parameter batches
 _F32 = np.dtype(np.float32)
-_shape = attrgetter("shape")
 _dtype = attrgetter("dtype")
+_ndim = attrgetter("ndim")
+_c_contiguous = attrgetter("flags.c_contiguous")
 _SCAN_FROM = SCAN_FROM
 """``vectors()`` of at least this many ids scans the space once instead of looking ids up."""
 PAGE_SIZE = 8192
@@ -106,16 +107,17 @@ def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[st
 
 
 def _blobs(vectors: list[Any]) -> Iterable[Any]:
-    """The float32 bytes of each vector, for ``executemany``: slices of one concatenated
-    copy when every vector is a float32 array of the same 1-d shape (the common case: one
-    copy of the batch, no bytes object per vector), else one ``tobytes`` per vector."""
-    if {*map(type, vectors)} == {np.ndarray} and {*map(id, map(_dtype, vectors))} == {id(_F32)}:
-        shapes = {*map(_shape, vectors)}
-        shape = next(iter(shapes))
-        if len(shapes) == 1 and len(shape) == 1 and shape[0] > 0:
-            flat = np.concatenate(vectors).data.cast("B")
-            width = len(flat) // len(vectors)
-            return (flat[start : start + width] for start in range(0, len(flat), width))
+    """What ``executemany`` binds as each vector's blob: the arrays themselves when every one
+    is a C-contiguous, non-empty 1-d float32 array (sqlite3 reads an object's buffer and
+    copies it: the float32 bytes, with no bytes object made per vector), else ``tobytes``."""
+    if (
+        {*map(type, vectors)} == {np.ndarray}
+        and {*map(id, map(_dtype, vectors))} == {id(_F32)}
+        and {*map(_ndim, vectors)} == {1}
+        and all(map(_c_contiguous, vectors))
+        and all(map(len, vectors))
+    ):
+        return vectors
     return [v.tobytes() if type(v) is np.ndarray and v.dtype is _F32 else np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors]
 
 
