@@ -11,8 +11,16 @@ normalised), queries = data points plus noise; truth = exact inner-product top `
   and nothing else set, searched through ``Collection.search_index``: what the defaults
   give (``ef_search`` chosen from k and the index size, ``ef_construction`` 80);
 - ``chroma`` (when ``chromadb`` is installed; imported lazily): a persistent collection
-  with ``hnsw:space = cosine`` and its defaults (M 16, ef_construction 100, ef_search 100),
-  ``query(query_embeddings=[q], n_results=k)``.
+  (``PersistentClient``) with ``hnsw:space = cosine``, its defaults (M 16, ef_construction
+  100, ef_search 100) and the vectors given explicitly,
+  ``query(query_embeddings=[q], n_results=k, include=[])``.
+
+The speed comparison at the defaults (``at_defaults``) is taken in the same run, in
+``--rounds`` interleaved rounds after an untimed warm-up: in every round each query is
+timed on memcore, then Chroma, then raw faiss (built with ``ef_construction`` 80, searched
+at the ``ef_search`` memcore chose), so a change of machine load hits all three alike. It
+reports each side's median q/s and p50 latency over the rounds and
+``memcore_qps_over_chroma``, the median of the per-round q/s ratios.
 
     PYTHONPATH=core python bench/bench_hnsw_defaults.py --quick
     PYTHONPATH=core python bench/bench_hnsw_defaults.py --n 200000 --no-chroma   # issue 13's 200k check
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -29,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import emit, finish_environment, header, log, use_checkout
+from _common import emit, finish_environment, header, log, pct, use_checkout
 
 use_checkout("faiss")
 
@@ -71,6 +80,42 @@ def timed(fn, qs: np.ndarray) -> tuple[float, list[list[int]]]:
     return len(qs) / (time.perf_counter() - started), found
 
 
+def interleaved(searchers: dict[str, Any], qs: np.ndarray, rounds: int) -> dict[str, Any]:
+    """Warm each searcher up once, then ``rounds`` passes over the queries in which every
+    query is timed on each searcher in turn (so a change of machine load hits all alike):
+    per searcher the median over rounds of q/s and of the p50 latency, and the median of the
+    per-round ratios of memcore's q/s over each other searcher's."""
+    for fn in searchers.values():
+        for q in qs[: max(1, len(qs) // 4)]:
+            fn(q)
+    names = list(searchers)
+    per: dict[str, list[list[float]]] = {name: [] for name in names}
+    for r in range(rounds):
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for q in qs:
+            for name in names:
+                started = time.perf_counter()
+                searchers[name](q)
+                times[name].append(time.perf_counter() - started)
+        for name in names:
+            per[name].append(times[name])
+        log(f"round {r + 1}/{rounds}:", {name: round(len(qs) / sum(times[name]), 1) for name in names})
+    out: dict[str, Any] = {"rounds": rounds}
+    for name, runs in per.items():
+        out[name] = {
+            "qps_median": round(statistics.median(len(qs) / sum(ts) for ts in runs), 1),
+            "qps_rounds": [round(len(qs) / sum(ts), 1) for ts in runs],
+            "p50_ms": round(statistics.median(pct([t * 1000 for t in ts], 50) for ts in runs), 3),
+        }
+    if "memcore" in per:
+        for other in names:
+            if other != "memcore":
+                ratios = [sum(o) / sum(m) for m, o in zip(per["memcore"], per[other])]
+                out[f"memcore_qps_over_{other}"] = round(statistics.median(ratios), 2)
+                out[f"memcore_qps_over_{other}_rounds"] = [round(x, 2) for x in ratios]
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=100_000)
@@ -81,21 +126,24 @@ def main() -> None:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--ef", default="16,32,64,96,128,192,256")
     p.add_argument("--ef-construction", default="40,80")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds at the defaults (memcore, Chroma, raw faiss)")
     p.add_argument("--no-chroma", action="store_true")
     p.add_argument("--no-memcore", action="store_true")
-    p.add_argument("--quick", action="store_true", help="N=20,000, 100 queries, efConstruction 80 only")
+    p.add_argument("--quick", action="store_true", help="N=20,000, 100 queries, efConstruction 80 only, 3 rounds")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     if args.quick:
-        args.n, args.queries, args.ef_construction = 20_000, 100, "80"
+        args.n, args.queries, args.ef_construction, args.rounds = 20_000, 100, "80", 3
     import faiss
+    from memcore_faiss.defaults import DEFAULT_EF_CONSTRUCTION
 
     result = header("bench_hnsw_defaults", args, faiss=faiss.__version__)
     x, qs = make_data(args.n, args.dim, args.clusters, args.queries, args.seed, args.noise)
     gt = truth(x, qs, args.k)
     k = args.k
     raw: dict[str, Any] = {}
+    raw_default = None  # the raw index built with memcore's default ef_construction, for the timed rounds
     for efc in [int(v) for v in args.ef_construction.split(",") if v]:
         index = faiss.IndexHNSWFlat(args.dim, 32, faiss.METRIC_INNER_PRODUCT)
         index.hnsw.efConstruction = efc
@@ -109,9 +157,12 @@ def main() -> None:
             entry[f"ef={ef}"] = {"recall": round(recall(found, gt, k), 4), "qps": round(rate, 1)}
         raw[f"efConstruction={efc}"] = entry
         log(entry)
+        if efc == DEFAULT_EF_CONSTRUCTION:
+            raw_default = index
         del index
     result["raw_faiss"] = raw
     tmp = Path(tempfile.mkdtemp(prefix="bench_hnsw_"))
+    searchers: dict[str, Any] = {}
     try:
         if not args.no_memcore:
             col = Collection(SQLiteStore(tmp / "mem"), {"dense": Space("dense", args.dim)}, get_registry(), tmp / "mem")
@@ -122,7 +173,11 @@ def main() -> None:
                 col.insert([{"id": f"r{i}", "text": f"doc {i}", "vectors": {"dense": x[i]}} for i in range(s, min(s + 5000, args.n))])
             insert_s = time.perf_counter() - started
             stats = col.index("hnsw").stats()
-            rate, found = timed(lambda q: [int(h.id[1:]) for h in col.search_index("hnsw", Query(vectors={"dense": q}, k=k), k)], qs)
+
+            def memcore_search(q: np.ndarray) -> list[int]:
+                return [int(h.id[1:]) for h in col.search_index("hnsw", Query(vectors={"dense": q}, k=k), k)]
+
+            rate, found = timed(memcore_search, qs)
             result["memcore"] = {
                 "insert_s": round(insert_s, 2),
                 "ef_search_used": col.index("hnsw").effective_ef(k),
@@ -131,7 +186,7 @@ def main() -> None:
                 "qps": round(rate, 1),
             }
             log(result["memcore"])
-            col.close()
+            searchers["memcore"] = memcore_search
         if not args.no_chroma:
             try:
                 import chromadb
@@ -147,7 +202,11 @@ def main() -> None:
                     e = min(s + step, args.n)
                     coll.add(ids=[f"r{i}" for i in range(s, e)], embeddings=x[s:e])
                 insert_s = time.perf_counter() - started
-                rate, found = timed(lambda q: [int(i[1:]) for i in coll.query(query_embeddings=[q], n_results=k, include=[])["ids"][0]], qs)
+
+                def chroma_search(q: np.ndarray) -> list[int]:
+                    return [int(i[1:]) for i in coll.query(query_embeddings=[q], n_results=k, include=[])["ids"][0]]
+
+                rate, found = timed(chroma_search, qs)
                 result["chroma"] = {
                     "version": chromadb.__version__,
                     "insert_s": round(insert_s, 2),
@@ -155,8 +214,17 @@ def main() -> None:
                     "qps": round(rate, 1),
                 }
                 log(result["chroma"])
-        if "memcore" in result and "qps" in result.get("chroma", {}):
-            result["memcore_qps_over_chroma"] = round(result["memcore"]["qps"] / result["chroma"]["qps"], 2)
+                searchers["chroma"] = chroma_search
+        if raw_default is not None and "memcore" in result:
+            raw_default.hnsw.efSearch = result["memcore"]["ef_search_used"]
+            searchers["raw_faiss"] = lambda q: raw_default.search(q[None, :], k)[1][0].tolist()
+        if len(searchers) > 1 and args.rounds > 0:
+            log(f"interleaved timing at the defaults: {', '.join(searchers)}")
+            result["at_defaults"] = interleaved(searchers, qs, args.rounds)
+            if "memcore_qps_over_chroma" in result["at_defaults"]:
+                result["memcore_qps_over_chroma"] = result["at_defaults"]["memcore_qps_over_chroma"]
+        if not args.no_memcore:
+            col.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     finish_environment(result["environment"])

@@ -74,6 +74,37 @@ def test_vector_reader_excuses_deleted_records_and_refuses_members_without_vecto
         reader.read(["r0", "bare"], "v", DIM)
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite-lookups", "sqlite-scan"])
+def test_read_into_writes_the_rows_into_the_given_matrix(tmp_path, monkeypatch, kind):
+    """VectorReader.read_into = read, written into a caller's matrix (an index's own storage):
+    the same rows, absent ids zeroed (even over earlier contents), the same errors."""
+    monkeypatch.setattr(sqlite_module, "_SCAN_FROM", 1 if kind == "sqlite-scan" else 10**9)
+    store = MemoryStore() if kind == "memory" else SQLiteStore(tmp_path)
+    records = _records(20)
+    store.apply(WriteBatch(upserts=records, add_membership={"idx": [r.id for r in records]}))
+    store.apply(WriteBatch(deletes=["r3"]))
+    reader = VectorReader(store, "idx")
+    ids = ["r5", "r3", "r0", "r5", "r19", "nope"]
+    out = np.full((len(ids), DIM), 7.0, dtype=np.float32)
+    present = reader.read_into(ids, "v", out)
+    matrix, expected = reader.read(ids, "v", DIM)
+    assert present.tolist() == expected.tolist() == [True, False, True, True, True, False]
+    assert np.array_equal(out, matrix) and not out[1].any() and not out[5].any()
+    assert reader.read_into([], "v", np.zeros((0, DIM), dtype=np.float32)).shape == (0,)
+    with pytest.raises(CorruptError, match="idx"):  # the store keeps 8-d vectors
+        reader.read_into(["r0"], "v", np.zeros((1, DIM + 1), dtype=np.float32))
+    with pytest.raises(ValueError, match="float32"):
+        reader.read_into(["r0"], "v", np.zeros((1, DIM), dtype=np.float64))
+    with pytest.raises(CorruptError, match="other"):  # a member without a vector in that space
+        reader.read_into(["r0"], "other", np.ones((1, DIM), dtype=np.float32))
+    assert not store.vectors_into(["r0"], "other", np.ones((1, DIM), dtype=np.float32)).any()
+    bare = Record.create("no vector", id="bare")
+    store.apply(WriteBatch(upserts=[bare], add_membership={"idx": ["bare"]}))
+    with pytest.raises(CorruptError, match="bare"):
+        reader.read_into(["r0", "bare"], "v", np.zeros((2, DIM), dtype=np.float32))
+    store.close()
+
+
 def _open(path) -> Collection:
     return Collection(SQLiteStore(path), {"v": Space("v", DIM)}, get_registry(), path)
 

@@ -479,23 +479,29 @@ class Collection:
             records = coerce_records(items, scope, self.spaces)
             targets = self._targets(indexes)
             existing = self._existing(records)
-            for r in records:
-                old = existing.get(r.id)
-                if old is not None and not r.same_content(old):
-                    raise DuplicateIdError(f"record {r.id!r} already exists with different content; use upsert() or update()")
-            fresh = [r for r in records if r.id not in existing]
-            kept = [existing[r.id] for r in records if r.id in existing]
-            self._check_links(fresh, {r.id for r in records})
+            ids = [r.id for r in records]
+            if existing:
+                for r in records:
+                    old = existing.get(r.id)
+                    if old is not None and not r.same_content(old):
+                        raise DuplicateIdError(f"record {r.id!r} already exists with different content; use upsert() or update()")
+                fresh = [r for r in records if r.id not in existing]
+                kept = [existing[r.id] for r in records if r.id in existing]
+            else:  # the common case: every record is new
+                fresh, kept = records, []
+            self._check_links(fresh, set(ids))
             spaces = self._spaces_of(targets)
             fill_vectors(self.spaces, fresh, spaces)
             changed_old = fill_vectors(self.spaces, kept, spaces)
             self._validate_for(targets, fresh + kept)
-            ids = [r.id for r in records]
-            members = self.store.memberships([r.id for r in kept]) if kept else {}
-            add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
+            if kept:
+                members = self.store.memberships([r.id for r in kept])
+                add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
+            else:
+                add = {h.name: ids for h in targets}
             batch = WriteBatch(upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v}, state=_state(state))
             if not batch.is_empty():  # re-inserting what is already there changes nothing
-                self._commit(batch, {r.id: r for r in fresh + kept})
+                self._commit(batch, {r.id: r for r in fresh + kept} if kept else dict(zip(ids, records)))
             return ids
 
     def upsert(

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
+from .errors import CorruptError
 from .filters import Filter
 from .record_batch import RecordBatch
 from .records import Record, Scope
@@ -137,6 +138,20 @@ class Store(ABC):
     def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
         """Stored vectors of one space: ``(matrix, present)`` where ``present[i]`` is False
         when ``ids[i]`` has no vector in that space (its row is zeros)."""
+
+    def vectors_into(self, ids: Sequence[str], space: str, out: np.ndarray) -> np.ndarray:
+        """:meth:`vectors` written into ``out`` (float32, ``(len(ids), dim)``, C-contiguous),
+        e.g. a vector index's own storage, so large reads need no second matrix; returns
+        ``present``. Rows of absent ids are zeroed. Raises :class:`~memcore.errors.CorruptError`
+        when the stored vectors are of another dimension than ``out``'s. This default copies
+        from :meth:`vectors`; the SQLite store writes each blob into ``out`` directly."""
+        matrix, present = self.vectors(ids, space)
+        if present.any() and matrix.shape[1] != out.shape[1]:
+            raise CorruptError(f"the store keeps {matrix.shape[1]}-d vectors in space {space!r}, {out.shape[1]} expected")
+        out[~present] = 0.0
+        if present.any():
+            out[present] = matrix[present]
+        return present
 
     def iter_records(self, *, index: str | None = None, batch_size: int = 1000) -> Iterator[list[Record]]:
         """All records (of one index), in insertion order, in batches."""

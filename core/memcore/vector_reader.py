@@ -55,13 +55,32 @@ class VectorReader:
             raise CorruptError(f"index {self.index!r}: the store keeps {matrix.shape[1]}-d vectors in space {space!r}, the index expects {dim}")
         if matrix.shape[1] != dim:  # nothing present: the store could not tell the width
             matrix = np.zeros((len(ids), dim), dtype=np.float32)
+        self._check_missing(ids, present, space)
+        return matrix, present
+
+    def read_into(self, ids: Sequence[str], space: str, out: np.ndarray) -> np.ndarray:
+        """:meth:`read` written into ``out`` (float32, ``(len(ids), dim)``, C-contiguous: an
+        index's own vector storage), without a second matrix; returns ``present``. The same
+        checks and errors as :meth:`read`."""
+        ids = list(ids)
+        if out.dtype != np.float32 or out.ndim != 2 or out.shape[0] != len(ids) or not out.flags.c_contiguous:
+            raise ValueError(f"read_into needs a C-contiguous float32 ({len(ids)}, dim) matrix, got {out.dtype} {out.shape}")
+        if not ids:
+            return np.zeros(0, dtype=bool)
+        try:
+            present = self.store.vectors_into(ids, space, out)
+        except CorruptError as exc:
+            raise CorruptError(f"index {self.index!r}: {exc}") from None
+        self._check_missing(ids, present, space)
+        return present
+
+    def _check_missing(self, ids: list[str], present: np.ndarray, space: str) -> None:
         if not present.all():
             missing = [ids[i] for i in np.flatnonzero(~present).tolist()]
             members = self.store.memberships(missing)
             lost = [rid for rid in missing if self.index in members.get(rid, ())]
             if lost:
                 raise CorruptError(f"index {self.index!r}: the store has no vector in space {space!r} for member(s) {lost[:5]}")
-        return matrix, present
 
     def __repr__(self) -> str:
         return f"VectorReader(index={self.index!r})"

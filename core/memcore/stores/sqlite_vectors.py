@@ -81,17 +81,26 @@ def _rows(db: sqlite3.Connection, table: str, wanted: Sequence[str], scan: bool)
 
 
 def read_vectors(
-    db: sqlite3.Connection, table: str, ids: list[str], space: str, check: Callable[[str, bytes], np.ndarray], file: Path, scan_from: int = SCAN_FROM
+    db: sqlite3.Connection,
+    table: str,
+    ids: list[str],
+    space: str,
+    check: Callable[[str, bytes], np.ndarray],
+    file: Path,
+    scan_from: int = SCAN_FROM,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(matrix, present)`` of ``ids`` in one space table; ``check(id, blob)`` raises the
     CorruptError that names a damaged record. One vectorised finite check per call. From
     ``scan_from`` ids on, the table is scanned instead of looking ids up; while the scan
     meets ``ids`` in their order (an index that received the records as they were
-    inserted), each blob goes to the next row without an id lookup."""
+    inserted), each blob goes to the next row without an id lookup. With ``out`` (float32,
+    ``(len(ids), dim)``, C-contiguous) the blobs are written there and ``out`` is the matrix
+    returned; a stored vector of another width is a CorruptError."""
     n = len(ids)
     scan = n >= scan_from
     wanted = ids if scan else list(dict.fromkeys(ids))
-    matrix, present, position = _place(_rows(db, table, wanted, scan), ids, scan, space, check, file)
+    matrix, present, position = _place(_rows(db, table, wanted, scan), ids, scan, space, check, file, out)
     if matrix.shape[1] == 0:
         return matrix, present
     squares = np.einsum("ij,ij->i", matrix, matrix)
@@ -115,12 +124,18 @@ def _positions(ids: list[str]) -> dict[str, int]:
 
 
 def _place(
-    rows: Iterator[tuple[str, bytes]], ids: list[str], in_order: bool, space: str, check: Callable[[str, bytes], np.ndarray], file: Path
+    rows: Iterator[tuple[str, bytes]],
+    ids: list[str],
+    in_order: bool,
+    space: str,
+    check: Callable[[str, bytes], np.ndarray],
+    file: Path,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, int] | None]:
-    """Copy each blob straight into its row of one preallocated matrix: the next row while
-    the rows come in the order of ``ids`` (``in_order``), else the row of its id (first
-    occurrence). Returns the matrix, ``present`` and the id positions when they were needed
-    (None: every id was met in order, so none repeats)."""
+    """Copy each blob straight into its row of one preallocated matrix (``out`` when given):
+    the next row while the rows come in the order of ``ids`` (``in_order``), else the row of
+    its id (first occurrence). Returns the matrix, ``present`` and the id positions when they
+    were needed (None: every id was met in order, so none repeats)."""
     n = len(ids)
     present = np.zeros(n, dtype=bool)
     matrix: np.ndarray | None = None
@@ -144,7 +159,9 @@ def _place(
         if view is None:
             check(rid, data)  # the first blob sets the width: it must be a readable vector
             width = len(data)
-            matrix = np.zeros((n, width // 4), dtype=np.float32)
+            if out is not None and width != out.shape[1] * 4:
+                raise CorruptError(f"{file}: stored vector {space!r} of record {rid!r} has {width // 4} values, {out.shape[1]} expected")
+            matrix = out if out is not None else np.zeros((n, width // 4), dtype=np.float32)
             view = memoryview(matrix.data).cast("B")
         if len(data) != width or type(data) is not bytes:  # damaged or another dimension: named by the per-row check
             check(rid, data)
@@ -154,6 +171,10 @@ def _place(
     present[placed] = True
     if k < n and position is None:  # ids left unmet: a repeated id may still get its row
         position = _positions(ids)
+    if out is not None:
+        if not present.all():  # rows of absent ids are zeros, as in a fresh matrix
+            out[~present] = 0.0
+        return out, present, position
     if matrix is None:
         return np.zeros((n, 0), dtype=np.float32), present, position
     return matrix, present, position

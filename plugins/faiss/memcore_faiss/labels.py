@@ -4,6 +4,11 @@ Every vector added gets the next label of a monotonic counter (a re-added id get
 label), so a label is never reused: a stale faiss result can never name the wrong record.
 Labels of removed vectors that the faiss index still holds (HNSW cannot remove) are
 tombstones until the next compaction.
+
+Saved as arrays (:meth:`LabelMap.to_arrays`, written to ``idmap.npz`` by :mod:`.storage`):
+the labels, the ids as one UTF-8 text with their offsets, the tombstones. Reading 100k ids
+back this way takes a few tens of milliseconds, where the JSON lists of earlier saves
+(still read: :meth:`LabelMap.from_json`) took ~0.3 s of parsing and per-item checks.
 """
 
 from __future__ import annotations
@@ -125,7 +130,8 @@ class LabelMap:
     # -- persistence -------------------------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-safe state (ids and labels as parallel lists, in label order)."""
+        """JSON-safe state (ids and labels as parallel lists, in label order): the id map of
+        saves before ``idmap.npz``; :meth:`to_arrays` is what ``save`` writes now."""
         order = sorted(self.id_of)
         return {
             "ids": [self.id_of[label] for label in order],
@@ -133,6 +139,64 @@ class LabelMap:
             "next_label": self.next_label,
             "tombstones": sorted(self.dead),
         }
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The id map as arrays (no pickle): ``labels`` (int64, ascending), ``text`` (the ids
+        in label order, concatenated, UTF-8 as uint8), ``offsets`` (int64, n + 1: id ``i`` is
+        ``text[offsets[i]:offsets[i + 1]]`` counted in characters) and ``tombstones`` (int64, sorted)."""
+        order = sorted(self.id_of)  # already ascending (labels only ever grow): a linear pass
+        ids = list(map(self.id_of.__getitem__, order))
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
+        return {
+            "labels": np.asarray(order, dtype=np.int64),
+            "offsets": offsets,
+            "text": np.frombuffer("".join(ids).encode("utf-8", "surrogatepass"), dtype=np.uint8),
+            "tombstones": np.asarray(sorted(self.dead), dtype=np.int64),
+        }
+
+    @classmethod
+    def from_arrays(cls, arrays: Any, next_label: Any, where: str) -> "LabelMap":
+        """Rebuild from :meth:`to_arrays` output and the label counter; CorruptError when
+        malformed or inconsistent (the same checks as :meth:`from_json`, vectorised)."""
+        try:
+            labels, offsets, text, dead = (arrays[key] for key in ("labels", "offsets", "text", "tombstones"))
+            next_label = int(next_label)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CorruptError(f"{where}: malformed id map ({exc!r})") from None
+        n = len(labels) if isinstance(labels, np.ndarray) else -1
+        shapes_ok = (
+            all(isinstance(a, np.ndarray) and a.ndim == 1 for a in (labels, offsets, text, dead))
+            and labels.dtype == offsets.dtype == dead.dtype == np.int64
+            and text.dtype == np.uint8
+            and len(offsets) == n + 1
+        )
+        if not shapes_ok:
+            raise CorruptError(f"{where}: malformed id map (arrays of unexpected types or lengths)")
+        try:
+            decoded = text.tobytes().decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError as exc:
+            raise CorruptError(f"{where}: malformed id map ({exc.reason})") from None
+        if (
+            offsets[0] != 0
+            or offsets[-1] != len(decoded)
+            or (n and not (offsets[1:] > offsets[:-1]).all())  # every id non-empty
+            or (n and (labels[0] < 0 or labels[-1] >= next_label or not (labels[1:] > labels[:-1]).all()))  # ascending: unique
+            or (len(dead) and (dead[0] < 0 or dead[-1] >= next_label or not (dead[1:] > dead[:-1]).all()))
+            or (n and len(dead) and np.isin(dead, labels, assume_unique=True).any())
+        ):
+            raise CorruptError(f"{where}: inconsistent id map (duplicate ids or labels, labels past the counter)")
+        bounds = offsets.tolist()
+        ids = list(map(decoded.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+        label_list = labels.tolist()
+        out = cls()
+        out.label_of = dict(zip(ids, label_list))
+        if len(out.label_of) != n:
+            raise CorruptError(f"{where}: inconsistent id map (duplicate ids or labels, labels past the counter)")
+        out.id_of = dict(zip(label_list, ids))
+        out.next_label = next_label
+        out.dead = set(dead.tolist())
+        return out
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> "LabelMap":

@@ -36,7 +36,7 @@ from .storage import TOMBSTONES_FILE
 
 __all__ = ["store_layout", "write_tombstones", "load_hnsw", "load_flat"]
 
-_CHUNK = 16384  # positions filled per IndexFlat.add
+_CHUNK = 16384  # rows per IndexFlat.add (flat) or per in-place move (hnsw)
 
 
 def store_layout(faiss: Any, main: Container, pending: Container | None) -> str | None:
@@ -64,12 +64,17 @@ def write_tombstones(main: Container, labels: LabelMap, dim: int, path: Path) ->
 
 def _read_live(reader: VectorReader, labels: LabelMap, live: np.ndarray, space: str, scoring: Scoring) -> tuple[np.ndarray, np.ndarray]:
     """The store's vectors of the live labels (sorted), raw, and which ones the store still has."""
-    ids = [labels.id_of[int(label)] for label in live]
+    ids = list(map(labels.id_of.__getitem__, live.tolist()))
     return reader.read(ids, space, scoring.dim)
 
 
 def load_hnsw(faiss: Any, path: Path, labels: LabelMap, reader: VectorReader, space: str, scoring: Scoring, where: str) -> Any:
-    """Read the graph saved without storage and give it an ``IndexFlat`` refilled from the store."""
+    """Read the graph saved without storage and give it an ``IndexFlat`` refilled from the store.
+
+    The storage is sized once and written in place: the store writes its vectors straight
+    into it (:meth:`memcore.VectorReader.read_into`; with tombstones packed first, then moved
+    to their positions in place); they are normalised there, tombstones' vectors placed from
+    ``tombstones.npy``."""
     try:
         graph = faiss.read_index(str(path), faiss.IO_FLAG_SKIP_STORAGE)
     except RuntimeError as exc:
@@ -80,22 +85,25 @@ def load_hnsw(faiss: Any, path: Path, labels: LabelMap, reader: VectorReader, sp
     ntotal = int(graph.ntotal)
     if ntotal != len(labels) + len(labels.dead) or labels.next_label != ntotal:
         raise CorruptError(f"{where}: the graph has {ntotal} nodes, the id map {len(labels)} + {len(labels.dead)} tombstones")
+    dim = scoring.dim
     dead = np.asarray(sorted(labels.dead), dtype=np.int64)
-    dead_vectors = _read_tombstones(path.with_name(TOMBSTONES_FILE), len(dead), scoring.dim, where)
+    dead_vectors = _read_tombstones(path.with_name(TOMBSTONES_FILE), len(dead), dim, where)
     live = labels.live_labels()
-    raw, present = _read_live(reader, labels, live, space, scoring)
-    flat = faiss.IndexFlat(scoring.dim, graph.metric_type)
-    for start in range(0, ntotal, _CHUNK):
-        stop = min(start + _CHUNK, ntotal)
-        chunk = np.zeros((stop - start, scoring.dim), dtype=np.float32)
-        lo, hi = np.searchsorted(live, [start, stop])
-        if hi > lo:
-            chunk[live[lo:hi] - start] = scoring.prepare(raw[lo:hi], f"{where}: stored vectors")
-        lo, hi = np.searchsorted(dead, [start, stop])
-        if hi > lo:
-            chunk[dead[lo:hi] - start] = dead_vectors[lo:hi]
-        flat.add(chunk)
-    del raw
+    flat = faiss.IndexFlat(dim, graph.metric_type)
+    flat.codes.resize(ntotal * dim * 4)
+    flat.ntotal = ntotal
+    stored = faiss.rev_swig_ptr(flat.get_xb(), ntotal * dim).reshape(ntotal, dim)
+    m = len(live)
+    # the store writes the live vectors straight into faiss' storage, packed at the front ...
+    present = reader.read_into(list(map(labels.id_of.__getitem__, live.tolist())), space, stored[:m])
+    # ... then, with tombstones, each moves to its label, from the last down: a destination
+    # (live[i] >= i) is never a row still to be moved
+    for stop in range(m, 0, -_CHUNK) if m < ntotal else ():
+        start = max(0, stop - _CHUNK)
+        stored[live[start:stop]] = stored[start:stop]
+    scoring.prepare_inplace(stored, f"{where}: stored vectors")  # tombstones' rows are overwritten next
+    if len(dead):
+        stored[dead] = dead_vectors  # already prepared when saved
     graph.storage = flat
     graph.own_fields = True
     flat.this.disown()  # the graph owns (and frees) its storage from now on

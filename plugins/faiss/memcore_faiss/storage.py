@@ -9,8 +9,11 @@ Files (all written to a temp file in the same directory, fsynced, then ``os.repl
   tombstones (the store no longer has them);
 - ``pending.faiss``: only while a trainable index is untrained, the exact IDMap2(Flat)
   buffer holding the vectors collected so far;
+- ``idmap.npz``: the id map (ids, labels, tombstones) as arrays, see
+  :meth:`.labels.LabelMap.to_arrays` (saves before it kept them as lists in ``state.json``,
+  still read);
 - ``state.json``, written last: format version, dimension, metric, factory, trained
-  flag, id map (ids, labels, label counter, tombstones), where the vectors are
+  flag, the label counter and the id map's file and counts, where the vectors are
   (``"vectors": "own"`` or ``"store"`` with ``store_layout`` and ``space``) and the expected ``ntotal`` of
   each faiss file, so a mismatched set of files is refused with CorruptError.
 
@@ -19,18 +22,36 @@ No pickle anywhere.
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
-from memcore import atomic_write_json, atomic_write_with, CorruptError
+import numpy as np
 
-__all__ = ["MAIN_FILE", "PENDING_FILE", "STATE_FILE", "TOMBSTONES_FILE", "write_faiss", "read_faiss", "write_state", "read_state", "remove_stale"]
+from memcore import atomic_write_bytes, atomic_write_json, atomic_write_with, CorruptError
+
+__all__ = [
+    "MAIN_FILE",
+    "PENDING_FILE",
+    "STATE_FILE",
+    "TOMBSTONES_FILE",
+    "IDMAP_FILE",
+    "write_faiss",
+    "read_faiss",
+    "write_state",
+    "read_state",
+    "write_arrays",
+    "read_arrays",
+    "remove_stale",
+]
 
 MAIN_FILE = "index.faiss"
 PENDING_FILE = "pending.faiss"
 STATE_FILE = "state.json"
 TOMBSTONES_FILE = "tombstones.npy"
+IDMAP_FILE = "idmap.npz"
 
 
 def write_faiss(faiss: Any, index: Any, path: Path, flags: int = 0) -> None:
@@ -65,9 +86,26 @@ def read_state(directory: Path, where: str) -> dict[str, Any]:
     return state
 
 
+def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Named arrays as one uncompressed ``.npz`` (``.npy`` members, no pickle), atomically."""
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)  # type: ignore[arg-type]
+    atomic_write_bytes(Path(path), buf.getvalue())
+
+
+def read_arrays(path: Path, names: tuple[str, ...], where: str) -> dict[str, np.ndarray]:
+    """The arrays ``names`` of an ``.npz`` written by :func:`write_arrays` (pickle refused);
+    CorruptError when the file is missing, unreadable or lacks one of them."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as data:
+            return {name: data[name] for name in names}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        raise CorruptError(f"{where}: cannot read {Path(path).name}: {exc}") from None
+
+
 def remove_stale(directory: Path, keep: set[str]) -> None:
     """Delete files this index wrote before that the current state no longer lists."""
-    for name in (MAIN_FILE, PENDING_FILE, TOMBSTONES_FILE):
+    for name in (MAIN_FILE, PENDING_FILE, TOMBSTONES_FILE, IDMAP_FILE):
         if name not in keep:
             try:
                 (Path(directory) / name).unlink()

@@ -1,12 +1,14 @@
-"""save/load: native faiss files + JSON sidecar, identical results after reopening, CorruptError."""
+"""save/load: native faiss files + .npz id map + JSON sidecar, identical results after reopening, CorruptError."""
 
 from __future__ import annotations
 
+import io
 import json
 
+import numpy as np
 import pytest
 
-from memcore import CorruptError
+from memcore import CorruptError, Record
 
 VARIANTS = {
     "flat-l2": {"factory": "Flat", "metric": "l2"},
@@ -33,9 +35,9 @@ def test_roundtrip_gives_identical_results(make, kit, tmp_path, name):
     index.save(tmp_path)
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == (["index.faiss", "pending.faiss", "state.json"] if name == "ivf-pending" else ["index.faiss", "state.json"])
+    assert files == (["idmap.npz", "index.faiss", "pending.faiss", "state.json"] if name == "ivf-pending" else ["idmap.npz", "index.faiss", "state.json"])
     state = json.loads((tmp_path / "state.json").read_text())
-    assert state["trained"] is (name != "ivf-pending") and len(state["ids"]) == len(index)
+    assert state["trained"] is (name != "ivf-pending") and state["size"] == len(index)
     fresh = make(16, **options)
     fresh.load(tmp_path)
     assert len(fresh) == len(index) and fresh.stats() == index.stats()
@@ -130,8 +132,78 @@ def test_files_from_another_save(make, kit, saved, tmp_path_factory):
     _load_fails(make, saved, "does not match the sidecar")
 
 
+def _rewrite_idmap(directory, **changes):
+    with np.load(directory / "idmap.npz", allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays.update(changes)
+    for name in [n for n, v in arrays.items() if v is None]:
+        del arrays[name]
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    (directory / "idmap.npz").write_bytes(buf.getvalue())
+    return arrays
+
+
 def test_inconsistent_id_map(make, saved):
+    with np.load(saved / "idmap.npz", allow_pickle=False) as data:
+        labels, offsets, text = data["labels"], data["offsets"], data["text"]
+    duplicate = labels.copy()
+    duplicate[1] = duplicate[0]
+    _rewrite_idmap(saved, labels=duplicate)
+    _load_fails(make, saved, "inconsistent id map")
+    _rewrite_idmap(saved, labels=labels + 1000)  # past the label counter
+    _load_fails(make, saved, "inconsistent id map")
+    same = offsets.copy()
+    same[2] = same[1]  # an empty id
+    _rewrite_idmap(saved, labels=labels, offsets=same)
+    _load_fails(make, saved, "inconsistent id map")
+    twice = np.frombuffer(b"r0r0" + text.tobytes()[4:], dtype=np.uint8)  # "r1" renamed "r0": an id twice
+    _rewrite_idmap(saved, offsets=offsets, text=twice)
+    _load_fails(make, saved, "inconsistent id map")
+    _rewrite_idmap(saved, text=np.frombuffer(b"\xff\xfe" + text.tobytes()[2:], dtype=np.uint8))
+    _load_fails(make, saved, "malformed id map")
+    _rewrite_idmap(saved, text=text, labels=labels.astype(np.float64))
+    _load_fails(make, saved, "malformed id map")
+    _rewrite_idmap(saved, labels=None)
+    _load_fails(make, saved, "cannot read idmap.npz")
+    (saved / "idmap.npz").write_bytes(b"not a zip")
+    _load_fails(make, saved, "cannot read idmap.npz")
+    (saved / "idmap.npz").unlink()
+    _load_fails(make, saved, "cannot read idmap.npz")
+
+
+def test_idmap_counts_are_checked_against_the_sidecar(make, saved):
     state = json.loads((saved / "state.json").read_text())
+    state["size"] += 1
+    (saved / "state.json").write_text(json.dumps(state))
+    _load_fails(make, saved, "the sidecar counts")
+
+
+def test_unicode_ids_roundtrip(make, kit, tmp_path):
+    index = make(16, factory="HNSW32")
+    names = ["é", "日本語", "a\nb", "\ud800x", "x" * 512, "🙂"]  # accents, CJK, a newline, a lone surrogate, the longest id, astral
+    index.add([Record(id=name, text="t", vectors={"default": v}) for name, v in zip(names, kit.clustered(len(names), 16))])
+    index.remove(["é"])
+    index.save(tmp_path)
+    fresh = make(16, factory="HNSW32")
+    fresh.load(tmp_path)
+    assert sorted(fresh._labels.label_of) == sorted(names[1:]) and fresh.stats() == index.stats()
+
+
+def test_saves_with_a_json_id_map_still_load(make, kit, saved):
+    """Saves written before idmap.npz kept the id map as JSON lists in state.json."""
+    index = make(16, factory="HNSW32")
+    index.load(saved)
+    state = json.loads((saved / "state.json").read_text())
+    for key in ("id_map", "size", "tombstone_count"):
+        del state[key]
+    state |= index._labels.to_json()
+    (saved / "state.json").write_text(json.dumps(state))
+    (saved / "idmap.npz").unlink()
+    old = make(16, factory="HNSW32")
+    old.load(saved)
+    assert old._labels.label_of == index._labels.label_of and old.stats() == index.stats()
+    assert [h.id for h in old.search(kit.query(kit.clustered(60, 16)[7]), 3)] == [h.id for h in index.search(kit.query(kit.clustered(60, 16)[7]), 3)]
     state["labels"][1] = state["labels"][0]
     (saved / "state.json").write_text(json.dumps(state))
     _load_fails(make, saved, "inconsistent id map")
@@ -147,7 +219,9 @@ def test_format_version_is_checked(make, saved):
     _load_fails(make, saved, "format_version")
 
 
-def test_files_are_faiss_native_and_json(saved):
-    assert sorted(p.name for p in saved.iterdir()) == ["index.faiss", "state.json"]
+def test_files_are_faiss_native_npz_and_json(saved):
+    assert sorted(p.name for p in saved.iterdir()) == ["idmap.npz", "index.faiss", "state.json"]
+    with np.load(saved / "idmap.npz", allow_pickle=False) as data:  # plain arrays: loads with pickle refused
+        assert sorted(data.files) == ["labels", "offsets", "text", "tombstones"] and all(data[name].dtype != object for name in data.files)
     assert (saved / "index.faiss").read_bytes()[:4] == b"IHNf"  # faiss' IndexHNSWFlat fourcc, not a pickle
     json.loads((saved / "state.json").read_text())
