@@ -230,6 +230,13 @@ def timed(fn, *args) -> tuple[Any, float]:
     return out, time.perf_counter() - started
 
 
+def halves(values: list[float]) -> list[float]:
+    """Mean of the first and of the second half of per-query values (the first ``ceil(n / 2)``, as ``--queries``
+    of that many measures them, and the rest): the spread a default must hold on queries it was not chosen on."""
+    middle = (len(values) + 1) // 2
+    return [round(float(np.mean(part)), 4) if len(part) else float("nan") for part in (values[:middle], values[middle:])]
+
+
 def summary(seconds: list[float]) -> dict[str, float]:
     return {"median_ms": round(1000 * pct(seconds, 50), 3), "p95_ms": round(1000 * pct(seconds, 95), 3), "mean_ms": round(1000 * float(np.mean(seconds)), 3)}
 
@@ -253,13 +260,14 @@ def main() -> None:
     )
     parser.add_argument("--buckets", default=None, choices=("per_dim", "pooled"), help="Residual buckets (default: the index's default).")
     parser.add_argument(
-        "--residual-transform", default=None, choices=("none", "pca"), help="Residual coding (default: the index's default residual_transform)."
+        "--residual-transform", default=None, choices=("none", "pca", "pca-vq"), help="Residual coding (default: the index's default residual_transform)."
     )
     parser.add_argument("--ncentroids", type=int, default=None, help="k-means centroids (default: the index's rule).")
     parser.add_argument("--max-centroids", type=int, default=None, help="Cap of the default number of centroids (default: the index's).")
     parser.add_argument("--ndocs", type=int, default=None, help="PLAID ndocs (default: ColBERT's by k).")
     parser.add_argument("--ncells", type=int, default=None, help="PLAID ncells (default: ColBERT's by k).")
     parser.add_argument("--also-ncells", type=int, nargs="*", default=[], help="Also measure the main index (PLAID recall and latency) with these ncells.")
+    parser.add_argument("--also-ndocs", type=int, nargs="*", default=[], help="Also measure the main index (PLAID recall and latency) with these ndocs.")
     parser.add_argument("--centroid-score-threshold", type=float, default=None, help="PLAID pruning threshold (default: ColBERT's by k).")
     parser.add_argument("--doc-maxlen", type=int, default=180)
     parser.add_argument("--query-maxlen", type=int, default=32)
@@ -275,7 +283,7 @@ def main() -> None:
         "--also-transforms",
         nargs="*",
         default=[],
-        choices=("none", "pca"),
+        choices=("none", "pca", "pca-vq"),
         help="Also measure these residual transforms (at --nbits and every --also-nbits) on the same centroids and codes.",
     )
     parser.add_argument("--compressed-queries", type=int, default=20, help="Queries of the exhaustive-over-decompressed measurement (slow).")
@@ -437,6 +445,7 @@ def main() -> None:
                 "latency_ratio_exhaustive_over_plaid_mean": round(float(np.mean(t_exact) / np.mean(t_plaid)), 2),
                 "fp32_timed_queries": len(t_exact),
                 f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(recall)), 4),
+                f"recall@{k}_plaid_vs_exhaustive_halves": halves(recall),
             },
             "quality": {"plaid": {m: round(v, 4) for m, v in quality_plaid.items()}, "exhaustive_fp32": {m: round(v, 4) for m, v in quality_exact.items()}},
         }
@@ -447,18 +456,20 @@ def main() -> None:
             for b in args.also_nbits
             if b != args.nbits
         }
-    for ncells in args.also_ncells:
-        other_params = params.model_copy(update={"ncells": ncells})
-        times, hits = [], []
-        for (qid, _), q in zip(queries, qmats):
-            (slots, _), seconds = timed(engine.search, q, k, other_params)
-            times.append(seconds)
-            hits.append(len(set(slots.tolist()) & exact_slots[qid]) / max(1, min(k, len(exact_slots[qid]))))
-        result.setdefault("also_ncells", {})[str(ncells)] = {
-            "plaid": summary(times),
-            "latency_ratio_exhaustive_over_plaid_median": round(pct(t_exact, 50) / pct(times, 50), 2),
-            f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(hits)), 4),
-        }
+    for name, values in (("ncells", args.also_ncells), ("ndocs", args.also_ndocs)):
+        for value in values:
+            other_params = params.model_copy(update={name: max(value, k) if name == "ndocs" else value})
+            times, hits = [], []
+            for (qid, _), q in zip(queries, qmats):
+                (slots, _), seconds = timed(engine.search, q, k, other_params)
+                times.append(seconds)
+                hits.append(len(set(slots.tolist()) & exact_slots[qid]) / max(1, min(k, len(exact_slots[qid]))))
+            result.setdefault(f"also_{name}", {})[str(value)] = {
+                "plaid": summary(times),
+                "latency_ratio_exhaustive_over_plaid_median": round(pct(t_exact, 50) / pct(times, 50), 2),
+                f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(hits)), 4),
+                f"recall@{k}_plaid_vs_exhaustive_halves": halves(hits),
+            }
     for transform in args.also_transforms:
         if transform != config.residual_transform:
             result[f"also_{transform}"] = {
@@ -519,8 +530,7 @@ def other_codec(
         slots, _ = other.search(q, k, params.model_copy(update={"exhaustive": True}))
         recall_comp.append(len(set(slots.tolist()) & exact_slots[qid]) / k)
     stored = other.codes.nbytes + other.residuals.nbytes
-    rotation = getattr(codec, "rotation", None)
-    tables = 0 if rotation is None else rotation.nbytes  # the rotation is stored with the centroids
+    tables = codec.tables_nbytes()  # the rotation (and codebooks) are stored with the centroids
     return {
         "buckets_and_residuals_seconds": round(encode_seconds, 2),
         "bytes_per_token": {
@@ -531,6 +541,7 @@ def other_codec(
         "plaid": summary(times),
         "latency_ratio_exhaustive_over_plaid_median": round(pct(t_exact, 50) / pct(times, 50), 2),
         f"recall@{k}_plaid_vs_exhaustive": round(float(np.mean(recall)), 4),
+        f"recall@{k}_plaid_vs_exhaustive_halves": halves(recall),
         f"recall@{k}_exhaustive_compressed_vs_fp32": round(float(np.mean(recall_comp)), 4) if recall_comp else None,
         "quality_plaid": {m: round(v, 4) for m, v in evaluate_run(run, qrels, k=10, recall_k=k).items()},
     }

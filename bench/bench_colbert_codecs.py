@@ -3,7 +3,7 @@
 
 One k-means (the index's sampling and settings), then for each ``--transforms`` x
 ``--nbits`` codec (``none``: ColBERTv2's buckets; ``pca``: the transform coder of
-``residual_transform = "pca"``): train it on the index's held-out vectors, compress every
+``residual_transform = "pca"``; ``pca-vq``: its layout with a k-means codebook per byte): train it on the index's held-out vectors, compress every
 token, and score every query exhaustively (MaxSim over all passages) against the
 decompressed vectors. Recall@10 against exhaustive fp32 MaxSim isolates the compression
 (PLAID over the same compressed vectors finds the same top 10: bench_colbert.py's
@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA)
     parser.add_argument("--split", default="train")
     parser.add_argument("--nbits", type=int, nargs="+", default=[1, 2, 4], choices=(1, 2, 4))
-    parser.add_argument("--transforms", nargs="+", default=["none", "pca"], choices=("none", "pca"))
+    parser.add_argument("--transforms", nargs="+", default=["none", "pca", "pca-vq"], choices=("none", "pca", "pca-vq"))
     parser.add_argument("--ncentroids", type=int, default=None, help="k-means centroids (default: the index's rule).")
     parser.add_argument("--doc-maxlen", type=int, default=180)
     parser.add_argument("--query-maxlen", type=int, default=32)
@@ -105,7 +105,8 @@ def main() -> None:
             decoded = codec.decompress_scoring(codes, residuals, centroids)
             cosine = float(np.einsum("ij,ij->i", decoded, codec.rotate_query(flat)).mean())
             top, _ = topk(all_maxsim(decoded, doclens, codec.rotate_query(qflat), qlens), k)
-            recall = float(np.mean([len(set(a.tolist()) & set(b.tolist())) / k for a, b in zip(top, reference)]))
+            per_query = np.array([len(set(a.tolist()) & set(b.tolist())) / k for a, b in zip(top, reference)])
+            recall = float(per_query.mean())
             row = {
                 "transform": transform,
                 "nbits": nbits,
@@ -116,10 +117,13 @@ def main() -> None:
                 "compress_seconds": round(compress_seconds, 1),
                 "quality": quality(top),
             }
-            if transform == "pca":
+            if transform != "none":
                 widths = codec.widths.tolist()
                 row["component_widths"] = {str(w): widths.count(w) for w in sorted(set(widths), reverse=True)}
             log(row)
+            row[f"recall@{k}_exhaustive_compressed_vs_fp32_halves"] = [
+                round(float(np.mean(part)), 4) for part in np.array_split(per_query, [(len(per_query) + 1) // 2])
+            ]
             rows.append(row)
             del decoded
     result["codecs"] = rows

@@ -20,7 +20,15 @@ to the order of tied scores (memcore breaks ties by id, the raw libraries by pos
 Data: the first LoCoMo conversation (``../shared/data/locomo/locomo_dev.json``: turns as
 ``speaker: text``, its questions as queries) when present, else ``--n`` synthetic turns
 and questions (seeded). Vectors: memcore's ``hashing`` embedder (256-d), computed once
-for both sides. QPS are medians over ``--repeat`` interleaved passes.
+for both sides. The queries are timed in chunks of about ``--chunk-ms`` (0.3 ms for the
+slowest side), the sides interleaved chunk by chunk, ``--repeat`` rounds; a side's time for
+all queries is the sum over chunks of each chunk's median. A chunk is shorter than the time
+slices of a loaded machine, so most timings see no wait for a core and each median is one
+of those: with whole passes of a few ms nearly every pass waited once or twice, and the
+wall-clock ratio jumped by +-0.15 between runs. Each timing reads both clocks (wall, and this thread's
+CPU time); ``--clock`` picks the headline, the other is under ``<clock>_clock``.
+``bm25_after_write``: the bm25 pipeline with a record rewritten (untimed) before every
+query, so the index's kept per-word scores never serve twice (``--after-write`` passes).
 
     PYTHONPATH=core python bench/bench_small_memory.py --quick
     PYTHONPATH=core python bench/bench_small_memory.py --store sqlite --profile --profile-side dense
@@ -135,21 +143,39 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 process waits for a core is not counted: both sides are measured alike, in one thread)."""
 
 
-def qps(fn: Callable[[Any], Any], items: list[Any], repeat: int, clock: Callable[[], float] = time.perf_counter) -> float:
-    rates = []
-    for _ in range(repeat):
-        started = clock()
+def one_pass(fn: Callable[[Any], Any], items: list[Any], before: Callable[[Any], Any] | None = None) -> dict[str, float]:
+    """Queries per second of one pass over ``items``, by both clocks (the same pass);
+    ``before(item)`` runs untimed ahead of each query (a write)."""
+    wall, cpu = CLOCKS["wall"], CLOCKS["cpu"]
+    if before is None:
+        w, c = wall(), cpu()
         for item in items:
             fn(item)
-        rates.append(len(items) / (clock() - started))
-    return float(np.median(rates))
+        return {"wall": len(items) / (wall() - w), "cpu": len(items) / (cpu() - c)}
+    spent = {"wall": 0.0, "cpu": 0.0}
+    for item in items:
+        before(item)
+        w, c = wall(), cpu()
+        fn(item)
+        spent["cpu"] += cpu() - c
+        spent["wall"] += wall() - w
+    return {name: len(items) / seconds for name, seconds in spent.items()}
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=600, help="synthetic turns when LoCoMo is absent")
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=15, help="rounds: each times every chunk of queries once per side (medians per chunk)")
+    p.add_argument(
+        "--chunk-ms",
+        type=float,
+        default=0.3,
+        help="milliseconds of queries per timing (short: most timings see no wait for a core on a loaded machine); 0: whole passes",
+    )
+    p.add_argument(
+        "--after-write", type=int, default=3, metavar="PASSES", help="passes of the bm25 pipeline with a record rewritten before every query (untimed); 0: skip"
+    )
     p.add_argument("--store", choices=["memory", "sqlite"], default="sqlite")
     p.add_argument("--quick", action="store_true", help="2 repeats")
     p.add_argument("--profile", action="store_true", help="cProfile the memcore pipeline of --profile-side (top 25 on stderr)")
@@ -160,6 +186,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.repeat = 2
+        args.after_write = min(args.after_write, 1)
     result = header("bench_small_memory", args)
     turns, questions, source = load(args.n, args.seed)
     result["data"] = {"source": source, "items": len(turns), "queries": len(questions)}
@@ -195,25 +222,60 @@ def main() -> None:
             },
         }
         items = list(range(len(questions)))
+        other = "cpu" if args.clock == "wall" else "wall"
         for name, fns in sides.items():
             for fn in fns.values():
                 fn(0)  # warm-up
-            rates = {side: [] for side in fns}
-            for _ in range(args.repeat):  # interleaved passes: noise hits every side alike
-                for side, fn in fns.items():
-                    rates[side].append(qps(fn, items, 1, CLOCKS[args.clock]))
-            med = {side: float(np.median(r)) for side, r in rates.items()}
+            # chunks of about --chunk-ms by the slowest side (timed over the first 20 queries)
+            slowest = max(20 / one_pass(fn, items[:20])["cpu"] for fn in fns.values())
+            size = max(1, int(args.chunk_ms / 1000 / slowest)) if args.chunk_ms > 0 else len(items)  # 0: whole passes
+            chunks = [items[i : i + size] for i in range(0, len(items), size)]
+            # seconds[side][clock][chunk]: one timing per round, sides interleaved chunk by chunk
+            seconds: dict[str, dict[str, list[list[float]]]] = {side: {"wall": [[] for _ in chunks], "cpu": [[] for _ in chunks]} for side in fns}
+            order = list(fns)
+            for r in range(args.repeat):
+                for c, chunk in enumerate(chunks):
+                    shift = (r + c) % len(order)  # each side goes first as often as the others (warm caches favour followers)
+                    for side in order[shift:] + order[:shift]:
+                        for clock, rate in one_pass(fns[side], chunk).items():
+                            seconds[side][clock][c].append(len(chunk) / rate)
+            # a pass over every query = the sum of each chunk's median time
+            med = {
+                side: {clock: len(items) / sum(float(np.median(t)) for t in per_chunk) for clock, per_chunk in by_clock.items()}
+                for side, by_clock in seconds.items()
+            }
             pairs = [([(h.id, h.score) for h in fns["pipeline"](i)], [(f"t{d}", s) for d, s, _ in fns["raw"](i)]) for i in items[:50]]
             strict = sum([m for m, _ in mine] == [r for r, _ in raw][: len(mine)] for mine, raw in pairs)
             same = sum(same_ranking(mine, raw) for mine, raw in pairs)
             result[name] = {
-                **{f"{side}_qps": round(v, 1) for side, v in med.items()},
-                "ratio_pipeline_over_raw": round(med["pipeline"] / med["raw"], 3),
-                "ratio_search_index_over_raw": round(med["search_index"] / med["raw"], 3),
+                **{f"{side}_qps": round(v[args.clock], 1) for side, v in med.items()},
+                "ratio_pipeline_over_raw": round(med["pipeline"][args.clock] / med["raw"][args.clock], 3),
+                "ratio_search_index_over_raw": round(med["search_index"][args.clock] / med["raw"][args.clock], 3),
+                f"{other}_clock": {
+                    "ratio_pipeline_over_raw": round(med["pipeline"][other] / med["raw"][other], 3),
+                    "ratio_search_index_over_raw": round(med["search_index"][other] / med["raw"][other], 3),
+                },
                 "same_top_k_of_50": int(same),
                 "same_order_of_50": int(strict),
             }
             log(name, result[name])
+        if args.after_write:
+            # the bm25 pipeline when a record is rewritten before every query (untimed): the
+            # index keeps each query word's scores only until the next write
+            def rewrite(i: int) -> None:
+                col.upsert([{"id": "t0", "text": turns[i % len(turns)], "vectors": {"default": vectors[i % len(turns)]}, "metadata": {"turn": 0}}])
+
+            fns = sides["bm25"]
+            aw: dict[str, dict[str, list[float]]] = {side: {"wall": [], "cpu": []} for side in ("raw", "pipeline")}
+            for _ in range(args.after_write):
+                for side in aw:
+                    for clock, rate in one_pass(fns[side], items, rewrite if side == "pipeline" else None).items():
+                        aw[side][clock].append(rate)
+            result["bm25_after_write"] = {
+                f"ratio_pipeline_over_raw_{clock}": round(float(np.median(aw["pipeline"][clock])) / float(np.median(aw["raw"][clock])), 3)
+                for clock in ("wall", "cpu")
+            }
+            log("bm25_after_write", result["bm25_after_write"])
         if args.profile:
             prof = cProfile.Profile()
             prof.enable()

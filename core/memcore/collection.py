@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -45,7 +44,6 @@ log = get_logger("memcore.collection")
 
 RESERVED_STATE = frozenset({"indexes", "spaces"})
 INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
-_source = attrgetter("source")
 StateChanges = Mapping[tuple[str, str], Any]
 """Component state written with a change: ``{(namespace, key): JSON value, or None to delete}``."""
 
@@ -481,23 +479,29 @@ class Collection:
             records = coerce_records(items, scope, self.spaces)
             targets = self._targets(indexes)
             existing = self._existing(records)
-            for r in records:
-                old = existing.get(r.id)
-                if old is not None and not r.same_content(old):
-                    raise DuplicateIdError(f"record {r.id!r} already exists with different content; use upsert() or update()")
-            fresh = [r for r in records if r.id not in existing]
-            kept = [existing[r.id] for r in records if r.id in existing]
-            self._check_links(fresh, {r.id for r in records})
+            ids = [r.id for r in records]
+            if existing:
+                for r in records:
+                    old = existing.get(r.id)
+                    if old is not None and not r.same_content(old):
+                        raise DuplicateIdError(f"record {r.id!r} already exists with different content; use upsert() or update()")
+                fresh = [r for r in records if r.id not in existing]
+                kept = [existing[r.id] for r in records if r.id in existing]
+            else:  # the common case: every record is new
+                fresh, kept = records, []
+            self._check_links(fresh, set(ids))
             spaces = self._spaces_of(targets)
             fill_vectors(self.spaces, fresh, spaces)
             changed_old = fill_vectors(self.spaces, kept, spaces)
             self._validate_for(targets, fresh + kept)
-            ids = [r.id for r in records]
-            members = self.store.memberships([r.id for r in kept]) if kept else {}
-            add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
+            if kept:
+                members = self.store.memberships([r.id for r in kept])
+                add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
+            else:
+                add = {h.name: ids for h in targets}
             batch = WriteBatch(upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v}, state=_state(state))
             if not batch.is_empty():  # re-inserting what is already there changes nothing
-                self._commit(batch, {r.id: r for r in fresh + kept})
+                self._commit(batch, {r.id: r for r in fresh + kept} if kept else dict(zip(ids, records)))
             return ids
 
     def upsert(
@@ -753,7 +757,6 @@ class Collection:
 
     def make_query(self, query: Query | str | Mapping[str, Any], *, k: int | None = None, where: Any = None, scope: Any = None) -> Query:
         """Coerce and validate a query, applying overrides."""
-        q = Query.coerce(query)
         changes: dict[str, Any] = {}
         if k is not None:
             changes["k"] = k
@@ -761,12 +764,20 @@ class Collection:
             changes["where"] = where
         if scope is not None:
             changes["scope"] = scope
-        q = q.evolve(**changes) if changes else q
+        if type(query) is str:  # a text (Memory.query): one Query built with the overrides, not one then a copy
+            q = Query(text=query, **changes)
+        else:
+            q = Query.coerce(query)
+            if changes:
+                q = q.evolve(**changes)
         q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
-        for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
-            if space not in self.spaces:
-                raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(self.spaces)}")
-            self.spaces[space].check_query_vector(vector)
+        if q.vectors:
+            spaces = self.spaces
+            for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
+                declared = spaces.get(space)
+                if declared is None:
+                    raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(spaces)}")
+                declared.check_query_vector(vector)
         return q
 
     def search_index(self, name: str, query: Query, k: int, *, list_name: str | None = None) -> list[Hit]:
@@ -779,18 +790,19 @@ class Collection:
             handle = self._handle(name)
             if self.store.read_only:  # pipelines search through here: readers catch up first
                 self._catch_up(handle)
-            validate_k(k)
-            q = prepare_query(self.spaces, query, handle.index.requires)
-            handle.index.validate_query(q)
-            allowed = self._allowed(q, name)
-            if allowed is not None and not allowed:
-                return []
-            hits = handle.index.search(q, k, allowed)
-            rank_hits(hits, list_name or name)  # each hit's rank and score here, its Contribution built on first read
-            if not all(map(_source, hits)):  # one C-level pass when every hit names its index (the usual case)
-                for hit in hits:
-                    if not hit.source:
-                        hit.source = name
+            if type(k) is not int or k <= 0:  # validate_k's common case, without its call: this runs for every query
+                validate_k(k)
+            index = handle.index
+            q = prepare_query(self.spaces, query, index.requires)
+            index.validate_query(q)
+            if q.where is None and q.scope is None:  # neither filter nor scope: nothing to resolve
+                allowed = None
+            else:
+                allowed = self._allowed(q, name)
+                if allowed is not None and not allowed:
+                    return []
+            hits = index.search(q, k, allowed)
+            rank_hits(hits, list_name or name, name)  # each hit's rank and score here (its Contribution built on first read), its index when it names none
             return hits
 
     def build_fusion(self, fusion: str | Mapping[str, Any] | Fusion) -> Fusion:

@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -35,6 +36,12 @@ PREVIOUS = ".previous"
 """Hard links of the last complete save, kept while a new save is written."""
 
 
+_kind = attrgetter("op")
+_record_id = attrgetter("record_id")
+_index = attrgetter("index")
+_ADD_ONLY = {"add"}
+
+
 def fold_ops(ops: Iterable[Op]) -> tuple[list[str], list[str]]:
     """Reduce a run of one index's ops to ``(ids to remove, ids to (re)add)``.
 
@@ -43,6 +50,11 @@ def fold_ops(ops: Iterable[Op]) -> tuple[list[str], list[str]]:
     Ids to add come in the order of their last op, as a live index received them
     (order-sensitive indexes such as a FIFO queue rely on it).
     """
+    ops = ops if isinstance(ops, list) else list(ops)
+    if {*map(_kind, ops)} == _ADD_ONLY:  # the common run, new records added: unless an id repeats, all of them in order
+        ids = list(map(_record_id, ops))
+        if len(set(ids)) == len(ids):
+            return [], ids
     first: dict[str, str] = {}
     last: dict[str, str] = {}
     for op in ops:
@@ -90,13 +102,18 @@ class IndexHandle:
 
     def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None) -> None:
         """Apply logged ops, taking records from ``cache`` first and the store otherwise."""
-        removes, adds = fold_ops(op for op in ops if op.index == self.name)
+        name = self.name
+        mine = ops if {*map(_index, ops)} == {name} else [op for op in ops if op.index == name]
+        removes, adds = fold_ops(mine)
         if not removes and not adds:
             return
         cache = cache or {}
         missing = [rid for rid in adds if rid not in cache]
-        fetched = {r.id: r for r in store.get(missing) if r is not None} if missing else {}
-        records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
+        if missing:
+            fetched = {r.id: r for r in store.get(missing) if r is not None}
+            records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
+        else:  # every record at hand (what a write passes along)
+            records = list(map(cache.__getitem__, adds))
         self.pristine = False
         if removes:
             self.index.remove(removes)

@@ -12,7 +12,8 @@ import inspect
 import re
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .errors import ConfigError, ValidationError
 from .collection_view import CollectionView
@@ -25,7 +26,19 @@ if TYPE_CHECKING:
     from .collection import Collection
     from .llm import LLMs
 
+_id = attrgetter("id")
 __all__ = ["Stage", "Pipeline", "PipelineContext", "PRESETS"]
+
+RUNS_ALONE: dict[type, Callable[[Any, "Collection", Query], list[Hit]]] = {}
+"""Stage classes (exact types, not their subclasses) that can start a pipeline without a
+:class:`PipelineContext`: class -> ``fn(stage, collection, query)`` giving the list the
+stage would leave as ``ctx.current``. When every later stage is a cut (:data:`CUTS`),
+:meth:`Pipeline.run` calls it directly; it returns only the hits, so nothing it skips (the
+context, the trace) is seen. :meth:`Pipeline.run_context` always runs the stages over a context."""
+
+CUTS: dict[type, Callable[[Any, Query], int]] = {}
+"""Stage classes (exact types) that only keep the first hits of the working list: class ->
+``fn(stage, query)`` giving how many (see :data:`RUNS_ALONE`)."""
 
 
 class PipelineContext:
@@ -342,12 +355,21 @@ class Pipeline:
         q = collection.make_query(query, k=k, where=where, scope=scope)
         if q.text is not None and not q.text.strip() and not q.vectors and not q.extras:
             raise ValidationError("the query is empty")
+        stages = self.stages
+        alone = RUNS_ALONE.get(type(stages[0])) if stages and type(self).run_context is Pipeline.run_context else None
+        if alone is not None and (len(stages) == 1 or all(type(stage) in CUTS for stage in stages[1:])):
+            # a recall, maybe cut by limit stages: its list is the answer, no context needed
+            hits = alone(stages[0], collection, q)
+            for stage in stages[1:]:
+                hits = hits[: CUTS[type(stage)](stage, q)]
+            hits = hits[: q.k]
+            return attach_batch(hits, collection.store.get_batch(list(map(_id, hits)))) if with_records else hits
         ctx = self.run_context(collection, q, with_records=with_records)
         hits = ctx.current[: q.k]
         if not with_records:
             return hits
         if not ctx._records:  # no stage read records: read them now, each built when first asked for
-            return attach_batch(hits, ctx._source.store.get_batch([h.id for h in hits]))
+            return attach_batch(hits, ctx._source.store.get_batch(list(map(_id, hits))))
         out = []
         for hit, record in zip(hits, ctx.records([h.id for h in hits])):  # read once, shared with the stages
             if record is not None:  # a record deleted meanwhile is dropped, as attach_records does

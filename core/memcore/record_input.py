@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from .errors import DuplicateIdError, ValidationError
-from .records import Record, Scope
+from .records import _FAST_HIGH, _FAST_LOW, MAX_TEXT_CHARS, Record, Scope, _flat_copy
 from .spaces import Space
 
 __all__ = ["RecordInput", "coerce_records", "coerce_ids"]
@@ -18,6 +22,15 @@ RecordInput = Record | Mapping[str, Any] | str
 ``links``, ``scope``) or a plain string."""
 
 _FIELDS = frozenset({"id", "text", "metadata", "vectors", "links", "scope"})
+_COLUMN_FIELDS = frozenset({"id", "text", "metadata", "vectors"})
+_STR = {str}
+_ARRAY = {np.ndarray}
+_F32_ID = {id(np.dtype(np.float32))}  # by identity, as records.as_vector's fast path compares dtypes
+_shape = attrgetter("shape")
+_dtype = attrgetter("dtype")
+# float32 squared norms of a batch overflow only for vectors that are refused anyway: the
+# per-record path then names them (the batch check only ever accepts). Scoped to this module.
+warnings.filterwarnings("ignore", message="overflow encountered in (dot|einsum)", category=RuntimeWarning, module=r"memcore\.record_input$")
 
 
 def _one(item: Any, scope: Scope | None) -> Record:
@@ -39,6 +52,90 @@ def _one(item: Any, scope: Scope | None) -> Record:
             scope=item.get("scope") or scope,
         )
     raise ValidationError(f"cannot insert a {type(item).__name__}; give Records, dicts or strings")
+
+
+def _unicode_clean(values: list[str]) -> bool:
+    """No value holds a lone surrogate (what :func:`memcore.records.check_unicode` refuses),
+    checked on all of them joined: one C-level pass (a surrogate is refused wherever it is)."""
+    joined = "".join(values)
+    if joined.isascii():
+        return True
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _metadata(value: Any) -> dict[str, Any] | None:
+    """:func:`memcore.records._json_safe` for the common shapes (None, a flat dict); None otherwise."""
+    if value is None:
+        return {}
+    return _flat_copy(value) if type(value) is dict else None
+
+
+def _vectors_fine(values: list[Any], dim: int) -> bool:
+    """Every value a float32 ndarray of shape ``(dim,)`` whose norm surely passes
+    :func:`memcore.records.check_finite_vectors`: one stacked float32 squared-norm test for
+    the batch (the per-vector test of ``records._fine``, vectorised)."""
+    if {*map(type, values)} != _ARRAY or {*map(_shape, values)} != {(dim,)} or {*map(id, map(_dtype, values))} != _F32_ID:
+        return False
+    matrix = np.concatenate(values).reshape(len(values), dim)
+    try:
+        squares = np.einsum("ij,ij->i", matrix, matrix)
+    except RuntimeWarning:  # overflow, with warnings turned into errors: the per-record path decides
+        return False
+    return bool((squares > _FAST_LOW).all()) and bool((squares < _FAST_HIGH).all())
+
+
+def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) -> list[Record] | None:
+    """The common batch validated column by column: a list of dicts, each with a string
+    ``id`` (unique in the batch), a ``text``, flat metadata and float32 vectors of declared
+    spaces, no links and no scope of its own. Each rule of :meth:`Record.create` runs once
+    over a column (C-level ``map``/``join``, one squared-norm test per space) instead of
+    once per record. Returns the records exactly as the per-record path builds them, or
+    None when any item is of another shape or breaks a rule: the per-record path then
+    builds the batch, or raises the error that names the item."""
+    if type(items) is not list and type(items) is not tuple or not items:
+        return None
+    if {*map(type, items)} != {dict} or not all(map(_COLUMN_FIELDS.issuperset, items)):
+        return None
+    ids = [item.get("id") for item in items]
+    texts = [item.get("text") for item in items]
+    if {*map(type, ids)} != _STR or {*map(type, texts)} != _STR:
+        return None
+    if not all(ids) or max(map(len, ids)) > 512 or len(set(ids)) != len(ids) or not _unicode_clean(ids):
+        return None
+    if not all(texts) or any(map(str.isspace, texts)) or max(map(len, texts)) > MAX_TEXT_CHARS or not _unicode_clean(texts):
+        return None
+    metadata = list(map(_metadata, [item.get("metadata") for item in items]))
+    if None in metadata:
+        return None
+    vectors: list[dict[str, Any]] = []
+    by_space: dict[str, list[Any]] = {}
+    for item in items:
+        given = item.get("vectors")
+        if given is None:
+            vectors.append({})
+            continue
+        if type(given) is not dict:
+            return None
+        vectors.append(dict(given))  # the record's own dict: filling vectors later never reaches the caller's
+        for name, value in given.items():
+            column = by_space.get(name)
+            if column is None:
+                if type(name) is not str or name not in spaces:
+                    return None
+                column = by_space[name] = []
+            column.append(value)
+    for name, column in by_space.items():
+        if not _vectors_fine(column, spaces[name].dim):
+            return None
+    if scope is not None and scope.is_empty():
+        scope = None
+    now = time.time
+    stamps = [now() for _ in ids]  # created_at == updated_at, one reading per record as Record.create takes it
+    return list(map(Record, ids, texts, metadata, vectors, repeat(()), repeat(scope), stamps, stamps))
 
 
 def coerce_ids(ids: Any) -> list[str]:
@@ -68,6 +165,9 @@ def coerce_records(items: RecordInput | Sequence[RecordInput], scope: Any, space
     if isinstance(items, (Record, str, Mapping)):
         items = [items]
     scope = Scope.coerce(scope)
+    columns = _column_batch(items, scope, spaces)
+    if columns is not None:
+        return columns
     out: dict[str, Record] = {}
     for item in items:
         rec = _one(item, scope)

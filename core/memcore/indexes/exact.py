@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Sequence as SequenceABC
 from itertools import repeat
-from operator import neg
+from operator import attrgetter, neg
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Literal, Sequence
 
@@ -26,6 +26,8 @@ from ..records import Hit, Query, Record, check_finite_vectors, validate_k
 from ..registry import ComponentConfig
 
 __all__ = ["ExactIndex", "ExactIndexConfig", "top_k", "top_columns"]
+
+_shape = attrgetter("shape")
 
 
 class ExactIndexConfig(ComponentConfig):
@@ -120,38 +122,73 @@ class ExactIndex(Index):
                     block = vectors[start : start + 8192]
                     norms = np.linalg.norm(block, axis=1, keepdims=True)
                     np.divide(block, norms, out=block, where=norms > 0)
-                    block[norms[:, 0] == 0] = 0  # as the copy gets them (only all-zero rows have a zero norm once validated)
+                    zero = norms[:, 0] == 0
+                    if zero.any():
+                        block[zero] = 0  # as the copy gets them (only all-zero rows have a zero norm once validated)
                 return vectors
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         return vectors
 
     def validate(self, records: Sequence[Record]) -> None:
-        for r in records:
-            v = r.vectors.get(self.config.space)
-            if v is None or v.shape != (self.dim,):
-                raise DimensionError(f"record {r.id!r} needs a {self.dim}-d vector in space {self.config.space!r}")
+        if self._column(records) is None:  # some record lacks the vector or has another shape: name the first
+            for r in records:
+                v = r.vectors.get(self.config.space)
+                if v is None or v.shape != (self.dim,):
+                    raise DimensionError(f"record {r.id!r} needs a {self.dim}-d vector in space {self.config.space!r}")
+
+    def _column(self, records: Sequence[Record]) -> list[np.ndarray] | None:
+        """The records' vectors of the index's space when every one has shape ``(dim,)``
+        (checked once over the column); None otherwise."""
+        space = self.config.space
+        try:
+            column = [r.vectors[space] for r in records]
+            return column if {*map(_shape, column)} == {(self.dim,)} else None
+        except (KeyError, AttributeError):
+            return None
 
     def add(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        self.validate(records)
-        raw = np.stack([r.vectors[self.config.space] for r in records]).astype(np.float32, copy=False)
-        check_finite_vectors(raw, f"index {self.name!r}: vectors")  # never normalise an overflowing row to zeros
-        vectors = self._prepare(raw)
-        self.remove([r.id for r in records if r.id in self._rows])
-        need = self._n + len(records)
-        if need > self._matrix.shape[0]:
-            grown = np.zeros((max(need, 2 * self._matrix.shape[0], 64), self.dim), dtype=np.float32)
-            grown[: self._n] = self._matrix[: self._n]
-            self._matrix = grown
+        column = self._column(records)
+        if column is None:
+            self.validate(records)
+            raise DimensionError(f"index {self.name!r} expects {self.dim}-d vectors in space {self.config.space!r}")
         # a batch may repeat an id: the last one wins (rows in order of first appearance, as before)
         latest = {r.id: i for i, r in enumerate(records)}
+        if len(latest) != len(records):
+            column = [column[i] for i in latest.values()]
         start, count = self._n, len(latest)
-        self._matrix[start : start + count] = vectors if count == len(records) else vectors[list(latest.values())]
+        self._reserve(start + count)
+        # the vectors go straight into the spare rows past the held ones: nothing held changes
+        # until they are checked (an overflowing row is never normalised to zeros)
+        block = self._matrix[start : start + count]
+        if block.flags.c_contiguous:  # then its flat reshape is a view: one copy of the vectors, no temporary
+            np.concatenate(column, out=block.reshape(-1))
+        else:
+            block[...] = np.stack(column)
+        check_finite_vectors(block, f"index {self.name!r}: vectors")
+        self._prepare(block, in_place=True)
+        replaced = [rid for rid in latest if rid in self._rows]
+        if replaced:
+            self.remove(replaced)  # moves held rows only, all below ``start``
+            if self._n != start:
+                self._matrix[self._n : self._n + count] = block  # numpy copies overlapping rows safely
+                start = self._n
         self._rows.update(zip(latest, range(start, start + count)))
         self._ids.extend(latest)
-        self._n += count
+        self._n = start + count
+
+    def _reserve(self, need: int) -> None:
+        """Room for ``need`` rows (at least doubling, so appends stay amortised O(1))."""
+        if need > self._matrix.shape[0]:
+            rows = max(need, 2 * self._matrix.shape[0], 64)
+            try:  # in place: realloc lets the kernel move the held pages, nothing is copied or touched again
+                self._matrix.resize((rows, self.dim), refcheck=True)  # new rows are zeros, as np.zeros gives
+            except ValueError:  # a view of the matrix is alive, or it does not own its data: a grown copy
+                grown = np.zeros((rows, self.dim), dtype=np.float32)
+                grown[: self._n] = self._matrix[: self._n]
+                self._matrix = grown
 
     def remove(self, ids: Sequence[str]) -> None:
         for rid in ids:
@@ -178,20 +215,31 @@ class ExactIndex(Index):
         return product
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        k = validate_k(k)
-        rows, ids = self._rows_of(allowed)
+        # runs for every query: the common case (a positive int k, no allowed set) without a call each
+        if type(k) is not int or k <= 0:
+            k = validate_k(k)
+        rows: np.ndarray | None
+        ids: Sequence[str]
+        if allowed is None:
+            rows, ids = None, self._ids
+        else:
+            rows, ids = self._rows_of(allowed)
         if not ids:
             return []
-        q = self._query_vector(query)
+        q = query.vectors.get(self.config.space)
+        if q is None:
+            q = self._query_vector(query)  # raises
         if q.shape != (self.dim,):
             raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {(1, *q.shape)}")
-        if self.config.metric == "l2":
+        metric = self.config.metric
+        if metric == "l2":
             scores = self._scores(rows, q.reshape(1, -1))[0]
         else:  # one matrix-vector product (BLAS gemv), the query normalised for cosine
-            if self.config.metric == "cosine":
+            if metric == "cosine":
                 norm = math.sqrt(float(q.dot(q)))
                 q = q / norm if norm > 0 else np.zeros_like(q)
-            scores = self._matrix_of(rows, allowed).dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
+            matrix = self._matrix[: self._n] if rows is None else self._matrix_of(rows, allowed)
+            scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
         return self._hits(scores, ids, k)
 
     def _matrix_of(self, rows: np.ndarray | None, allowed: AbstractSet[str] | None) -> np.ndarray:

@@ -6,7 +6,7 @@ Registered by :mod:`memcore.default_plugins.stages`.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
@@ -14,8 +14,12 @@ from ..collection_view import CollectionView
 from ..errors import ConfigError
 from ..filters import matches, parse_filter
 from ..fusion import Fusion
-from ..pipeline import PipelineContext, Stage
+from ..pipeline import CUTS, RUNS_ALONE, PipelineContext, Stage
+from ..records import Hit, Query
 from ..registry import ComponentConfig
+
+if TYPE_CHECKING:
+    from ..collection import Collection
 
 
 class RecallConfig(ComponentConfig):
@@ -50,13 +54,22 @@ class Recall(Stage):
             raise ConfigError(f"recall stage: no index named {self.index!r}; indexes: {names}", location="pipeline")
 
     def run(self, ctx: PipelineContext) -> None:
+        hits = self.search(ctx._source, ctx.query)  # the collection itself, not the stage's view: a builtin recall runs for every query
+        ctx.add_list(self.name, hits)
+
+    def search(self, collection: Collection, query: Query) -> list[Hit]:
+        """The list this stage adds for ``query``: its index searched to its depth (also
+        what :meth:`Pipeline.run` calls when the recall is the whole pipeline, see
+        :data:`memcore.pipeline.RUNS_ALONE`)."""
         if self.index is None:
-            self.check(ctx.collection)
+            self.check(CollectionView(collection))
         assert self.index is not None  # check() names the index or raises
         config = self.config
-        depth = config.k or (ctx.query.k if config.over_fetch == 1.0 else math.ceil(ctx.query.k * config.over_fetch))
-        # the collection itself, not the stage's view: a builtin recall runs for every query
-        ctx.add_list(self.name, ctx._source.search_index(self.index, ctx.query, depth, list_name=self.name))
+        depth = config.k or (query.k if config.over_fetch == 1.0 else math.ceil(query.k * config.over_fetch))
+        return collection.search_index(self.index, query, depth, list_name=self.name)
+
+
+RUNS_ALONE[Recall] = Recall.search
 
 
 class FuseConfig(ComponentConfig):
@@ -147,4 +160,11 @@ class Limit(Stage):
         self.config = config
 
     def run(self, ctx: PipelineContext) -> None:
-        ctx.current = ctx.current[: self.config.k or ctx.query.k]
+        ctx.current = ctx.current[: self.keep(ctx.query)]
+
+    def keep(self, query: Query) -> int:
+        """How many hits this stage keeps for ``query`` (see :data:`memcore.pipeline.CUTS`)."""
+        return self.config.k or query.k
+
+
+CUTS[Limit] = Limit.keep

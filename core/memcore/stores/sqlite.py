@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal, Mapping, Sequence
 
@@ -30,7 +31,17 @@ from ..store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, make_
 from .sqlite_safety import WriterLock, check_store_file, guard_methods
 from .sqlite_fields import FieldIndexes
 from .sqlite_rows import Row, RowCache, cached_row, row_record
-from .sqlite_schema import SCHEMA_VERSION, json_text as _json_text, member_text as _member_text, members as _members, open_schema, pack_ops, unpack_ops
+from .sqlite_schema import (
+    SCHEMA_VERSION,
+    json_text as _json_text,
+    member_text as _member_text,
+    member_text_of,
+    members as _members,
+    open_schema,
+    pack_adds,
+    pack_ops,
+    unpack_ops,
+)
 from .sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION"]
@@ -39,6 +50,8 @@ log = get_logger("memcore.store")
 
 _CHUNK = 500  # SQLite host-parameter batches
 _F32 = np.dtype(np.float32)
+_shape = attrgetter("shape")
+_dtype = attrgetter("dtype")
 _SCAN_FROM = SCAN_FROM
 """``vectors()`` of at least this many ids scans the space once instead of looking ids up."""
 PAGE_SIZE = 8192
@@ -74,6 +87,20 @@ def _chunks(seq: Sequence[Any]) -> list[Sequence[Any]]:
     return [seq[i : i + _CHUNK] for i in range(0, len(seq), _CHUNK)]
 
 
+def _blobs(vectors: list[Any]) -> list[Any]:
+    """The float32 bytes of each vector, for ``executemany``: slices of one concatenated
+    copy when every vector is a float32 array of the same 1-d shape (the common case: one
+    copy of the batch, no bytes object per vector), else one ``tobytes`` per vector."""
+    if {*map(type, vectors)} == {np.ndarray} and {*map(id, map(_dtype, vectors))} == {id(_F32)}:
+        shapes = {*map(_shape, vectors)}
+        shape = next(iter(shapes))
+        if len(shapes) == 1 and len(shape) == 1 and shape[0] > 0:
+            flat = np.concatenate(vectors).data.cast("B")
+            width = len(flat) // len(vectors)
+            return [flat[start : start + width] for start in range(0, len(flat), width)]
+    return [v.tobytes() if type(v) is np.ndarray and v.dtype is _F32 else np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors]
+
+
 def _scope_row(scope: Scope | None) -> tuple[str | None, str | None, str | None]:
     return (None, None, None) if scope is None else (scope.user_id, scope.agent_id, scope.run_id)
 
@@ -90,6 +117,8 @@ class SQLiteStore(Store):
         self._mutex = threading.RLock()
         self._rows = RowCache()
         self._seq: int | None = None  # the writer's last sequence number, known without a read (only it writes)
+        self._probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
+        """What the writer's last ``get`` found: ``(seq, id -> (rowid, member_of), None when absent)``."""
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
         if self.read_only:
@@ -144,8 +173,9 @@ class SQLiteStore(Store):
             cur = self.db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             self._rows.clear()
+            probe, self._probe = self._probe, None
             try:
-                applied = self._apply(cur, batch)
+                applied = self._apply(cur, batch, probe)
                 cur.execute("COMMIT")
                 self._seq = applied.seq
                 return applied
@@ -155,21 +185,43 @@ class SQLiteStore(Store):
                 self._spaces.forget()  # a space created by the failed batch is gone again
                 raise
 
-    def _stored_rows(self, cur: sqlite3.Cursor, ids: Sequence[str]) -> dict[str, tuple[int, str]]:
-        """``id -> (rowid, member_of)`` of the stored ones among ``ids``."""
+    def _stored_rows(
+        self, cur: sqlite3.Cursor, ids: Sequence[str], probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
+    ) -> dict[str, tuple[int, str]]:
+        """``id -> (rowid, member_of)`` of the stored ones among ``ids``.
+
+        ``probe``: what the writer's last :meth:`get` read. While the sequence number has
+        not moved since (only this process writes, every write moves it) it is still true,
+        and only the ids it did not cover are looked up: ``Collection.insert`` reads its
+        ids to compare contents just before writing them, the store does not read them twice."""
         out: dict[str, tuple[int, str]] = {}
+        if probe is not None and probe[0] == self._seq:
+            known = probe[1]
+            unknown = []
+            for rid in ids:
+                if rid in known:
+                    row = known[rid]
+                    if row is not None:
+                        out[rid] = row
+                else:
+                    unknown.append(rid)
+            ids = unknown
         for chunk in _chunks(ids):
             for rid, rowid, member_of in cur.execute(f"SELECT id, rowid, member_of FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk):
                 out[rid] = (rowid, member_of)
         return out
 
-    def _apply(self, cur: sqlite3.Cursor, batch: WriteBatch) -> Applied:
+    def _apply(self, cur: sqlite3.Cursor, batch: WriteBatch, probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None) -> Applied:
         seq = self.last_seq() + 1
         deletes = list(dict.fromkeys(batch.deletes))
         link_sources: set[str] = set()
         for chunk in _chunks(deletes):
             link_sources.update(r[0] for r in cur.execute(f"SELECT source FROM links WHERE target IN ({','.join('?' * len(chunk))})", chunk))
-        stored = self._stored_rows(cur, list(involved_ids(batch) | link_sources))
+        stored = self._stored_rows(cur, list(involved_ids(batch) | link_sources), probe)
+        if not stored and not deletes and not batch.remove_membership and not batch.drop_indexes:
+            inserted = self._insert_new(cur, batch, seq)
+            if inserted is not None:
+                return inserted
         before = {rid: _members(m) for rid, (_, m) in stored.items()}
         ops = plan_ops(batch, before, link_sources)
         upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
@@ -199,23 +251,54 @@ class SQLiteStore(Store):
             for chunk in _chunks(gone):
                 cur.execute(f"DELETE FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
         if upserts:
-            self._write_records(cur, batch.upserts, upserts, stored, after)
+            member = {rid: _member_text(after[rid]) for rid in upserts if after.get(rid)}
+            self._write_records(cur, batch.upserts, upserts, stored, member)
         changed = [(_member_text(after[rid]), rowid) for rid, (rowid, m) in stored.items() if rid not in upserts and _members(m) != after[rid]]
         cur.executemany("UPDATE records SET member_of=? WHERE rowid=?", changed)
         for index in dropped:
             cur.execute("UPDATE records SET member_of = replace(member_of, ?, '|') WHERE instr(member_of, ?) > 0", (f"|{index}|", f"|{index}|"))
             cur.execute("DELETE FROM oplog WHERE index_name=?", (index,))
+        by_index: dict[str, list[tuple[str, str]]] = {}
+        for index, rid, op in ops:
+            by_index.setdefault(index, []).append((rid, op))
+        self._finish(cur, batch, seq, [(index, pack_ops(entries)) for index, entries in by_index.items()])
+        return Applied(seq, make_ops(seq, ops))
+
+    def _finish(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int, logged: list[tuple[str, str]]) -> None:
+        """The end of every batch: its state changes, one oplog row per index (``(index, packed ops)``), the new sequence number."""
         for (namespace, key), value in batch.state.items():
             if value is None:
                 cur.execute("DELETE FROM state WHERE namespace=? AND key=?", (namespace, key))
             else:
                 cur.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
-        by_index: dict[str, list[tuple[str, str]]] = {}
-        for index, rid, op in ops:
-            by_index.setdefault(index, []).append((rid, op))
-        cur.executemany("INSERT INTO oplog (seq, index_name, ops) VALUES (?, ?, ?)", [(seq, index, pack_ops(entries)) for index, entries in by_index.items()])
+        cur.executemany("INSERT INTO oplog (seq, index_name, ops) VALUES (?, ?, ?)", [(seq, index, ops) for index, ops in logged])
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
-        return Applied(seq, make_ops(seq, ops))
+
+    def _insert_new(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int) -> Applied | None:
+        """:meth:`_apply` for the common batch: records none of which is stored, each added
+        to indexes (membership only for records of the batch), nothing deleted or removed.
+        What it logs is what :func:`~memcore.store.plan_ops` plans for such a batch -- per
+        index, an ``add`` for the first occurrence of each id -- without its general
+        bookkeeping. None when some id given membership is not in the batch (the general
+        path then raises the error that names it)."""
+        upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
+        adds = {index: list(dict.fromkeys(rids)) for index, rids in batch.add_membership.items() if rids}
+        if any(not upserts.keys() >= set(rids) for rids in adds.values()):
+            return None
+        self._check_link_targets(cur, set(), upserts)
+        if len(adds) == 1:
+            ((index, rids),) = adds.items()
+            member = dict.fromkeys(rids, member_text_of(index))
+        else:
+            names: dict[str, set[str]] = {}
+            for index, rids in adds.items():
+                for rid in rids:
+                    names.setdefault(rid, set()).add(index)
+            member = {rid: _member_text(indexes) for rid, indexes in names.items()}
+        if upserts:
+            self._write_records(cur, batch.upserts, upserts, {}, member)
+        self._finish(cur, batch, seq, [(index, pack_adds(rids)) for index, rids in adds.items()])
+        return Applied(seq, make_ops(seq, [(index, rid, "add") for index, rids in adds.items() for rid in rids]))
 
     def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch, stored: dict[str, tuple[int, str]], upserts: dict[str, Record]) -> None:
         """Ids given membership and link targets must exist after the batch (before anything is written)."""
@@ -228,6 +311,10 @@ class SQLiteStore(Store):
             for rid in rids:
                 if not alive(rid):
                     raise NotFoundError(f"record {rid!r} does not exist")
+        self._check_link_targets(cur, deleted, upserts)
+
+    def _check_link_targets(self, cur: sqlite3.Cursor, deleted: set[str], upserts: dict[str, Record]) -> None:
+        """The records ``upserts`` link to exist after the batch (``deleted``: ids it deletes)."""
         targets = sorted({l.target for r in upserts.values() for l in r.links} - upserts.keys())
         for rid in targets:
             if rid in deleted:
@@ -239,12 +326,13 @@ class SQLiteStore(Store):
                 raise NotFoundError(f"link target {missing[0]!r} does not exist")
 
     def _write_records(
-        self, cur: sqlite3.Cursor, records: Sequence[Record], last: dict[str, Record], stored: dict[str, tuple[int, str]], after: dict[str, set[str]]
+        self, cur: sqlite3.Cursor, records: Sequence[Record], last: dict[str, Record], stored: dict[str, tuple[int, str]], member: dict[str, str]
     ) -> None:
         """Insert new records and rewrite stored ones, with one ``executemany`` per table.
 
         ``last`` maps each id to its last occurrence in ``records`` (its content wins; a new
-        record keeps its first occurrence's ``created_at`` and position). New rows get
+        record keeps its first occurrence's ``created_at`` and position); ``member`` holds
+        the ``member_of`` text of each record after the batch (absent: none). New rows get
         consecutive rowids from the table's sequence (checked after the insert)."""
         fresh = [r for r in last.values() if r.id not in stored]
         old = [r for r in last.values() if r.id in stored]
@@ -258,12 +346,11 @@ class SQLiteStore(Store):
             cur.executemany("DELETE FROM links WHERE source=?", [(r.id,) for r in old])
             cur.executemany(
                 "UPDATE records SET text=?, metadata=?, user_id=?, agent_id=?, run_id=?, updated_at=?, member_of=? WHERE rowid=?",
-                [(r.text, _json_text(r.metadata), *_scope_row(r.scope), r.updated_at, _member_text(after[r.id]), rowids[r.id]) for r in old],
+                [(r.text, _json_text(r.metadata), *_scope_row(r.scope), r.updated_at, member.get(r.id, "|"), rowids[r.id]) for r in old],
             )
         if fresh:
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             base = int(row[0]) if row else 0
-            member = {rid: _member_text(names) for rid, names in after.items() if names}
             rows = []
             for r in fresh:  # one tuple per record, nothing else: this runs for every record inserted
                 scope, rid = r.scope, r.id
@@ -289,17 +376,18 @@ class SQLiteStore(Store):
                 rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))
             else:  # someone else's rowids in the sequence: look them up
                 rowids.update((rid, rowid) for rid, (rowid, _) in self._stored_rows(cur, [r.id for r in fresh]).items())
-        by_space: dict[str, list[tuple[int, bytes]]] = {}
+        by_space: dict[str, tuple[list[int], list[Any]]] = {}
         for r in last.values():
             rowid = rowids[r.id]
             for space, v in r.vectors.items():
-                rows_of = by_space.get(space)
-                if rows_of is None:
-                    rows_of = by_space[space] = []
-                rows_of.append((rowid, v.tobytes() if type(v) is np.ndarray and v.dtype is _F32 else np.ascontiguousarray(v, dtype=np.float32).tobytes()))
-        for space, vector_rows in by_space.items():
+                column = by_space.get(space)
+                if column is None:
+                    column = by_space[space] = ([], [])
+                column[0].append(rowid)
+                column[1].append(v)
+        for space, (vector_rids, vectors) in by_space.items():
             table = self._spaces.table(space, create=cur)
-            cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", vector_rows)
+            cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", zip(vector_rids, _blobs(vectors)))
         links = [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links]
         if links:
             cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", links)
@@ -318,16 +406,19 @@ class SQLiteStore(Store):
             return self._get_cached(ids)
         with self._mutex:
             found: dict[str, Record] = {}
+            seen: dict[str, tuple[int, str] | None] = {}
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
                 by_rowid: dict[int, Record] = {}
                 for row in self.db.execute(
-                    f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, rowid FROM records WHERE id IN ({marks})", list(chunk)
+                    f"SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, rowid, member_of FROM records WHERE id IN ({marks})",
+                    list(chunk),
                 ):
                     # the common shapes cheaply: no scope, empty metadata
                     scope = None if row[3] is None and row[4] is None and row[5] is None else Scope(row[3], row[4], row[5])
                     record = Record(row[0], row[1], {} if row[2] == "{}" else json.loads(row[2]), {}, (), scope, row[6], row[7])
                     found[row[0]] = by_rowid[row[8]] = record
+                    seen[row[0]] = (row[8], row[9])
                 if not by_rowid:  # none stored (an insert checking its ids): no links or vectors to read
                     continue
                 links: dict[str, list[Link]] = {}
@@ -342,6 +433,8 @@ class SQLiteStore(Store):
                     for rowid, data in self.db.execute(f"SELECT rid, data FROM {table} WHERE rid IN ({','.join('?' * len(rowids))})", rowids):
                         record = by_rowid[rowid]
                         record.vectors[space] = self._stored_vector(record.id, space, data).copy()
+            if self._seq is not None:  # the writer, its sequence number known: remembered for the next apply
+                self._probe = (self._seq, dict.fromkeys(ids, None) | seen) if len(seen) < len(ids) else (self._seq, seen)
             return [found.get(i) for i in ids]
 
     def _get_cached(self, ids: Sequence[str]) -> list[Record | None]:

@@ -41,6 +41,8 @@ __all__ = [
     "members",
     "migrate",
     "open_schema",
+    "member_text_of",
+    "pack_adds",
     "pack_ops",
     "unpack_ops",
     "OP_CODES",
@@ -81,6 +83,11 @@ _OP_NAMES = {code: name for name, code in OP_CODES.items()}
 def members(text: str) -> set[str]:
     """The index names of a ``member_of`` value (``'|a|b|'``)."""
     return set(text[1:-1].split("|")) if len(text) > 1 else set()
+
+
+def member_text_of(name: str) -> str:
+    """The ``member_of`` value of a record in exactly one index."""
+    return f"|{name}|"
 
 
 def member_text(names: set[str]) -> str:
@@ -149,6 +156,11 @@ def ensure_vectors_view(db: sqlite3.Connection | sqlite3.Cursor, slots: Iterable
 def pack_ops(entries: list[tuple[str, str]]) -> str:
     """One oplog row's ``ops`` text from ``(record_id, op)`` pairs, in order."""
     return json.dumps({"ids": [rid for rid, _ in entries], "ops": "".join(OP_CODES[op] for _, op in entries)}, separators=(",", ":"))
+
+
+def pack_adds(ids: list[str]) -> str:
+    """:func:`pack_ops` of an ``add`` for each of ``ids`` (the same text)."""
+    return json.dumps({"ids": ids, "ops": OP_CODES["add"] * len(ids)}, separators=(",", ":"))
 
 
 def unpack_ops(text: str) -> list[tuple[str, str]]:

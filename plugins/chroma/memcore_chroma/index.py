@@ -103,29 +103,28 @@ class ChromaIndex(Index):
         self._query_vector(query)
 
     def _check_vector(self, v: Any, what: str) -> np.ndarray:
+        """The query vector as float32 (1, dim), normalised (in float64) for cosine: ip/l2
+        ones reach Chroma's float32 arithmetic as they are."""
         if getattr(v, "shape", None) != (self.dim,):
             raise DimensionError(f"{what}: expected a {self.dim}-d vector in space {self.config.space!r}, got shape {getattr(v, 'shape', None)}")
         x = np.asarray(v, dtype=np.float32)
-        # cosine vectors are normalised (in float64) first; ip/l2 ones reach Chroma's float32 arithmetic as they are
+        cosine = self.config.metric == "cosine"
+        x64 = x.astype(np.float64) if cosine else None
         with np.errstate(over="ignore", invalid="ignore"):
-            square = float(np.dot(x.astype(np.float64), x.astype(np.float64)) if self.config.metric == "cosine" else np.dot(x, x))
+            square = float(np.dot(x64, x64) if x64 is not None else np.dot(x, x))
         if not math.isfinite(square):
             raise ValidationError(f"{what} contains NaN or infinite values (or values too large for float32)")
-        if self.config.metric == "cosine" and square == 0.0:
+        if x64 is None:
+            return np.ascontiguousarray(x).reshape(1, -1)
+        if square == 0.0:
             raise ValidationError(f"{what} is all zeros: it has no cosine direction")
-        return x
+        return (x64 / math.sqrt(square)).astype(np.float32).reshape(1, -1)
 
     def _query_vector(self, query: Query) -> np.ndarray:
         v = query.vectors.get(self.config.space)
         if v is None:
             raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
-        return self._prepare(self._check_vector(v, f"index {self.name!r}: query vector").reshape(1, -1))
-
-    def _prepare(self, x: np.ndarray) -> np.ndarray:
-        if self.config.metric != "cosine":
-            return np.ascontiguousarray(x, dtype=np.float32)
-        norms = np.linalg.norm(x.astype(np.float64), axis=1, keepdims=True)
-        return (x / norms).astype(np.float32)
+        return self._check_vector(v, f"index {self.name!r}: query vector")
 
     # -- writing ---------------------------------------------------------------------------
 

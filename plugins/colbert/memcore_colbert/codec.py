@@ -147,6 +147,10 @@ class ResidualCodec:
 
     transform = "none"
 
+    def tables_nbytes(self) -> int:
+        """Bytes of the codec's array files beside the centroids (none: its tables are a few floats in JSON)."""
+        return 0
+
     def scoring_centroids(self, centroids: np.ndarray) -> np.ndarray:
         """The centroids in the space of :meth:`decompress_scoring` (no transform: themselves)."""
         return centroids

@@ -46,10 +46,10 @@ class ColbertIndexConfig(ComponentConfig):
         "pooled",
         description="Residual bucket cutoffs and weights: quantiles of each dimension (per_dim) or of all coordinates pooled (pooled, ColBERTv2's choice).",
     )
-    residual_transform: Literal["none", "pca"] = Field(
-        "pca",
-        description="Residual coding: none (ColBERTv2: every dimension nbits) or pca (a learned rotation to the residuals' principal axes, "
-        "bits allocated by variance, Lloyd-Max buckets per component; same bytes per token).",
+    residual_transform: Literal["none", "pca", "pca-vq"] = Field(
+        "pca-vq",
+        description="Residual coding: none (ColBERTv2: every dimension nbits), pca (a learned rotation to the residuals' principal axes, "
+        "bits allocated by variance, Lloyd-Max buckets per component) or pca-vq (pca's layout, a k-means codebook per byte); same bytes per token.",
     )
     ncentroids: int | None = Field(None, ge=2, description="k-means centroids; default ColBERT's 2**floor(log2(16*sqrt(tokens))), capped by max_centroids.")
     max_centroids: int = Field(65536, ge=2, description="Upper bound of the default number of centroids (65,536: codes fit uint16).")

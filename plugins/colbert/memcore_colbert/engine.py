@@ -264,8 +264,7 @@ class Engine:
     def nbytes(self) -> dict[str, int]:
         """Bytes of the token storage (what an fp32 store of the same tokens would take, too)."""
         if self.compressed:
-            rotation = getattr(self.codec, "rotation", None)
-            stored = self.codes.nbytes + self.residuals.nbytes + self.centroids.nbytes + (0 if rotation is None else rotation.nbytes)
+            stored = self.codes.nbytes + self.residuals.nbytes + self.centroids.nbytes + self.codec.tables_nbytes()
         else:
             stored = self.raw.nbytes
         return {"tokens": self.total_tokens, "stored_bytes": int(stored), "fp32_bytes": int(self.total_tokens * self.dim * 4)}

@@ -9,15 +9,17 @@ Files, each written to a temp file beside it, fsynced and ``os.replace``-d in:
   stored int32), ``0.residuals.npy`` (T, dim*nbits/8) uint8, ``buckets.json`` (cutoffs and
   weights: per dimension, or pooled as format 1 wrote them; with ``residual_transform =
   "pca"`` the component widths, per-component tables and means), ``avg_residual.json``,
-  ``rotation.npy`` (only with the pca transform: the (dim, dim) float32 rotation),
+  ``rotation.npy`` (only with the pca and pca-vq transforms: the (dim, dim) float32 rotation),
+  ``codebooks.npy`` (only with pca-vq: a codebook per byte position, float32),
   ``ivf.pid.npy`` + ``ivf.lengths.npy`` (centroid -> passage slots);
 - uncompressed (small) indexes: ``0.tokens.npy`` (T, dim) float32;
 - ``metadata.json``, written last: passage ids by slot, tombstoned slots, counts and the
   shape of every array file, so a mismatched set of files is refused with CorruptError.
 
-``.npy`` files are read with ``allow_pickle=False``; nothing is pickled. Format 3 (the
-residual transform) reads formats 1 and 2 (no transform; format 1's int32 codes are
-narrowed on load; the next save writes format 3); a directory of a newer format is refused
+``.npy`` files are read with ``allow_pickle=False``; nothing is pickled. Format 4 (the
+``pca-vq`` transform and its ``codebooks.npy``) reads formats 1 to 3 (3: ``pca`` or no
+transform; 1 and 2: no transform; format 1's int32 codes are narrowed on load; the next
+save writes format 4); a directory of a newer format is refused
 with a CorruptError naming both versions. An index keeps the codec it was trained with
 (``buckets.json`` names its transform) even when ``residual_transform`` has changed since:
 the setting applies at its next training (or ``memcore index rebuild``).
@@ -37,11 +39,12 @@ from memcore import CorruptError, atomic_write_bytes, atomic_write_json
 from .codec import ResidualCodec, code_dtype
 from .engine import Engine
 from .transform import TransformCodec
+from .vq import VQTransformCodec
 
 __all__ = ["save_engine", "load_engine", "FORMAT_VERSION", "READABLE_VERSIONS", "PLAN_FILE", "METADATA_FILE"]
 
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 PLAN_FILE = "plan.json"
 METADATA_FILE = "metadata.json"
 DOCLENS_FILE = "doclens.0.json"
@@ -49,6 +52,8 @@ COMPRESSED = {"centroids": "centroids.npy", "codes": "0.codes.npy", "residuals":
 RAW = {"tokens": "0.tokens.npy"}
 CODEC_FILES = ("buckets.json", "avg_residual.json")
 ROTATION_FILE = "rotation.npy"
+CODEBOOKS_FILE = "codebooks.npy"
+TRANSFORMS = ("none", "pca", "pca-vq")
 
 
 def _npy_bytes(array: np.ndarray) -> bytes:
@@ -84,10 +89,12 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
         atomic_write_json(directory / "avg_residual.json", {"avg_residual": codec["avg_residual"]})
         if isinstance(engine.codec, TransformCodec):
             arrays["rotation"] = engine.codec.rotation
+        if isinstance(engine.codec, VQTransformCodec):
+            arrays["codebooks"] = engine.codec.codebooks
     else:
         arrays, names = {"tokens": engine.raw}, RAW
     for key, array in arrays.items():
-        atomic_write_bytes(directory / (ROTATION_FILE if key == "rotation" else names[key]), _npy_bytes(array))
+        atomic_write_bytes(directory / {"rotation": ROTATION_FILE, "codebooks": CODEBOOKS_FILE}.get(key, names.get(key, "")), _npy_bytes(array))
         shapes[key] = list(array.shape)
     atomic_write_json(
         directory / METADATA_FILE,
@@ -109,6 +116,8 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
     stale = set(RAW.values()) if engine.compressed else set(COMPRESSED.values()) | set(CODEC_FILES)
     if "rotation" not in shapes:
         stale.add(ROTATION_FILE)
+    if "codebooks" not in shapes:
+        stale.add(CODEBOOKS_FILE)
     for name in stale:
         (directory / name).unlink(missing_ok=True)
 
@@ -178,12 +187,16 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
             if buckets.get("nbits") != engine.config.nbits or buckets.get("dim") != engine.dim:
                 raise CorruptError(f"{where}: buckets.json does not match nbits {engine.config.nbits} / dim {engine.dim}")
             transform = buckets.get("transform", "none")  # the codec it was trained with (a setting changed since applies at the next training)
-            if transform not in ("none", "pca"):
+            if transform not in TRANSFORMS or (transform == "pca-vq" and version < 4):
                 raise CorruptError(f"{where}: unknown residual transform {transform!r} in buckets.json")
             codec: ResidualCodec | TransformCodec
-            if transform == "pca":
+            if transform in ("pca", "pca-vq"):
                 rotation = _npy(directory / ROTATION_FILE, where, [engine.dim, engine.dim], np.float32)
-                codec = TransformCodec.from_json({**buckets, **avg}, rotation)  # ValueError when the tables do not fit
+                if transform == "pca-vq":
+                    books = _npy(directory / CODEBOOKS_FILE, where, shapes.get("codebooks"), np.float32)
+                    codec = VQTransformCodec.from_json({**buckets, **avg}, rotation, books)  # ValueError when the tables do not fit
+                else:
+                    codec = TransformCodec.from_json({**buckets, **avg}, rotation)
             else:
                 codec = ResidualCodec.from_json({**buckets, **avg})
             centroids = _npy(directory / COMPRESSED["centroids"], where, shapes.get("centroids"), np.float32)

@@ -19,6 +19,7 @@ from memcore import get_logger
 from .codec import ResidualCodec
 from .config import ColbertIndexConfig
 from .transform import TransformCodec
+from .vq import VQTransformCodec
 
 __all__ = ["default_ncentroids", "sample_for_training", "kmeans_centroids", "train_codec", "train"]
 
@@ -72,9 +73,11 @@ def kmeans_centroids(fit: np.ndarray, ncentroids: int, config: ColbertIndexConfi
 
 def train_codec(sample: np.ndarray, heldout: np.ndarray, centroids: np.ndarray, config: ColbertIndexConfig) -> ResidualCodec | TransformCodec:
     """The residual codec of ``config`` (``residual_transform``, ``nbits``, ``buckets``), trained on the held-out vectors."""
-    if config.residual_transform == "pca":
+    if config.residual_transform in ("pca", "pca-vq"):
         # a rotation needs many more vectors than dimensions: small indexes fit it on the whole sample
-        return TransformCodec.train(heldout if len(heldout) >= 8 * sample.shape[1] else sample[:50_000], centroids, config.nbits)
+        data = heldout if len(heldout) >= 8 * sample.shape[1] else sample[:50_000]
+        kind = VQTransformCodec if config.residual_transform == "pca-vq" else TransformCodec
+        return kind.train(data, centroids, config.nbits)
     return ResidualCodec.train(heldout, centroids, config.nbits, config.buckets)
 
 

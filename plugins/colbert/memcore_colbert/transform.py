@@ -150,6 +150,10 @@ class TransformCodec:
 
     transform = "pca"
 
+    def tables_nbytes(self) -> int:
+        """Bytes of the codec's array files beside the centroids: the rotation."""
+        return int(self.rotation.nbytes)
+
     def __post_init__(self) -> None:
         self.rotation = np.ascontiguousarray(self.rotation, dtype=np.float32)
         self.widths = np.asarray(self.widths, dtype=np.int64)

@@ -187,7 +187,7 @@ def test_codes_on_disk_are_narrow_and_format_1_still_reads(kit, tmp_path):
     index.save(tmp_path)
     assert np.load(tmp_path / "0.codes.npy", allow_pickle=False).dtype == np.uint16
     meta = json.loads((tmp_path / "metadata.json").read_text())
-    assert meta["format_version"] == 3 and meta["codes_dtype"] == "uint16"
+    assert meta["format_version"] == 4 and meta["codes_dtype"] == "uint16"
     q = kit.query(texts[42])
     before = [(h.id, round(h.score, 6)) for h in index.search(q, 5)]
     # format 2: no residual transform in buckets.json
@@ -214,9 +214,9 @@ def test_codes_on_disk_are_narrow_and_format_1_still_reads(kit, tmp_path):
     assert old.engine.codes.dtype == np.uint16
     assert [(h.id, round(h.score, 6)) for h in old.search(q, 5)] == before
     # a directory of a newer format: a clear refusal
-    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 4}))
-    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 4}))
-    with pytest.raises(CorruptError, match="format version 4.*reads versions 1, 2, 3"):
+    (tmp_path / "plan.json").write_text(json.dumps({**plan, "format_version": 5}))
+    (tmp_path / "metadata.json").write_text(json.dumps({**meta, "format_version": 5}))
+    with pytest.raises(CorruptError, match="format version 5.*reads versions 1, 2, 3, 4"):
         kit.make(train_min_tokens=100, ncentroids=300).load(tmp_path)
 
 

@@ -10,6 +10,7 @@ import pytest
 from memcore import CorruptError
 from memcore_colbert.codec import ResidualCodec
 from memcore_colbert.transform import TransformCodec
+from memcore_colbert.vq import VQTransformCodec
 
 
 def correlated(n: int, dim: int, seed: int) -> np.ndarray:
@@ -160,3 +161,85 @@ def test_served_index_of_format_2_opens_without_a_transform(tmp_path):
     opened = ServedIndex.open("ws_kb_t", tmp_path)
     assert opened.config.residual_transform == "none" and opened.engine.codec.transform == "none"
     assert opened.search(texts[9], 3) == before
+
+
+@pytest.mark.parametrize("nbits", [1, 2])
+def test_pca_vq_codebooks_beat_the_scalar_grid_in_the_same_layout(nbits):
+    x = correlated(8000, 32, 4)
+    centroids = np.zeros((1, 32), dtype=np.float32)
+    train, test = x[:5000], x[5000:]
+    pca = TransformCodec.train(train, centroids, nbits)
+    vq = VQTransformCodec.train(train, centroids, nbits)
+    # same rotation, widths and bytes: only the byte -> codeword tables differ
+    np.testing.assert_array_equal(vq.widths, pca.widths)
+    np.testing.assert_allclose(vq.rotation, pca.rotation)
+    assert vq.bytes_per_token == pca.bytes_per_token == 32 * nbits // 8
+    assert vq.codebooks.shape[:2] == (vq.bytes_per_token, 256)
+
+    def error(codec, data):
+        codes, packed = codec.compress(data, centroids)
+        assert packed.shape == (len(data), codec.bytes_per_token) and packed.dtype == np.uint8
+        rotated = codec._rotated(codes, packed, codec.scoring_centroids(centroids))  # before normalisation
+        return float(np.mean(np.sum((rotated - data @ codec.rotation) ** 2, axis=1)))
+
+    # Lloyd from the product grid never does worse on the training data, and it generalises
+    assert error(vq, train) < error(pca, train)
+    assert error(vq, test) < error(pca, test)
+    # each byte decodes to the codeword its value names (the nearest one to the component values)
+    codes, packed = vq.compress(test[:40], centroids)
+    z = test[:40] @ vq.rotation
+    for p, (c0, c1, bits) in enumerate(vq.byte_layout()):
+        if not bits:
+            continue
+        book = vq.codebooks[p, : 1 << bits, : c1 - c0]
+        assert packed[:, p].max() < (1 << bits)
+        nearest = np.argmin(((z[:, None, c0:c1] - book[None]) ** 2).sum(axis=2), axis=1)
+        np.testing.assert_array_equal(packed[:, p], nearest)
+    decoded = vq.decompress_scoring(codes, packed, centroids)
+    np.testing.assert_allclose(np.linalg.norm(decoded, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(decoded @ vq.rotate_query(test[:5]).T, vq.decompress(codes, packed, centroids) @ test[:5].T, atol=1e-5)
+    again = VQTransformCodec.from_json(json.loads(json.dumps(vq.to_json())), vq.rotation, vq.codebooks)
+    assert again.transform == "pca-vq"
+    np.testing.assert_array_equal(again.decompress(codes, packed, centroids), vq.decompress(codes, packed, centroids))
+    with pytest.raises(ValueError, match="codebooks of shape"):
+        VQTransformCodec.from_json(vq.to_json(), vq.rotation, vq.codebooks[:, :, :1] if vq.codebooks.shape[2] > 1 else vq.codebooks[1:])
+    with pytest.raises(ValueError, match="needs its codebooks"):
+        VQTransformCodec.from_json(vq.to_json(), vq.rotation)
+
+
+def test_pca_vq_is_the_default_and_reopens(kit, tmp_path):
+    index = kit.make(train_min_tokens=200, exhaustive_below=0, ncentroids=64, nbits=2)
+    assert index.config.residual_transform == "pca-vq"
+    texts = kit.texts(600, seed=3)
+    index.add(kit.records(texts))
+    assert isinstance(index.engine.codec, VQTransformCodec)
+    stats = index.stats()
+    assert stats["residual_transform"] == "pca-vq"
+    assert (
+        stats["stored_bytes"]
+        == index.engine.codes.nbytes + index.engine.residuals.nbytes + index.engine.centroids.nbytes + 32 * 32 * 4 + index.engine.codec.codebooks.nbytes
+    )
+    index.save(tmp_path)
+    assert json.loads((tmp_path / "metadata.json").read_text())["format_version"] == 4
+    books = np.load(tmp_path / "codebooks.npy", allow_pickle=False)
+    np.testing.assert_array_equal(books, index.engine.codec.codebooks)
+    fresh = kit.make(train_min_tokens=200, exhaustive_below=0, ncentroids=64, nbits=2)
+    fresh.load(tmp_path)
+    q = kit.query(texts[42])
+    assert [(h.id, round(h.score, 6)) for h in fresh.search(q, 5)] == [(h.id, round(h.score, 6)) for h in index.search(q, 5)]
+    assert fresh.search(q, 1)[0].id == "r42"
+    # a missing codebook file is a CorruptError; back to pca the file is not left behind
+    (tmp_path / "codebooks.npy").unlink()
+    with pytest.raises(CorruptError, match="codebooks.npy"):
+        kit.make(train_min_tokens=200, ncentroids=64).load(tmp_path)
+    pca = kit.make(train_min_tokens=200, exhaustive_below=0, ncentroids=64, residual_transform="pca")
+    pca.add(kit.records(texts[:300]))
+    pca.save(tmp_path)
+    assert not (tmp_path / "codebooks.npy").exists() and (tmp_path / "rotation.npy").exists()
+    # a pca-vq codec named by a format-3 directory (which could not hold one) is refused
+    index.save(tmp_path)
+    for name in ("plan.json", "metadata.json"):
+        data = json.loads((tmp_path / name).read_text())
+        (tmp_path / name).write_text(json.dumps({**data, "format_version": 3}))
+    with pytest.raises(CorruptError, match="pca-vq"):
+        kit.make(train_min_tokens=200, ncentroids=64).load(tmp_path)

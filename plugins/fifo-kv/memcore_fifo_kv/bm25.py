@@ -261,9 +261,11 @@ class BM25Index(Index):
             if terms is None:
                 out.append([])
                 continue
-            pairs = base.search(terms, self._scorer, k, mask, unchanged) if base is not None else []
-            pairs += self._fresh.search(terms, self._scorer, k, allowed)
-            pairs.sort(key=lambda p: (-p[0], p[1]))
+            if base is None:  # a small memory: the fresh segment alone, its pairs already ranked
+                pairs = self._fresh.search(terms, self._scorer, k, allowed)
+            else:
+                pairs = base.search(terms, self._scorer, k, mask, unchanged) + self._fresh.search(terms, self._scorer, k, allowed)
+                pairs.sort(key=lambda p: (-p[0], p[1]))
             if mode.min_score is not None:
                 pairs = [p for p in pairs if p[0] >= mode.min_score]
             out.append([Hit(rid, score, raw=score, source=self.name) for score, rid in pairs[:k]])

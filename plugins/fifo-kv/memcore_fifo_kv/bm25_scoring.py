@@ -53,6 +53,9 @@ class CorpusStats:
         self.df = np.zeros(0, dtype=np.int64)
         self.n_docs = 0
         self.total_length = 0
+        self.version = 0
+        """Bumped by every change of the statistics: what is computed from them (a term's
+        scores in the fresh segment) is kept while it stays the same."""
 
     @property
     def avgdl(self) -> float:
@@ -72,12 +75,14 @@ class CorpusStats:
         self.df[terms] += 1
         self.n_docs += 1
         self.total_length += length
+        self.version += 1
 
     def remove(self, terms: np.ndarray, length: int) -> None:
         """Uncount a document previously added."""
         self.df[terms] -= 1
         self.n_docs -= 1
         self.total_length -= length
+        self.version += 1
 
     def add_many(self, all_terms: np.ndarray, n_docs: int, total_length: int) -> None:
         """Count ``n_docs`` documents whose distinct terms, concatenated, are ``all_terms``."""
@@ -87,6 +92,7 @@ class CorpusStats:
             self.df[: counts.shape[0]] += counts
         self.n_docs += n_docs
         self.total_length += total_length
+        self.version += 1
 
     def doc_freq(self, term: int) -> int:
         """Live documents containing ``term``."""

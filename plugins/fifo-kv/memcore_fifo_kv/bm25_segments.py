@@ -7,7 +7,9 @@
   itself; once it changed, the segment is scored from the term frequencies aligned with
   bm25s's sparse columns, with the statistics of all live documents.
 - :class:`FreshSegment`: the documents added since the last merge, kept as term counts
-  with small posting lists, scored with the statistics of all live documents.
+  with small posting lists, scored with the statistics of all live documents. Each
+  term's scores are kept from the first search that needs them until the next write (a
+  memory below the merge threshold, a few hundred items, lives in this segment only).
 
 Either way every score is the one a fresh bm25s index over the live documents gives.
 
@@ -88,12 +90,19 @@ def top_pairs(scores: np.ndarray, rows: np.ndarray, ids: Sequence[str], k: int) 
         return []
     values = scores[rows]
     if rows.size > k:
-        kth = np.partition(values, rows.size - k)[rows.size - k]
+        kth_of = values.copy()
+        kth_of.partition(rows.size - k)  # the method: np.partition without its Python wrapper
+        kth = kth_of[rows.size - k]
         keep = values >= kth  # every row tied with the k-th score, so the id tie-break is exact
         rows, values = rows[keep], values[keep]
-    pairs = [(float(v), ids[r]) for r, v in zip(rows.tolist(), values.tolist())]
-    pairs.sort(key=lambda p: (-p[0], p[1]))
-    return pairs[:k]
+    pairs = list(zip(values.tolist(), map(ids.__getitem__, rows.tolist())))  # tolist gives Python floats
+    pairs.sort(key=_by_score_then_id)
+    del pairs[k:]
+    return pairs
+
+
+def _by_score_then_id(pair: tuple[float, str]) -> tuple[float, str]:
+    return -pair[0], pair[1]
 
 
 class BaseSegment:
@@ -222,6 +231,9 @@ class FreshSegment:
         self._indexed = 0  # slots below this are in the posting lists
         self._lengths = np.zeros(0, dtype=np.float64)
         self._alive_arr = np.zeros(0, dtype=bool)
+        self._term_cache: dict[int, tuple[np.ndarray, np.ndarray] | None] = {}
+        self._arrays: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # term -> its posting list's slots, counts, lengths
+        self._scores_key: tuple[CorpusStats, int, int, Scorer] | None = None
 
     def __len__(self) -> int:
         return len(self.slots)
@@ -278,6 +290,7 @@ class FreshSegment:
             lengths[slot] = doc.length
             alive[slot] = self._alive[slot]
             for term, tf in zip(doc.terms.tolist(), doc.tfs.tolist()):
+                self._arrays.pop(term, None)  # its posting list grows
                 posting = self._postings.get(term)
                 if posting is None:
                     self._postings[term] = ([slot], [tf])
@@ -294,16 +307,45 @@ class FreshSegment:
         scores = np.zeros(len(self.ids), dtype=np.float64)
         matched = np.zeros(len(self.ids), dtype=bool)
         for t, m in query.counts.items():
-            posting = self._postings.get(t)
-            if posting is None:
+            term = self._term_scores(t, query, scorer)
+            if term is None:
                 continue
-            slots = np.asarray(posting[0], dtype=np.int64)
-            tf = np.asarray(posting[1], dtype=np.float64)
-            part = query.idf[t] * scorer.tfc(tf, self._lengths[slots], query.avgdl) - query.nonocc[t]
+            slots, part = term
             scores[slots] += m * part  # distinct within a posting list
             matched[slots] = True
-        rows = np.flatnonzero(matched & self._alive_arr)
+        rows = (matched & self._alive_arr).nonzero()[0]
         if allowed is not None:
             rows = np.array([r for r in rows.tolist() if self.ids[r] in allowed], dtype=np.int64)
-        scores += query.nonocc_total
+        if scorer.uses_nonoccurrence:  # otherwise it is 0.0 (and needs every term's IDF)
+            scores += query.nonocc_total
         return top_pairs(scores, rows, self.ids, k)
+
+    def _term_scores(self, t: int, query: QueryTerms, scorer: Scorer) -> tuple[np.ndarray, np.ndarray] | None:
+        """The slots of the documents holding term ``t`` and the score each gets from one
+        occurrence of ``t`` in a query (None when no document here holds it).
+
+        What bm25s computes once for its whole index when it is built; here each term's
+        scores are computed when a query first needs them and kept until the statistics,
+        the scorer or the posting lists change (a small memory is mostly searched between
+        two writes with the same words again)."""
+        stats = query._stats
+        key = (stats, stats.version, self._indexed, scorer)
+        if self._scores_key != key:
+            self._term_cache = {}
+            self._scores_key = key
+        cache = self._term_cache
+        if t in cache:
+            return cache[t]
+        arrays = self._arrays.get(t)
+        if arrays is None:
+            posting = self._postings.get(t)
+            if posting is None:
+                cache[t] = None
+                return None
+            slots = np.asarray(posting[0], dtype=np.int64)
+            # kept across writes until the term's posting list grows (a slot's length never changes)
+            arrays = self._arrays[t] = (slots, np.asarray(posting[1], dtype=np.float64), self._lengths[slots])
+        slots, tf, lengths = arrays
+        part = query.idf[t] * scorer.tfc(tf, lengths, query.avgdl) - query.nonocc[t]
+        cache[t] = (slots, part)
+        return slots, part

@@ -147,6 +147,31 @@ def test_equal_to_fresh_bm25s_between_and_after_merges(options):
     assert_same_as_reference(index, docs, texts)
 
 
+@pytest.mark.parametrize("options", [{}, {"method": "bm25l"}], ids=["lucene", "bm25l"])
+def test_fresh_segment_scores_follow_every_write_between_searches(options):
+    """The fresh segment keeps each term's scores between searches (what bm25s computes at
+    build time): every write in between -- add, remove, replace, a remove alone -- must give
+    the scores of a fresh bm25s index over the documents live then, for the same queries."""
+    index = make_index(merge_threshold=10_000, **options)
+    docs = {f"d{i}": t for i, t in enumerate(zipf_texts(200, seed=11))}
+    index.add(records(docs))
+    texts = [q for q, _ in queries_for(docs, 12, seed=12)] + ["running gardens"]
+    for _ in range(2):  # the second pass reads the kept scores
+        assert_same_as_reference(index, docs, texts)
+    churn(index, docs, seed=13, adds=15, removes=10, replaces=5)
+    assert index.merges == 0
+    assert_same_as_reference(index, docs, texts)
+    gone = sorted(docs)[:3]  # a remove alone: no new document, only the statistics change
+    index.remove(gone)
+    for rid in gone:
+        del docs[rid]
+    assert_same_as_reference(index, docs, texts)
+    rid = sorted(docs)[0]  # a replace by a text of the same length: same count and total length
+    docs[rid] = " ".join(reversed(docs[rid].split()))
+    index.add(records({rid: docs[rid]}))
+    assert_same_as_reference(index, docs, texts)
+
+
 def ndcg_at_10(ranking: list[str], relevant: str) -> float:
     """nDCG@10 with one relevant document of grade 1 (ideal DCG = 1)."""
     for rank, rid in enumerate(ranking[:10]):

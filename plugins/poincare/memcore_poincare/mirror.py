@@ -13,7 +13,9 @@ of the ids changed since the last snapshot save (what an incremental save writes
 
 The cone (step 1) is answered here too (:meth:`ParticleMirror.cone`: exact cosine top
 ``cone_width`` over the held directions with faiss's inner-product kernel, ~0.7 ms at 100k
-x 64 against ~1.6 ms for Chroma's ids-only HNSW query), then the candidates' directions,
+x 64 against ~1.6 ms for Chroma's ids-only HNSW query; from 8192 rows a float16 copy
+narrows it first and only the best few are scored in float32, with a certificate that the
+result is still the exact cone, :mod:`.prescan`), then the candidates' directions,
 v/T/born and metadata are read here, and the neighbour fetch (step 3) is a dict lookup
 instead of a Chroma ``get``. Reading embeddings and metadata through the Chroma API is what
 made those steps slow (9 ms against 0.8 ms for 100 ids at 20k points).
@@ -24,9 +26,14 @@ server, turn it off (``mirror = "off"``; ``"auto"`` does for http connections).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+
+from . import clusters
+from .clusters import ClusterCone
+from .prescan import MIN_ROWS, Fp16Prescan, margin
 
 __all__ = ["ParticleMirror"]
 
@@ -44,6 +51,9 @@ class ParticleMirror:
         self._upserted: dict[str, None] = {}  # changed since the last snapshot save (ordered set)
         self._deleted: dict[str, None] = {}
         self._saved_as: tuple[str, str, int] | None = None
+        self._prescan: Fp16Prescan | None = None  # the float16 copy narrowing the cone (.prescan), built on first use
+        self._clusters: ClusterCone | None = None  # the cluster-pruned cone (.clusters), built on first use
+        self._links: dict[int, tuple[dict[str, Any], tuple[str, ...]]] = {}  # row -> (its metadata dict, its links parsed)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -107,10 +117,18 @@ class ParticleMirror:
                 self.metadatas.append(meta)
             else:
                 self.metadatas[row] = meta
+            self._touch(row)
             self._u[row] = directions[i]
             self._vtb[row] = (meta["v"], meta["T"], meta["born"])
             self._upserted[rid] = None
             self._deleted.pop(rid, None)
+
+    def _touch(self, row: int) -> None:
+        """Row ``row`` was written: the cone's helpers score it exactly until they are rebuilt."""
+        if self._prescan is not None:
+            self._prescan.touch(row)
+        if self._clusters is not None:
+            self._clusters.touch(row)
 
     def delete(self, ids: Iterable[str]) -> None:
         """Remove rows (unknown ids ignored); the last row moves into each hole."""
@@ -126,6 +144,7 @@ class ParticleMirror:
                 self.ids[row], self.metadatas[row] = moved, self.metadatas[last]
                 self._u[row], self._vtb[row] = self._u[last], self._vtb[last]
                 self.rows[moved] = row
+                self._touch(row)
             self.ids.pop()
             self.metadatas.pop()
 
@@ -144,6 +163,25 @@ class ParticleMirror:
     def rows_of(self, ids: Sequence[str]) -> np.ndarray:
         """Rows of the held ids among ``ids`` (in that order; others skipped)."""
         return np.fromiter((self.rows[i] for i in ids if i in self.rows), dtype=np.int64)
+
+    def links_of(self, row: int) -> tuple[str, ...]:
+        """The link targets of ``row`` (its metadata's ``links`` JSON, parsed once per
+        metadata version; anything but a list of strings reads as no links)."""
+        meta = self.metadatas[row]
+        cached = self._links.get(row)
+        if cached is not None and cached[0] is meta:  # writes replace the dict: identity tells a stale entry
+            return cached[1]
+        links = parse_links(meta.get("links"))
+        self._links[row] = (meta, links)
+        return links
+
+    def arrays(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Directions (k, d) and v/T/born (k, 3) of ``rows`` (copies)."""
+        return self._u[rows], self._vtb[rows]
+
+    def direction(self, row: int) -> np.ndarray:
+        """The unit direction of ``row`` (a view)."""
+        return self._u[row]
 
     def take(self, rows: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """Ids, directions (k, d), v/T/born (k, 3) and metadatas of ``rows``."""
@@ -182,7 +220,17 @@ class ParticleMirror:
         queries = np.ascontiguousarray(directions, dtype=np.float32)
         out = []
         knn = _faiss_knn()
+        whole = rows is None and knn is not None  # the helpers narrow a cone over every row, with faiss
+        pruned = self._cluster_cone(k) if whole else None
+        prescan: Fp16Prescan | None = None
         for q in queries:
+            narrowed = pruned.cone(q.reshape(1, -1), base, k, knn) if pruned is not None and pruned.useful else None
+            if narrowed is None and whole:
+                prescan = prescan or self._fp16_prescan(k)  # built when the clusters first decline
+                narrowed = prescan.cone(q.reshape(1, -1), base, k, knn) if prescan is not None else None
+            if narrowed is not None:
+                out.append(narrowed.astype(np.int64))
+                continue
             if knn is not None:
                 _, found = knn(q.reshape(1, -1), base, k)
                 picked = found[0][found[0] >= 0]
@@ -192,6 +240,53 @@ class ParticleMirror:
                 picked = part[np.argsort(-scores[part], kind="stable")]
             out.append(picked.astype(np.int64) if rows is None else rows[picked])
         return out
+
+    def cone_stats(self) -> dict[str, int | None]:
+        """The float16 pre-scan so far: rows its copy holds (None: not built), cones it
+        answered (``certified``) and cones it left to the float32 scan (``refused``)."""
+        p, c = self._prescan, self._clusters
+        return {
+            "clusters_rows": None if c is None else c.built,
+            "clusters_served": 0 if c is None else c.served,
+            "clusters_declined": 0 if c is None else c.declined,
+            "prescan_rows": None if p is None else p.built,
+            "certified": 0 if p is None else p.certified,
+            "refused": 0 if p is None else p.refused,
+        }
+
+    def _cluster_cone(self, k: int) -> ClusterCone | None:
+        """The cluster-pruned cone (built or rebuilt now when missing or stale), or None for
+        fewer than ``clusters.MIN_ROWS`` rows, a cone of a tenth of them or more, or once it
+        stopped paying (no cluster structure to prune with)."""
+        n = len(self.ids)
+        if n < clusters.MIN_ROWS or 10 * k > n:
+            return None
+        if self._clusters is None or self._clusters.stale(n):
+            import faiss
+
+            self._clusters = ClusterCone(self.directions, faiss)
+        return self._clusters if self._clusters.useful else None
+
+    def _fp16_prescan(self, k: int) -> Fp16Prescan | None:
+        """The float16 copy (built or rebuilt now when missing or stale), or None when the
+        full float32 scan is as cheap (few rows, or a cone of half of them or more)."""
+        n = len(self.ids)
+        if n < MIN_ROWS or 2 * (k + margin(k)) > n:
+            return None
+        if self._prescan is None or self._prescan.stale(n):
+            import faiss
+
+            self._prescan = Fp16Prescan(self.directions, faiss)
+        return self._prescan
+
+
+def parse_links(raw: Any) -> tuple[str, ...]:
+    """Link targets from a metadata ``links`` value (a JSON list of ids); anything else: none."""
+    try:
+        links = json.loads(raw or "[]")
+    except (TypeError, ValueError):
+        return ()
+    return tuple(t for t in links if isinstance(t, str)) if isinstance(links, list) else ()
 
 
 def _faiss_knn() -> Any:

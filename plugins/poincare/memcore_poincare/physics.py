@@ -81,8 +81,11 @@ class EvolutionLaw(BaseModel):
 
     def __call__(self, x: Any, t_born: Any, t_now: Any) -> Any:
         """``x`` evolved from ``t_born`` to ``t_now`` (scalars or arrays), never below 0."""
-        dt = np.maximum(np.subtract(t_now, t_born, dtype=np.float64), 0.0)
-        out = np.maximum(LAWS[self.law](np.asarray(x, dtype=np.float64), dt, self), 0.0)
+        if self.law == "identity":  # no elapsed time to compute (the search's common case)
+            out = np.maximum(np.asarray(x, dtype=np.float64), 0.0)
+        else:
+            dt = np.maximum(np.subtract(t_now, t_born, dtype=np.float64), 0.0)
+            out = np.maximum(LAWS[self.law](np.asarray(x, dtype=np.float64), dt, self), 0.0)
         return float(out) if np.ndim(out) == 0 else out
 
 
@@ -170,14 +173,17 @@ class ParticleProjector:
         ``directions``: (n, d) unit (or zero) rows; ``v``, ``T``, ``born``: (n,) arrays or scalars.
         """
         n = directions.shape[0]
-        v_now = np.broadcast_to(np.asarray(self.physics.f(v, born, t_now), dtype=np.float64), (n,))
-        T_now = np.broadcast_to(np.asarray(self.physics.g(T, born, t_now), dtype=np.float64), (n,))
-        a = np.minimum(self.sqrt_c * v_now * (self.scaling_factor / 2.0), MAX_ARG)
-        zero = ~np.any(directions != 0, axis=1)
-        a = np.where(zero, 0.0, a)  # zero-vector guard: the origin
+        v_now = _vector(self.physics.f(v, born, t_now), n)
+        T_now = _vector(self.physics.g(T, born, t_now), n)
+        a = np.minimum(v_now * (self.sqrt_c * self.scaling_factor / 2.0), MAX_ARG)
+        u = directions.astype(np.float64)
+        zero = np.einsum("ij,ij->i", u, u) == 0.0  # exact in float64 for float32 or float64 rows (no underflow to 0)
+        if zero.any():
+            a[zero] = 0.0  # zero-vector guard: the origin
         r = np.tanh(a) / self.sqrt_c
-        den = 1.0 / np.cosh(a) ** 2
-        return ParticleStates(np.asarray(directions, dtype=np.float64), a, r, den, v_now, T_now)
+        den = np.cosh(a)
+        den = 1.0 / (den * den)
+        return ParticleStates(u, a, r, den, v_now, T_now)
 
     def compute_state(self, vec: Any, v: float, T: float, born: float, t_now: float) -> dict[str, Any]:
         """One particle's state, as in the design: ``current_vector`` (its ball coordinates),
@@ -198,6 +204,12 @@ class ParticleProjector:
         sq = (rx - ry) ** 2 + rx * ry * uw
         z = 2.0 * self.c * sq / (candidates.den * query.den[0])
         return np.log1p(z + np.sqrt(z * (z + 2.0))) / self.sqrt_c
+
+
+def _vector(values: Any, n: int) -> np.ndarray:
+    """``values`` (a scalar or an (n,) array) as an (n,) float64 array."""
+    out = np.asarray(values, dtype=np.float64)
+    return out if out.shape == (n,) else np.broadcast_to(out, (n,))
 
 
 def poincare_distance(x: Any, y: Any, curvature: float = 1.0, eps: float = 1e-12) -> np.ndarray:

@@ -27,7 +27,6 @@ When ``cone_width`` is not given it is derived from the collection size N:
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass
@@ -37,12 +36,12 @@ import numpy as np
 
 from memcore import ValidationError
 
-from .mirror import ParticleMirror
-from .physics import ParticleProjector, ParticleStates, unit_directions
+from .mirror import ParticleMirror, parse_links
+from .physics import ParticleProjector, ParticleStates
 from .storage import HyperAmyStorage
 from .types import MatchType, Point, SearchResult
 
-__all__ = ["HyperAmyRetrieval", "ParticleSource", "default_cone_width", "Candidates", "neighbour_ids", "check_search_args"]
+__all__ = ["HyperAmyRetrieval", "ParticleSource", "default_cone_width", "Candidates", "MirrorCandidates", "neighbour_ids", "check_search_args"]
 
 MIN_CONE = 50
 ConeSource = Literal["auto", "chroma"]
@@ -77,33 +76,76 @@ def check_search_args(top_k: Any, cone_width: Any, max_neighbors: Any, neighbor_
 
 @dataclass
 class Candidates:
-    """Rows fetched from Chroma (or the mirror): ids, unit directions (n, d) and metadatas;
-    ``vtb``: v, T, born as an (n, 3) array when the source has them (the mirror)."""
+    """Rows fetched from Chroma: ids, unit directions (n, d) and metadatas."""
 
     ids: list[str]
     directions: np.ndarray
     metadatas: list[dict[str, Any]]
-    vtb: np.ndarray | None = None
 
     @classmethod
     def from_chroma(cls, ids: Sequence[str], embeddings: Any, metadatas: Sequence[dict[str, Any]]) -> "Candidates":
         matrix = np.asarray(embeddings, dtype=np.float32) if len(ids) else np.zeros((0, 0), dtype=np.float32)
         return cls(list(ids), matrix, list(metadatas))
 
-    @classmethod
-    def from_mirror(cls, mirror: ParticleMirror, rows: np.ndarray) -> "Candidates":
-        ids, directions, vtb, metas = mirror.take(rows)
-        return cls(ids, directions, metas, vtb)
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def id_at(self, i: int) -> str:
+        """The id of candidate ``i``."""
+        return self.ids[i]
+
+    def links_at(self, i: int) -> Sequence[str]:
+        """The link targets of candidate ``i``."""
+        return _links(self.metadatas[i])
+
+    def result(self, i: int, score: float, match: MatchType) -> SearchResult:
+        """Candidate ``i`` as a :class:`SearchResult`."""
+        return SearchResult(self.ids[i], score, self.metadatas[i], self.directions[i].tolist(), match)
 
     def states(self, projector: ParticleProjector, t_now: float) -> ParticleStates:
         """All candidates projected at ``t_now`` (metadata read into arrays once)."""
-        if self.vtb is not None:
-            return projector.states(self.directions, self.vtb[:, 0], self.vtb[:, 1], self.vtb[:, 2], t_now)
         metas = self.metadatas
         v = np.fromiter((m["v"] for m in metas), dtype=np.float64, count=len(metas))
         T = np.fromiter((m["T"] for m in metas), dtype=np.float64, count=len(metas))
         born = np.fromiter((m["born"] for m in metas), dtype=np.float64, count=len(metas))
         return projector.states(self.directions, v, T, born, t_now)
+
+
+class MirrorCandidates:
+    """Rows of the particle mirror: nothing is copied out of it but the directions and
+    v/T/born the projection reads; ids, metadata and links are looked up for the rows a
+    step needs (the top ``k`` and their links), not for the whole cone."""
+
+    def __init__(self, mirror: ParticleMirror, rows: np.ndarray):
+        self.mirror = mirror
+        self.rows = rows.tolist()  # Python ints: list indexing with numpy integers is slower
+        self._array = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def ids(self) -> list[str]:
+        """Every candidate's id."""
+        return [self.mirror.ids[r] for r in self.rows]
+
+    def id_at(self, i: int) -> str:
+        """The id of candidate ``i``."""
+        return self.mirror.ids[self.rows[i]]
+
+    def links_at(self, i: int) -> Sequence[str]:
+        """The link targets of candidate ``i`` (parsed once per metadata version)."""
+        return self.mirror.links_of(self.rows[i])
+
+    def result(self, i: int, score: float, match: MatchType) -> SearchResult:
+        """Candidate ``i`` as a :class:`SearchResult`."""
+        row = self.rows[i]
+        return SearchResult(self.mirror.ids[row], score, self.mirror.metadatas[row], self.mirror.direction(row).tolist(), match)
+
+    def states(self, projector: ParticleProjector, t_now: float) -> ParticleStates:
+        """All candidates projected at ``t_now`` (v/T/born from the mirror's arrays)."""
+        directions, vtb = self.mirror.arrays(self._array)
+        return projector.states(directions, vtb[:, 0], vtb[:, 1], vtb[:, 2], t_now)
 
 
 def neighbour_ids(link_lists: Sequence[Sequence[str]], max_neighbors: int, exclude: AbstractSet[str], allowed: AbstractSet[str] | None = None) -> list[str]:
@@ -121,12 +163,8 @@ def neighbour_ids(link_lists: Sequence[Sequence[str]], max_neighbors: int, exclu
     return list(out)[:cap]
 
 
-def _links(meta: dict[str, Any]) -> list[str]:
-    try:
-        links = json.loads(meta.get("links") or "[]")
-    except (TypeError, ValueError):
-        return []
-    return [t for t in links if isinstance(t, str)] if isinstance(links, list) else []
+def _links(meta: dict[str, Any]) -> tuple[str, ...]:
+    return parse_links(meta.get("links"))
 
 
 class ParticleSource(Protocol):
@@ -183,8 +221,8 @@ class HyperAmyRetrieval:
         raw = query_point.emotion_vector
         raw = raw.detach().cpu().numpy() if hasattr(raw, "detach") else raw
         vec = np.asarray(raw, dtype=np.float64)
-        if vec.ndim != 1:
-            raise ValidationError(f"query emotion_vector must be 1-d, got shape {vec.shape}")
+        if vec.ndim != 1 or vec.shape[0] == 0:
+            raise ValidationError(f"query emotion_vector must be 1-d and not empty, got shape {vec.shape}")
         dim = self.storage.dim
         if dim is not None and vec.shape[0] != dim:
             from memcore import DimensionError
@@ -194,7 +232,15 @@ class HyperAmyRetrieval:
             value = getattr(query_point, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not math.isfinite(value):
                 raise ValidationError(f"query point: {name} must be a finite number, got {value!r}")
-        direction = unit_directions(vec.reshape(1, -1), "query emotion_vector")
+        norm = math.sqrt(float(vec @ vec))  # NaN or inf when a value is (or when the squares overflow)
+        if not math.isfinite(norm):
+            if not np.isfinite(vec).all():
+                raise ValidationError("query emotion_vector: vector 0 contains NaN or infinite values")
+            vec = vec / np.abs(vec).max()
+            norm = math.sqrt(float(vec @ vec))
+        if norm < 1e-12:
+            raise ValidationError("query emotion_vector: vector 0 is all zeros (it has no direction)")
+        direction = (vec / norm).astype(np.float32).reshape(1, -1)
         return direction, self.projector.states(direction, query_point.v, query_point.T, query_point.born, t_now)
 
     def search(
@@ -239,10 +285,12 @@ class HyperAmyRetrieval:
         if not prepared:
             return empty
         restrict: list[str] | None = None
+        allowed_set: set[str] | None = None
         if allowed is not None:
             restrict = sorted(i for i in allowed if isinstance(i, str))
             if not restrict:
                 return empty
+            allowed_set = set(restrict)
         mirror_of = getattr(self.storage, "particle_mirror", None)
         mirror = mirror_of() if callable(mirror_of) else None
         if restrict is not None:
@@ -263,9 +311,7 @@ class HyperAmyRetrieval:
                 return empty
             picked = mirror.cone(directions, cone, rows)
             return [
-                self._rank(Candidates.from_mirror(mirror, picked[i]), query, t, top_k, max_neighbors, neighbor_penalty, restrict, mirror)
-                if len(picked[i])
-                else []
+                self._rank(MirrorCandidates(mirror, picked[i]), query, t, top_k, max_neighbors, neighbor_penalty, allowed_set, mirror) if len(picked[i]) else []
                 for i, (_, query, t) in enumerate(prepared)
             ]
         # 1. cone: one Chroma query for every query direction
@@ -274,22 +320,23 @@ class HyperAmyRetrieval:
             return empty
         out = []
         for i, (_, query, t) in enumerate(prepared):
+            cands: Candidates | MirrorCandidates
             if mirror is not None:
-                cands = Candidates.from_mirror(mirror, mirror.rows_of(found["ids"][i]))
+                cands = MirrorCandidates(mirror, mirror.rows_of(found["ids"][i]))
             else:
                 cands = Candidates.from_chroma(found["ids"][i], found["embeddings"][i], found["metadatas"][i])
-            out.append(self._rank(cands, query, t, top_k, max_neighbors, neighbor_penalty, restrict, mirror) if cands.ids else [])
+            out.append(self._rank(cands, query, t, top_k, max_neighbors, neighbor_penalty, allowed_set, mirror) if len(cands) else [])
         return out
 
     def _rank(
         self,
-        cands: Candidates,
+        cands: Candidates | MirrorCandidates,
         query: ParticleStates,
         t_now: float,
         top_k: int,
         max_neighbors: int,
         neighbor_penalty: float,
-        restrict: list[str] | None,
+        allowed: set[str] | None,
         mirror: ParticleMirror | None,
     ) -> list[SearchResult]:
         """Steps 2-4 for one query over its cone candidates. Scores stay in arrays until the
@@ -297,28 +344,26 @@ class HyperAmyRetrieval:
         # 2. shell
         dist = self.projector.distance(query, cands.states(self.projector, t_now))
         order = np.argsort(dist, kind="stable")[:top_k]
-        pools: list[tuple[Candidates, np.ndarray, MatchType]] = [(cands, order, "direct")]
+        pools: list[Candidates | MirrorCandidates] = [cands]
         scores = dist[order]
+        top = order.tolist()
         # 3. neighbourhood
         if max_neighbors > 0:
-            kept = {cands.ids[i] for i in order}
-            wanted = neighbour_ids([_links(cands.metadatas[i]) for i in order], max_neighbors, kept, set(restrict) if restrict is not None else None)
+            kept = {cands.id_at(i) for i in top}
+            wanted = neighbour_ids([cands.links_at(i) for i in top], max_neighbors, kept, allowed)
             if wanted:
+                nb: Candidates | MirrorCandidates
                 if mirror is not None:
-                    nb = Candidates.from_mirror(mirror, mirror.rows_of(wanted))
+                    nb = MirrorCandidates(mirror, mirror.rows_of(wanted))
                 else:
                     got = self.collection.get(ids=wanted, include=["metadatas", "embeddings"])
                     nb = Candidates.from_chroma(got["ids"], got["embeddings"], got["metadatas"])
-                if nb.ids:
+                if len(nb):
                     nd = self.projector.distance(query, nb.states(self.projector, t_now)) * neighbor_penalty
-                    pools.append((nb, np.arange(len(nb.ids)), "neighbor"))
+                    pools.append(nb)
                     scores = np.concatenate([scores, nd])
         # 4. aggregate (a stable sort: direct results, already in order, stay ahead of equal neighbours)
         best = np.argsort(scores, kind="stable")[:top_k].tolist()
-        direct = len(order)
-        results = []
-        for j in best:
-            source, rows, match = pools[0] if j < direct else pools[1]
-            i = int(rows[j if j < direct else j - direct])
-            results.append(SearchResult(source.ids[i], float(scores[j]), source.metadatas[i], source.directions[i].tolist(), match))
-        return results
+        direct = len(top)
+        values = scores.tolist()
+        return [cands.result(top[j], values[j], "direct") if j < direct else pools[1].result(j - direct, values[j], "neighbor") for j in best]
