@@ -192,7 +192,6 @@ class SQLiteStore(Store):
         with self._mutex:
             cur = self.db.cursor()
             cur.execute("BEGIN IMMEDIATE")
-            self._rows.clear()
             probe, self._probe = self._probe, None
             try:
                 applied = self._apply(cur, batch, probe)
@@ -237,7 +236,16 @@ class SQLiteStore(Store):
         link_sources: set[str] = set()
         for chunk in _chunks(deletes):
             link_sources.update(r[0] for r in cur.execute(f"SELECT source FROM links WHERE target IN ({','.join('?' * len(chunk))})", chunk))
-        stored = self._stored_rows(cur, list(involved_ids(batch) | link_sources), probe)
+        involved = involved_ids(batch) | link_sources
+        # the cached rows this batch can change (before anything is written; the mutex keeps
+        # readers of this store from caching a row again until the batch is committed):
+        # the records it writes or deletes, those that lose a link to a deleted record, and,
+        # to keep it simple, those whose membership changes (not part of a cached row)
+        if batch.drop_indexes:
+            self._rows.clear()
+        else:
+            self._rows.forget(involved)
+        stored = self._stored_rows(cur, list(involved), probe)
         if not stored and not deletes and not batch.remove_membership and not batch.drop_indexes:
             inserted = self._insert_new(cur, batch, seq)
             if inserted is not None:
@@ -487,9 +495,8 @@ class SQLiteStore(Store):
             found = {rid: cached_row(row) for rid, row in fetched.items()}
             if not found:
                 return rows
-            cache.put(found)
-            if cache.rows is rows:  # added to the current rows
-                return rows
+            if cache.put(found):  # added to the current rows (or to a copy of them)
+                return cache.rows
             return {**{i: rows[i] for i in ids if i in rows}, **found}  # the cache started afresh (its limit)
 
     def _stored_vector(self, rid: str, space: str, data: bytes) -> np.ndarray:
