@@ -10,6 +10,7 @@ later."""
 from __future__ import annotations
 
 import random
+import threading
 
 import numpy as np
 import pytest
@@ -144,3 +145,47 @@ def test_row_cache_forget_keeps_snapshots():
     assert current == {"a": ("a",), "b": ("b",), "c": ("c",), "d": ("d",)} and cache.rows == {"b": ("b",), "c": ("c",), "d": ("d",)}
     cache.forget({f"x{i}" for i in range(FORGET_UP_TO + 1)})  # a large write: everything forgotten
     assert cache.rows == {}
+
+
+def test_threads_reading_while_one_writes_never_go_back(tmp_path):
+    """Threads reading one writer store (cached reads, some without its lock) while another
+    thread rewrites records: each thread sees every record's version only move forward,
+    and at the end the cached rows equal a fresh reader's."""
+    store = SQLiteStore(tmp_path / "s")
+    ids = [f"r{i}" for i in range(8)]
+    store.apply(WriteBatch(upserts=[Record(rid, f"{rid} v0", {"v": 0}, {}, (), None, 1.0, 1.0) for rid in ids]))
+    done = threading.Event()
+    errors: list[str] = []
+
+    def read(seed: int) -> None:
+        rng, seen = random.Random(seed), dict.fromkeys(ids, 0)
+        while not done.is_set():
+            asked = rng.sample(ids, rng.randrange(1, len(ids)))
+            got = store.get(asked, with_vectors=False) if rng.random() < 0.5 else [store.get_batch(asked).record(rid) for rid in asked]
+            for rid, r in zip(asked, got):
+                if r is None or r.metadata["v"] < seen[rid] or r.text != f"{rid} v{r.metadata['v']}":
+                    errors.append(f"{rid}: {r} after version {seen[rid]}")
+                    return
+                seen[rid] = r.metadata["v"]
+
+    readers = [threading.Thread(target=read, args=(seed,)) for seed in range(3)]
+    for t in readers:
+        t.start()
+    try:
+        rng = random.Random(7)
+        for version in range(1, 300):
+            rid = rng.choice(ids)
+            store.apply(WriteBatch(upserts=[Record(rid, f"{rid} v{version}", {"v": version}, {}, (), None, 1.0, 1.0)]))
+    finally:
+        done.set()
+        for t in readers:
+            t.join()
+    try:
+        assert not errors, errors[0]
+        fresh = SQLiteStore(tmp_path / "s", SQLiteStoreConfig(read_only=True))
+        try:
+            assert rows_of(store.get(ids, with_vectors=False)) == rows_of(fresh.get(ids, with_vectors=False))
+        finally:
+            fresh.close()
+    finally:
+        store.close()
