@@ -189,3 +189,34 @@ def test_threads_reading_while_one_writes_never_go_back(tmp_path):
             fresh.close()
     finally:
         store.close()
+
+
+def test_a_reader_never_mixes_versions_of_one_write(tmp_path):
+    """A reader reads its sequence number and the rows it lacks in one read transaction: a
+    write landing between the two cannot leave it with one record of the new version beside
+    a cached one of the old version (both were written in one batch)."""
+    writer = SQLiteStore(tmp_path / "s")
+
+    def plain(rid: str, text: str) -> Record:
+        return Record(rid, text, {}, {"v": np.ones(3, dtype=np.float32)})
+
+    old_a, old_b = plain("r1", "a, first"), plain("r2", "b, first")
+    writer.apply(WriteBatch(upserts=[old_a, old_b]))
+    reader = SQLiteStore(tmp_path / "s", SQLiteStoreConfig(read_only=True))
+    try:
+        assert rows_of(reader.get(["r2"], with_vectors=False))[0][1] == old_b.text  # r2 cached at the first version
+        new_a, new_b = plain("r1", "a, second"), plain("r2", "b, second")
+        cache, valid_for = reader._rows, reader._rows.valid_for
+
+        def write_after_the_seq_is_read(seq):
+            valid_for(seq)
+            writer.apply(WriteBatch(upserts=[new_a, new_b]))  # lands between the seq read and the row read
+
+        cache.valid_for = write_after_the_seq_is_read
+        texts = [row[1] for row in rows_of(reader.get(["r1", "r2"], with_vectors=False))]
+        cache.valid_for = valid_for
+        assert texts == [old_a.text, old_b.text]  # one version: the one the sequence number names
+        assert [row[1] for row in rows_of(reader.get(["r1", "r2"], with_vectors=False))] == [new_a.text, new_b.text]
+    finally:
+        reader.close()
+        writer.close()

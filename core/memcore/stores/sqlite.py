@@ -9,6 +9,7 @@ version, last sequence). Older files are migrated when a writer opens them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -413,10 +414,24 @@ class SQLiteStore(Store):
 
     # -- reads ---------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """A reader's several SELECTs in one read transaction (one WAL snapshot): a write
+        committed by another connection in between is seen by all of them or by none. The
+        writer needs none (only it writes)."""
+        if not self.read_only or self.db.in_transaction:
+            yield
+            return
+        self.db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.db.execute("COMMIT")
+
     def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
         if not with_vectors:
             return self._get_cached(ids)
-        with self._mutex:
+        with self._mutex, self._snapshot():  # a reader: records, links and vectors of one version
             found: dict[str, Record] = {}
             seen: dict[str, tuple[int, str] | None] = {}
             for chunk in _chunks(list(ids)):
@@ -470,9 +485,11 @@ class SQLiteStore(Store):
             rows = self._rows.rows
             if all(map(rows.__contains__, ids)):
                 return rows
-        with self._mutex:
+        with self._mutex, self._snapshot():
+            # a reader reads the sequence number and the rows in one snapshot, so rows are
+            # never cached under an older sequence number than the version they hold
             cache = self._rows
-            if self.read_only:  # another process writes: rows are valid for one sequence number
+            if self.read_only:  # rows are valid for one sequence number
                 cache.valid_for(self.last_seq())
             rows = cache.rows
             if all(map(rows.__contains__, ids)):  # the usual case on a small memory: every row cached
