@@ -2,9 +2,11 @@
 
 Every retrieval attaches the records of its hits: on a small memory (hundreds of items,
 an agent's conversation) that ``SELECT`` is the largest fixed cost of a query. The store
-keeps the rows it read (text, metadata, scope, times, links -- never vectors) until
-the next write: the writer clears them in every ``apply`` (it is the only process that
-writes), a reader whenever the store's sequence number moved. Callers get new
+keeps the rows it read (text, metadata, scope, times, links -- never vectors). The writer
+(the only process that writes) forgets in each ``apply`` the rows that batch can change
+(:meth:`RowCache.forget`: the records it writes, deletes or gives links to a deleted record;
+everything for a batch dropping indexes or touching more than :data:`FORGET_UP_TO` ids); a
+reader forgets every row whenever the store's sequence number moved. Callers get new
 :class:`~memcore.records.Record` objects built from the cached row each time, so nothing
 they change can reach the cache: flat metadata (every value a string, number, boolean or
 null: the common case) is kept parsed and copied with ``dict()``, nested metadata is kept as
@@ -14,17 +16,19 @@ its JSON text and parsed again for each caller.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Collection
 
 from ..records import Record, Scope
 
-__all__ = ["RowCache", "cached_row", "parsed_metadata", "row_record"]
+__all__ = ["FORGET_UP_TO", "RowCache", "cached_row", "parsed_metadata", "row_record"]
 
 Row = tuple[Any, ...]
 """``(id, text, metadata, scope, created_at, updated_at, links)``; metadata as
 :func:`parsed_metadata` left it, scope a (frozen, shareable) :class:`~memcore.records.Scope` or None."""
 
 _SCALARS = (str, int, float, bool, type(None))
+FORGET_UP_TO = 1_000
+"""A write involving more ids than this forgets every cached row (cheaper than sorting them out)."""
 
 
 def parsed_metadata(text: str) -> dict[str, Any] | str:
@@ -55,28 +59,56 @@ class RowCache:
     """Record rows by id, valid for one store sequence number; at most ``limit`` rows.
 
     ``rows`` is replaced, never emptied in place: a dict handed out earlier stays a snapshot
-    of one sequence number (rows are only added to it while it is current), what a
-    :class:`~memcore.record_batch.RecordBatch` relies on."""
+    of one sequence number (rows are only added to it while no write happened since it was
+    made), what a :class:`~memcore.record_batch.RecordBatch` relies on. After a write that
+    changed none of its rows (:meth:`forget`), the dict stays current but is *shared*: the
+    next :meth:`put` copies it first, so a snapshot never gains a row read after a write."""
 
     def __init__(self, limit: int = 20_000):
         self.limit = limit
         self.rows: dict[str, Row] = {}
         self.seq: int | None = None
+        self._shared = False
 
     def valid_for(self, seq: int) -> None:
         """Forget every row when the store moved past the sequence they were read at."""
         if seq != self.seq:
-            self.rows = {}
+            self.clear()
             self.seq = seq
 
-    def put(self, rows: dict[str, Row]) -> None:
-        """Remember rows (everything is forgotten first when the limit would be passed)."""
-        if len(self.rows) + len(rows) > self.limit:
+    def put(self, rows: dict[str, Row]) -> bool:
+        """Remember rows (everything is forgotten first when the limit would be passed).
+        True when ``self.rows`` holds every row it held before and the new ones."""
+        kept = len(self.rows) + len(rows) <= self.limit and len(rows) <= self.limit
+        if not kept:
             self.rows = {}
+        elif self._shared:
+            self.rows = dict(self.rows)
+        self._shared = False
         if len(rows) <= self.limit:
             self.rows.update(rows)
+        return kept
+
+    def forget(self, ids: Collection[str]) -> None:
+        """Before a write that changes the rows of ``ids`` and no others: the other rows
+        stay (in a new dict when some of ``ids`` were held, else in the same dict, shared);
+        more than :data:`FORGET_UP_TO` ids forget everything."""
+        rows = self.rows
+        if len(ids) > FORGET_UP_TO:
+            self.clear()
+            return
+        stale = [rid for rid in ids if rid in rows]
+        if not stale:
+            self._shared = True
+            return
+        kept = rows.copy()
+        for rid in stale:
+            del kept[rid]
+        self.rows = kept
+        self._shared = False
 
     def clear(self) -> None:
-        """Forget every row (after a write)."""
+        """Forget every row."""
         self.rows = {}
         self.seq = None
+        self._shared = False

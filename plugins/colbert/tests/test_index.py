@@ -242,6 +242,21 @@ def test_load_refuses_mismatched_files(kit, tmp_path):
         kit.make(train_min_tokens=100).load(tmp_path)
 
 
+def test_plaid_parameters_by_k_settings_and_query_mode():
+    from memcore_colbert import ColbertIndexConfig
+    from memcore_colbert.config import ColbertQueryMode, resolve_params
+
+    config = ColbertIndexConfig(embedder={"kind": "token-hashing"})
+    # ColBERT's by k, but ndocs 512 (not 256) for k <= 10: MiniLM's tokens sit far from their centroids
+    assert resolve_params(config, 10, None).model_dump() == {"ncells": 1, "centroid_score_threshold": 0.5, "ndocs": 512, "exhaustive": False}
+    assert resolve_params(config, 11, None).model_dump() == {"ncells": 2, "centroid_score_threshold": 0.45, "ndocs": 1024, "exhaustive": False}
+    assert resolve_params(config, 1500, None).ndocs == 6000
+    tuned = config.model_copy(update={"ndocs": 256, "ncells": 2})
+    assert (resolve_params(tuned, 10, None).ndocs, resolve_params(tuned, 10, None).ncells) == (256, 2)
+    mode = ColbertQueryMode(ndocs=64)
+    assert resolve_params(tuned, 10, mode).ndocs == 64 and resolve_params(tuned, 100, mode).ndocs == 100  # never below k
+
+
 def test_bad_settings_and_queries(kit):
     with pytest.raises(UnknownComponentError):
         kit.make(embedder={"kind": "no-such-embedder"})
