@@ -19,10 +19,10 @@ numpy operation. Both read the same Chroma results, so the comparison is reporte
   100 upserts and 10 deletes (a delta segment); ``mirror_build_s`` is the rebuild from
   Chroma it replaces (paid on the first search after a reopen without a valid snapshot);
   ``search_many_p50_ms_per_query``: every query in one ``search_many`` call (one cone
-  step for all), :data:`MANY_REPEATS` calls; a query's time is its share of the call's
-  shared work (checks and the cone step, divided by the number of queries) plus its own
-  steps 2-4 (timed per query), p50 over queries and calls
-  (``search_many_mean_ms_per_query``: wall time / queries, swung by any pause under load);
+  step for all), :data:`MANY_REPEATS` calls; a query's time is its own cone and steps 2-4
+  (each timed per query) plus its share of the rest of the call (checks, preparation),
+  p50 over queries and calls (``search_many_mean_ms_per_query``: wall time / queries,
+  which any pause of a loaded machine during the call swings);
 - ``cone_stats``: the float16 pre-scan of the mirror's cone since the start (cones it
   answered with its exactness certificate, cones it left to the float32 scan);
 - ``shell``: steps 2-4 on Chroma results fetched beforehand (still one Chroma ``get`` for
@@ -183,34 +183,46 @@ def fill(storage: HyperAmyStorage, points: list[Point], batch: int = 5000) -> fl
 def search_many_p50(retrieval: HyperAmyRetrieval, queries: list[Point], *args: Any, repeats: int = MANY_REPEATS) -> tuple[float, float]:
     """``search_many`` over every query, ``repeats`` times: (p50, mean) ms per query.
 
-    A query's time in one call is its share of the shared work (the call's time outside
-    steps 2-4, i.e. checks and the cone step for all queries, divided by the number of
-    queries) plus its own steps 2-4 (``_rank``, timed per query by wrapping it). The mean
-    is the call's wall time over the number of queries."""
-    own: list[float] = []
-    rank = retrieval._rank
+    A query's time in one call is its own cone (the mirror's cone step is timed query by
+    query: a wrapper calls it once per query direction, as its own loop does) and its own
+    steps 2-4 (``_rank``, timed per query), plus its share of the rest of the call (argument
+    checks, preparing the queries: what is left of the wall time, divided by the number of
+    queries). The mean is the call's wall time over the number of queries."""
+    mirror = retrieval.storage.particle_mirror()
+    cone_of, rank = mirror.cone, retrieval._rank
+    cones: list[float] = []
+    ranks: list[float] = []
+
+    def timed_cone(directions: np.ndarray, k: int, rows: Any = None) -> list[np.ndarray]:
+        out = []
+        for d in directions:
+            t0 = time.perf_counter()
+            out.extend(cone_of(d[None, :], k, rows))
+            cones.append(time.perf_counter() - t0)
+        return out
 
     def timed_rank(*a: Any, **kw: Any) -> Any:
         t0 = time.perf_counter()
         try:
             return rank(*a, **kw)
         finally:
-            own.append(time.perf_counter() - t0)
+            ranks.append(time.perf_counter() - t0)
 
     per_query: list[float] = []
     walls: list[float] = []
-    retrieval._rank = timed_rank  # type: ignore[method-assign]
+    mirror.cone, retrieval._rank = timed_cone, timed_rank  # type: ignore[method-assign]
     try:
         for _ in range(repeats):
-            own.clear()
+            cones.clear()
+            ranks.clear()
             t0 = time.perf_counter()
             retrieval.search_many(queries, *args[:4], t_now=args[4])
             wall = time.perf_counter() - t0
-            shared = (wall - sum(own)) / len(queries)
-            per_query.extend(shared + o for o in own)
+            rest = (wall - sum(cones) - sum(ranks)) / len(queries)
+            per_query.extend(rest + c + r for c, r in zip(cones, ranks))
             walls.append(wall / len(queries))
     finally:
-        del retrieval._rank  # back to the class's method
+        del mirror.cone, retrieval._rank  # back to the classes' methods
     return p50_ms(per_query), round(statistics.mean(walls) * 1000, 3)
 
 

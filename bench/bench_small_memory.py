@@ -20,13 +20,15 @@ to the order of tied scores (memcore breaks ties by id, the raw libraries by pos
 Data: the first LoCoMo conversation (``../shared/data/locomo/locomo_dev.json``: turns as
 ``speaker: text``, its questions as queries) when present, else ``--n`` synthetic turns
 and questions (seeded). Vectors: memcore's ``hashing`` embedder (256-d), computed once
-for both sides. The queries are timed in chunks of about ``--chunk-ms`` (0.3 ms for the
-slowest side), the sides interleaved chunk by chunk, ``--repeat`` rounds; a side's time for
-all queries is the sum over chunks of each chunk's median. A chunk is shorter than the time
-slices of a loaded machine, so most timings see no wait for a core and each median is one
-of those: with whole passes of a few ms nearly every pass waited once or twice, and the
-wall-clock ratio jumped by +-0.15 between runs. Each timing reads both clocks (wall, and this thread's
-CPU time); ``--clock`` picks the headline, the other is under ``<clock>_clock``.
+for both sides. By default each side runs whole passes over the queries, the sides
+interleaved pass by pass, ``--repeat`` rounds, medians. ``--chunk-ms 0.3`` times chunks of
+about 0.3 ms (for the slowest side) instead, interleaved and rotated chunk by chunk, a
+side's time being the sum of each chunk's median: on a loaded machine a whole pass of a
+few ms waits for a core once or twice and the wall-clock ratio jumps by +-0.15 between
+runs, while most 0.3 ms timings see no wait. Chunks also run each side with caches the
+other side just used (memcore's former bm25 path read 0.75x raw bm25s in passes, 0.9x in
+chunks), so compare trees in the same mode. Each timing reads both clocks (wall, and this
+thread's CPU time); ``--clock`` picks the headline, the other is under ``<clock>_clock``.
 ``bm25_after_write``: the bm25 pipeline with a record rewritten (untimed) before every
 query, so the index's kept per-word scores never serve twice (``--after-write`` passes).
 
@@ -166,12 +168,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=600, help="synthetic turns when LoCoMo is absent")
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--repeat", type=int, default=15, help="rounds: each times every chunk of queries once per side (medians per chunk)")
+    p.add_argument("--repeat", type=int, default=31, help="rounds: each times every chunk of queries (a whole pass by default) once per side")
     p.add_argument(
         "--chunk-ms",
         type=float,
-        default=0.3,
-        help="milliseconds of queries per timing (short: most timings see no wait for a core on a loaded machine); 0: whole passes",
+        default=0.0,
+        help="milliseconds of queries per timing (e.g. 0.3: most timings see no wait for a core on a loaded machine); 0: whole passes",
     )
     p.add_argument(
         "--after-write", type=int, default=3, metavar="PASSES", help="passes of the bm25 pipeline with a record rewritten before every query (untimed); 0: skip"

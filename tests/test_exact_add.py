@@ -71,3 +71,15 @@ def test_validate_names_the_first_bad_record():
     index.validate([good])
     with pytest.raises(DimensionError, match="'b'"):
         index.validate([good, Record("b", "b", {}, {})])
+
+
+def test_a_matrix_without_c_order_still_gets_normalised_rows():
+    index = make()
+    index.add([rec(f"r{i}", i) for i in range(3)])
+    index._matrix = np.asfortranarray(np.zeros((10, DIM), dtype=np.float32))  # spare room, Fortran order
+    index._n, index._rows, index._ids = 0, {}, []
+    records = [rec(f"s{i}", 20 + i) for i in range(4)]
+    index.add(records)
+    want = expected({r.id: r for r in records}, "cosine")
+    for rid, row in index._rows.items():
+        np.testing.assert_allclose(index._matrix[row], want[rid], rtol=1e-6)

@@ -140,3 +140,21 @@ def test_links_and_own_scopes_go_through_the_per_record_path():
     items[2] = {**items[2], "links": ["r0"], "scope": {"user_id": "v"}}
     records = coerce_records(items, {"user_id": "u"}, SPACES)
     assert records[2].links[0].target == "r0" and records[2].scope.user_id == "v" and records[0].scope.user_id == "u"
+
+
+@pytest.mark.parametrize("shape", ["one space", "no vectors", "one without"])
+def test_column_path_with_one_space_or_none(shape):
+    items = good()
+    for i, item in enumerate(items):
+        if shape == "no vectors":
+            item.pop("vectors")
+        else:
+            item["vectors"] = {"a": vec(i)}
+    if shape == "one without":
+        items[3].pop("vectors")
+    assert record_input._column_batch(items, None, SPACES) is not None
+    fast = coerce_records(items, None, SPACES)
+    assert fields(fast) == fields(per_record(items))
+    if shape != "no vectors":
+        fast[0].vectors["b"] = vec(0, 3)
+        assert "b" not in items[0]["vectors"]  # the record's own dict

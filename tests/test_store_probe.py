@@ -118,3 +118,29 @@ def test_batches_of_new_records_log_what_the_general_path_logs(tmp_path, seed):
         assert sqlite.memberships(made) == memory.memberships(made)
     finally:
         sqlite.close()
+
+
+@pytest.mark.parametrize("odd", ["strided", "float64", "big-endian", "none"])
+def test_vector_blobs_of_any_layout_read_back_as_written(tmp_path, odd):
+    """Vectors are bound as their own buffers when they are plain C-ordered float32 rows,
+    else converted: every layout reads back as the same float32 values."""
+    matrix = np.arange(40, dtype=np.float32).reshape(5, 8) + 1
+    vectors = [matrix[i] for i in range(5)]
+    if odd == "strided":
+        vectors[2] = np.arange(16, dtype=np.float32)[::2] + 1
+    elif odd == "float64":
+        vectors[2] = vectors[2].astype(np.float64)
+    elif odd == "big-endian":
+        vectors[2] = vectors[2].astype(">f4")
+    store = SQLiteStore(tmp_path / "s")
+    try:
+        store.apply(WriteBatch(upserts=[Record(f"r{i}", "t", {}, {"v": v}, (), None, 1.0, 1.0) for i, v in enumerate(vectors)]))
+        got = store.get([f"r{i}" for i in range(5)])
+        for record, v in zip(got, vectors):
+            assert record.vectors["v"].dtype == np.float32
+            np.testing.assert_array_equal(record.vectors["v"], np.asarray(v, dtype=np.float32))
+        matrix_read, present = store.vectors([f"r{i}" for i in range(5)], "v")
+        assert present.all()
+        np.testing.assert_array_equal(matrix_read, np.stack([np.asarray(v, dtype=np.float32) for v in vectors]))
+    finally:
+        store.close()

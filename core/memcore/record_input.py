@@ -6,7 +6,7 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -88,6 +88,18 @@ def _vectors_fine(values: list[Any], dim: int) -> bool:
     return bool((squares > _FAST_LOW).all()) and bool((squares < _FAST_HIGH).all())
 
 
+def _one_space(given: list[Any]) -> dict[str, list[Any]] | None:
+    """``{space: the vectors}`` when every item of ``given`` is a dict holding a vector of
+    one and the same space (C-level passes, no loop per item); None otherwise."""
+    if {*map(type, given)} != {dict} or {*map(len, given)} != {1}:
+        return None
+    names = {*map(next, map(iter, given))}
+    if len(names) != 1:
+        return None
+    (name,) = names
+    return {name: list(map(itemgetter(name), given))}
+
+
 def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) -> list[Record] | None:
     """The common batch validated column by column: a list of dicts, each with a string
     ``id`` (unique in the batch), a ``text``, flat metadata and float32 vectors of declared
@@ -111,23 +123,26 @@ def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) 
     metadata = list(map(_metadata, [item.get("metadata") for item in items]))
     if None in metadata:
         return None
-    vectors: list[dict[str, Any]] = []
-    by_space: dict[str, list[Any]] = {}
-    for item in items:
-        given = item.get("vectors")
-        if given is None:
-            vectors.append({})
-            continue
-        if type(given) is not dict:
-            return None
-        vectors.append(dict(given))  # the record's own dict: filling vectors later never reaches the caller's
-        for name, value in given.items():
-            column = by_space.get(name)
-            if column is None:
-                if type(name) is not str or name not in spaces:
-                    return None
-                column = by_space[name] = []
-            column.append(value)
+    given = [item.get("vectors") for item in items]
+    by_space = _one_space(given)
+    if by_space is not None:  # the common batch: every item has a vector of the same one space
+        vectors = list(map(dict.copy, given))  # each record its own dict: filling vectors later never reaches the caller's
+    else:
+        vectors, by_space = [], {}
+        for value in given:
+            if value is None:
+                vectors.append({})
+                continue
+            if type(value) is not dict:
+                return None
+            vectors.append(dict(value))
+            for name, vector in value.items():
+                column = by_space.get(name)
+                if column is None:
+                    column = by_space[name] = []
+                column.append(vector)
+    if not all(type(name) is str and name in spaces for name in by_space):
+        return None
     for name, column in by_space.items():
         if not _vectors_fine(column, spaces[name].dim):
             return None

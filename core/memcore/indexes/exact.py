@@ -168,10 +168,11 @@ class ExactIndex(Index):
         else:
             block[...] = np.stack(column)
         check_finite_vectors(block, f"index {self.name!r}: vectors")
-        self._prepare(block, in_place=True)
-        replaced = [rid for rid in latest if rid in self._rows]
-        if replaced:
-            self.remove(replaced)  # moves held rows only, all below ``start``
+        prepared = self._prepare(block, in_place=True)
+        if prepared is not block:  # normalised as a copy (a matrix without C order)
+            block[...] = prepared
+        if not self._rows.keys().isdisjoint(latest):  # some ids are held already: replaced
+            self.remove([rid for rid in latest if rid in self._rows])  # moves held rows only, all below ``start``
             if self._n != start:
                 self._matrix[self._n : self._n + count] = block  # numpy copies overlapping rows safely
                 start = self._n

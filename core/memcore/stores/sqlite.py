@@ -16,7 +16,7 @@ import threading
 import time
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -50,8 +50,9 @@ log = get_logger("memcore.store")
 
 _CHUNK = 500  # SQLite host-parameter batches
 _F32 = np.dtype(np.float32)
-_shape = attrgetter("shape")
 _dtype = attrgetter("dtype")
+_ndim = attrgetter("ndim")
+_c_contiguous = attrgetter("flags.c_contiguous")
 _SCAN_FROM = SCAN_FROM
 """``vectors()`` of at least this many ids scans the space once instead of looking ids up."""
 PAGE_SIZE = 8192
@@ -87,17 +88,36 @@ def _chunks(seq: Sequence[Any]) -> list[Sequence[Any]]:
     return [seq[i : i + _CHUNK] for i in range(0, len(seq), _CHUNK)]
 
 
-def _blobs(vectors: list[Any]) -> list[Any]:
-    """The float32 bytes of each vector, for ``executemany``: slices of one concatenated
-    copy when every vector is a float32 array of the same 1-d shape (the common case: one
-    copy of the batch, no bytes object per vector), else one ``tobytes`` per vector."""
-    if {*map(type, vectors)} == {np.ndarray} and {*map(id, map(_dtype, vectors))} == {id(_F32)}:
-        shapes = {*map(_shape, vectors)}
-        shape = next(iter(shapes))
-        if len(shapes) == 1 and len(shape) == 1 and shape[0] > 0:
-            flat = np.concatenate(vectors).data.cast("B")
-            width = len(flat) // len(vectors)
-            return [flat[start : start + width] for start in range(0, len(flat), width)]
+def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[str, str]) -> Iterator[tuple[Any, ...]]:
+    """The ``records`` row of each new record, made as ``executemany`` binds it (one tuple
+    per record, nothing else, and none of them kept alive: this runs for every record inserted)."""
+    for r in fresh:
+        scope, rid = r.scope, r.id
+        yield (
+            rid,
+            r.text,
+            _json_text(r.metadata),
+            None if scope is None else scope.user_id,
+            None if scope is None else scope.agent_id,
+            None if scope is None else scope.run_id,
+            created[rid] if created else r.created_at,
+            r.updated_at,
+            member.get(rid, "|"),
+        )
+
+
+def _blobs(vectors: list[Any]) -> Iterable[Any]:
+    """What ``executemany`` binds as each vector's blob: the arrays themselves when every one
+    is a C-contiguous, non-empty 1-d float32 array (sqlite3 reads an object's buffer and
+    copies it: the float32 bytes, with no bytes object made per vector), else ``tobytes``."""
+    if (
+        {*map(type, vectors)} == {np.ndarray}
+        and {*map(id, map(_dtype, vectors))} == {id(_F32)}
+        and {*map(_ndim, vectors)} == {1}
+        and all(map(_c_contiguous, vectors))
+        and all(map(len, vectors))
+    ):
+        return vectors
     return [v.tobytes() if type(v) is np.ndarray and v.dtype is _F32 else np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors]
 
 
@@ -298,7 +318,7 @@ class SQLiteStore(Store):
         if upserts:
             self._write_records(cur, batch.upserts, upserts, {}, member)
         self._finish(cur, batch, seq, [(index, pack_adds(rids)) for index, rids in adds.items()])
-        return Applied(seq, make_ops(seq, [(index, rid, "add") for index, rids in adds.items() for rid in rids]))
+        return Applied(seq, make_ops(seq, ((index, rid, "add") for index, rids in adds.items() for rid in rids)))
 
     def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch, stored: dict[str, tuple[int, str]], upserts: dict[str, Record]) -> None:
         """Ids given membership and link targets must exist after the batch (before anything is written)."""
@@ -351,25 +371,9 @@ class SQLiteStore(Store):
         if fresh:
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             base = int(row[0]) if row else 0
-            rows = []
-            for r in fresh:  # one tuple per record, nothing else: this runs for every record inserted
-                scope, rid = r.scope, r.id
-                rows.append(
-                    (
-                        rid,
-                        r.text,
-                        _json_text(r.metadata),
-                        None if scope is None else scope.user_id,
-                        None if scope is None else scope.agent_id,
-                        None if scope is None else scope.run_id,
-                        created[rid] if created else r.created_at,
-                        r.updated_at,
-                        member.get(rid, "|"),
-                    )
-                )
             cur.executemany(
                 "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
+                _record_rows(fresh, created, member),
             )
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             if row is not None and int(row[0]) == base + len(fresh):

@@ -79,6 +79,14 @@ class FaissIndexConfig(ComponentConfig):
         description="Also search exactly when an allowed-id set holds at most this fraction of the live ids (HNSW and Flat "
         "score the allowed rows in place with a faiss selector; measured recall 1.0 where a filtered graph search loses some).",
     )
+    gather_budget_mb: float = Field(
+        64.0,
+        ge=0.0,
+        le=1_000_000.0,
+        description="Cached allowed-id sets scored exactly that hold more than 8,192 live ids keep a gathered copy of their "
+        "vectors (one matrix-vector product per query instead of a selector scan of the whole storage) while the copies "
+        "of this index stay within this many MiB; 0 turns it off.",
+    )
     filter_ef_max: int = Field(
         1024,
         ge=1,

@@ -42,6 +42,7 @@ from .build import Layout, make_layout
 from .container import Container
 from .config import QUERY_MODE_KEY, FaissIndexConfig, FaissQueryMode, parse_query_mode
 from .defaults import auto_ef_search
+from .gather import GatherBudget
 from .labels import LabelMap
 from .runtime import blas_counts_elements, faiss_settings
 from .scores import Scoring
@@ -51,7 +52,8 @@ __all__ = ["FaissIndex"]
 
 GATHER_MAX = 8192
 """Allowed sets up to this many live ids are scored from a copy of their rows (see
-``FaissIndex._exact_rows``); larger ones by a selector scan of the flat storage in place."""
+``FaissIndex._exact_rows``); larger cached ones too while their copies fit in
+``gather_budget_mb`` (:class:`.gather.GatherBudget`), others by a selector scan of the flat storage in place."""
 
 log = get_logger("memcore.faiss")
 
@@ -79,6 +81,7 @@ class FaissIndex(Index):
         if config.blas_min_queries is not None:
             per = self.dim if blas_counts_elements(self._faiss) else 1
             self._blas = config.blas_min_queries * per
+        self._gather_budget = GatherBudget(int(config.gather_budget_mb * 1024 * 1024))
         pending = Container(self._faiss, self._layout.new_flat()) if self._layout.needs_training else None
         self._install(LabelMap(), Container(self._faiss, self._layout.new_index()), pending)
 
@@ -275,7 +278,7 @@ class FaissIndex(Index):
             small = len(labels) <= max(self.config.exact_filter_below, self.config.exact_filter_fraction * len(self._labels))
             if exact or small:
                 flat = self._flat_storage()
-                if flat is not None and not flat.wrapped and len(labels) <= GATHER_MAX:
+                if flat is not None and not flat.wrapped and (len(labels) <= GATHER_MAX or self._may_gather(labels, allowed)):
                     return self._exact_rows(flat, x, k, labels, threshold, allowed)
                 if flat is not None:
                     return self._exact_flat(flat, x, k, labels, allowed, threshold)
@@ -370,6 +373,13 @@ class FaissIndex(Index):
         distances, found = self._run(flat, x, min(k, len(labels)), params)
         return self._hits(distances, found, k, threshold)
 
+    def _may_gather(self, labels: np.ndarray, allowed: AbstractSet[str]) -> bool:
+        """Whether a cached set above ``GATHER_MAX`` rows may keep (or already keeps) a
+        gathered copy: its bytes fit in what ``gather_budget_mb`` leaves (see :class:`.gather.GatherBudget`)."""
+        if not isinstance(allowed, AllowedIds):
+            return False
+        return self._gather_budget.fits(allowed, len(labels) * self.dim * 4)
+
     def _exact_rows(
         self, flat: Container, x: np.ndarray, k: int, labels: np.ndarray, threshold: float | None, allowed: AbstractSet[str] | None = None
     ) -> list[list[Hit]]:
@@ -390,6 +400,8 @@ class FaissIndex(Index):
                 ),
             )
             matrix = gathered.matrix()
+            if len(labels) > GATHER_MAX:
+                self._gather_budget.track(allowed, matrix)
         else:
             matrix = stored()[labels]
         raw, cols = self._scoring.top(self._scoring.exact(x, matrix), k)

@@ -177,6 +177,9 @@ def test_config_errors_name_the_key(make, options, location, message):
         {"min_train": 10**12},
         {"blas_min_queries": 10**12},
         {"exact_filter_below": 10**12},
+        {"gather_budget_mb": -1},
+        {"gather_budget_mb": float("nan")},
+        {"gather_budget_mb": 10**9},
     ],
 )
 def test_config_model_rejects(options):
