@@ -30,12 +30,24 @@ import numpy as np
 from .codec import nearest_centroids
 from .transform import TransformCodec
 
-__all__ = ["VQTransformCodec", "VQ_ITERS"]
+__all__ = ["VQTransformCodec", "VQ_ITERS", "byte_layout"]
 
 VQ_ITERS = 12
 """Lloyd iterations of each byte's codebook (from the product grid of the scalar levels)."""
 
 _CHUNK = 16384
+
+
+def byte_layout(codec: TransformCodec) -> list[tuple[int, int, int]]:
+    """Per byte position of ``codec``'s packing: ``(first component, end component, bits used)``."""
+    out = []
+    for p in range(codec.bytes_per_token):
+        comps = np.flatnonzero(codec._byte == p)
+        if len(comps) == 0:
+            out.append((codec.coded, codec.coded, 0))
+        else:
+            out.append((int(comps[0]), int(comps[-1]) + 1, int(codec.widths[comps].sum())))
+    return out
 
 
 def _nearest(z: np.ndarray, book: np.ndarray, norms: np.ndarray) -> np.ndarray:
@@ -62,7 +74,7 @@ class VQTransformCodec(TransformCodec):
     def __post_init__(self) -> None:
         super().__post_init__()
         self.codebooks = np.ascontiguousarray(self.codebooks, dtype=np.float32)
-        layout = self.byte_layout()
+        layout = byte_layout(self)
         width = max((c1 - c0 for c0, c1, _ in layout), default=1)
         if self.codebooks.shape != (self.bytes_per_token, 256, width):
             raise ValueError(f"codebooks of shape {self.codebooks.shape} do not fit the component widths (expected {(self.bytes_per_token, 256, width)})")
@@ -80,14 +92,7 @@ class VQTransformCodec(TransformCodec):
 
     def byte_layout(self) -> list[tuple[int, int, int]]:
         """Per byte position: ``(first component, end component, bits used)`` (components in packing order)."""
-        out = []
-        for p in range(self.bytes_per_token):
-            comps = np.flatnonzero(self._byte == p)
-            if len(comps) == 0:
-                out.append((self.coded, self.coded, 0))
-            else:
-                out.append((int(comps[0]), int(comps[-1]) + 1, int(self.widths[comps].sum())))
-        return out
+        return byte_layout(self)
 
     @classmethod
     def train(cls, heldout: np.ndarray, centroids: np.ndarray, nbits: int, iters: int = VQ_ITERS) -> "VQTransformCodec":  # type: ignore[override]
@@ -96,7 +101,7 @@ class VQTransformCodec(TransformCodec):
         base = TransformCodec.train(heldout, centroids, nbits)
         residuals = heldout - np.take(centroids, nearest_centroids(heldout, centroids), axis=0)
         z = np.ascontiguousarray((residuals @ base.rotation[:, : base.coded]).astype(np.float32))
-        layout = cls.byte_layout(base)  # type: ignore[arg-type]
+        layout = byte_layout(base)
         width = max((c1 - c0 for c0, c1, _ in layout), default=1)
         books = np.zeros((base.bytes_per_token, 256, width), dtype=np.float32)
         grid: dict[int, np.ndarray] = {}
