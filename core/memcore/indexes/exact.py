@@ -239,8 +239,14 @@ class ExactIndex(Index):
             if metric == "cosine":
                 norm = math.sqrt(float(q.dot(q)))
                 q = q / norm if norm > 0 else np.zeros_like(q)
-            matrix = self._matrix[: self._n] if rows is None else self._matrix_of(rows, allowed)
-            scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
+            if rows is not None and 4 * len(rows) > self._n and (len(rows) > GATHER_MAX or not isinstance(allowed, AllowedIds)):
+                # a dense allowed set no gathered copy holds: gathering its rows reads and writes
+                # them before the product reads them again; one product over every row reads each
+                # row once (2x faster at half of 100k x 384, measured), then its rows' scores are picked
+                scores = self._matrix[: self._n].dot(q)[rows]
+            else:
+                matrix = self._matrix[: self._n] if rows is None else self._matrix_of(rows, allowed)
+                scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
         return self._hits(scores, ids, k)
 
     def _matrix_of(self, rows: np.ndarray | None, allowed: AbstractSet[str] | None) -> np.ndarray:
