@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .errors import DuplicateIdError, ValidationError
-from .records import _FAST_HIGH, _FAST_LOW, MAX_TEXT_CHARS, Record, Scope, _flat_copy
+from .records import _FAST_HIGH, _FAST_LOW, MAX_ID_CHARS, MAX_TEXT_CHARS, Record, Scope, _flat_copy
 from .spaces import Space
 
 __all__ = ["RecordInput", "coerce_records", "coerce_ids"]
@@ -116,7 +116,7 @@ def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) 
     texts = [item.get("text") for item in items]
     if {*map(type, ids)} != _STR or {*map(type, texts)} != _STR:
         return None
-    if not all(ids) or max(map(len, ids)) > 512 or len(set(ids)) != len(ids) or not _unicode_clean(ids):
+    if not all(ids) or max(map(len, ids)) > MAX_ID_CHARS or len(set(ids)) != len(ids) or not _unicode_clean(ids):
         return None
     if not all(texts) or any(map(str.isspace, texts)) or max(map(len, texts)) > MAX_TEXT_CHARS or not _unicode_clean(texts):
         return None

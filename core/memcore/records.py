@@ -24,6 +24,8 @@ from .hit import Contribution, Hit
 
 __all__ = ["Scope", "Link", "Record", "Query", "Hit", "Contribution", "content_id", "as_vector", "check_finite_vectors", "MAX_VECTOR_NORM", "MIN_VECTOR_NORM"]
 
+MAX_ID_CHARS = 512
+"""The longest record id accepted."""
 MAX_TEXT_CHARS = 1_000_000
 """Texts longer than this are rejected (a memory is not a book; split it first)."""
 
@@ -357,8 +359,8 @@ class Record:
             scope = None
         if id is None:
             id = content_id(text, meta, scope)
-        elif not isinstance(id, str) or not id or len(id) > 512:
-            raise ValidationError(f"record id must be a non-empty string of at most 512 characters, got {id!r}")
+        elif not isinstance(id, str) or not id or len(id) > MAX_ID_CHARS:
+            raise ValidationError(f"record id must be a non-empty string of at most {MAX_ID_CHARS} characters, got {id!r}")
         check_unicode(id, "record id")
         if vectors is not None and type(vectors) is not dict and not isinstance(vectors, Mapping):
             raise ValidationError(f"vectors must be a dict of space name -> vector, got {type(vectors).__name__}")
