@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterable, Mapping, Sequence
 
 from .allowed import AllowedCache, AllowedIds
 from .broken_index import StoredConfig, UnavailableIndex, describe_failure, saved_seq
@@ -31,6 +31,7 @@ from .hit import rank_hits
 from .records import Hit, Link, Query, Record, Scope, check_json_value, validate_k
 from .registry import ComponentConfig, Registry
 from .record_input import RecordInput, coerce_ids, coerce_records
+from .scope_binding import ScopeBinding, namespace_scope
 from .spaces import Space, fill_vectors, prepare_query, query_vector
 from .store import Store, WriteBatch
 from .vector_reader import VectorReader
@@ -48,7 +49,8 @@ StateChanges = Mapping[tuple[str, str], Any]
 """Component state written with a change: ``{(namespace, key): JSON value, or None to delete}``."""
 
 
-def _state(changes: StateChanges | None) -> dict[tuple[str, str], Any]:
+def _state(changes: StateChanges | None, binding: ScopeBinding | None = None) -> dict[tuple[str, str], Any]:
+    """Validated state changes, each namespace placed under the bound scope's own."""
     out = {}
     for key, value in (changes or {}).items():
         if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(p, str) and p for p in key)):
@@ -57,7 +59,7 @@ def _state(changes: StateChanges | None) -> dict[tuple[str, str], Any]:
             raise ValidationError(f"state namespace {key[0]!r} is memcore's own")
         if value is not None:
             check_json_value(value, f"state value {key!r}")
-        out[key] = value
+        out[(binding.namespace(key[0]), key[1]) if binding is not None else key] = value
     return out
 
 
@@ -86,6 +88,7 @@ class Collection:
         self._lock = threading.RLock()
         self._closed = False
         self._allowed_sets = AllowedCache()
+        self._binding = ScopeBinding()
         self._pin_spaces()
         for name, definition in store.state_items("indexes").items():
             wanted, changed = self._search_time_update(name, definition, (declared or {}).get(name))
@@ -476,7 +479,7 @@ class Collection:
         """
         with self._lock:
             self._check_open()
-            records = coerce_records(items, scope, self.spaces)
+            records = self._coerce(items, scope)
             targets = self._targets(indexes)
             existing = self._existing(records)
             ids = [r.id for r in records]
@@ -485,6 +488,7 @@ class Collection:
                     old = existing.get(r.id)
                     if old is not None and not r.same_content(old):
                         raise DuplicateIdError(f"record {r.id!r} already exists with different content; use upsert() or update()")
+                self._check_visible(existing.values())
                 fresh = [r for r in records if r.id not in existing]
                 kept = [existing[r.id] for r in records if r.id in existing]
             else:  # the common case: every record is new
@@ -499,7 +503,7 @@ class Collection:
                 add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
             else:
                 add = {h.name: ids for h in targets}
-            batch = WriteBatch(upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v}, state=_state(state))
+            batch = WriteBatch(upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v}, state=_state(state, self._binding))
             if not batch.is_empty():  # re-inserting what is already there changes nothing
                 self._commit(batch, {r.id: r for r in fresh + kept} if kept else dict(zip(ids, records)))
             return ids
@@ -520,15 +524,16 @@ class Collection:
         with self._lock:
             self._check_open()
             records, add = self._prepare_upserts(items, indexes, scope)
-            self._commit(WriteBatch(upserts=records, add_membership=add, state=_state(state)), {r.id: r for r in records})
+            self._commit(WriteBatch(upserts=records, add_membership=add, state=_state(state, self._binding)), {r.id: r for r in records})
             return [r.id for r in records]
 
     def _prepare_upserts(
         self, items: RecordInput | Sequence[RecordInput], indexes: str | Iterable[str] | None, scope: Scope | Mapping[str, Any] | None
     ) -> tuple[list[Record], dict[str, list[str]]]:
         """The records of an upsert, their vectors filled and validated, and the memberships to add."""
-        records = coerce_records(items, scope, self.spaces)
+        records = self._coerce(items, scope)
         existing = self._existing(records)
+        self._check_visible(existing.values())
         self._check_links(records, {r.id for r in records})
         new_targets = self._targets(indexes)
         explicit = indexes is not None
@@ -593,7 +598,7 @@ class Collection:
         with self._lock:
             self._check_open()
             ids = list(dict.fromkeys(coerce_ids(ids)))
-            scope = Scope.coerce(scope)
+            scope = self._binding.effective(scope)
             found = {r.id: r for r in self.store.get(ids, with_vectors=False) if r is not None}
             missing = [i for i in ids if i not in found or (scope is not None and not scope.covers(found[i].scope))]
             if missing:
@@ -607,7 +612,7 @@ class Collection:
             if absent:
                 raise NotFoundError(f"replace names no existing record(s) {absent[:5]}; nothing was deleted")
             if ids or records:
-                self._commit(WriteBatch(upserts=records, deletes=ids, add_membership=add, state=_state(state)), {r.id: r for r in records})
+                self._commit(WriteBatch(upserts=records, deletes=ids, add_membership=add, state=_state(state, self._binding)), {r.id: r for r in records})
             return len(ids)
 
     def insert_to_index(self, index: str, ids: str | Iterable[str], *, state: StateChanges | None = None) -> None:
@@ -620,7 +625,7 @@ class Collection:
             todo = [r for r in records if index not in members.get(r.id, ())]
             changed = fill_vectors(self.spaces, todo, self._spaces_of([handle]))
             self._validate_for([handle], todo)
-            batch = WriteBatch(upserts=changed, add_membership={index: [r.id for r in todo]} if todo else {}, state=_state(state))
+            batch = WriteBatch(upserts=changed, add_membership={index: [r.id for r in todo]} if todo else {}, state=_state(state, self._binding))
             if not batch.is_empty():
                 self._commit(batch, {r.id: r for r in todo})
 
@@ -630,11 +635,71 @@ class Collection:
             self._handle(index)
             ids = list(dict.fromkeys(coerce_ids(ids)))
             members = self.store.memberships(ids)
-            missing = [i for i in ids if index not in members.get(i, ())]
+            missing = [i for i in ids if index not in members.get(i, ())] + self._invisible(ids)
             if missing:
                 raise NotFoundError(f"record(s) {missing[:5]} are not in index {index!r}; nothing was removed")
             if ids or state:
-                self._commit(WriteBatch(remove_membership={index: ids} if ids else {}, state=_state(state)), {})
+                self._commit(WriteBatch(remove_membership={index: ids} if ids else {}, state=_state(state, self._binding)), {})
+
+    def move(self, ids: str | Iterable[str], from_index: str, to_index: str, *, state: StateChanges | None = None) -> None:
+        """Move records from one index to another in ONE commit (with ``state``): after a
+        crash each is in exactly one of the two, never both, never neither.
+
+        Every id must be a member of ``from_index`` (else :class:`NotFoundError` and nothing
+        moves); one already in ``to_index`` just leaves ``from_index``.
+        """
+        with self._lock:
+            self._check_open()
+            source, target = self._handle(from_index), self._handle(to_index)
+            if source is target:
+                raise ValidationError(f"move needs two different indexes, got {from_index!r} twice")
+            ids = list(dict.fromkeys(coerce_ids(ids)))
+            if not ids:
+                if state:
+                    self.set_state(state)
+                return
+            records = self._get_many(ids)
+            members = self.store.memberships(ids)
+            missing = [i for i in ids if from_index not in members.get(i, ())]
+            if missing:
+                raise NotFoundError(f"record(s) {missing[:5]} are not in index {from_index!r}; nothing was moved")
+            todo = [r for r in records if to_index not in members.get(r.id, ())]
+            changed = fill_vectors(self.spaces, todo, self._spaces_of([target]))
+            self._validate_for([target], todo)
+            batch = WriteBatch(
+                upserts=changed,
+                add_membership={to_index: [r.id for r in todo]} if todo else {},
+                remove_membership={from_index: ids},
+                state=_state(state, self._binding),
+            )
+            self._commit(batch, {r.id: r for r in todo})
+
+    def forget(self, scope: Scope | Mapping[str, Any]) -> dict[str, Any]:
+        """Delete everything of ``scope`` in ONE atomic batch: its records (with what services
+        derived from them, which carry their scope), their entries in every index and links,
+        and the component state kept for the scope (or a narrower one).
+
+        Returns what went, by kind: ``{"records": n, "indexes": {index: n}, "state_keys": n}``.
+        """
+        with self._lock:
+            self._check_open()
+            target = self._binding.effective(scope)
+            if target is None:
+                raise ValidationError("forget needs a non-empty scope, e.g. {'user_id': 'bob'} (to empty the memory: delete(where={}))")
+            ids = self.store.ids(where=None, scope=target)
+            by_index: dict[str, int] = {}
+            for names in self.store.memberships(ids).values():
+                for name in names:
+                    by_index[name] = by_index.get(name, 0) + 1
+            state: dict[tuple[str, str], Any] = {}
+            for namespace in self.store.state_namespaces():
+                owner = namespace_scope(namespace)
+                if owner is not None and target.covers(owner):
+                    state.update(((namespace, key), None) for key in self.store.state_items(namespace))
+            if ids or state:
+                self._commit(WriteBatch(deletes=ids, state=state), {})
+            log.info("scope.forgotten", records=len(ids), state_keys=len(state))
+            return {"records": len(ids), "indexes": dict(sorted(by_index.items())), "state_keys": len(state)}
 
     def evict(self, index: str, *, state: StateChanges | None = None) -> list[str]:
         """Take out of ``index`` the ids it reports over its capacity (:meth:`Index.overflow`).
@@ -644,6 +709,8 @@ class Collection:
         """
         with self._lock:
             ids = list(self._handle(index).index.overflow())
+            hidden = set(self._invisible(ids))
+            ids = [i for i in ids if i not in hidden]  # a scoped caller evicts only its own records
             if ids or state:
                 self.remove_from_index(index, ids, state=state)
             return ids
@@ -652,15 +719,15 @@ class Collection:
         """Write component state atomically: ``{(namespace, key): JSON value or None to delete}``."""
         with self._lock:
             self._check_open()
-            self._commit(WriteBatch(state=_state(changes)), {})
+            self._commit(WriteBatch(state=_state(changes, self._binding)), {})
 
     def get_state(self, namespace: str, key: str, default: Any = None) -> Any:
         """One value of component state (services keep theirs under their own namespace)."""
-        return self.store.get_state(namespace, key, default)
+        return self.store.get_state(self._binding.namespace(namespace), key, default)
 
     def state_items(self, namespace: str) -> dict[str, Any]:
-        """All values of a state namespace."""
-        return self.store.state_items(namespace)
+        """All values of a state namespace (the bound scope's own)."""
+        return self.store.state_items(self._binding.namespace(namespace))
 
     def link(self, source: str, target: str, relation: str = "related", weight: float = 1.0) -> None:
         """Add (or re-weight) the edge ``source -relation-> target``."""
@@ -681,6 +748,17 @@ class Collection:
 
     # -- reads ---------------------------------------------------------------------------
 
+    def scoped(self, scope: Scope | Mapping[str, Any] | None) -> ContextManager[Scope | None]:
+        """Bind ``scope`` for what runs inside the ``with`` block (this thread or task): every
+        read sees only its records, writes stamp it on new records and keep component state
+        per scope (see :mod:`memcore.scope_binding`). ``None`` binds nothing new."""
+        return self._binding.bind(scope)
+
+    @property
+    def bound_scope(self) -> Scope | None:
+        """The scope the current call is bound to (None: unrestricted)."""
+        return self._binding.scope
+
     def get(self, id: str) -> Record:
         """One record (NotFoundError when absent)."""
         return self._get_many([id])[0]
@@ -689,7 +767,10 @@ class Collection:
         """Records by id in order, None for unknown ids."""
         with self._lock:
             self._check_open()
-            return self.store.get(coerce_ids(ids))
+            found = self.store.get(coerce_ids(ids))
+            if self._binding.scope is None:
+                return found
+            return [r if r is not None and self._binding.covers(r) else None for r in found]
 
     def count(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> int:
         """Number of records (in one index, matching a filter and scope)."""
@@ -697,7 +778,7 @@ class Collection:
             self._check_open()
             if index is not None:
                 self._handle(index)
-            return self.store.count(where=parse_filter(where), scope=Scope.coerce(scope), index=index)
+            return self.store.count(where=parse_filter(where), scope=self._binding.effective(scope), index=index)
 
     def ids(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
         """Ids in insertion order (in one index, matching a filter and scope)."""
@@ -705,7 +786,7 @@ class Collection:
             self._check_open()
             if index is not None:
                 self._handle(index)
-            return self.store.ids(where=parse_filter(where), scope=Scope.coerce(scope), index=index)
+            return self.store.ids(where=parse_filter(where), scope=self._binding.effective(scope), index=index)
 
     def retrieve(
         self,
@@ -793,6 +874,10 @@ class Collection:
             if type(k) is not int or k <= 0:  # validate_k's common case, without its call: this runs for every query
                 validate_k(k)
             index = handle.index
+            if self._binding.scope is not None:  # the caller's scope, whatever the query says
+                bound = self._binding.effective(query.scope)
+                if bound != query.scope:
+                    query = query.evolve(scope=bound)
             q = prepare_query(self.spaces, query, index.requires)
             index.validate_query(q)
             if q.where is None and q.scope is None:  # neither filter nor scope: nothing to resolve
@@ -820,6 +905,9 @@ class Collection:
 
         The records are read now and each is built on first access of ``hit.record`` (see
         :mod:`memcore.record_batch`)."""
+        if self._binding.scope is not None:
+            hidden = set(self._invisible([h.id for h in hits]))
+            hits = [h for h in hits if h.id not in hidden] if hidden else hits
         return attach_batch(hits, self.store.get_batch([h.id for h in hits]))
 
     def query_vector(self, query: Query, space: str) -> Any:
@@ -827,8 +915,17 @@ class Collection:
         return query_vector(self.spaces, query, space)
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[Any, Any]:
-        """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)``."""
-        return self.store.vectors(list(ids), space)
+        """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)`` (records outside
+        the bound scope are absent: zero rows, mask False)."""
+        ids = list(ids)
+        matrix, present = self.store.vectors(ids, space)
+        hidden = set(self._invisible(ids))
+        if hidden:
+            for row, rid in enumerate(ids):
+                if rid in hidden:
+                    matrix[row] = 0
+                    present[row] = False
+        return matrix, present
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -902,12 +999,37 @@ class Collection:
             return next(iter(self._indexes.values()))
         raise ValidationError(f"name the index to search (index=...); indexes: {sorted(self._indexes) or '(none)'}")
 
+    def _coerce(self, items: RecordInput | Sequence[RecordInput], scope: Scope | Mapping[str, Any] | None) -> list[Record]:
+        """A batch's records, scoped: the bound scope is the default and the limit."""
+        records = coerce_records(items, self._binding.effective(scope), self.spaces)
+        self._binding.stamp(records)
+        return records
+
+    def _invisible(self, ids: Sequence[str]) -> list[str]:
+        """The ids among ``ids`` the bound scope does not see (none when unbound)."""
+        bound = self._binding.scope
+        if bound is None or not ids:
+            return []
+        key = (filter_key(None), tuple(bound.as_dict().items()))
+        visible = self._allowed_sets.get(self.store.last_seq(), key, lambda: self.store.ids(where=None, scope=bound), None, bound)
+        return [i for i in ids if i not in visible]
+
+    def _check_visible(self, records: Iterable[Record]) -> None:
+        """Existing records a scoped write names must be the caller's (else: unknown)."""
+        if self._binding.scope is None:
+            return
+        hidden = [r.id for r in records if not self._binding.covers(r)]
+        if hidden:
+            raise NotFoundError(f"no record(s) {hidden[:5]} in this scope; nothing was written")
+
     def _existing(self, records: Sequence[Record]) -> dict[str, Record]:
         return {r.id: r for r in self.store.get([r.id for r in records]) if r is not None}
 
     def _get_many(self, ids: Sequence[str]) -> list[Record]:
         self._check_open()
         found = self.store.get(list(ids))
+        if self._binding.scope is not None:
+            found = [r if r is not None and self._binding.covers(r) else None for r in found]
         missing = [i for i, r in zip(ids, found) if r is None]
         if missing:
             raise NotFoundError(f"no record(s) {missing[:5]}")

@@ -19,6 +19,7 @@ __all__ = [
     "DimensionError",
     "DuplicateIdError",
     "FilterError",
+    "ScopeError",
     "LockedError",
     "CorruptError",
     "IndexUpdateError",
@@ -99,6 +100,11 @@ class DuplicateIdError(ValidationError):
 
 class FilterError(ValidationError):
     """A metadata filter (``where``) is malformed or uses an unknown operator."""
+
+
+class ScopeError(ValidationError):
+    """A call asked for records or a scope outside the scope it is bound to (another
+    tenant's). Nothing was read or changed."""
 
 
 class LockedError(MemcoreError):

@@ -9,6 +9,10 @@ Every method has explicit keyword arguments: a keyword a method does not know is
 ``TypeError`` from Python itself, never silently dropped. The only open door is
 ``insert``/``retrieve``'s ``**options``, handed to the service, whose own signature (or
 :meth:`memcore.Service.reject_unknown`) refuses what it does not know.
+
+Every write goes through the service (its policy decides what goes where), and every verb
+takes a ``scope``: the core binds it for the call, so no read returns, counts or reveals
+another scope's records and a record of another scope is unknown (``NotFoundError``).
 """
 
 from __future__ import annotations
@@ -90,11 +94,12 @@ class Memory:
     def upsert(self, items: str | Mapping[str, Any] | Record | Sequence[str | Mapping[str, Any] | Record], *, scope: ScopeLike = None) -> str | list[str]:
         """Insert new records and replace existing ones (same id); returns the id(s).
 
-        A replaced record keeps its index memberships; its vectors are recomputed when its
-        text changed and none were given. Bypasses the service's insert policy (new records
-        go to every index).
+        Through the service (:meth:`memcore.Service.upsert`): by default a replaced record
+        keeps its index memberships and new records go to every index; a service with its
+        own placement policy places them or refuses. A record of another scope is unknown.
         """
-        ids = self.collection.upsert(items, scope=scope)
+        with self.collection.scoped(scope):
+            ids = self.service.upsert(items)
         return ids[0] if _single(items) else ids
 
     def update(
@@ -105,12 +110,14 @@ class Memory:
         metadata: Mapping[str, Any] | None = None,
         merge_metadata: bool = False,
         vectors: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
     ) -> Record:
-        """Change fields of one existing record (NotFoundError when absent); returns it.
+        """Change fields of one existing record (NotFoundError when absent or outside
+        ``scope``); returns it. Through the service (:meth:`memcore.Service.update`).
 
         ``metadata`` replaces the metadata, or is merged into it with ``merge_metadata``.
         """
-        return self.collection.update(id, text=text, metadata=metadata, merge_metadata=merge_metadata, vectors=vectors)
+        return self.service.update(id, text=text, metadata=metadata, merge_metadata=merge_metadata, vectors=vectors, scope=scope)
 
     def delete(self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None) -> int:
         """Delete records by id, by a ``where`` filter and/or within a scope; returns how many.
@@ -119,20 +126,37 @@ class Memory:
         ``where`` (and/or ``scope``) alone, every matching record in the scope goes. At least
         one of ``ids``, ``where`` or ``scope`` is required (nothing is deleted by accident).
         The service deletes them (:meth:`memcore.Service.delete`), so that what it derived
-        from them (``hybrid``'s windows) changes in the same atomic write.
+        from them (``hybrid``'s windows) changes in the same atomic write. A scope alone
+        forgets the scope (:meth:`forget`): its records, what was derived from them and its
+        service state.
         """
         if ids is None and where is None and scope is None:
             raise ValidationError("delete needs ids, a where filter or a scope (to empty the memory: delete(where={}))")
-        if ids is not None:
-            wanted = coerce_ids(ids)
-            if where is not None:
-                targets = set(self.collection.ids(where=where, scope=scope))
-                wanted = [i for i in wanted if i in targets]
-                if not wanted:
-                    return 0
-            return self.service.delete(wanted, scope=scope)
-        matching = self.collection.ids(where=where, scope=scope)
-        return self.service.delete(matching, scope=scope) if matching else 0
+        if ids is None and where is None:
+            return int(self.forget(scope)["records"])
+        with self.collection.scoped(scope):
+            if ids is not None:
+                wanted = coerce_ids(ids)
+                if where is not None:
+                    targets = set(self.collection.ids(where=where))
+                    wanted = [i for i in wanted if i in targets]
+                    if not wanted:
+                        return 0
+                return self.service.delete(wanted)
+            matching = self.collection.ids(where=where)
+            return self.service.delete(matching) if matching else 0
+
+    def forget(self, scope: ScopeLike) -> dict[str, Any]:
+        """Forget everything of ``scope`` (e.g. ``{"user_id": "bob"}``) in one commit: its
+        records, what services derived from them, their index entries and the scope's
+        service state (:meth:`memcore.Service.forget`). Returns what went, by kind:
+        ``{"records": n, "indexes": {index: n}, "state_keys": n}``. After :meth:`close`, no
+        file of the memory holds the forgotten texts."""
+        wanted = Scope.coerce(scope)
+        if wanted is None or wanted.is_empty():
+            raise ValidationError("forget needs a non-empty scope, e.g. {'user_id': 'bob'}")
+        with self.collection.scoped(wanted):
+            return self.service.forget()
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -146,21 +170,26 @@ class Memory:
         if isinstance(ids, str):
             found = self.get([ids], where=where, scope=scope)
             return found[0]  # type: ignore[index]
+        with self.collection.scoped(scope):
+            return self._get(ids, where, limit)
+
+    def _get(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None, limit: int | None) -> list[Record]:
+        """:meth:`get` once its scope is bound (the collection hides other scopes' records)."""
         if ids is None:
-            wanted = self.collection.ids(where=where, scope=scope)
+            wanted = self.collection.ids(where=where)
         else:
             wanted = list(ids)
-            if where is not None or scope is not None:
-                allowed = set(self.collection.ids(where=where, scope=scope))
+            if where is not None:
+                allowed = set(self.collection.ids(where=where))
                 outside = [i for i in wanted if i not in allowed]
                 if outside:
-                    raise NotFoundError(f"no record(s) {outside[:5]} matching this where/scope")
+                    raise NotFoundError(f"no record(s) {outside[:5]} matching this where filter")
         if limit is not None:
             wanted = wanted[:limit]
         records = self.collection.get_many(wanted)
         missing = [i for i, r in zip(wanted, records) if r is None]
         if missing:
-            raise NotFoundError(f"no record(s) {missing[:5]}")
+            raise NotFoundError(f"no record(s) {missing[:5]}{' in this scope' if self.collection.bound_scope else ''}")
         return records  # type: ignore[return-value]
 
     def count(self, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, index: str | None = None) -> int:
@@ -179,11 +208,12 @@ class Memory:
 
     def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: ScopeLike = None) -> list[Hit]:
         """Run the declared pipeline (or one index) and return hits with provenance."""
-        if index is not None:
-            return self.collection.retrieve(text, index=index, k=k, where=where, scope=scope)
-        if self.pipeline_error is not None:
-            raise self.pipeline_error
-        return self.pipeline.run(self.collection, text, k=k, where=where, scope=scope)
+        with self.collection.scoped(scope):
+            if index is not None:
+                return self.collection.retrieve(text, index=index, k=k, where=where)
+            if self.pipeline_error is not None:
+                raise self.pipeline_error
+            return self.pipeline.run(self.collection, text, k=k, where=where)
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -10,25 +10,52 @@ the unified interface of memcore's design notes:
 Indexes a service needs are declared by ``required_indexes(config)`` on its class, named
 under its own prefix (``memoryos.stm``); :func:`memcore.open` creates the missing ones.
 Service state lives in the store (``WriteBatch.state``), never only in Python objects.
+
+**Scopes are enforced for the service, not by it.** Every public verb of a service
+(``insert``, ``insert_many``, ``retrieve``, ``delete``, ``upsert``, ``update``, ``forget``)
+takes a ``scope=`` keyword that the base class binds on the collection for the call (see
+:mod:`memcore.scope_binding`) before the service's own code runs: the service's reads see
+only that scope's records, what it writes (derived records included) carries the scope,
+and its component state is kept per scope. A service never sees ``scope`` in its keyword
+arguments; :attr:`Service.scope` tells it the bound scope when it needs it (e.g. to name a
+per-user record).
 """
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from .errors import ValidationError
 from .llm import LLM, LLMs, StepCounter, run_llm_step
-from .records import Hit, Query
+from .records import Hit, Query, Record, Scope
 from .registry import ComponentConfig
 
 if TYPE_CHECKING:
     from .collection import Collection
     from .pipeline import Pipeline
 
-__all__ = ["Service", "hit_to_dict"]
+__all__ = ["Service", "hit_to_dict", "SCOPED_VERBS"]
 
 T = TypeVar("T")
+
+SCOPED_VERBS = ("insert", "insert_many", "retrieve", "delete", "upsert", "update", "forget")
+"""The service verbs whose ``scope=`` keyword the base class binds on the collection."""
+
+
+def _binds_scope(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a service verb: its ``scope=`` keyword is bound on the collection for the call."""
+    if getattr(method, "__memcore_binds_scope__", False):
+        return method
+
+    @functools.wraps(method)
+    def call(self: "Service", *args: Any, scope: Any = None, **kwargs: Any) -> Any:
+        with self.collection.scoped(scope):
+            return method(self, *args, **kwargs)
+
+    call.__memcore_binds_scope__ = True  # type: ignore[attr-defined]
+    return call
 
 
 def hit_to_dict(hit: Hit) -> dict[str, Any]:
@@ -50,6 +77,18 @@ class Service(ABC):
     """
 
     uses_pipeline: bool = True
+
+    capacity_limited: bool = False
+    """True for a service that may not return an item it accepted, even with a large ``k``
+    (a window, tier capacities, similarity thresholds): the contract suite then checks that
+    what it returns belongs to the caller's scope, not that everything comes back."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for verb in SCOPED_VERBS:
+            method = cls.__dict__.get(verb)
+            if callable(method):
+                setattr(cls, verb, _binds_scope(method))
 
     def __init__(self, config: ComponentConfig, collection: "Collection", pipeline: "Pipeline | None"):
         self.config = config
@@ -106,8 +145,6 @@ class Service(ABC):
         The default calls :meth:`insert` once per item; services that can write a batch in
         one transaction override it.
         """
-        from .records import Record
-
         ids = []
         for item in items:
             if isinstance(item, str):
@@ -131,6 +168,37 @@ class Service(ABC):
         Unknown ids raise :class:`memcore.NotFoundError` and nothing changes.
         """
         return self.collection.delete(ids, scope=scope)
+
+    def upsert(self, items: Any) -> list[str]:
+        """Insert new records and replace existing ones with the same id; returns the ids.
+
+        The default writes to the collection (new records go to every index). A service
+        that places records by a policy (tiers, windows) overrides it or refuses it.
+        """
+        return self.collection.upsert(items)
+
+    def update(self, id: str, **fields: Any) -> Record:
+        """Change fields (``text``, ``metadata``, ``merge_metadata``, ``vectors``) of one
+        record of the caller's scope; returns it. The default rewrites it in the collection,
+        keeping its index memberships."""
+        self.reject_unknown("update", fields, ("text", "metadata", "merge_metadata", "vectors"))
+        return self.collection.update(id, **fields)
+
+    def forget(self) -> dict[str, Any]:
+        """Forget the bound scope (``forget(scope={...})``): its records, what was derived
+        from them and its service state, in one commit; returns what went by kind.
+
+        The default is :meth:`memcore.Collection.forget`, complete for every service that
+        keeps its derived records and state through the collection (they carry the scope)."""
+        bound = self.scope
+        if bound is None:
+            raise ValidationError("forget needs a scope, e.g. forget(scope={'user_id': 'bob'})")
+        return self.collection.forget(bound)
+
+    @property
+    def scope(self) -> Scope | None:
+        """The scope the current call is bound to (None: unrestricted)."""
+        return self.collection.bound_scope
 
     @staticmethod
     def reject_unknown(method: str, options: Mapping[str, Any], known: tuple[str, ...] = ()) -> None:
@@ -170,3 +238,7 @@ class Service(ABC):
             raise ValidationError("retrieve needs a query text or a vector")
         vectors = {self.vector_space(space): vector} if vector is not None else {}
         return Query(text=query, vectors=vectors, k=k, where=dict(metadata) if metadata else None, scope=scope, extras=dict(extras) if extras else {})
+
+
+for _verb in SCOPED_VERBS:
+    setattr(Service, _verb, _binds_scope(getattr(Service, _verb)))

@@ -194,6 +194,12 @@ class Store(ABC):
     def state_items(self, namespace: str) -> dict[str, Any]:
         """All keys of a state namespace."""
 
+    def state_namespaces(self) -> list[str]:
+        """Every state namespace that holds a key (forgetting a scope drops the scope's own).
+
+        A store that cannot list them cannot forget a scope's state: implement it."""
+        raise NotImplementedError(f"{type(self).__name__} does not list its state namespaces")
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def size_bytes(self) -> int:

@@ -25,8 +25,9 @@ class DefaultService(Service):
     config: DefaultServiceConfig
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Insert one item (``id``, ``scope``, ``links``, ``vectors`` may be passed as keywords)."""
-        self.reject_unknown("insert", kwargs, ("id", "scope", "links", "vectors"))
+        """Insert one item (``id``, ``links``, ``vectors`` may be passed as keywords; ``scope``
+        is bound by the base class)."""
+        self.reject_unknown("insert", kwargs, ("id", "links", "vectors"))
         item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **{k: v for k, v in kwargs.items() if v is not None}}
         if vector is not None:
             space = self.vector_space(self.config.space)
@@ -45,6 +46,6 @@ class DefaultService(Service):
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
         if self.pipeline is None:
             raise ConfigError("no pipeline is configured", location="pipeline")
-        self.reject_unknown("retrieve", kwargs, ("scope",))
-        q = self.make_query(query, vector, metadata, k, self.config.space, scope=kwargs.get("scope"))
+        self.reject_unknown("retrieve", kwargs)
+        q = self.make_query(query, vector, metadata, k, self.config.space, scope=self.scope)
         return [hit_to_dict(h) for h in self.pipeline.run(self.collection, q)]

@@ -157,6 +157,10 @@ class MemoryStore(Store):
         with self._mutex:
             return copy.deepcopy(dict(sorted(self._state.get(namespace, {}).items())))
 
+    def state_namespaces(self) -> list[str]:
+        with self._mutex:
+            return sorted(ns for ns, items in self._state.items() if items)
+
     def close(self) -> None:
         """Nothing to release."""
 

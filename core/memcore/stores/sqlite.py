@@ -649,6 +649,10 @@ class SQLiteStore(Store):
             rows = self.db.execute("SELECT key, value FROM state WHERE namespace=? ORDER BY key", (namespace,)).fetchall()
         return {k: json.loads(v) for k, v in rows}
 
+    def state_namespaces(self) -> list[str]:
+        with self._mutex:
+            return [row[0] for row in self.db.execute("SELECT DISTINCT namespace FROM state ORDER BY namespace").fetchall()]
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def integrity_check(self) -> list[str]:

@@ -84,7 +84,7 @@ class HyperAmyService(Service):
         if unknown:
             raise ValidationError(f"unknown retrieve options {unknown}")
         mode = {key: kwargs[key] for key in ("v", "T", *_SEARCH_OPTIONS) if kwargs.get(key) is not None}
-        q = self.make_query(query, vector, metadata, k, self.config.space, scope=kwargs.get("scope"), extras={QUERY_MODE_KEY: mode})
+        q = self.make_query(query, vector, metadata, k, self.config.space, scope=self.scope, extras={QUERY_MODE_KEY: mode})
         hits = self.collection.retrieve(q, index=self.config.index, k=k)
         out = []
         for hit in hits:

@@ -200,7 +200,7 @@ class HybridService(Service):
     ) -> list[dict[str, Any]]:
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
         depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
-        q = self.make_query(query, vector, metadata, depth, self.config.space, scope=kwargs.get("scope"))
+        q = self.make_query(query, vector, metadata, depth, self.config.space, scope=self.scope)
         hits = self.own.run(self.collection, q)
         results = [r for r in self._entries([hit_result(h) for h in hits]) if r["text"] is not None]  # a deleted window member
         if self.config.speaker_boost and query:
