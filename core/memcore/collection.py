@@ -1005,6 +1005,11 @@ class Collection:
         self._binding.stamp(records)
         return records
 
+    def outside_scope(self, ids: Sequence[str]) -> list[str]:
+        """The ids among ``ids`` the bound scope does not see (none when unbound): what a
+        stage or service that holds ids from elsewhere (links, its own state) must drop."""
+        return self._invisible(ids)
+
     def _invisible(self, ids: Sequence[str]) -> list[str]:
         """The ids among ``ids`` the bound scope does not see (none when unbound)."""
         bound = self._binding.scope

@@ -12,13 +12,11 @@ import inspect
 import re
 import time
 from abc import ABC, abstractmethod
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from .errors import ConfigError, ValidationError
 from .collection_view import CollectionView
 from .merge import merge_layers
-from .record_batch import attach_batch
 from .records import Hit, Query, Record
 from .registry import Registry
 
@@ -26,7 +24,6 @@ if TYPE_CHECKING:
     from .collection import Collection
     from .llm import LLMs
 
-_id = attrgetter("id")
 __all__ = ["Stage", "Pipeline", "PipelineContext", "PRESETS"]
 
 RUNS_ALONE: dict[type, Callable[[Any, "Collection", Query], list[Hit]]] = {}
@@ -92,8 +89,9 @@ class PipelineContext:
         if missing and self.with_records:  # the records are read anyway: one read for both
             self.records(missing)
         elif missing:
+            hidden = set(self._source.outside_scope(missing))
             for rid, text in zip(missing, self._source.store.texts(missing)):
-                if text is not None:
+                if text is not None and rid not in hidden:
                     self._texts[rid] = text
         return [self._texts.get(i) for i in ids]
 
@@ -104,6 +102,10 @@ class PipelineContext:
         missing = ids if first else [i for i in ids if i not in cached]
         if missing:
             got = list(self._source.store.get(missing, with_vectors=False))
+            hidden = self._source.outside_scope(missing)
+            if hidden:  # ids a stage found elsewhere (links...) that the caller's scope does not see
+                hidden_set = set(hidden)
+                got = [None if r is not None and r.id in hidden_set else r for r in got]
             for rec in got:
                 if rec is not None:
                     cached[rec.id] = rec
@@ -353,6 +355,11 @@ class Pipeline:
     ) -> list[Hit]:
         """Retrieve: run the stages, cut to ``k``, attach records."""
         q = collection.make_query(query, k=k, where=where, scope=scope)
+        with collection.scoped(q.scope):  # every read of the run, stages included, sees only the query's scope
+            return self._run(collection, q, with_records)
+
+    def _run(self, collection: "Collection", q: Query, with_records: bool) -> list[Hit]:
+        """:meth:`run` with the query built and its scope bound."""
         if q.text is not None and not q.text.strip() and not q.vectors and not q.extras:
             raise ValidationError("the query is empty")
         stages = self.stages
@@ -363,13 +370,13 @@ class Pipeline:
             for stage in stages[1:]:
                 hits = hits[: CUTS[type(stage)](stage, q)]
             hits = hits[: q.k]
-            return attach_batch(hits, collection.store.get_batch(list(map(_id, hits)))) if with_records else hits
+            return collection.attach_records(hits) if with_records else hits
         ctx = self.run_context(collection, q, with_records=with_records)
         hits = ctx.current[: q.k]
         if not with_records:
             return hits
         if not ctx._records:  # no stage read records: read them now, each built when first asked for
-            return attach_batch(hits, ctx._source.store.get_batch(list(map(_id, hits))))
+            return ctx._source.attach_records(hits)
         out = []
         for hit, record in zip(hits, ctx.records([h.id for h in hits])):  # read once, shared with the stages
             if record is not None:  # a record deleted meanwhile is dropped, as attach_records does
