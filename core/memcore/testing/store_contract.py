@@ -438,6 +438,13 @@ class StoreContract:
 
     # -- state, sequence numbers, log ------------------------------------------------------------
 
+    def test_state_namespaces_lists_those_holding_keys(self, store: Store) -> None:
+        before = set(store.state_namespaces())
+        self.apply_checked(store, WriteBatch(state={("ns@scope:{}", "a"): 1, ("other", "a"): 2}))
+        assert set(store.state_namespaces()) - before == {"ns@scope:{}", "other"}
+        self.apply_checked(store, WriteBatch(state={("other", "a"): None}))
+        assert set(store.state_namespaces()) - before == {"ns@scope:{}"}
+
     def test_state_set_get_delete(self, store: Store) -> None:
         value = {"tiers": ["stm", "ltm"], "heat": {"x": 1.5}, "ok": True, "none": None}
         self.apply_checked(store, WriteBatch(state={("ns", "a"): value, ("ns", "b"): 3, ("other", "a"): "o"}))
