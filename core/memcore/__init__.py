@@ -29,6 +29,7 @@ from .errors import (
     MemcoreError,
     NotFoundError,
     PluginError,
+    ScopeError,
     UnknownComponentError,
     ValidationError,
 )
@@ -150,6 +151,7 @@ __all__ = [
     "DimensionError",
     "DuplicateIdError",
     "FilterError",
+    "ScopeError",
     "LockedError",
     "CorruptError",
     "IndexUpdateError",
