@@ -200,3 +200,11 @@ def test_service_verbs_bind_their_scope(memory):
     assert [r["id"] for r in memory.service.retrieve("morning", k=5, scope=BOB)] == [b]
     assert memory.service.forget(scope=ALICE)["records"] == 1
     assert memory.count() == 1
+
+
+def test_a_link_to_another_scopes_record_is_not_found(memory):
+    _, b = _two_users(memory)
+    with pytest.raises(NotFoundError) as err:
+        memory.insert({"text": "alice links to bob", "links": [b]}, scope=ALICE)
+    assert "do not exist" in str(err.value)  # the same answer as for an id nobody has
+    assert memory.count(scope=ALICE) == 1

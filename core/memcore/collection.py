@@ -1044,7 +1044,7 @@ class Collection:
         targets = sorted({l.target for r in records for l in r.links} - batch_ids)
         if targets:
             present = self.store.memberships(targets)
-            missing = [t for t in targets if t not in present]
+            missing = [t for t in targets if t not in present] + self._invisible([t for t in targets if t in present])
             if missing:
                 raise NotFoundError(f"link target(s) {missing[:5]} do not exist")
 
