@@ -246,3 +246,21 @@ def test_a_window_made_with_the_old_global_capacity_still_opens(opener, tmp_path
         m.insert(TEXTS[3], id="new")
         assert m.collection.ids(index="stm.window") == ["old1", "old2", "new"]
         assert m.collection.index("stm.window").capacity is None
+
+
+def test_hybrid_delete_across_scopes_rebuilds_each_scopes_windows(opener, tmp_path):
+    """An unscoped delete of entries of two scopes rebuilds the windows and cleans the group
+    tails of each scope (kept in each scope's own state)."""
+    with opener(tmp_path, WINDOWED_HYBRID) as m:
+        for i in range(4):
+            insert_alice(m, i)
+            insert_bob(m, i)
+        assert m.delete(["a2", "b2"]) == 2
+        c = m.collection
+        for who, scope in (("a", ALICE), ("b", BOB)):
+            assert c.get(f"{who}3#window").metadata["members"] == [f"{who}1", f"{who}3"] and c.get(f"{who}3#window").scope.as_dict() == scope
+            assert c.get_many([f"{who}2#window"]) == [None]
+            with c.scoped(scope):
+                assert c.state_items("hybrid.windows") == {'["", 1]': [f"{who}3"]}
+        m.insert(TEXTS[4], metadata={"session": 1, "owner": "alice"}, id="a4", scope=ALICE)
+        assert c.get("a4#window").metadata["members"] == ["a3", "a4"]
