@@ -8,9 +8,10 @@ policy: ``archive`` (default: they stay in the store, outside the window, counte
 -- best first by the query's word overlap (recency breaks ties), filtered by ``metadata``.
 
 **Per scope.** Each scope (``insert(..., scope={"user_id": "alice"})``) has its own window
-of ``max_dialog`` entries: the service counts and evicts among the entries the bound scope
-sees (the core narrows the index's ids to it), so one user's inserts never push another
-user's entries out, and alice's window is the one she would have alone. The counters
+of ``max_dialog`` entries: the service reads the newest entries of the fifo index through
+the collection, which narrows the search to the bound scope, and evicts the ones of that
+scope beyond ``max_dialog``; so one user's inserts never push another user's entries out,
+and alice's window is the one she would have alone. The counters
 (``archived``, ``forgotten``) are kept per scope too. An unscoped call is unrestricted:
 its window is every entry of the index. The ``fifo`` index itself is unbounded (its
 ``capacity`` is a search-time option, so a memory made with the old global window opens
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping
 
-from memcore import ComponentConfig, Service, ValidationError
+from memcore import ComponentConfig, Query, Service, ValidationError
 from pydantic import Field
 
 from .common import lexical, record_result, top
@@ -34,6 +35,9 @@ __all__ = ["ShortTermMemoryConfig", "ShortTermMemory"]
 
 WINDOW = "stm.window"
 STATE = "stm"
+_PROBE = 64
+"""Entries read past the window per eviction round (more than that many over it, e.g. after
+crashes between an insert and its eviction, take another round)."""
 INSERT_KEYWORDS = ("id", "links", "vectors")
 """What ``insert`` accepts besides text, vector and metadata (``scope`` is bound by the base class)."""
 
@@ -70,17 +74,25 @@ class ShortTermMemory(Service):
 
     def _evict(self) -> None:
         """Take the bound scope's oldest entries beyond ``max_dialog`` out of its window, with
-        their count, in one commit."""
-        over = self.collection.count(index=WINDOW) - self.config.max_dialog
-        if over <= 0:
-            return
-        out = self.collection.ids(index=WINDOW)[:over]  # the scope's entries, oldest first
-        key = "forgotten" if self.config.on_evict == "forget" else "archived"
-        state = {(STATE, key): int(self.collection.get_state(STATE, key, 0)) + len(out)}
-        if self.config.on_evict == "forget":
-            self.collection.delete(out, state=state)
-        else:
-            self.collection.remove_from_index(WINDOW, out, state=state)
+        their count, in one commit (normally the one entry an insert pushes out)."""
+        keep, probe = self.config.max_dialog, self.config.max_dialog + _PROBE
+        while True:
+            newest = self._newest(probe)
+            out = newest[keep:][::-1]  # oldest first
+            if out:
+                key = "forgotten" if self.config.on_evict == "forget" else "archived"
+                state = {(STATE, key): int(self.collection.get_state(STATE, key, 0)) + len(out)}
+                if self.config.on_evict == "forget":
+                    self.collection.delete(out, state=state)
+                else:
+                    self.collection.remove_from_index(WINDOW, out, state=state)
+            if len(newest) < probe:
+                return
+
+    def _newest(self, n: int) -> list[str]:
+        """The bound scope's ``n`` newest window entries, newest first: the fifo index's
+        arrival order, searched through the collection (which narrows it to the scope)."""
+        return [h.id for h in self.collection.search_index(WINDOW, Query(k=n, extras={"fifo": {"mode": "newest"}}), n)]
 
     def retrieve(
         self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
@@ -88,7 +100,7 @@ class ShortTermMemory(Service):
         """The window's entries, best word overlap first (newest first on ties)."""
         self.reject_unknown("retrieve", kwargs)
         self.make_query(query, vector, metadata, k)  # validates the arguments
-        window = self.collection.ids(index=WINDOW)[-self.config.max_dialog :]
+        window = self._newest(self.config.max_dialog)[::-1]  # oldest first
         if metadata:
             matching = set(self.collection.ids(index=WINDOW, where=dict(metadata)))
             window = [i for i in window if i in matching]

@@ -264,3 +264,17 @@ def test_hybrid_delete_across_scopes_rebuilds_each_scopes_windows(opener, tmp_pa
                 assert c.state_items("hybrid.windows") == {'["", 1]': [f"{who}3"]}
         m.insert(TEXTS[4], metadata={"session": 1, "owner": "alice"}, id="a4", scope=ALICE)
         assert c.get("a4#window").metadata["members"] == ["a3", "a4"]
+
+
+def test_short_term_catches_up_after_missed_evictions(opener, tmp_path):
+    """Entries an insert did not evict (a crash after its commit) leave with the next insert,
+    however many they are."""
+    with opener(tmp_path, {"kind": "short_term_memory", "max_dialog": 3}) as m:
+        m.service._evict = lambda: None  # every insert "crashes" before its eviction
+        for i in range(70):
+            m.insert(f"entry {i}", scope=ALICE)
+        del m.service._evict
+        m.insert("the last entry", id="last", scope=ALICE)
+        with m.collection.scoped(ALICE):
+            assert m.service.report() == {"window": 3, "archived": 68, "forgotten": 0}
+        assert [r["id"] for r in m.retrieve("the last entry", k=1, scope=ALICE)] == ["last"]
