@@ -15,7 +15,9 @@ by ``Record.created_at`` instead (ties by sequence number) and that time is the 
 
 ``capacity`` bounds the queue without dropping anything by itself: :meth:`FifoIndex.overflow`
 lists the ids beyond it, oldest first, and ``Collection.evict(index)`` takes them out and
-returns them (the records stay in the store, for a service to move elsewhere).
+returns them (the records stay in the store, for a service to move elsewhere). Nothing
+saved depends on it: ``capacity`` is a search-time option, changed on reopen without a
+rebuild.
 
 Persistence: one JSON file, ``fifo.json``, written atomically: the ids in queue order with
 their sequence numbers (and creation times), and the next sequence number.
@@ -26,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Collection as AbstractSet, Literal, Sequence
+from typing import Any, ClassVar, Collection as AbstractSet, Literal, Sequence
 
 from pydantic import Field
 
@@ -59,6 +61,8 @@ QUERY_MODES_KEY = "fifo"
 
 class FifoIndexConfig(ComponentConfig):
     """Settings of the ``fifo`` index (``[indexes.<name>] kind = "fifo"``)."""
+
+    search_time: ClassVar[frozenset[str]] = frozenset({"capacity"})
 
     kind: str = "fifo"
     capacity: int | None = Field(None, ge=1, description="Ids beyond this many are reported by overflow() for Collection.evict(); None: unbounded.")

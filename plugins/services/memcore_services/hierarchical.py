@@ -1,4 +1,4 @@
-"""``hierarchical``: memory in tiers with capacities and a migration policy.
+"""``hierarchical``: memory in tiers with capacities and a migration policy, per scope.
 
 Layouts (``layout``): ``two_tier`` (stm -> ltm), ``three_tier`` (stm -> mtm -> ltm) and
 ``functional`` (episodic -> semantic, and procedural on its own; an entry goes to the tier
@@ -9,14 +9,26 @@ named by its ``memory_type`` metadata, default episodic). Each tier is an index
 When a tier holds more than its capacity, the policy (``migration``) picks what leaves:
 ``fifo`` (entered the tier first), ``age`` (oldest record), or ``heat`` (coldest:
 ``heat = a * visits + b * words / 100 + c * exp(-(now - last_visit) / tau_s)``, visits
-counted on every retrieval hit). What leaves moves to the next tier in one transaction per
-move (added to the next tier, then taken out of this one: a crash in between leaves it in
-both, never in none). A tier without a next tier and with a capacity must say what leaves
-it: ``forget = "delete"`` deletes it and counts it in ``forgotten`` (an explicit policy);
+counted on every retrieval hit). What leaves moves to the next tier with
+:meth:`memcore.Collection.move`: one commit per tier step (the moved entries, their new
+tier state and the tier's sequence number together), so after a crash each entry is in
+exactly one tier. A tier without a next tier and with a capacity must say what leaves it:
+``forget = "delete"`` deletes it and counts it in ``forgotten`` (an explicit policy);
 otherwise a capacity there is a configuration error.
 
+**Per scope.** Capacities apply to each scope on its own (``insert(...,
+scope={"user_id": "alice"})``): the service counts and picks victims among the entries the
+bound scope sees (the core narrows the tiers' ids to it), so one user's inserts never
+migrate or forget another user's entries, and alice's tiers are the ones she would have
+alone. An unscoped call is unrestricted (its tiers hold every entry).
+
 Per-record state (tier, entry order, visits, last visit) lives in the store, namespace
-``hierarchical``.
+``hierarchical``, kept per bound scope by the core (forgotten with the scope; a record
+deleted by id takes its state with it).
+
+**Writes around the tiers.** ``update`` changes an entry in place (it stays in its tier).
+``upsert`` is refused: a new entry enters the tiers only through ``insert``, which migrates
+what overflows.
 """
 
 from __future__ import annotations
@@ -38,6 +50,8 @@ LAYOUTS: dict[str, dict[str, str | None]] = {
 """Tier -> the tier what overflows it moves to (None: the last)."""
 DEFAULT_CAPACITY = {"stm": 20, "mtm": 200, "episodic": 200}
 NS = "hierarchical"
+INSERT_KEYWORDS = ("id", "links", "vectors")
+"""What ``insert`` accepts besides text, vector and metadata (``scope`` is bound by the base class)."""
 
 
 class HierarchicalConfig(ComponentConfig):
@@ -80,6 +94,7 @@ class HierarchicalMemory(Service):
     """Tiers over one collection; overflow migrates by the configured policy."""
 
     uses_pipeline = False
+    capacity_limited = True  # forget = "delete" drops what leaves the last tier
 
     @classmethod
     def required_indexes(cls, config: HierarchicalConfig) -> dict[str, dict[str, Any]]:
@@ -100,12 +115,14 @@ class HierarchicalMemory(Service):
         return kind
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Insert into the entry tier, then migrate what overflows."""
+        """Insert into the entry tier (``id``, ``links``, ``vectors`` as keywords), then
+        migrate what overflows the bound scope's tiers."""
+        self.reject_unknown("insert", kwargs, INSERT_KEYWORDS)
         meta = dict(metadata or {})
         tier = self._entry_tier(meta)
-        item: dict[str, Any] = {"text": text, "metadata": meta, **kwargs}
+        item: dict[str, Any] = {"text": text, "metadata": meta, **{k: v for k, v in kwargs.items() if v is not None}}
         if vector is not None:
-            item["vectors"] = {self.config.space: vector}
+            item["vectors"] = {**item.get("vectors", {}), self.config.space: vector}
         seq = int(self.collection.get_state(NS, "seq", 0)) + 1
         at = now()
         rid = self.collection.insert([item], indexes=[f"{NS}.{tier}"], state={(NS, "seq"): seq})[0]
@@ -127,26 +144,32 @@ class HierarchicalMemory(Service):
         return sorted(ids, key=key)[:n]
 
     def _migrate(self, tier: str | None) -> None:
+        """Move what overflows ``tier`` (and then each next tier) down, one commit per step."""
         while tier is not None:
             cap = self.config.capacity(tier)
             over = self.collection.count(index=f"{NS}.{tier}") - cap if cap is not None else 0
             if over <= 0:
                 return
             nxt = self.tiers[tier]
-            for rid in self._victims(tier, over):
-                st = dict(self.collection.get_state(NS, f"r:{rid}") or {})
-                if nxt is None:  # forget = "delete" (checked by the config)
-                    self.collection.delete([rid], state={(NS, f"r:{rid}"): None, (NS, "forgotten"): int(self.collection.get_state(NS, "forgotten", 0)) + 1})
-                    continue
-                seq = int(self.collection.get_state(NS, "seq", 0)) + 1
-                self.collection.insert_to_index(f"{NS}.{nxt}", [rid])
-                self.collection.remove_from_index(f"{NS}.{tier}", [rid], state={(NS, f"r:{rid}"): {**st, "tier": nxt, "entered": seq}, (NS, "seq"): seq})
+            victims = self._victims(tier, over)
+            if nxt is None:  # forget = "delete" (checked by the config)
+                forgotten = int(self.collection.get_state(NS, "forgotten", 0)) + len(victims)
+                self.collection.delete(victims, state={**{(NS, f"r:{rid}"): None for rid in victims}, (NS, "forgotten"): forgotten})
+                return
+            seq = int(self.collection.get_state(NS, "seq", 0))
+            state: dict[tuple[str, str], Any] = {}
+            for rid in victims:
+                seq += 1
+                state[(NS, f"r:{rid}")] = {**(self.collection.get_state(NS, f"r:{rid}") or {}), "tier": nxt, "entered": seq}
+            state[(NS, "seq")] = seq
+            self.collection.move(victims, f"{NS}.{tier}", f"{NS}.{nxt}", state=state)
             tier = nxt
 
     def retrieve(
         self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
-        """Search every tier, weight by tier, count a visit on each returned entry."""
+        """Search every tier of the bound scope, weight by tier, count a visit on each returned entry."""
+        self.reject_unknown("retrieve", kwargs)
         q = self.make_query(query, vector, metadata, k, self.config.space)
         results = []
         for tier in self.tiers:
@@ -170,6 +193,16 @@ class HierarchicalMemory(Service):
                 self.collection.set_state(changes)
         return out
 
+    def delete(self, ids: list[str]) -> int:
+        """Delete entries with their per-record state, in one commit."""
+        ids = list(dict.fromkeys(ids))
+        return self.collection.delete(ids, state={(NS, f"r:{rid}"): None for rid in ids})
+
+    def upsert(self, items: Any) -> list[str]:
+        """Refused: a new entry enters the tiers through ``insert`` (which migrates what
+        overflows), an existing one changes through ``update``."""
+        raise ValidationError("hierarchical does not upsert: use insert() for new entries (tiers migrate what overflows) and update(id, ...) to change one")
+
     def report(self) -> dict[str, Any]:
-        """Entries per tier and how many were forgotten."""
+        """Entries per tier and how many were forgotten (of the bound scope)."""
         return {**{t: self.collection.count(index=f"{NS}.{t}") for t in self.tiers}, "forgotten": int(self.collection.get_state(NS, "forgotten", 0))}

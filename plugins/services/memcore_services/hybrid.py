@@ -17,6 +17,18 @@ end is replaced by its members.
 ``speaker_boost`` (optional): when the query names a speaker found in the entries'
 ``speaker`` metadata, those entries' scores are multiplied by ``1 + speaker_boost`` before
 the final cut -- speaker-aware retrieval for dialog memories.
+
+**Per scope.** Entries and windows are written inside the caller's call, so the core stamps
+its scope on both (``insert(..., scope={"user_id": "alice"})``); each scope has its own
+window groups (their tails are state, kept per scope by the core) and ``retrieve`` sees
+only the caller's entries and windows. ``delete`` by id or filter rebuilds the windows of
+the deleted entries in the same commit; forgetting a scope (``delete(scope=...)`` alone)
+removes its entries, windows and group tails together.
+
+**Upsert and update.** Without ``windows``, ``upsert`` writes to the entry indexes (a new
+entry goes where ``insert`` puts it) and ``update`` changes an entry in place. With
+``windows`` both are refused (a window holds copies of its members' texts and metadata):
+delete the entry and insert it again.
 """
 
 from __future__ import annotations
@@ -26,7 +38,7 @@ import json
 import re
 from typing import Any, Mapping
 
-from memcore import ComponentConfig, Pipeline, Service
+from memcore import ComponentConfig, NotFoundError, Pipeline, Record, Service, ValidationError
 from pydantic import Field
 
 from .common import hit_result
@@ -37,7 +49,10 @@ __all__ = ["HybridConfig", "HybridService", "PREFIX", "WINDOW_PREFIX"]
 PREFIX = "hybrid."
 WINDOW_PREFIX = PREFIX + "window."
 STATE = "hybrid.windows"
-"""State namespace: group (scope and metadata value, as JSON) -> the ids of its last ``size - 1`` entries."""
+"""State namespace (kept per scope by the core): group (its metadata value, as JSON) -> the
+ids of its last ``size - 1`` entries."""
+INSERT_KEYWORDS = ("id", "links", "vectors")
+"""What ``insert`` accepts besides text, vector and metadata (``scope`` is bound by the base class)."""
 DEFAULT_INDEXES = {
     "dense": {"kind": "exact", "space": "default", "metric": "cosine"},
     "bm25": {"kind": "bm25", "stopwords": "en", "stemmer": "english"},
@@ -67,10 +82,10 @@ class HybridConfig(ComponentConfig):
     windows: WindowsConfig | None = Field(None, description="A second granularity: a window of consecutive entries per entry (None: off).")
 
 
-def _group_key(value: Any, scope: Any) -> str:
-    """The state key of a window group: its metadata value within one scope."""
-    scope_part = json.dumps(dict(scope), sort_keys=True, default=str) if isinstance(scope, Mapping) else ("" if scope is None else str(scope))
-    return json.dumps([scope_part, value], default=str)
+def _group_key(value: Any) -> str:
+    """The state key of a window group: its metadata value (the scope is the state's
+    namespace; the leading ``""`` keeps the keys of memories written before that)."""
+    return json.dumps(["", value], default=str)
 
 
 def _prefixed(entries: Any) -> Any:
@@ -124,45 +139,59 @@ class HybridService(Service):
         self.own.bind_llms(llms)
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Insert one entry into every entry index (``id``, ``scope``, ``links`` as keywords),
+        """Insert one entry into every entry index (``id``, ``links``, ``vectors`` as keywords),
         and its window into the window indexes when ``windows`` is on."""
-        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **kwargs}
+        self.reject_unknown("insert", kwargs, INSERT_KEYWORDS)
+        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **{k: v for k, v in kwargs.items() if v is not None}}
         if vector is not None:
-            item["vectors"] = {self.vector_space(self.config.space): vector}
+            item["vectors"] = {**item.get("vectors", {}), self.vector_space(self.config.space): vector}
         windows = self.config.windows
         if windows is None:
             return self.collection.insert([item], indexes=self.entry_indexes())[0]
-        group = _group_key(item["metadata"].get(windows.group) if windows.group else None, kwargs.get("scope"))
+        group = _group_key(item["metadata"].get(windows.group) if windows.group else None)
         before = [str(i) for i in self.collection.get_state(STATE, group, [])]
         rid = self.collection.insert([item], indexes=self.entry_indexes())[0]
         before = [i for i in before if i != rid]
         records = [r for r in self.collection.get_many([*before, rid]) if r is not None]
         field = windows.text_field
         window = window_record([(r.id, str(r.metadata.get(field) or r.text) if field else r.text, r.metadata) for r in records])
-        window["id"] = f"{rid}#window"
-        if kwargs.get("scope") is not None:
-            window["scope"] = kwargs["scope"]
+        window["id"] = f"{rid}#window"  # the binding gives it the entry's scope
         # the window and the group's new tail are written together (after the entry itself)
         tail = [*before, rid][-(windows.size - 1) :]
         self.collection.insert([window], indexes=[WINDOW_PREFIX + name for name in windows.indexes], state={(STATE, group): tail})
         return rid
 
-    def delete(self, ids: list[str], scope: Any = None) -> int:
-        """Delete entries; with ``windows``, in the same atomic write, the windows of the
-        deleted entries go, every other window holding one is rebuilt from its remaining
-        members, and the deleted entries leave their group's tail (so no later window takes
-        them in). A deleted entry's text is then in no index."""
+    def delete(self, ids: list[str]) -> int:
+        """Delete entries; with ``windows``, in the same atomic write (one per scope of the
+        deleted entries), the windows of the deleted entries go, every other window holding
+        one is rebuilt from its remaining members, and the deleted entries leave their
+        group's tail (so no later window takes them in). A deleted entry's text is then in
+        no index."""
+        if self.config.windows is None:
+            return self.collection.delete(ids)
+        found = self.collection.get_many(list(dict.fromkeys(ids)))
+        missing = [i for i, r in zip(dict.fromkeys(ids), found) if r is None]
+        if missing:
+            raise NotFoundError(f"no record(s) {missing[:5]}; nothing was deleted")
+        by_scope: dict[str, tuple[Any, list[Record]]] = {}
+        for r in found:
+            assert r is not None
+            scope = r.scope.as_dict() if r.scope is not None and not r.scope.is_empty() else None
+            by_scope.setdefault(json.dumps(scope, sort_keys=True, default=str), (scope, []))[1].append(r)
+        for scope, records in by_scope.values():
+            with self.collection.scoped(scope):  # the group tails are the entries' scope's state
+                self._delete_windowed(records)
+        return len(ids)
+
+    def _delete_windowed(self, records: list[Record]) -> None:
+        """:meth:`delete` of entries of the bound scope, in one commit."""
         windows = self.config.windows
-        if windows is None:
-            return self.collection.delete(ids, scope=scope)
-        gone = set(ids)
-        records = {r.id: r for r in self.collection.get_many(list(gone)) if r is not None}
-        # unknown ids: the collection refuses the whole delete below, before anything changes
-        groups: dict[str, Any] = {}
-        for r in records.values():
+        assert windows is not None
+        gone = {r.id for r in records}
+        groups: dict[str, Any] = {}  # group key -> group value
+        for r in records:
             value = r.metadata.get(windows.group) if windows.group else None
-            scope_value = r.scope.as_dict() if r.scope is not None and not r.scope.is_empty() else None
-            groups.setdefault(_group_key(value, scope_value), value)
+            groups.setdefault(_group_key(value), value)
         drop, rebuilt = [], []
         for window in self._windows_holding(gone, groups):
             members = [str(m) for m in window.metadata.get(MEMBERS, [])]
@@ -181,8 +210,7 @@ class HybridService(Service):
             if gone & set(tail):
                 state[(STATE, key)] = [i for i in tail if i not in gone]
         extra = [d for d in drop if d not in gone]
-        self.collection.delete([*ids, *extra], scope=scope, state=state or None, replace=rebuilt or None)
-        return len(ids)
+        self.collection.delete([*gone, *extra], state=state or None, replace=rebuilt or None)
 
     def _windows_holding(self, ids: set[str], groups: Mapping[str, Any]) -> list[Any]:
         """The window records whose members include one of ``ids`` (read by group value
@@ -199,6 +227,7 @@ class HybridService(Service):
         self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
+        self.reject_unknown("retrieve", kwargs)
         depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
         q = self.make_query(query, vector, metadata, depth, self.config.space, scope=self.scope)
         hits = self.own.run(self.collection, q)
@@ -210,6 +239,22 @@ class HybridService(Service):
                     r["score"] *= 1.0 + self.config.speaker_boost
             results.sort(key=lambda r: -r["score"])
         return results[:k]
+
+    def upsert(self, items: Any) -> list[str]:
+        """Insert new entries into the entry indexes and replace existing ones (refused with
+        ``windows``: the windows hold copies of their members)."""
+        self._no_windows("upsert")
+        return self.collection.upsert(items, indexes=self.entry_indexes())
+
+    def update(self, id: str, **fields: Any) -> Record:
+        """Change one entry in place (refused with ``windows``: the windows hold copies of their members)."""
+        self.reject_unknown("update", fields, ("text", "metadata", "merge_metadata", "vectors"))
+        self._no_windows("update")
+        return self.collection.update(id, **fields)
+
+    def _no_windows(self, verb: str) -> None:
+        if self.config.windows is not None:
+            raise ValidationError(f"hybrid with windows cannot {verb}: windows hold copies of their members' texts; delete() the entry and insert() it again")
 
     def _entries(self, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Window results (a pipeline without ``expand``) replaced by their member entries."""

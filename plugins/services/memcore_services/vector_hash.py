@@ -17,6 +17,17 @@ stored, the thoughts sharing its buckets are distilled by an LLM step (insert me
 forget redundant thoughts) or its fallback ``merge_near_duplicates``; a thought that leaves
 hands its ``dia_ids``/``source`` and its text to one that stays. ``report()`` counts the
 operations.
+
+**Per scope.** Everything an ``insert`` writes -- the source text, its thoughts, the merged
+facts of a distillation -- is written inside the call, so the core stamps the caller's
+scope on each (``insert(..., scope={"user_id": "alice"})``); distillation groups are read
+from the bound scope's thoughts only, and the counts are kept per scope. ``retrieve``
+searches the caller's thoughts only.
+
+**Writes around the thoughts.** ``upsert`` is refused (a new text becomes thoughts only
+through ``insert``). ``update`` may change a record's metadata; with ``extract`` its text
+or vectors are refused (the thoughts derived from a source text would no longer match it:
+delete it and insert the new text).
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-from memcore import ComponentConfig, Service
+from memcore import ComponentConfig, Record, Service, ValidationError
 from memcore import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 from pydantic import Field
 
@@ -37,6 +48,8 @@ __all__ = ["VectorHashConfig", "VectorHashMemory"]
 INDEX = "vector_hash.lsh"
 STATE = "vector_hash"
 COUNTS = ("inserted", "merged", "forgotten", "runs")
+INSERT_KEYWORDS = ("id", "links", "vectors")
+"""What ``insert`` accepts besides text, vector and metadata (``scope`` is bound by the base class)."""
 _SPEAKER = re.compile(r"^\s*(?:\([^)]*\))?\s*([A-Z][\w .'-]{0,40}):\s+(.*)$")
 
 
@@ -57,6 +70,7 @@ class VectorHashMemory(Service):
     """Thoughts (triple sentences) hashed by LSH."""
 
     uses_pipeline = False
+    capacity_limited = True  # results are thoughts (with extract, not the inserted texts); distillation forgets some
 
     @classmethod
     def required_indexes(cls, config: VectorHashConfig) -> dict[str, dict[str, Any]]:
@@ -64,7 +78,10 @@ class VectorHashMemory(Service):
         return {INDEX: {"kind": "lsh", "space": config.space, "bits": config.bits, "tables": config.tables}}
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Store one text; with ``extract`` its triples' sentences go to the LSH index."""
+        """Store one text (``id``, ``links``, ``vectors`` as keywords); with ``extract`` its triples'
+        sentences go to the LSH index."""
+        self.reject_unknown("insert", kwargs, INSERT_KEYWORDS)
+        kwargs = {k: v for k, v in kwargs.items() if v is not None}
         meta = dict(metadata or {})
         if not self.config.extract:
             item: dict[str, Any] = {"text": text, "metadata": meta, **kwargs}
@@ -96,8 +113,23 @@ class VectorHashMemory(Service):
         self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """The thoughts most similar to the query (text embedded, or the given vector)."""
+        self.reject_unknown("retrieve", kwargs)
         q = self.make_query(query, vector, metadata, k, self.config.space)
         return [hit_result(h) for h in self.collection.retrieve(q, index=INDEX)]
+
+    def upsert(self, items: Any) -> list[str]:
+        """Refused: a text becomes thoughts through ``insert``."""
+        raise ValidationError("vector_hash does not upsert: use insert() (a text becomes thoughts) and update(id, metadata=...) to change metadata")
+
+    def update(self, id: str, **fields: Any) -> Record:
+        """Change a record (``text``, ``metadata``, ``merge_metadata``, ``vectors``); with
+        ``extract`` only its metadata (a text change would leave its thoughts stale)."""
+        self.reject_unknown("update", fields, ("text", "metadata", "merge_metadata", "vectors"))
+        if self.config.extract and (fields.get("text") is not None or fields.get("vectors") is not None):
+            raise ValidationError(
+                "vector_hash (extract = true) cannot change a text or its vectors: its thoughts derive from it; delete() it and insert() the new text"
+            )
+        return self.collection.update(id, **fields)
 
     # -- distillation (TiM post-thinking) -------------------------------------------------------
 
