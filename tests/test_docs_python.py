@@ -1,4 +1,5 @@
-"""Docs that cannot go stale: the Python examples of README.md and the quickstart run.
+"""Docs that cannot go stale: the Python examples of README.md, the quickstart, the
+troubleshooting page and the "One memory per user" guide run.
 
 Each page's ``python`` blocks run in order, in one namespace, in a fresh temporary working
 directory (so ``./my-memory`` is new), with no ``MEMCORE_*`` variable set: what a reader
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ["README.md", "docs/quickstart.md", "docs/troubleshooting.md"]
+PAGES = ["README.md", "docs/quickstart.md", "docs/troubleshooting.md", "docs/guides/one-memory-per-user.md"]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n?", re.S | re.M)
 FILE_COMMENT = re.compile(r"^# ([\w.-]+\.toml)\s*$")
 NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")

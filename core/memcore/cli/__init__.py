@@ -1,4 +1,4 @@
-"""The ``memcore`` command line: ``plugins``, ``ingest``, ``query``, ``info``, ``demo``, ``eval``.
+"""The ``memcore`` command line: ``plugins``, ``ingest``, ``query``, ``forget``, ``info``, ``demo``, ``eval``.
 
 Every command has ``--help``. Machine output with ``--json`` (stdout holds exactly one
 JSON document); progress bars and notes go to stderr. A :class:`memcore.MemcoreError`
@@ -88,6 +88,7 @@ def main(log_mode: str | None, log_level: str | None) -> None:
       memcore demo                                      # the defaults on a sample conversation
       memcore ingest --config memcore.toml --path ./mem data.jsonl
       memcore query  --config memcore.toml --path ./mem "where did Alice travel?"
+      memcore forget --path ./mem --scope user_id=bob
       memcore info   --path ./mem
       memcore eval beir --data ./scifact --split test --config memcore.toml
     """
@@ -105,6 +106,7 @@ from .plugins_cmd import plugins  # noqa: E402
 from .demo import demo  # noqa: E402
 from .ingest import ingest  # noqa: E402
 from .query import query  # noqa: E402
+from .forget import forget  # noqa: E402
 from .info import info  # noqa: E402
 from .eval_cmd import eval_group  # noqa: E402
 from .index_cmd import index_group  # noqa: E402
@@ -113,6 +115,7 @@ main.add_command(plugins)
 main.add_command(demo)
 main.add_command(ingest)
 main.add_command(query)
+main.add_command(forget)
 main.add_command(info)
 main.add_command(index_group)
 main.add_command(eval_group)

@@ -55,6 +55,44 @@ class JsonParam(click.ParamType):  # type: ignore[type-arg]  # generic only sinc
 
 JSON_OBJECT = JsonParam()
 
+SCOPE_FIELDS = ("user_id", "agent_id", "run_id")
+
+
+class ScopeParam(click.ParamType):  # type: ignore[type-arg]  # generic only since click 8.2
+    """One scope field ``user_id=alice`` (repeatable), or a whole scope as JSON (``'{"user_id": "alice"}'``)."""
+
+    name = "KEY=VALUE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, Mapping):
+            return dict(value)
+        if value.lstrip().startswith("{"):
+            return JSON_OBJECT.convert(value, param, ctx)
+        key, sep, field_value = value.partition("=")
+        key = key.strip()
+        if not sep or not key or not field_value:
+            self.fail(f"expected KEY=VALUE with KEY one of {', '.join(SCOPE_FIELDS)} (e.g. user_id=alice), got {value!r}", param, ctx)
+        return {key: field_value}
+
+
+def merge_scope(ctx: click.Context, param: click.Parameter, values: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:
+    """The repeated ``--scope`` values as one scope dict (None when none was given)."""
+    if not values:
+        return None
+    merged: dict[str, Any] = {}
+    for part in values:
+        for key, value in part.items():
+            if key not in SCOPE_FIELDS:
+                raise click.BadParameter(f"unknown scope field {key!r}; use {', '.join(SCOPE_FIELDS)}", ctx=ctx, param=param)
+            if merged.setdefault(key, value) != value:
+                raise click.BadParameter(f"{key} is given twice ({merged[key]!r} and {value!r})", ctx=ctx, param=param)
+    return merged
+
+
+def scope_option(help: str, *, required: bool = False) -> Callable[[F], F]:
+    """The ``--scope KEY=VALUE`` option (repeatable; a JSON object is accepted too)."""
+    return click.option("--scope", "scope", type=ScopeParam(), multiple=True, required=required, callback=merge_scope, metavar="KEY=VALUE", help=help)
+
 
 def echo_json(data: Any) -> None:
     """Print one JSON document to stdout."""
@@ -168,16 +206,25 @@ def open_settings(settings: Any, path: str | os.PathLike[str] | None) -> Any:
         return api.open(settings, path=path)
 
 
-def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[str] | None, *, read_only: bool = False) -> Any:
-    """``memcore.open`` for a command (read-only for the reading commands)."""
+def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[str] | None, *, read_only: bool = False, must_exist: bool | None = None) -> Any:
+    """``memcore.open`` for a command (read-only for the reading commands).
+
+    ``must_exist`` (default: ``read_only``): a directory without a collection is an error
+    instead of a new, empty memory.
+    """
     from ..plugins import get_registry
     from ..settings_check import check_settings
 
     settings = load_cli_settings(config, read_only=read_only)
-    if read_only:
+    if read_only if must_exist is None else must_exist:
         check_settings(settings, get_registry())  # a bad config is reported before a missing collection
         require_collection(settings, path)
     return open_settings(settings, path)
+
+
+def declared_service(config: str | os.PathLike[str] | None) -> str:
+    """The kind of service the settings declare (``default`` unless they name another)."""
+    return str(dict(load_cli_settings(config).service).get("kind", "default"))
 
 
 DEFAULT_CONFIG_HELP = "Settings file (TOML/YAML) declaring the memory. Default: MEMCORE_* environment and the built-in defaults."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -9,10 +10,12 @@ from typing import Any
 import click
 import numpy as np
 
-from ..errors import DuplicateIdError, MemcoreError, ValidationError
+from ..errors import DuplicateIdError, MemcoreError, ScopeError, ValidationError
 from ..jsonl import read_jsonl
-from ..records import Record
-from ._common import config_option, path_option, CliError, echo_json, note, open_memory, progress
+from ..records import Record, Scope
+from ..service import Service
+from ..services.default import DefaultService
+from ._common import config_option, path_option, scope_option, CliError, echo_json, note, open_memory, progress
 
 RECORD_FIELDS = frozenset({"id", "text", "metadata", "scope", "links", "vectors"})
 
@@ -49,6 +52,41 @@ def check_vectors(records: list[Record], spaces: Any) -> None:
             spaces[name].check_vector(vector, f"vector {name!r} of record {record.id!r}")
             if not np.isfinite(vector).all():
                 raise ValidationError(f"vector {name!r} of record {record.id!r} has NaN or infinite values")
+
+
+def apply_scope(records: list[Record], scope: Scope | None) -> None:
+    """Give the records without a scope ``scope``; a record whose own scope lies outside it
+    (another user) is an error, before anything is inserted."""
+    if scope is None:
+        return
+    for record in records:
+        if record.scope is None or record.scope.is_empty():
+            record.scope = scope
+        elif not scope.covers(record.scope):
+            raise ScopeError(f"record {record.id!r} has scope {record.scope.as_dict()}, outside --scope {scope.as_dict()}")
+
+
+def ingest_service(memory: Any, indexes: tuple[str, ...]) -> Service:
+    """The service the records go through: the declared one, or with ``--index`` the
+    ``default`` service writing to those indexes (another service places records itself)."""
+    service: Service = memory.service
+    if not indexes:
+        return service
+    if type(service) is not DefaultService:
+        kind = dict(memory.settings.service).get("kind")
+        raise CliError(
+            f"--index writes around the {kind!r} service, which decides itself where records go; "
+            "drop --index, or ingest with settings whose service is `default`"
+        )
+    config = service.config.model_copy(update={"indexes": list(indexes)})
+    return DefaultService(config, memory.collection, memory.pipeline)
+
+
+def target_indexes(memory: Any, service: Service) -> list[str]:
+    """The indexes new records can go to through ``service``."""
+    if isinstance(service, DefaultService):
+        return list(service.config.indexes or [entry["name"] for entry in memory.collection.list_indexes()])
+    return sorted(type(service).required_indexes(service.config))
 
 
 def read_records(path: Path) -> tuple[list[Record], int]:
@@ -94,8 +132,16 @@ def read_records(path: Path) -> tuple[list[Record], int]:
 @click.command("ingest")
 @config_option()
 @path_option("Collection directory (created when missing). Default: the settings' `path`.")
-@click.option("--index", "-i", "indexes", multiple=True, metavar="NAME", help="Insert into this index only (repeatable). Default: every declared index.")
-@click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True, help="Records per atomic insert batch.")
+@click.option(
+    "--index",
+    "-i",
+    "indexes",
+    multiple=True,
+    metavar="NAME",
+    help="Insert into this index only (repeatable; `default` service only). Default: the service's indexes.",
+)
+@scope_option("Give records without a scope this one (user_id=alice, repeatable); a record of another scope is an error.")
+@click.option("--batch-size", "-b", type=click.IntRange(min=1), default=256, show_default=True, help="Records per insert batch.")
 @click.option(
     "--vectors",
     "vectors_file",
@@ -110,6 +156,7 @@ def ingest(
     config: Path | None,
     path: Path | None,
     indexes: tuple[str, ...],
+    scope: dict[str, Any] | None,
     batch_size: int,
     vectors_file: Path | None,
     space: str | None,
@@ -124,13 +171,15 @@ def ingest(
       {"text": "No id: it is derived from the content", "scope": {"user_id": "u1"}}
 
     The whole file is validated first (JSON, required "text", known fields, metadata,
-    ids, vectors): on the first bad line nothing is inserted and the error names the line.
-    Precomputed embeddings come as a "vectors" field ({"vectors": {"default": [0.1, ...]}})
-    or as --vectors FILE.npy (one row per line, for --space); given vectors are not
-    recomputed, and their dimension is checked against the space first. Then
-    records go in batches (each batch atomic) through Collection.insert. Re-ingesting the
-    same file is a no-op; an id that is stored with different content is refused before
-    anything is inserted.
+    ids, vectors, scopes): on the first bad line nothing is inserted and the error names
+    the line. Precomputed embeddings come as a "vectors" field ({"vectors": {"default":
+    [0.1, ...]}}) or as --vectors FILE.npy (one row per line, for --space); given vectors
+    are not recomputed, and their dimension is checked against the space first. Then the
+    new records go in batches through the declared service (Service.insert_many), which
+    decides where they go: the `default` service writes each batch atomically into its
+    indexes (or the --index ones). Records already stored are not sent again, so
+    re-ingesting the same file is a no-op; an id that is stored with different content is
+    refused before anything is inserted. With --scope, records without a scope get it.
     """
     started = time.perf_counter()
     records, lines = read_records(input_file)
@@ -138,10 +187,13 @@ def ingest(
         raise CliError(f"{input_file} holds no records")
     if space is not None and vectors_file is None:
         raise CliError("--space names the space of --vectors; give --vectors FILE.npy too")
+    bound = Scope.coerce(scope)
+    apply_scope(records, bound)
     memory = open_memory(config, path)
     inserted = 0
     try:
         collection = memory.collection
+        service = ingest_service(memory, indexes)
         if vectors_file is not None:
             if space is None:
                 if len(collection.spaces) != 1:
@@ -151,7 +203,6 @@ def ingest(
         check_vectors(records, collection.spaces)
         if dict(memory.settings.store).get("kind") == "memory":
             note('note: the store is in-memory (store.kind = "memory"); nothing is kept after this command')
-        targets = list(indexes) or None
         stored = {r.id: r for r in collection.get_many([r.id for r in records]) if r is not None}
         clashes = [r.id for r in records if r.id in stored and not r.same_content(stored[r.id])]
         if clashes:
@@ -159,15 +210,21 @@ def ingest(
                 f"{len(clashes)} record(s) of {input_file} reuse stored ids with different content "
                 f"(e.g. {clashes[:3]}); nothing was inserted. Change the ids or update those records through the API."
             )
+        fresh = [r for r in records if r.id not in stored]
+        atomic = isinstance(service, DefaultService)
         try:
-            for batch in progress(records, "Inserting", batch=batch_size):
-                collection.insert(list(batch), indexes=targets)
-                inserted += sum(1 for r in batch if r.id not in stored)
+            with collection.scoped(bound):  # what the service writes and keeps belongs to --scope
+                for batch in progress(fresh, "Inserting", batch=batch_size) if fresh else ():
+                    service.insert_many(list(batch))
+                    inserted += len(batch)
         except MemcoreError as exc:
-            done = f"{inserted} new record(s) were inserted before this error" if inserted else "nothing was inserted"
-            raise CliError(f"{exc} ({done}; each batch of {batch_size} is all-or-nothing)") from None
+            done = f"{inserted} new record(s) were inserted before this error" if inserted else "nothing was inserted before this batch"
+            how = f"each batch of {batch_size} is all-or-nothing" if atomic else f"through the {service.config.kind!r} service a batch may be partly inserted"
+            raise CliError(f"{exc} ({done}; {how})") from None
         total = collection.count()
-        used = targets or [entry["name"] for entry in collection.list_indexes()]
+        in_scope = collection.count(scope=bound) if bound is not None else None
+        used = target_indexes(memory, service)
+        kind = str(service.config.kind)
     finally:
         memory.close()
     seconds = round(time.perf_counter() - started, 3)
@@ -176,14 +233,20 @@ def ingest(
         "records": len(records),
         "lines": lines,
         "existing": len(records) - inserted,
+        "service": kind,
         "indexes": used,
         "count": total,
         "seconds": seconds,
     }
+    if bound is not None:
+        summary["scope"] = bound.as_dict()
+        summary["scope_count"] = in_scope
     if as_json:
         echo_json(summary)
         return
     extra = f", {summary['existing']} already stored" if summary["existing"] else ""
     dupes = f" ({lines - len(records)} duplicate line(s) skipped)" if lines != len(records) else ""
-    click.echo(f"Inserted {inserted} of {len(records)} record(s){extra}{dupes} into {', '.join(used) or '(no index)'} in {seconds:.2f}s.")
-    click.echo(f"The collection now holds {total} record(s).")
+    via = "" if kind == "default" else f" through the {kind} service"
+    click.echo(f"Inserted {inserted} of {len(records)} record(s){extra}{dupes} into {', '.join(used) or '(no index)'}{via} in {seconds:.2f}s.")
+    held = f" The scope {json.dumps(bound.as_dict(), ensure_ascii=False)} holds {in_scope}." if bound is not None else ""
+    click.echo(f"The collection now holds {total} record(s).{held}")
