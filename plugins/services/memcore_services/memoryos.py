@@ -23,7 +23,7 @@
   summarised (``summary``, fallback ``keyword_summary``) into a ``segment_summary`` entry of
   the user knowledge store that lists their pages; the pages leave the MTM index but stay in
   the store. Nothing is dropped.
-- **LTM** is three indexes: ``memoryos.profile`` (one profile record),
+- **LTM** is three indexes: ``memoryos.profile`` (one profile record per scope),
   ``memoryos.user_knowledge`` and ``memoryos.assistant_knowledge``.
 - **Retrieval**: STM pages (word overlap), MTM (the ``top_segments`` segments whose summary
   embedding -- or centroid, ``segment_search`` -- is closest to the query, then their pages by cosine, thresholds as MemoryOS), the profile and both
@@ -32,15 +32,38 @@
 
 All state is in the store (namespace ``memoryos``: ``s:<n>`` segments, ``v:<n>`` their centroids,
 ``e:<n>`` their summary embeddings, ``t:<n>`` their summaries and keywords, ``p:<id>`` pages, ``c:<n>`` chains, ``clock``), read once per store sequence number (:class:`StateView`).
+
+**Scopes.** Every verb takes ``scope=`` (bound by :class:`memcore.Service`), and a scope is a
+memory of its own: its STM window (the last ``stm_capacity`` pages written in that scope:
+another user's inserts never push a page out), segments, chains, heat, counters and clock
+(the state namespace is kept per scope by the core, the in-process caches by
+:class:`StateView` per scope too), its profile (id :func:`profile_id`; unscoped:
+``memoryos-profile``) and knowledge (derived records carry the scope). ``retrieve`` sees
+only the scope's records. ``forget(scope=...)`` (``Memory.delete(scope=...)``) removes all
+of it in one commit.
+
+**Writes by id.** A page moves STM -> MTM with ``Collection.move`` (one commit per run,
+with its state: after a crash it is in exactly one tier). ``upsert`` inserts a new record as
+a page through :meth:`MemoryOS.insert` (never into every index) and rewrites an existing one
+in place; ``update`` keeps the page's tier (its stored vector follows the new text; the
+summaries derived from it are kept as analysed); ``delete`` also takes the pages out of the
+scope's segments and chains.
+
+Opening a memory whose records are in no memoryos tier (written by another service) warns
+(:class:`ForeignRecordsWarning`, event ``memoryos.foreign_records``): ``retrieve`` reads only
+the tiers; ``report()["outside_tiers"]`` counts such records.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import warnings
 from collections import Counter
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
-from memcore import ComponentConfig, Service
+from memcore import ComponentConfig, DuplicateIdError, NotFoundError, Record, Scope, Service, get_logger
 from pydantic import Field, field_validator
 
 from .common import HeatWeights, heat, hit_result, lexical, record_result, top, unit
@@ -67,13 +90,16 @@ from .memoryos_ltm import (
 from .memoryos_segments import Theme, ask_multi_summary, ask_segment_summary, central_theme, segment_score
 from .memoryos_state import StateView
 
-__all__ = ["MemoryOSConfig", "MemoryOS", "keyword_summary"]
+__all__ = ["MemoryOSConfig", "MemoryOS", "keyword_summary", "profile_id", "ForeignRecordsWarning"]
+
+log = get_logger("memcore.services.memoryos")
 
 NS = "memoryos"
 STM, MTM = "memoryos.stm", "memoryos.mtm"
 PROFILE, USER_KB, ASSISTANT_KB = "memoryos.profile", "memoryos.user_knowledge", "memoryos.assistant_knowledge"
 LTM = {"profile": PROFILE, "user_knowledge": USER_KB, "assistant_knowledge": ASSISTANT_KB}
 PROFILE_ID = "memoryos-profile"
+"""The id of the user profile of an unscoped memory (a scope's own: :func:`profile_id`)."""
 TIERS = ("stm", "mtm", *LTM)
 _KEEP_WORDS = 40
 
@@ -120,6 +146,26 @@ class MemoryOSConfig(ComponentConfig):
         return value
 
 
+def profile_id(scope: Scope | None) -> str:
+    """The id of the LTM user profile of ``scope``: :data:`PROFILE_ID` unscoped (memories
+    written before scopes keep theirs), else :data:`PROFILE_ID` + a digest of the scope."""
+    fields = _scope_fields(scope)
+    if not fields:
+        return PROFILE_ID
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()[:24]
+    return f"{PROFILE_ID}-{digest}"
+
+
+def _scope_fields(scope: Scope | None) -> dict[str, Any]:
+    """A scope as a dict ({} for none or an empty one)."""
+    return scope.as_dict() if scope is not None else {}
+
+
+class ForeignRecordsWarning(UserWarning):
+    """The memory holds records that are in no ``memoryos`` tier (written by another
+    service): ``retrieve`` cannot return them."""
+
+
 def _centroid_key(segment: str) -> str:
     return "v:" + segment[2:]
 
@@ -141,22 +187,50 @@ class MemoryOS(EventClock, Service):
 
     uses_pipeline = False
 
+    capacity_limited = True  # the MTM thresholds (segment_min_sim, page_min_sim) may leave a page unreturned
+
     def __init__(self, config: MemoryOSConfig, collection: Any, pipeline: Any):
         super().__init__(config, collection, pipeline)
         self.state = StateView(collection, NS)
-        self._page_vectors: dict[str, np.ndarray] = {}
-        self._centroids: tuple[Any, list[str], np.ndarray] | None = None
+        self._warn_foreign()
+
+    @property
+    def _page_vectors(self) -> dict[str, np.ndarray]:
+        """Unit vectors of the bound scope's pages, by id (a per-scope cache: :meth:`StateView.scratch`)."""
+        return self.state.scratch("page_vectors")  # type: ignore[no-any-return]
+
+    def _warn_foreign(self) -> None:
+        """Say so when the memory holds records but none is in a memoryos tier: they were
+        written by another service, and ``retrieve`` (which reads its tiers) returns nothing."""
+        total = self.collection.count()
+        if not total or any(self.collection.count(index=index) for index in (STM, MTM, *LTM.values())):
+            return
+        message = (
+            f"memoryos: this memory holds {total} record(s) but none is in a memoryos tier (written by another service?); "
+            "retrieve() reads only its tiers and will not return them. Insert the texts through the memoryos service "
+            "(Memory.insert, one per turn, in order) into a new memory to build its tiers."
+        )
+        log.warning("memoryos.foreign_records", records=total, hint="insert the texts through the memoryos service into a new memory")
+        warnings.warn(message, ForeignRecordsWarning, stacklevel=2)
 
     @classmethod
     def required_indexes(cls, config: MemoryOSConfig) -> dict[str, dict[str, Any]]:
-        """``memoryos.stm`` (fifo); ``memoryos.mtm`` and the three LTM stores (exact cosine)."""
+        """``memoryos.stm`` (fifo); ``memoryos.mtm`` and the three LTM stores (exact cosine).
+
+        The fifo's ``capacity`` (``stm_capacity``, kept as memories were built with it) is
+        never used to evict: the service moves pages out of each scope's own window itself
+        (``Collection.evict`` would count every scope's pages against one capacity)."""
         vec = {"kind": "exact", "space": config.space, "metric": "cosine"}
         return {STM: {"kind": "fifo", "capacity": config.stm_capacity}, MTM: dict(vec), **{name: dict(vec) for name in LTM.values()}}
 
     # -- insert --------------------------------------------------------------------------
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
-        """Add a page to the STM; the batch pushed out joins an MTM segment; hot segments are promoted, cold ones summarised."""
+        """Add a page to the STM; the batch pushed out joins an MTM segment; hot segments are promoted, cold ones summarised.
+
+        Keywords: ``id``, ``vectors`` ({space: vector}), ``links`` (and ``scope``, bound by
+        the base class: the page, what is derived from it and the state belong to it)."""
+        self.reject_unknown("insert", kwargs, ("id", "vectors", "links"))
         changes = self._clock_change(metadata)  # an unreadable event time is refused before anything is written
         vectors = dict(kwargs.pop("vectors", None) or {})
         if vector is not None:
@@ -166,23 +240,33 @@ class MemoryOS(EventClock, Service):
         item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), "vectors": vectors, **kwargs}
         self._resume()
         rid = self.state.write(changes, lambda state: self.collection.insert([item], indexes=[STM], state=state))[0]
-        stm = self.collection.ids(index=STM)
+        stm = self._window()
         over = stm[: max(0, len(stm) - self.config.stm_capacity)]  # the oldest: pages enter the STM in insertion order
-        if over:  # leaving the STM and "pending" are one commit: a crash before the MTM commit is resumed
-            self.state.write({"pending": over}, lambda state: self.collection.remove_from_index(STM, over, state=state))
-            self._to_mtm(over)
+        if over:  # each run moves STM -> MTM in one commit (Collection.move): a crash leaves it in the STM, moved by the next insert
+            self._to_mtm(over, STM)
         self._enforce_mtm()
         self._promote_hot()
         return rid
 
     # -- STM -> MTM: chains, batch summary, segment assignment ----------------------------
 
+    def _window(self) -> list[str]:
+        """The bound scope's STM window, oldest first: the STM pages written in exactly this
+        scope (reads are narrowed to the scope by the core; a narrower scope's pages, which
+        have their own state, stay in their own window)."""
+        stm = self.collection.ids(index=STM)
+        if len(stm) <= self.config.stm_capacity:
+            return stm
+        own = _scope_fields(self.scope)
+        return [r.id for r in self.collection.get_many(stm) if r is not None and _scope_fields(r.scope) == own]
+
     def _resume(self) -> None:
-        """Place the pages of a batch that left the STM but never reached the MTM (a crash
-        between the two commits): they are listed under ``pending``."""
+        """Place the pages of a batch that left the STM but never reached the MTM, listed
+        under ``pending`` (a crash between the two commits of a version before
+        ``Collection.move``; today a batch moves in one commit and never writes ``pending``)."""
         pending = [p for p in self.state.get("pending") or [] if not (self.state.get(f"p:{p}") or {}).get("tier")]
         if pending:
-            self._to_mtm(pending)
+            self._to_mtm(pending, None)
         elif self.state.get("pending"):
             self.state.write({"pending": None})
 
@@ -238,11 +322,12 @@ class MemoryOS(EventClock, Service):
         changes["last_page"] = page.id
         changes[f"p:{page.id}"] = {"chain": chain_key, "prev": prev_id if continuous else None, "next": None}
 
-    def _to_mtm(self, page_ids: list[str]) -> None:
-        """Move a batch pushed out of the STM to MTM, in runs of consecutive pages of one
-        session (one page per insert once the STM is full): chain each page, then the run is
-        summarised (``multi_summary``) and joins the best-scoring segment of its session or
-        starts one -- one store commit per run."""
+    def _to_mtm(self, page_ids: list[str], source: str | None) -> None:
+        """Move a batch pushed out of the STM (``source``; None: pages in no index, resumed
+        from ``pending``) to MTM, in runs of consecutive pages of one session (one page per
+        insert once the STM is full): chain each page, then the run is summarised
+        (``multi_summary``) and joins the best-scoring segment of its session or starts one
+        -- one store commit per run, which moves its pages and writes the state."""
         key = self.config.session_key
         runs: list[list[Page]] = []
         for p in pages_of(self.collection.get_many(page_ids)):
@@ -255,7 +340,7 @@ class MemoryOS(EventClock, Service):
             if self.config.continuity:
                 for p in run:
                     self._chain(p, changes)
-            self._assign(run[0].metadata.get(key), run, changes)
+            self._assign(run[0].metadata.get(key), run, changes, source)
 
     def _theme_vector(self, theme: Theme) -> np.ndarray:
         """A summary's embedding: its page's vector when it is a page's text, else embedded."""
@@ -268,7 +353,7 @@ class MemoryOS(EventClock, Service):
         none: its centroid stands in)."""
         return unit(self.state.get(_summary_key(key)) or self._centroid(key))
 
-    def _assign(self, session: Any, group: list[Page], changes: dict[str, Any]) -> None:
+    def _assign(self, session: Any, group: list[Page], changes: dict[str, Any], source: str | None) -> None:
         ids = [p.id for p in group]
         vecs = np.stack([self._vector(p.id, p.text) for p in group])
         themes = self.run_llm_step("multi_summary", lambda llm: ask_multi_summary(llm, group), lambda: [central_theme(group, vecs)], "central_page")
@@ -319,10 +404,13 @@ class MemoryOS(EventClock, Service):
         changes[best] = seg
         changes[_topic_key(best)] = topic
         changes[_summary_key(best)] = summary_vec.tolist()
-        changes["pending"] = [p for p in self.state.get("pending") or [] if p not in ids] or None
         for pid in ids:
             changes[f"p:{pid}"] = {**(changes.get(f"p:{pid}") or {}), "tier": "mtm", "segment": best}
-        self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, ids, state=state))
+        if source is None:  # resumed from "pending" (pages in no index)
+            changes["pending"] = [p for p in self.state.get("pending") or [] if p not in ids] or None
+            self.state.write(changes, lambda state: self.collection.insert_to_index(MTM, ids, state=state))
+        else:
+            self.state.write(changes, lambda state: self.collection.move(ids, source, MTM, state=state))
 
     def _central_summary(self, ids: list[str], centroid: np.ndarray, words: Counter[str]) -> Theme:
         """Fallback ``central_page`` of a segment: its page closest to the centroid, its top words."""
@@ -364,7 +452,8 @@ class MemoryOS(EventClock, Service):
 
     def _promote(self, key: str, seg: Mapping[str, Any]) -> None:
         pages = pages_of(self.collection.get_many(list(seg["fresh"])))
-        old = self.collection.get_many([PROFILE_ID])[0]
+        pid = profile_id(self.scope)
+        old = self.collection.get_many([pid])[0]
         counts = {s: Counter(w) for s, w in (self.state.get("profile_words") or {}).items()}
         for speaker, words in speaker_words(pages).items():
             counts.setdefault(speaker, Counter()).update(words)
@@ -383,7 +472,7 @@ class MemoryOS(EventClock, Service):
             self.state.write(changes)
             return
         updates = int((old.metadata or {}).get("updates", 0)) + 1 if old else 1
-        record = {"id": PROFILE_ID, "text": profile, "metadata": {"memoryos": "profile", "kind": "profile", "updates": updates}}
+        record = {"id": pid, "text": profile, "metadata": {"memoryos": "profile", "kind": "profile", "updates": updates}}
         self.state.write(changes, lambda state: self.collection.upsert([record], indexes=[PROFILE], state=state))
 
     @staticmethod
@@ -435,13 +524,16 @@ class MemoryOS(EventClock, Service):
     # -- retrieve ------------------------------------------------------------------------
 
     def _centroid_matrix(self, segments: Mapping[str, Any]) -> tuple[list[str], np.ndarray]:
+        """The bound scope's segment keys and their search vectors (cached per scope until
+        its segments or their sizes change)."""
+        cache = self.state.scratch("segment_matrix")
         signature = tuple((k, len(s["pages"])) for k, s in segments.items())
-        if self._centroids is None or self._centroids[0] != signature:
+        if cache.get("signature") != signature:
             keys = list(segments)
             vector = self._summary_vector if self.config.segment_search == "summary" else (lambda k: unit(self._centroid(k)))
             matrix = np.stack([vector(k) for k in keys]) if keys else np.zeros((0, 0), np.float32)
-            self._centroids = (signature, keys, matrix)
-        return self._centroids[1], self._centroids[2]
+            cache.update(signature=signature, keys=keys, matrix=matrix)
+        return cache["keys"], cache["matrix"]
 
     def _mtm(self, qv: np.ndarray, metadata: Mapping[str, Any] | None, k: int, chain: bool) -> list[dict[str, Any]]:
         segments = self.state.prefixed("s:")
@@ -507,18 +599,107 @@ class MemoryOS(EventClock, Service):
                     results.append({**r, "chain": None} if chain else r)
         return top(results, k)
 
-    def report(self) -> dict[str, Any]:
-        """Pages per tier, segments, chains, LTM entries per store, promotions, pages summarised."""
-        state = self.state.items()
-        return {
-            "stm": self.collection.count(index=STM),
-            "mtm": self.collection.count(index=MTM),
-            **{tier: self.collection.count(index=index) for tier, index in LTM.items()},
-            "segments": sum(1 for k in state if k.startswith("s:")),
-            "chains": sum(1 for k in state if k.startswith("c:")),
-            "promotions": int(state.get("promotions", 0)),
-            "summarised_pages": sum(1 for k, v in state.items() if k.startswith("p:") and v and v.get("tier") == "ltm"),
-            "evicted_segments": int(state.get("evicted", 0)),
-            "segment_joins": int(state.get("joins", 0)),
-            "state_reads": self.state.reads,
-        }
+    # -- writes by id: upsert, update, delete, forget --------------------------------------
+
+    def upsert(self, items: Any) -> list[str]:
+        """Items in order: one whose id names an existing record of the caller's scope
+        replaces it in place (:meth:`update`'s rules: it keeps its tier); a new one is
+        inserted as a page through the tiers (:meth:`insert`, never into every index)."""
+        out = []
+        for item in [items] if isinstance(items, (str, Mapping, Record)) else list(items):
+            rid = item.id if isinstance(item, Record) else item.get("id") if isinstance(item, Mapping) else None
+            if rid is not None and self.collection.get_many([rid])[0] is not None:
+                out += self.collection.upsert([item])
+                self.state.discard("page_vectors", [rid])
+            else:
+                try:
+                    out += self.insert_many([item])
+                except DuplicateIdError:  # the id is another scope's record: unknown here
+                    raise NotFoundError(f"no record {rid!r} in this scope; nothing was written") from None
+        return out
+
+    def update(self, id: str, **fields: Any) -> Record:
+        """Change ``text``, ``metadata`` (``merge_metadata``) or ``vectors`` of one record of
+        the caller's scope. A page keeps its tier, segment and chain; its stored vector follows
+        a new text (the MTM index with it) and the cached one is dropped. What was derived
+        from the page before (segment summary and centroid, chain meta-summary, facts,
+        profile) is kept as it was analysed, as MemoryOS never retracts what it learnt."""
+        record = super().update(id, **fields)
+        self.state.discard("page_vectors", [id])
+        return record
+
+    def delete(self, ids: Sequence[str] | str, scope: Any = None) -> int:
+        """Delete records by id (NotFoundError for one the caller's scope does not hold) and,
+        in the same commit, every mention of a deleted page in the scope's state: its segment
+        (a segment left without pages goes), its chain links (its neighbours are linked),
+        ``last_page`` and ``pending``. Derived records (facts, summaries, the profile) stay:
+        ``forget(scope=...)`` removes a whole scope."""
+        ids = [ids] if isinstance(ids, str) else list(dict.fromkeys(ids))
+        changes = self._without_pages(ids)
+        try:
+            return int(self.state.write(changes, lambda state: self.collection.delete(ids, state=state)))
+        finally:
+            self.state.discard("page_vectors", ids)
+
+    def _without_pages(self, ids: Sequence[str]) -> dict[str, Any]:
+        """State changes that take the pages ``ids`` out of the bound scope's segments and chains."""
+        changes: dict[str, Any] = {}
+
+        def get(key: str) -> Any:
+            return changes[key] if key in changes else self.state.get(key)
+
+        gone = set(ids)
+        for pid in ids:
+            page = get(f"p:{pid}")
+            if not page:
+                continue
+            changes[f"p:{pid}"] = None
+            for side, other in (("prev", "next"), ("next", "prev")):  # link the neighbours around the page
+                neighbour = page.get(side)
+                if neighbour and get(f"p:{neighbour}"):
+                    changes[f"p:{neighbour}"] = {**get(f"p:{neighbour}"), other: page.get(other)}
+            if get("last_page") == pid:
+                changes["last_page"] = page.get("prev")
+            key = page.get("segment")
+            seg = get(key) if key and page.get("tier") == "mtm" else None
+            if seg:
+                pages = [p for p in seg["pages"] if p not in gone]
+                if pages:
+                    changes[key] = {**seg, "pages": pages, "fresh": [p for p in seg.get("fresh", []) if p not in gone]}
+                else:
+                    changes.update({key: None, _centroid_key(key): None, _summary_key(key): None, _topic_key(key): None})
+        pending = self.state.get("pending")
+        if pending and gone & set(pending):
+            changes["pending"] = [p for p in pending if p not in gone] or None
+        return changes
+
+    def forget(self) -> dict[str, Any]:
+        """Forget the bound scope (``forget(scope={...})``): its pages, the summaries, facts
+        and profile derived from them (they carry its scope) and its state, in one commit
+        (:meth:`memcore.Collection.forget`); the in-process caches are dropped."""
+        try:
+            return super().forget()
+        finally:
+            self.state.clear()
+
+    def report(self, scope: Any = None) -> dict[str, Any]:
+        """Pages per tier, segments, chains, LTM entries per store, promotions, pages
+        summarised -- of ``scope`` (the records it covers, its own state; default: the bound
+        scope, else all records and the unscoped state). ``outside_tiers`` counts records in
+        no memoryos tier (written by another service: ``retrieve`` cannot return them)."""
+        with self.collection.scoped(scope):
+            state = self.state.items()
+            tiers = {"stm": self.collection.count(index=STM), "mtm": self.collection.count(index=MTM)}
+            tiers.update({tier: self.collection.count(index=index) for tier, index in LTM.items()})
+            summarised = sum(1 for k, v in state.items() if k.startswith("p:") and v and v.get("tier") == "ltm")
+            return {
+                **tiers,
+                "segments": sum(1 for k in state if k.startswith("s:")),
+                "chains": sum(1 for k in state if k.startswith("c:")),
+                "promotions": int(state.get("promotions", 0)),
+                "summarised_pages": summarised,
+                "evicted_segments": int(state.get("evicted", 0)),
+                "segment_joins": int(state.get("joins", 0)),
+                "outside_tiers": max(0, self.collection.count() - sum(tiers.values()) - summarised),
+                "state_reads": self.state.reads,
+            }

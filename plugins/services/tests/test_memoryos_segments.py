@@ -204,8 +204,7 @@ def test_a_batch_of_several_pages_is_chained_and_placed_together(opener, tmp_pat
         texts = [*PAGES, "Bob: the lake was cold today", "Alice: I swam anyway"]
         ids = [m.insert(t, metadata={"session": s}) for t, s in zip(texts, (1, 1, 1, 2, 2))]
         c = m.collection
-        c.remove_from_index("memoryos.stm", ids)
-        m.service._to_mtm(ids)
+        m.service._to_mtm(ids, "memoryos.stm")
         assert c.ids(index="memoryos.mtm") == ids and c.ids(index="memoryos.stm") == []
         pages = {k[2:]: v for k, v in c.state_items("memoryos").items() if k.startswith("p:")}
         assert [pages[i]["prev"] for i in ids] == [None, ids[0], ids[1], None, ids[3]]
@@ -217,22 +216,41 @@ def test_a_batch_of_several_pages_is_chained_and_placed_together(opener, tmp_pat
         assert m.service.llm_report()["steps"]["multi_summary"] == {"fallback:central_page": 2}
 
 
-def test_a_crash_between_leaving_the_stm_and_joining_the_mtm_is_resumed(opener, tmp_path, monkeypatch):
+def test_a_crash_before_the_move_to_the_mtm_leaves_the_page_in_the_stm(opener, tmp_path, monkeypatch):
+    """A run of pages leaves the STM and joins the MTM (with its state) in one commit
+    (``Collection.move``): a crash before it leaves the pages in the STM, moved by the next insert."""
     service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0}
     with opener(tmp_path, service) as m:
         first = m.insert(PAGES[0], metadata={"session": 1})
 
-        def crash(page_ids):
+        def crash(*args, **kwargs):
             raise RuntimeError("power cut")
 
-        monkeypatch.setattr(m.service, "_to_mtm", crash)
+        monkeypatch.setattr(m.collection, "move", crash)
         with pytest.raises(RuntimeError, match="power cut"):
             m.insert(PAGES[1], metadata={"session": 1})
         c = m.collection
-        assert c.ids(index="memoryos.stm") != [first] and c.ids(index="memoryos.mtm") == []
-        assert c.get_state("memoryos", "pending") == [first]  # out of the STM, not lost: listed
+        (second,) = [i for i in c.ids(index="memoryos.stm") if i != first]
+        assert c.ids(index="memoryos.stm") == [first, second] and c.ids(index="memoryos.mtm") == []
+        assert c.get_state("memoryos", f"p:{first}") is None and c.get_state("memoryos", "pending") is None
     with opener(tmp_path, service) as m:
-        (second,) = m.collection.ids(index="memoryos.stm")
+        third = m.insert(PAGES[2], metadata={"session": 1})
+        c = m.collection
+        assert c.ids(index="memoryos.mtm") == [first, second] and c.ids(index="memoryos.stm") == [third]
+        (seg,) = _segments(m).values()
+        assert seg["pages"] == [first, second]
+
+
+def test_a_batch_left_pending_by_an_older_version_is_resumed(opener, tmp_path):
+    """Before ``Collection.move`` a batch left the STM (listed under ``pending``) and joined the
+    MTM in two commits; a memory killed between the two resumes the batch on its next insert."""
+    service = {"kind": "memoryos", "stm_capacity": 1, "heat_threshold": None, "segment_threshold": -1.0}
+    with opener(tmp_path, service) as m:
+        first = m.insert(PAGES[0], metadata={"session": 1})
+        c = m.collection
+        (second,) = c.insert([{"text": PAGES[1], "metadata": {"session": 1}}], indexes=["memoryos.stm"])
+        c.remove_from_index("memoryos.stm", [first], state={("memoryos", "pending"): [first]})  # the older version's first commit
+    with opener(tmp_path, service) as m:
         m.insert(PAGES[2], metadata={"session": 1})
         c = m.collection
         assert c.ids(index="memoryos.mtm") == [first, second] and c.get_state("memoryos", "pending") is None
