@@ -26,8 +26,8 @@ BOB = {"user_id": "bob"}
 ALICE = {"user_id": "alice"}
 
 BOB_ITEMS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("bob hides the zqxvelvetkey behind the blue piano", {"note": "zqxmetapiano", "n": 1}),
-    ("the zqxorchidlock opens bob's garage", {"note": "zqxmetagarage", "n": 2}),
+    ("bob hides the Zqxvelvetkey behind the blue piano", {"note": "zqxmetapiano", "n": 1}),
+    ("the 'zqxorchidlock' opens bob's garage", {"note": "zqxmetagarage", "n": 2}),
     ("bob told his doctor about the zqxmarbleknot", {"note": "zqxmetadoctor", "n": 3}),
 )
 """Bob's (text, metadata) canary items: every text and metadata string is searched on disk."""
@@ -42,12 +42,14 @@ ALICE_ITEMS: tuple[tuple[str, dict[str, Any]], ...] = (
 CANARIES: tuple[str, ...] = (
     *(text for text, _ in BOB_ITEMS),
     "zqxvelvetkey",
+    "Zqxvelvetkey",
     "zqxorchidlock",
     "zqxmarbleknot",
     *(meta["note"] for _, meta in BOB_ITEMS),
 )
 """The needles searched: bob's texts, the rare word of each (what a text index keeps as a
-term) and his metadata strings."""
+term: an English stemmer leaves them as they are; one is capitalised and one quoted, the
+names an entity extractor picks) and his metadata strings."""
 
 Retrieve = Callable[[Memory, str, dict[str, str], int], Sequence[str]]
 
