@@ -90,3 +90,51 @@ def test_find_bytes_reports_every_file_and_encoding(tmp_path):
     with pytest.raises(AssertionError, match=r"\.hidden/x\.bin: 'zqxneedle'"):
         assert_no_bytes(tmp_path, ["zqxneedle"])
     assert_no_bytes(tmp_path, ["absent"])
+
+
+def _memory_with_a_canary_id(path):
+    """A memory whose exact index saved the id ``zqxcanaryid`` (its ``ids.json``), then deleted it."""
+    memory = memcore.open(path=path)
+    memory.insert([{"text": f"alice note {i}", "scope": {"user_id": "alice"}} for i in range(20)])
+    memory.insert({"id": "zqxcanaryid", "text": CANARIES[0], "scope": {"user_id": "bob"}})
+    memory.collection.flush()
+    memory.delete(scope={"user_id": "bob"})
+    return memory
+
+
+def test_a_save_killed_after_a_delete_recovers_and_then_forgets(tmp_path):
+    """Killed mid-save: the next open loads ``.previous`` (which still lists the deleted
+    record) and catches up from the log; closing that memory leaves no copy of it."""
+    memory = _memory_with_a_canary_id(tmp_path)
+    handle = memory.collection._indexes["vector"]
+
+    def dies_mid_save(target):
+        raise KeyboardInterrupt("killed during save")
+
+    handle.index.save = dies_mid_save
+    with pytest.raises(KeyboardInterrupt):
+        memory.collection.flush()
+    memory.collection.store.close()  # the process is gone
+    assert find_bytes(tmp_path, ["zqxcanaryid"])  # the backup of the last complete save
+    with memcore.open(path=tmp_path) as again:
+        assert again.count() == 20
+        assert "zqxcanaryid" not in {h.id for h in again.query(CANARIES[0], k=30)}
+    assert_no_bytes(tmp_path, ["zqxcanaryid", *CANARIES])
+
+
+def test_a_backup_left_by_a_save_cut_short_after_its_manifest_goes_at_the_next_close(tmp_path, monkeypatch):
+    """Killed after the manifest was written, before ``.previous`` was deleted: the index
+    loads as saved (unchanged, nothing to write) and its close still drops the backup."""
+    import shutil
+
+    from memcore import index_handle
+
+    rmtree = shutil.rmtree
+    memory = _memory_with_a_canary_id(tmp_path)
+    with monkeypatch.context() as patch:  # the process dies before the backup is deleted
+        patch.setattr(index_handle.shutil, "rmtree", lambda path, **kw: None if os.path.basename(path) == ".previous" else rmtree(path, **kw))
+        memory.close()
+    assert list(find_bytes(tmp_path, ["zqxcanaryid"])) == ["indexes/vector/.previous/ids.json"]
+    with memcore.open(path=tmp_path) as again:
+        assert again.count() == 20
+    assert_no_bytes(tmp_path, ["zqxcanaryid"])
