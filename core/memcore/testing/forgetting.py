@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from ..memory import Memory
 from .disk import assert_no_bytes
 
-__all__ = ["check_scope_forgotten", "BOB_ITEMS", "ALICE_ITEMS", "CANARIES"]
+__all__ = ["check_scope_forgotten", "BOB_ITEMS", "BOB_IDS", "ALICE_ITEMS", "CANARIES"]
 
 BOB = {"user_id": "bob"}
 ALICE = {"user_id": "alice"}
@@ -31,6 +31,10 @@ BOB_ITEMS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("bob told his doctor about the zqxmarbleknot", {"note": "zqxmetadoctor", "n": 3}),
 )
 """Bob's (text, metadata) canary items: every text and metadata string is searched on disk."""
+
+BOB_IDS: tuple[str, ...] = ("zqxbobrecord-1", "zqxbobrecord-2", "zqxbobrecord-3")
+"""The ids bob's items are inserted with (an id may be as telling as a text: also searched,
+unless ``check_ids=False``)."""
 
 ALICE_ITEMS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("alice waters the tomatoes in her garden every sunday", {"note": "garden", "n": 10}),
@@ -65,6 +69,7 @@ def check_scope_forgotten(
     retrieve: Retrieve | None = _service_ids,
     encodings: Sequence[str] = ("utf-8",),
     rounds: int = 1,
+    check_ids: bool = True,
 ) -> None:
     """Insert bob's canaries and alice's items, ``delete(scope=bob)``, close, and assert
     no file under ``path`` holds a canary; reopen and check alice's records are all there
@@ -72,12 +77,13 @@ def check_scope_forgotten(
     default: the service's ``retrieve``; None skips that check).
 
     ``rounds`` > 1 closes and reopens between inserting and deleting that many times
-    (index files and backups of several saves)."""
+    (index files and backups of several saves). ``check_ids``: bob's record ids
+    (:data:`BOB_IDS`) must be gone too (False for an index known to keep deleted ids)."""
     memory = open_memory(path)
     try:
         ids = memory.insert([{"text": t, "metadata": m, "scope": ALICE} for t, m in ALICE_ITEMS[:1]])
         alice_ids = list(ids) if isinstance(ids, list) else [ids]
-        bob = memory.insert([{"text": t, "metadata": m, "scope": BOB} for t, m in BOB_ITEMS])
+        bob = memory.insert([{"id": rid, "text": t, "metadata": m, "scope": BOB} for rid, (t, m) in zip(BOB_IDS, BOB_ITEMS)])
         assert len(bob) == len(BOB_ITEMS)
         more = memory.insert([{"text": t, "metadata": m, "scope": ALICE} for t, m in ALICE_ITEMS[1:]])
         alice_ids += list(more) if isinstance(more, list) else [more]
@@ -93,7 +99,7 @@ def check_scope_forgotten(
         assert deleted >= len(BOB_ITEMS), f"delete(scope=bob) removed {deleted} records, expected at least {len(BOB_ITEMS)}"
     finally:
         memory.close()
-    assert_no_bytes(path, CANARIES, encodings=encodings)
+    assert_no_bytes(path, [*CANARIES, *(BOB_IDS if check_ids else ())], encodings=encodings)
     memory = open_memory(path)
     try:
         assert memory.count(scope=BOB) == 0
