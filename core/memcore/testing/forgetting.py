@@ -76,8 +76,8 @@ def check_scope_forgotten(
     and each is found by its own text (``retrieve(memory, text, scope, k)`` returns ids;
     default: the service's ``retrieve``; None skips that check).
 
-    ``rounds`` > 1 closes and reopens between inserting and deleting that many times
-    (index files and backups of several saves). ``check_ids``: bob's record ids
+    ``rounds`` > 1 closes, reopens and inserts one more record of alice's ``rounds - 1``
+    times before deleting (index files and backups of several saves). ``check_ids``: bob's record ids
     (:data:`BOB_IDS`) must be gone too (False for an index known to keep deleted ids)."""
     memory = open_memory(path)
     try:
@@ -91,9 +91,10 @@ def check_scope_forgotten(
     except BaseException:
         memory.close()
         raise
-    for _ in range(rounds - 1):
+    for n in range(rounds - 1):  # each round's close saves the indexes again (a new save, a .previous backup)
         memory.close()
         memory = open_memory(path)
+        memory.insert({"text": f"alice filler number {n}", "metadata": {"note": "filler", "n": 100 + n}, "scope": ALICE})
     try:
         deleted = memory.delete(scope=BOB)
         assert deleted >= len(BOB_ITEMS), f"delete(scope=bob) removed {deleted} records, expected at least {len(BOB_ITEMS)}"
@@ -109,7 +110,7 @@ def check_scope_forgotten(
         assert [r.metadata for r in records] == [m for _, m in ALICE_ITEMS]
         if retrieve is not None:
             for rid, (text, _) in zip(alice_ids, ALICE_ITEMS):
-                found = list(retrieve(memory, text, ALICE, len(ALICE_ITEMS)))
+                found = list(retrieve(memory, text, ALICE, len(ALICE_ITEMS) + rounds))
                 assert rid in found, f"alice's {text!r} is not retrieved after the deletion: {found}"
     finally:
         memory.close()
