@@ -10,6 +10,10 @@ a. insert   -- records/s inserting ``--n`` records with caller-given vectors int
 b. query    -- per-query latency of the exact index at ``--nq`` records through
                ``Collection.retrieve`` (with records) and ``Collection.search_index``,
                against raw numpy (normalised matrix @ q + argpartition) on the same data.
+d. secure   -- the cost of the store's ``PRAGMA secure_delete=ON`` (forgetting leaves no
+               bytes on disk): the insert of (a), then a delete of every tenth record and
+               the close (WAL checkpoint), with the pragma on (as shipped) and switched off
+               on the same store connection, alternating; ratios off/on.
 c. cli      -- wall time of ``python -m memcore.cli query ...`` on a ``--cli-n`` record
                collection built with the hashing embedder, next to the in-process
                ``Memory.query`` latency and the ``memcore.open`` time (skipped, with the
@@ -259,6 +263,52 @@ def bench_insert(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     if mem_runs[0]["profile"]:
         out["memcore_profile_top_tottime"] = mem_runs[0]["profile"]
     log(f"[a] memcore {out['memcore_records_per_s']}/s, raw {out['raw_records_per_s']}/s, ratio {out['ratio']} (CPU time: {out['cpu_ratio']})")
+    return out
+
+
+# -- d. secure_delete cost -----------------------------------------------------------
+
+
+def bench_secure_delete(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    """Insert, delete a tenth and close with ``secure_delete`` on and off (same items, alternating)."""
+    n, batch, dim = args.n, args.batch, args.dim
+    corpus = Corpus(args.seed, dim)
+    texts = corpus.texts(n)
+    vectors = corpus.vectors(n)
+    batches = [range(s, min(s + batch, n)) for s in range(0, n, batch)]
+    item_batches = [items_for(b, texts[b.start : b.stop], vectors[b.start : b.stop]) for b in batches]
+    doomed = [f"r{i}" for i in range(0, n, 10)]
+
+    def once(directory: Path, secure: bool) -> dict[str, float]:
+        col = dense_collection(directory, dim)
+        if not secure:
+            col.store.db.execute("PRAGMA secure_delete=OFF")  # type: ignore[attr-defined]
+        t = time.perf_counter()
+        for items in item_batches:
+            col.insert(items)
+        insert_s = time.perf_counter() - t
+        t = time.perf_counter()
+        for s in range(0, len(doomed), batch):
+            col.delete(doomed[s : s + batch])
+        delete_s = time.perf_counter() - t
+        t = time.perf_counter()
+        col.close()
+        return {"insert_s": insert_s, "delete_s": delete_s, "close_s": time.perf_counter() - t}
+
+    runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    for rep in range(args.repeat):
+        for secure in (True, False) if rep % 2 == 0 else (False, True):
+            directory = root / f"{'on' if secure else 'off'}-{rep}"
+            log(f"[d] repeat {rep + 1}/{args.repeat}: secure_delete {'ON' if secure else 'OFF'}")
+            runs[secure].append(once(directory, secure))
+            shutil.rmtree(directory, ignore_errors=True)
+    out: dict[str, Any] = {"n": n, "dim": dim, "batch": batch, "repeat": args.repeat, "deleted": len(doomed)}
+    for key in ("insert_s", "delete_s", "close_s"):
+        on = float(np.median([r[key] for r in runs[True]]))
+        off = float(np.median([r[key] for r in runs[False]]))
+        out[key] = {"on": round(on, 4), "off": round(off, 4), "cost_ratio": round(on / off, 4) if off else None}
+    out["note"] = "cost_ratio = median seconds with secure_delete ON / OFF (1.0 = free; inserts above it pay for the rows an insert replaces)"
+    log(f"[d] insert on/off {out['insert_s']['cost_ratio']}, delete on/off {out['delete_s']['cost_ratio']}")
     return out
 
 
@@ -514,7 +564,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3, help="alternating memcore/raw repeats of (a); medians are reported")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--seed", type=int, default=1234)
-    p.add_argument("--parts", default="a,b,c", help="comma-separated subset of a (insert), b (query), c (cli)")
+    p.add_argument("--parts", default="a,b,c", help="comma-separated subset of a (insert), b (query), c (cli), d (secure_delete cost; not in the default)")
     p.add_argument("--quick", action="store_true", help="small smoke run (N=5000, N_q=20000)")
     p.add_argument("--profile", action="store_true", help="run the memcore insert of (a) under cProfile and report the top functions")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON to this file")
@@ -526,7 +576,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.cli_n is None:
         args.cli_n = args.nq
     args.parts = [x.strip() for x in args.parts.split(",") if x.strip()]
-    unknown = set(args.parts) - {"a", "b", "c"}
+    unknown = set(args.parts) - {"a", "b", "c", "d"}
     if unknown:
         p.error(f"unknown parts {sorted(unknown)}")
     return args
@@ -536,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     result = header("bench_collection", args, argv=argv, sqlite=sqlite3.sqlite_version, threadpoolctl=threadpools())
     started = time.perf_counter()
-    parts = {"a": ("insert", bench_insert), "b": ("query", bench_query), "c": ("cli", bench_cli)}
+    parts = {"a": ("insert", bench_insert), "b": ("query", bench_query), "c": ("cli", bench_cli), "d": ("secure_delete", bench_secure_delete)}
     with tempfile.TemporaryDirectory(prefix="memcore-bench-") as tmp:
         for key in args.parts:
             name, fn = parts[key]

@@ -33,7 +33,8 @@ __all__ = ["IndexHandle", "fold_ops"]
 log = get_logger("memcore.index")
 MANIFEST = "index.json"
 PREVIOUS = ".previous"
-"""Hard links of the last complete save, kept while a new save is written."""
+"""Hard links of the last complete save, kept while a new save is written and deleted once
+it is complete (an old copy would keep what was deleted since: forgetting, issue 20)."""
 
 
 _kind = attrgetter("op")
@@ -173,6 +174,7 @@ class IndexHandle:
                 meta = json.loads(manifest.read_text())
                 if meta.get("seq") != self.applied_seq:
                     atomic_write_json(manifest, {**meta, "seq": self.applied_seq})
+                self._drop_previous()  # a save cut short after its manifest left it: it may hold deleted content
                 return
             except (OSError, ValueError):
                 pass  # no readable manifest: save everything
@@ -187,7 +189,15 @@ class IndexHandle:
             {**self.definition(), "format_version": self.index.format_version, "seq": self.applied_seq, "files": files, "count": len(self.index)},
         )
         self.dirty = False
+        self._drop_previous()
+
+    def _drop_previous(self) -> None:
+        """Delete the backup of the last save (and a staging folder a cut-short save left):
+        called once the folder holds a complete save, so that nothing a later write deleted
+        stays on disk in an old copy of the index."""
+        assert self.directory is not None
         shutil.rmtree(self.directory / PREVIOUS, ignore_errors=True)
+        shutil.rmtree(self.directory / (PREVIOUS + ".tmp"), ignore_errors=True)
 
     def _keep_previous(self, manifest: Path) -> None:
         """Hard-link the current save into ``.previous/`` before overwriting it.

@@ -161,6 +161,8 @@ class SQLiteStore(Store):
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute(f"PRAGMA synchronous={self.config.synchronous}")
             self.db.execute("PRAGMA foreign_keys=OFF")
+            if not self.read_only:  # deleted rows are overwritten with zeros, not left in free pages (see close)
+                self.db.execute("PRAGMA secure_delete=ON")
             self._open_schema()
             self._spaces = SpaceSlots(self.db)
             self._fields = FieldIndexes(self.db, self.config.filter_indexes, writable=not self.read_only)
@@ -665,15 +667,34 @@ class SQLiteStore(Store):
         return sum(p.stat().st_size for p in self.dir.glob(self.config.filename + "*") if p.is_file())
 
     def close(self) -> None:
+        """Checkpoint the WAL into the file and truncate it (the writer), then let go of the
+        connection and the writer lock.
+
+        With ``secure_delete`` the pages a delete frees are zeroed in the WAL; the
+        checkpoint copies them over the old content in the database file and empties the
+        WAL, so no frame holding deleted content is left behind either."""
         with self._mutex:
             db = getattr(self, "db", None)
             if db is not None:
+                if not self.read_only:
+                    self._checkpoint(db)
                 db.close()
                 self.db = None  # type: ignore[assignment]
             lock = getattr(self, "_lock", None)
             if lock is not None:
                 lock.release()
                 self._lock = None
+
+    def _checkpoint(self, db: sqlite3.Connection) -> None:
+        """``PRAGMA wal_checkpoint(TRUNCATE)``; a failure (a reader holding an old snapshot,
+        a full disk) is logged: the WAL is then checkpointed by the last connection to close."""
+        try:
+            busy, _frames, _done = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        except sqlite3.Error as exc:
+            log.warning("store.checkpoint_failed", path=str(self.file), error=str(exc))
+            return
+        if busy:
+            log.warning("store.checkpoint_busy", path=str(self.file), action="a reader holds the WAL; the last connection to close checkpoints it")
 
 
 def sqlite_store_factory(config: SQLiteStoreConfig, path: str | os.PathLike[str] | None) -> SQLiteStore:

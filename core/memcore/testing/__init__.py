@@ -28,6 +28,10 @@ Fixtures: :func:`register_plugin` (a context manager) and the pytest plugin
 The plugin API check: :func:`plugin_api_violations` (imports of a plugin package that
 leave ``memcore.__all__`` / ``memcore.testing``; run by ``PluginRegistrationContract``).
 
+Disk: :func:`assert_no_bytes` / :func:`find_bytes` (which files under a memory directory
+still hold given texts) and :func:`check_scope_forgotten` (the canary test: a scope deleted
+with ``Memory.delete(scope=...)`` leaves none of its texts in any file, the others stay).
+
 Data: :func:`make_records`, :func:`random_unit_vectors`, :func:`make_texts`.
 
 Hypothesis: the ``ci``/``slow`` profiles (:func:`load_profile`, loaded by the repository's
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .disk import assert_no_bytes, find_bytes, needle_forms
 from .data import WORDS, make_records, make_texts, random_unit_vectors, unique_word
 from .plugin import register_plugin
 from .plugin_api import plugin_api, plugin_api_violations
@@ -56,6 +61,7 @@ _CONTRACTS = {
     "SERVICE_ITEMS": "service_contract",
     "PluginRegistrationContract": "registration_contract",
     "HEAVY_MODULES": "registration_contract",
+    "check_scope_forgotten": "forgetting",
     "examples": "hypothesis_profiles",
     "load_profile": "hypothesis_profiles",
 }
@@ -68,6 +74,7 @@ except ImportError:  # pragma: no cover - pytest is only needed for the contract
     pass
 
 __all__ = ["WORDS", "make_records", "make_texts", "random_unit_vectors", "unique_word", "register_plugin", "plugin_api", "plugin_api_violations", *_CONTRACTS]  # noqa: PLE0604
+__all__ += ["assert_no_bytes", "find_bytes", "needle_forms"]
 
 
 def __getattr__(name: str) -> Any:

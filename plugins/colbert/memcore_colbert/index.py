@@ -103,6 +103,9 @@ class ColbertIndex(Index):
     # -- persistence -------------------------------------------------------------------
 
     def save(self, directory: Path) -> None:
+        """Write the index; tombstoned passages are compacted away first, so the files keep
+        no id or token row of a deleted passage (forgetting is complete on disk)."""
+        self.engine.compact()
         storage.save_engine(self.engine, Path(directory), self.encoder.model_id)
 
     def load(self, directory: Path) -> None:

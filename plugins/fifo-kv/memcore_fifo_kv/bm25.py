@@ -14,7 +14,9 @@ columns and the fresh documents from their posting lists. A result therefore equ
 one of a fresh bm25s index over the live documents at every moment (to float32 rounding).
 Merges exist for speed and memory: when fresh documents plus tombstones exceed
 ``merge_threshold``, the next search (or save) rebuilds the base with bm25s over every
-live document (:meth:`BM25Index.merge`).
+live document (:meth:`BM25Index.merge`). A merge also drops the terms no live document
+uses; a save after a removal always merges first, so the saved files keep nothing of a
+removed document (no tombstone, id or term: forgetting is complete on disk).
 """
 
 from __future__ import annotations
@@ -215,18 +217,32 @@ class BM25Index(Index):
         return self._fresh.n_slots + (self._base.n_dead if self._base is not None else 0)
 
     def merge(self) -> None:
-        """Rebuild the base segment over every live document; the fresh segment empties.
+        """Rebuild the base segment over every live document; the fresh segment empties and
+        the vocabulary keeps only the terms of live documents (renumbered in their order).
 
-        Afterwards scores equal those of a fresh bm25s index over the live documents.
+        Afterwards scores equal those of a fresh bm25s index over the live documents, and
+        nothing of a removed document is left: no tombstone, no term only it used.
         """
         import numpy as np
 
+        from .bm25_scoring import CorpusStats
         from .bm25_segments import BaseSegment, FreshSegment
 
         parts = ([self._base.live()] if self._base is not None else []) + [self._fresh.live_arrays()]
         ids = [rid for part in parts for rid in part[0]]
+        terms = np.concatenate([part[1] for part in parts]).astype(np.int32)
+        vocabulary = self._tokenizer.terms()
+        used = np.unique(terms)  # ascending: renumbering keeps each document's terms sorted
+        if used.size < len(vocabulary):  # terms only removed documents used: forget them
+            renumber = np.zeros(len(vocabulary), dtype=np.int32)
+            renumber[used] = np.arange(used.size, dtype=np.int32)
+            terms = renumber[terms]
+            self._tokenizer.set_terms([vocabulary[t] for t in used.tolist()])
+            stats = CorpusStats()
+            stats.grow(int(used.size))
+            stats.add_many(terms, self._stats.n_docs, self._stats.total_length)
+            self._stats = stats
         if ids:
-            terms = np.concatenate([part[1] for part in parts]).astype(np.int32)
             tfs = np.concatenate([part[2] for part in parts]).astype(np.int32)
             offsets = np.concatenate([[0], np.cumsum(np.concatenate([part[3] for part in parts]))]).astype(np.int64)
             self._base = BaseSegment.build(ids, terms, tfs, offsets, self._tokenizer.vocabulary(), self._scorer)
@@ -234,6 +250,16 @@ class BM25Index(Index):
             self._base = None
         self._fresh = FreshSegment()
         self.merges += 1
+
+    @property
+    def holds_removed(self) -> bool:
+        """Something of a removed document is still kept: a tombstoned base row, or a term
+        no live document uses (what :meth:`save` merges away before writing)."""
+        if self._base is not None and self._base.n_dead:
+            return True
+        vocab_size = self._tokenizer.vocab_size
+        df = self._stats.df[:vocab_size]
+        return bool(df.shape[0] < vocab_size or (df == 0).any())
 
     def _merge_if_due(self) -> None:
         if self.pending > self.merge_threshold:
@@ -310,7 +336,10 @@ class BM25Index(Index):
         from .bm25_files import STATE_FILE, remove_stale, save_base
 
         directory = Path(directory)
-        self._merge_if_due()
+        if self.holds_removed:  # a removed document's terms and id must not reach the files
+            self.merge()
+        else:
+            self._merge_if_due()
         base = self._base
         if base is not None:
             save_base(directory, base, self.config.method)

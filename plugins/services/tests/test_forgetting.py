@@ -1,0 +1,32 @@
+"""Forgetting through the ``hybrid`` service (issue 20): after ``delete(scope=...)`` and
+``close()`` no file holds the deleted texts -- its BM25 index (``hybrid.bm25``) used to keep
+them in ``bm25.json`` -- and the other scope is still retrieved."""
+
+from __future__ import annotations
+
+import pytest
+
+from memcore.testing import check_scope_forgotten
+
+WINDOWED = {
+    "kind": "hybrid",
+    "indexes": {"bm25": {"kind": "bm25"}},
+    "windows": {"size": 2, "indexes": {"bm25": {"kind": "bm25"}}},
+    "pipeline": [
+        {"kind": "recall", "index": "bm25", "over_fetch": 2.0},
+        {"kind": "recall", "index": "window.bm25", "over_fetch": 2.0},
+        {"kind": "expand"},
+        {"kind": "fuse", "fusion": {"kind": "rrf", "k": 10.0}},
+        {"kind": "limit"},
+    ],
+}
+
+
+@pytest.mark.parametrize("rounds", [1, 3])
+def test_hybrid_forgets_a_scope(opener, tmp_path, rounds):
+    check_scope_forgotten(lambda path: opener(path, {"kind": "hybrid"}), tmp_path, rounds=rounds)
+
+
+def test_hybrid_with_windows_forgets_a_scope(opener, tmp_path):
+    """The windows (records derived from consecutive entries) go with their entries."""
+    check_scope_forgotten(lambda path: opener(path, WINDOWED), tmp_path)
