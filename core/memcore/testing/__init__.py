@@ -69,7 +69,7 @@ _CONTRACTS = {
 try:  # rewrite the suites' asserts for readable failures (must run before they are imported)
     import pytest as _pytest
 
-    _pytest.register_assert_rewrite(*sorted({f"{__name__}.{m}" for m in _CONTRACTS.values()}))
+    _pytest.register_assert_rewrite(*sorted({f"{__name__}.{m}" for m in (*_CONTRACTS.values(), "scope_machine")}))
 except ImportError:  # pragma: no cover - pytest is only needed for the contract suites
     pass
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import secrets
+import string
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator
 
@@ -10,7 +13,8 @@ import pytest
 
 from ..api import Memory
 from ..collection import Collection
-from ..errors import ValidationError
+from ..errors import MemcoreError, NotFoundError, ValidationError
+from ..records import Record
 from ..service import Service
 
 __all__ = ["ServiceContract", "SERVICE_ITEMS"]
@@ -30,6 +34,28 @@ SERVICE_ITEMS: tuple[tuple[str, dict[str, Any]], ...] = (
 """(text, metadata) items the suite inserts."""
 
 RESULT_KEYS = {"id", "text", "score", "metadata"}
+
+ALICE = {"user_id": "alice"}
+BOB = {"user_id": "bob"}
+
+
+def _canary() -> str:
+    """A random token of lowercase letters (one word for any tokenizer, never in a real text)."""
+    return "".join(secrets.choice(string.ascii_lowercase) for _ in range(24))
+
+
+def _files_holding(directory: Path, needles: list[str]) -> dict[str, list[str]]:
+    """Files under ``directory`` (every one: hidden, WAL, backups) whose raw bytes contain a
+    needle (UTF-8), as relative path -> the needles found there."""
+    found: dict[str, list[str]] = {}
+    for root, _, files in os.walk(directory):
+        for name in files:
+            path = Path(root) / name
+            data = path.read_bytes()
+            hits = [needle for needle in needles if needle.encode("utf-8") in data]
+            if hits:
+                found[str(path.relative_to(directory))] = hits
+    return found
 
 
 class ServiceContract:
@@ -54,12 +80,37 @@ class ServiceContract:
     first ``exact_match_k`` results; ``retrieve()`` without query and vector raises
     :class:`memcore.ValidationError`; everything survives close and reopen.
 
+    Isolation and forgetting (scopes ``{"user_id": "alice"}``, ``{"user_id": "bob"}`` and
+    ``{"user_id": "alice", "run_id": "r1"}``):
+
+    - a hypothesis state machine (:mod:`memcore.testing.scope_machine`) of random inserts,
+      retrieves, deletes by id, forgets (``delete(scope=...)`` and ``forget``) and reopens
+      against a per-scope model: a scope never gets another scope's (or a deleted) item
+      from ``retrieve`` or ``get``; ``count(scope=...)`` agrees with ``get``; a forgotten
+      scope counts 0 and retrieves nothing; deleting another scope's id is
+      :class:`memcore.NotFoundError` and changes nothing; the same text in two disjoint scopes is
+      two records. Unless the service is ``capacity_limited`` (:attr:`memcore.Service.capacity_limited`),
+      also completeness: every live item is stored and found by its exact text among the
+      first ``exact_match_k`` results in its own scope;
+    - forgetting reaches the disk: after ``delete(scope=bob)`` and ``close()``, no file under
+      the memory's directory contains any of bob's canaries (random tokens in his texts and
+      metadata), while alice's items are still there;
+    - ``get``, ``update``, ``upsert`` and ``delete`` of bob's id in alice's scope raise
+      :class:`memcore.NotFoundError` (or, for ``update``/``upsert``, the error the service
+      refuses the verb with for every record) and change nothing;
+    - unknown keywords (``retrieve(wher=...)``, ``insert(bogus=1)``) raise
+      :class:`memcore.ValidationError` or ``TypeError`` and change nothing.
+
     Class attributes: ``items`` (the (text, metadata) pairs inserted, default
-    :data:`SERVICE_ITEMS`), ``exact_match_k`` (3).
+    :data:`SERVICE_ITEMS`), ``exact_match_k`` (3), ``isolation_examples`` (20: the state
+    machine's CI example count, scaled by the hypothesis profile) and ``isolation_steps``
+    (15: steps per example). The state machine needs hypothesis.
     """
 
     items: ClassVar[tuple[tuple[str, dict[str, Any]], ...]] = SERVICE_ITEMS
     exact_match_k: ClassVar[int] = 3
+    isolation_examples: ClassVar[int] = 20
+    isolation_steps: ClassVar[int] = 15
 
     @pytest.fixture
     def open_memory(self) -> OpenMemory:
@@ -93,11 +144,11 @@ class ServiceContract:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def insert_items(self, memory: Memory) -> dict[str, tuple[str, dict[str, Any]]]:
-        """Insert :attr:`items`; returns id -> (text, metadata)."""
+    def insert_items(self, memory: Memory, scope: dict[str, Any] | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Insert :attr:`items` (in ``scope`` when given); returns id -> (text, metadata)."""
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for text, metadata in self.items:
-            rid = memory.insert(text, metadata=metadata)
+            rid = memory.insert(text, metadata=metadata, **({"scope": scope} if scope else {}))
             assert isinstance(rid, str), f"insert of one text returned {rid!r}, not one id"
             out[rid] = (text, metadata)
         return out
@@ -117,11 +168,14 @@ class ServiceContract:
         ids = [item["id"] for item in results]
         assert len(ids) == len(set(ids)), f"duplicate ids {ids}"
 
-    def find_exact(self, memory: Memory, inserted: dict[str, tuple[str, dict[str, Any]]], only: list[str] | None = None) -> None:
-        """Each inserted item (or those in ``only``) is among the first results of its exact text."""
+    def find_exact(
+        self, memory: Memory, inserted: dict[str, tuple[str, dict[str, Any]]], only: list[str] | None = None, scope: dict[str, Any] | None = None
+    ) -> None:
+        """Each inserted item (or those in ``only``) is among the first results of its exact
+        text (retrieved in ``scope`` when given)."""
         for rid in only or list(inserted):
             text = inserted[rid][0]
-            results = memory.retrieve(text, k=self.exact_match_k)
+            results = memory.retrieve(text, k=self.exact_match_k, **({"scope": scope} if scope else {}))
             self.check_results(results, self.exact_match_k, inserted)
             assert rid in [r["id"] for r in results], f"{text!r} not found by its exact text: {[r['text'] for r in results]}"
 
@@ -190,3 +244,118 @@ class ServiceContract:
         again.close()
         third = service_memories(path)
         self.find_exact(third, inserted)
+
+    # -- isolation and forgetting ------------------------------------------------------------
+
+    def test_scopes_never_cross(self, open_memory: OpenMemory) -> None:
+        from .scope_machine import run_scope_machine
+
+        run_scope_machine(open_memory, exact_match_k=self.exact_match_k, max_examples=self.isolation_examples, steps=self.isolation_steps)
+
+    def test_forgotten_scope_leaves_no_bytes_on_disk(self, service_memories: Callable[..., Memory], tmp_path: Path) -> None:
+        path = tmp_path / "forgetting"
+        memory = service_memories(path)
+        canaries = [_canary() for _ in range(6)]
+        bob = {}
+        for i, (text, metadata) in enumerate(self.items[:3]):
+            item = (f"{text} {canaries[2 * i]}", {**metadata, "secret": canaries[2 * i + 1]})
+            bob[memory.insert(item[0], metadata=item[1], scope=BOB)] = item
+        alice = self.insert_items(memory, scope=ALICE)
+        found = memory.retrieve(next(iter(bob.values()))[0], k=3, scope=BOB)  # query-time state too
+        assert found or memory.service.capacity_limited, "nothing retrieved for bob before forgetting him"
+        memory.close()
+        memory = service_memories(path)  # bob's texts are on disk (index files are written on close)
+        memory.delete(scope=BOB)
+        assert memory.count(scope=BOB) == 0
+        memory.close()
+        # the needles are 16-letter prefixes: a stemmed or truncated token is found too
+        left = _files_holding(path, [canary[:16] for canary in canaries])
+        assert not left, f"files under the memory directory still hold bob's canaries after delete(scope=bob) and close(): {left}"
+        again = service_memories(path)
+        assert again.count(scope=BOB) == 0
+        assert again.retrieve(next(iter(bob.values()))[0], k=3, scope=BOB) == []
+        if not again.service.capacity_limited:
+            self.find_exact(again, alice, scope=ALICE)
+
+    def assert_not_found(self, call: Callable[[], Any], what: str, same_verb_own_record: Callable[[], Any] | None = None) -> None:
+        """``call`` (on another scope's record) raises NotFoundError — or, when
+        ``same_verb_own_record`` is given, the very error the service refuses the verb with on
+        the caller's own record (a verb refused for every record reveals nothing)."""
+        try:
+            call()
+        except NotFoundError:
+            return
+        except MemcoreError as error:
+            if same_verb_own_record is None:
+                raise AssertionError(f"{what}: expected NotFoundError, got {type(error).__name__}: {error}") from error
+            with pytest.raises(type(error)):
+                same_verb_own_record()
+            return
+        pytest.fail(f"{what} succeeded: another scope's record must be unknown (NotFoundError)")
+
+    def test_other_scopes_records_are_not_found(self, service_memories: Callable[..., Memory]) -> None:
+        memory = service_memories()
+        alice = self.insert_items(memory, scope=ALICE)
+        alice_id, (alice_text, alice_meta) = next(iter(alice.items()))
+        bob_text, bob_meta = "Bob keeps his spare key under the blue flowerpot", {"topic": "home", "n": 99}
+        bob_id = memory.insert(bob_text, metadata=bob_meta, scope=BOB)
+        assert isinstance(bob_id, str)
+        bob_record = memory.get(bob_id, scope=BOB)
+        assert isinstance(bob_record, Record)
+        bob_count = memory.count(scope=BOB)
+
+        def stored() -> list[tuple[str, str, Any, Any]]:
+            records = memory.collection.get_many(memory.collection.ids())
+            return sorted((r.id, r.text, r.metadata, r.scope.as_dict() if r.scope else None) for r in records if r is not None)
+
+        before = stored()
+        self.assert_not_found(lambda: memory.get(bob_id, scope=ALICE), "get(bob's id, scope=alice)")
+        self.assert_not_found(lambda: memory.get([alice_id, bob_id], scope=ALICE), "get([alice's id, bob's id], scope=alice)")
+        self.assert_not_found(
+            lambda: memory.update(bob_id, text="hijacked by alice", scope=ALICE),
+            "update(bob's id, text=..., scope=alice)",
+            lambda: memory.update(alice_id, text=alice_text, scope=ALICE),
+        )
+        self.assert_not_found(
+            lambda: memory.update(bob_id, metadata={"owner": "alice"}, scope=ALICE),
+            "update(bob's id, metadata=..., scope=alice)",
+            lambda: memory.update(alice_id, metadata=alice_meta, scope=ALICE),
+        )
+        self.assert_not_found(
+            lambda: memory.upsert({"id": bob_id, "text": "hijacked by alice"}, scope=ALICE),
+            "upsert({'id': bob's id, ...}, scope=alice)",
+            lambda: memory.upsert({"id": alice_id, "text": alice_text, "metadata": alice_meta}, scope=ALICE),
+        )
+        self.assert_not_found(lambda: memory.delete(bob_id, scope=ALICE), "delete(bob's id, scope=alice)")
+        self.assert_not_found(lambda: memory.delete([alice_id, bob_id], scope=ALICE), "delete([alice's id, bob's id], scope=alice)")
+        assert stored() == before, "a refused call on another scope's id changed what is stored"
+        assert bob_id not in [r["id"] for r in memory.retrieve(bob_text, k=len(self.items) + 1, scope=ALICE)]
+        # the same text and metadata in alice's scope is a record of her own
+        own = memory.insert(bob_text, metadata=bob_meta, scope=ALICE)
+        assert own != bob_id, "the same text in two scopes got one id"
+        kept = memory.get(bob_id, scope=BOB)
+        assert isinstance(kept, Record)
+        assert (kept.text, kept.metadata) == (bob_record.text, bob_record.metadata), "alice's insert of the same text changed bob's record"
+        assert memory.count(scope=BOB) == bob_count, "alice's insert of the same text changed what bob has"
+
+    def test_unknown_keywords_are_refused(self, service_memories: Callable[..., Memory]) -> None:
+        memory = service_memories()
+        self.insert_items(memory)
+        text, metadata = self.items[0]
+        new = "Gina collects vintage postcards from Lisbon"
+        calls: dict[str, Callable[[], Any]] = {
+            "retrieve(text, wher={...})": lambda: memory.retrieve(text, k=3, wher={"topic": "work"}),
+            "retrieve(text, scope=..., bogus=1)": lambda: memory.retrieve(text, k=3, scope=ALICE, bogus=1),
+            "insert(text, metadata=..., bogus=1)": lambda: memory.insert(new, metadata=metadata, bogus=1),
+            "insert({'text': ..., 'bogus': 1})": lambda: memory.insert({"text": new, "bogus": 1}),
+        }
+        accepted = []
+        for name, call in calls.items():
+            before = (memory.collection.count(), sorted(memory.collection.ids()))
+            try:
+                call()
+            except (ValidationError, TypeError):
+                assert (memory.collection.count(), sorted(memory.collection.ids())) == before, f"{name} was refused but changed what is stored"
+            else:
+                accepted.append(name)
+        assert not accepted, f"unknown keywords accepted (ValidationError or TypeError expected): {accepted}"
