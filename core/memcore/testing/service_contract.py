@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import secrets
 import string
 from pathlib import Path
@@ -16,6 +15,7 @@ from ..collection import Collection
 from ..errors import MemcoreError, NotFoundError, ValidationError
 from ..records import Record
 from ..service import Service
+from .disk import find_bytes
 
 __all__ = ["ServiceContract", "SERVICE_ITEMS"]
 
@@ -42,20 +42,6 @@ BOB = {"user_id": "bob"}
 def _canary() -> str:
     """A random token of lowercase letters (one word for any tokenizer, never in a real text)."""
     return "".join(secrets.choice(string.ascii_lowercase) for _ in range(24))
-
-
-def _files_holding(directory: Path, needles: list[str]) -> dict[str, list[str]]:
-    """Files under ``directory`` (every one: hidden, WAL, backups) whose raw bytes contain a
-    needle (UTF-8), as relative path -> the needles found there."""
-    found: dict[str, list[str]] = {}
-    for root, _, files in os.walk(directory):
-        for name in files:
-            path = Path(root) / name
-            data = path.read_bytes()
-            hits = [needle for needle in needles if needle.encode("utf-8") in data]
-            if hits:
-                found[str(path.relative_to(directory))] = hits
-    return found
 
 
 class ServiceContract:
@@ -269,7 +255,7 @@ class ServiceContract:
         assert memory.count(scope=BOB) == 0
         memory.close()
         # the needles are 16-letter prefixes: a stemmed or truncated token is found too
-        left = _files_holding(path, [canary[:16] for canary in canaries])
+        left = find_bytes(path, [canary[:16] for canary in canaries])
         assert not left, f"files under the memory directory still hold bob's canaries after delete(scope=bob) and close(): {left}"
         again = service_memories(path)
         assert again.count(scope=BOB) == 0
