@@ -30,3 +30,21 @@ def test_hybrid_forgets_a_scope(opener, tmp_path, rounds):
 def test_hybrid_with_windows_forgets_a_scope(opener, tmp_path):
     """The windows (records derived from consecutive entries) go with their entries."""
     check_scope_forgotten(lambda path: opener(path, WINDOWED), tmp_path)
+
+
+DERIVING = {
+    # small tiers: pages move to MTM segments, hot segments are promoted (profile, user and
+    # assistant knowledge), the coldest are summarised into LTM -- all derived from bob's texts
+    "memoryos": {"kind": "memoryos", "stm_capacity": 2, "mtm_capacity": 1, "heat_threshold": 0.0},
+    "vector_hash": {"kind": "vector_hash", "bits": 4, "tables": 4},  # extracted triples
+    "hierarchical": {"kind": "hierarchical", "layout": "three_tier", "capacities": {"stm": 1, "mtm": 1}},
+    "short_term_archive": {"kind": "short_term_memory", "max_dialog": 2},  # the archived entries go too
+}
+
+
+@pytest.mark.parametrize("name", sorted(DERIVING))
+def test_a_deriving_service_forgets_a_scope(opener, tmp_path, name):
+    """What a service derived from bob's records (summaries, profiles, facts, triples) and
+    its per-scope state leave with him: no canary survives on disk; alice's records stay
+    (not all retrievable: these services are capacity-limited, so only ``get`` is checked)."""
+    check_scope_forgotten(lambda path: opener(path, DERIVING[name]), tmp_path, retrieve=None)
