@@ -12,6 +12,7 @@ Only numpy is needed (it comes with memcore).
 from __future__ import annotations
 
 import memcore
+from memcore import Register, StageFactory
 
 from .config import MMRConfig
 from .select import mmr_select
@@ -24,6 +25,6 @@ __version__ = "0.1.0"
 
 
 @memcore.hookimpl
-def register_stages(register):
+def register_stages(register: Register[StageFactory]) -> None:
     """Register the stage kind ``mmr``."""
     register("mmr", MMRStage, MMRConfig)

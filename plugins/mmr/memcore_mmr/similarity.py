@@ -18,7 +18,8 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (float64); all-zero rows stay zero."""
     matrix = np.asarray(matrix, dtype=np.float64)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True) if matrix.size else np.zeros((matrix.shape[0], 1))
-    return np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    unit: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    return unit
 
 
 class CandidateSimilarity:
@@ -34,13 +35,19 @@ class CandidateSimilarity:
             raise ValueError("token sets are needed when some candidate has no vector")
         self.tokens = tokens
 
+    def _token_sets(self) -> TokenSets:
+        """The token sets, which ``__init__`` guarantees whenever some candidate has no vector."""
+        if self.tokens is None:
+            raise ValueError("token sets are needed when some candidate has no vector")
+        return self.tokens
+
     def column(self, j: int) -> np.ndarray:
         """Similarity of candidate ``j`` to every candidate (cosine, or Jaccard where a vector is missing)."""
         if not self.present[j]:
-            return self.tokens.column(j)
-        col = self.unit @ self.unit[j]
+            return self._token_sets().column(j)
+        col: np.ndarray = self.unit @ self.unit[j]
         if self.fallback.any():
-            col[self.fallback] = self.tokens.column(j)[self.fallback]
+            col[self.fallback] = self._token_sets().column(j)[self.fallback]
         return col
 
     def to_query(self, query_vector: np.ndarray | None, query_text: str | None) -> np.ndarray:
@@ -53,5 +60,5 @@ class CandidateSimilarity:
             q = unit_rows(np.asarray(query_vector, dtype=np.float64)[None, :])[0]
             rel[self.present] = self.unit[self.present] @ q
         if self.fallback.any():
-            rel[self.fallback] = self.tokens.to_tokens(tokenize(query_text))[self.fallback]
+            rel[self.fallback] = self._token_sets().to_tokens(tokenize(query_text))[self.fallback]
         return rel

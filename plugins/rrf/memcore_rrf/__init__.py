@@ -17,6 +17,7 @@ fusion="weighted")`` and the ``fuse`` pipeline stage (``{kind = "fuse", fusion =
 from __future__ import annotations
 
 import memcore
+from memcore import FusionFactory, Register
 
 from .config import DBSFConfig, ScoreFusionConfig, UnionConfig, WeightedConfig
 from .fusions import DistributionBasedFusion, UnionFusion, WeightedFusion
@@ -41,7 +42,7 @@ __version__ = "0.1.0"
 
 
 @memcore.hookimpl
-def register_fusions(register):
+def register_fusions(register: Register[FusionFactory]) -> None:
     """Register the fusion kinds ``weighted``, ``dbsf`` and ``union``."""
     register("weighted", WeightedFusion, WeightedConfig)
     register("dbsf", DistributionBasedFusion, DBSFConfig)
