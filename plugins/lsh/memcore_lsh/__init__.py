@@ -13,6 +13,7 @@ only numpy, which the core already imports: loading it stays cheap.
 from __future__ import annotations
 
 import memcore
+from memcore import IndexFactory, Register
 
 from .config import LSHIndexConfig, LSHQueryMode
 from .index import LSHIndex
@@ -22,6 +23,6 @@ __version__ = "0.1.0"
 
 
 @memcore.hookimpl
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register the ``lsh`` index kind."""
     register("lsh", LSHIndex, LSHIndexConfig)

@@ -168,7 +168,7 @@ def _distinct(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _nearest(owner: np.ndarray, slots: np.ndarray, query_packed: np.ndarray, stored_packed: np.ndarray, cap: int, n: int):
+def _nearest(owner: np.ndarray, slots: np.ndarray, query_packed: np.ndarray, stored_packed: np.ndarray, cap: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Keep, per query, the ``cap`` slots nearest by Hamming distance (ties: lower slot).
 
     ``owner``/``slots`` are distinct pairs sorted by (owner, slot); so is the result. The

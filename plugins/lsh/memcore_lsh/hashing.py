@@ -26,14 +26,16 @@ def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit L2 norm (zero rows stay zero), as float32."""
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))[:, None]
-    return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    unit: np.ndarray = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    return unit
 
 
 if hasattr(np, "bitwise_count"):  # numpy >= 2.0
 
     def popcount(values: np.ndarray) -> np.ndarray:
         """Number of set bits of each uint64 element (as uint8)."""
-        return np.bitwise_count(values)
+        counts: np.ndarray = np.bitwise_count(values)
+        return counts
 
 else:  # pragma: no cover - numpy 1.26
     _BYTE_COUNTS = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
@@ -41,7 +43,8 @@ else:  # pragma: no cover - numpy 1.26
     def popcount(values: np.ndarray) -> np.ndarray:
         """Number of set bits of each uint64 element (as uint8)."""
         values = np.ascontiguousarray(values, dtype=np.uint64)
-        return _BYTE_COUNTS[values.view(np.uint8)].reshape(*values.shape, 8).sum(axis=-1, dtype=np.uint8)
+        counts: np.ndarray = _BYTE_COUNTS[values.view(np.uint8)].reshape(*values.shape, 8).sum(axis=-1, dtype=np.uint8)
+        return counts
 
 
 class Hyperplanes:
@@ -65,7 +68,8 @@ class Hyperplanes:
 
     def project(self, vectors: np.ndarray) -> np.ndarray:
         """Signed distances to every hyperplane: ``(n, tables, bits)``."""
-        return (vectors @ self.planes).reshape(vectors.shape[0], self.tables, self.bits)
+        projections: np.ndarray = (vectors @ self.planes).reshape(vectors.shape[0], self.tables, self.bits)
+        return projections
 
     def codes(self, projections: np.ndarray) -> np.ndarray:
         """The ``(n, tables)`` uint64 codes of projections from :meth:`project` (bit = positive side)."""
@@ -110,7 +114,7 @@ def _pack_bits(packed: np.ndarray, words: int) -> np.ndarray:
 @lru_cache(maxsize=32)
 def _masks(bits: int, radius: int) -> tuple[np.ndarray, np.ndarray]:
     """XOR masks of every code within ``radius`` of another (0 first, then by weight) and their bit matrix."""
-    rows = [()]
+    rows: list[tuple[int, ...]] = [()]
     for weight in range(1, min(radius, bits) + 1):
         rows.extend(combinations(range(bits), weight))
     matrix = np.zeros((len(rows), bits), dtype=np.float32)
@@ -148,7 +152,8 @@ class ProbePlan:
     def keys(self, codes: np.ndarray, projections: np.ndarray) -> np.ndarray:
         """Bucket keys to look up: ``(n, tables, per_table)`` uint64, the query's own code first."""
         if self.probes is None:
-            return codes[:, :, None] ^ self._masks[None, None, :]
+            every: np.ndarray = codes[:, :, None] ^ self._masks[None, None, :]
+            return every
         n, tables, bits = projections.shape
         cost = np.abs(projections).reshape(n * tables, bits) @ self._matrix.T  # margin sum of each perturbation
         chosen = _smallest(cost, self.probes).reshape(n, tables, self.probes)
@@ -178,5 +183,5 @@ def _smallest(cost: np.ndarray, count: int) -> np.ndarray:
             at = np.flatnonzero(bits[r] == threshold[r, 0])
             chosen[r, at[at.size - int(extra[r]) :]] = False  # drop the highest columns at the threshold
         flat = np.flatnonzero(chosen)
-    flat = flat.reshape(rows, count)
-    return flat - (np.arange(rows, dtype=np.intp) * width)[:, None]
+    columns: np.ndarray = flat.reshape(rows, count) - (np.arange(rows, dtype=np.intp) * width)[:, None]
+    return columns

@@ -22,7 +22,7 @@ from .config import QUERY_MODE_KEY, LSHIndexConfig, check_probe_radius, parse_qu
 from .hashing import Hyperplanes, ProbePlan, normalize_rows
 from .rows import Slots
 from .scoring import CosineScorer, HammingScorer, Scorer, best_k
-from .storage import Snapshot, read_snapshot, write_snapshot
+from .storage import Snapshot, SnapshotParams, read_snapshot, write_snapshot
 from .tables import make_tables
 
 __all__ = ["LSHIndex"]
@@ -107,8 +107,9 @@ class LSHIndex(Index):
         """The ``(q, dim)`` float32 query vectors, checked like :meth:`_query_vector` (finiteness in one pass)."""
         space, shape = self.config.space, (self.dim,)
         rows = [query.vectors.get(space) for query in queries]
-        if all(row is not None and np.shape(row) == shape for row in rows):
-            stacked = np.asarray(rows[0], dtype=np.float32)[None, :] if len(rows) == 1 else np.asarray(np.stack(rows), dtype=np.float32)
+        good = [row for row in rows if row is not None and np.shape(row) == shape]
+        if len(good) == len(rows):
+            stacked = np.asarray(good[0], dtype=np.float32)[None, :] if len(good) == 1 else np.asarray(np.stack(good), dtype=np.float32)
             if np.isfinite(stacked).all():
                 return stacked
         for query in queries:  # something is wrong: the error of the first bad query, as one by one
@@ -235,7 +236,7 @@ class LSHIndex(Index):
 
     # -- persistence -----------------------------------------------------------------------
 
-    def _params(self) -> dict:
+    def _params(self) -> SnapshotParams:
         c = self.config
         return {"dim": self.dim, "tables": c.tables, "bits": c.bits, "seed": c.seed, "store_vectors": c.store_vectors}
 

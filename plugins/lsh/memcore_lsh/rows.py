@@ -107,13 +107,13 @@ class Slots:
             self._vectors = self._vectors[live].copy()
         self._alive = np.ones(live.size, dtype=bool)
         self.ids = [self.ids[s] for s in live.tolist()]
-        self.slot_of = {rid: i for i, rid in enumerate(self.ids)}
+        self.slot_of = {rid: i for i, rid in enumerate(self.ids) if rid is not None}  # (every live slot has an id)
         return mapping
 
     def replace_all(self, ids: list[str], codes: np.ndarray, packed: np.ndarray, vectors: np.ndarray | None) -> None:
         """Set the contents to ``ids`` in slots ``0..n-1`` (used by ``load``)."""
         self.ids = list(ids)
-        self.slot_of = {rid: i for i, rid in enumerate(self.ids)}
+        self.slot_of = {rid: i for i, rid in enumerate(ids)}
         self._codes = np.ascontiguousarray(codes, dtype=np.uint64)
         self._packed = np.ascontiguousarray(packed, dtype=np.uint64)
         self._vectors = None if vectors is None else np.ascontiguousarray(vectors, dtype=np.float32)

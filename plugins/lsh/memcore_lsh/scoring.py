@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from itertools import repeat
-from typing import Sequence
+from typing import Callable, Sequence, cast
 
 import numpy as np
 
@@ -67,6 +67,8 @@ class CosineScorer(Scorer):
 
     def block(self, slots: np.ndarray, vectors: np.ndarray, packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         stored = self.rows.vectors
+        if stored is None:  # (the config refuses rerank without store_vectors)
+            raise ValueError("cosine scoring needs the stored vectors (store_vectors = true)")
         q, width = slots.shape
         scores = np.empty((q, width), dtype=np.float32)
         # einsum, not BLAS: single-threaded, steady on a busy machine, and the same kernel (a
@@ -133,7 +135,19 @@ def best_k(
     return out
 
 
-def _best_k_block(scorer, lists, sizes, a, width, vectors, packed, k, ids, source, out) -> None:
+def _best_k_block(
+    scorer: Scorer,
+    lists: CandidateLists,
+    sizes: np.ndarray,
+    a: int,
+    width: int,
+    vectors: np.ndarray,
+    packed: np.ndarray,
+    k: int,
+    ids: Sequence[str | None],
+    source: str,
+    out: list[list[Hit]],
+) -> None:
     """Rank queries ``a .. a + len(sizes)`` of ``lists`` (at most ``width`` candidates each) into ``out``."""
     q = sizes.size
     lo, hi = int(lists.bounds[a]), int(lists.bounds[a + q])
@@ -165,7 +179,8 @@ def _best_k_block(scorer, lists, sizes, a, width, vectors, packed, k, ids, sourc
         rows = np.arange(q).repeat(k)
         cols = top[:, :k].reshape(-1)
     # one conversion and one constructor call per hit, in flat lists cut per query
-    hits = list(map(Hit, map(ids.__getitem__, slots[rows, cols].tolist()), scores[rows, cols].tolist(), raw[rows, cols].tolist(), repeat(source)))
+    id_of = cast("Callable[[int], str]", ids.__getitem__)  # candidates are live slots: their ids are set
+    hits = list(map(Hit, map(id_of, slots[rows, cols].tolist()), scores[rows, cols].tolist(), raw[rows, cols].tolist(), repeat(source)))
     start = 0
     for r, end in enumerate(take.cumsum().tolist()):
         out[a + r] = hits[start:end]
@@ -176,7 +191,7 @@ def _best_k_block(scorer, lists, sizes, a, width, vectors, packed, k, ids, sourc
         out[a + r] = [Hit(rid, score, r_, source) for rid, score, r_ in best]
 
 
-def _best_k_one(scorer, slots, vectors, packed, k, ids, source) -> list[Hit]:
+def _best_k_one(scorer: Scorer, slots: np.ndarray, vectors: np.ndarray, packed: np.ndarray, k: int, ids: Sequence[str | None], source: str) -> list[Hit]:
     """:func:`_best_k_block` for one query (its candidates are one unpadded row)."""
     width = slots.size
     if width == 0:
@@ -192,14 +207,16 @@ def _best_k_one(scorer, slots, vectors, packed, k, ids, source) -> list[Hit]:
     if any((a >> 32) == (b >> 32) for a, b in zip(top, top[1:])):
         return [Hit(rid, score, r, source) for rid, score, r in _by_id(slots, order, scores, raw, k, ids)]
     cols = (keys[:k] & np.uint64(0xFFFFFFFF)).astype(np.intp)
-    return list(map(Hit, map(ids.__getitem__, slots.take(cols).tolist()), scores.take(cols).tolist(), raw.take(cols).tolist(), repeat(source)))
+    id_of = cast("Callable[[int], str]", ids.__getitem__)  # candidates are live slots: their ids are set
+    return list(map(Hit, map(id_of, slots.take(cols).tolist()), scores.take(cols).tolist(), raw.take(cols).tolist(), repeat(source)))
 
 
 def _ranks(counts: np.ndarray) -> np.ndarray:
     """``concatenate([arange(c) for c in counts])`` without a Python loop."""
     total = int(counts.sum())
     firsts = np.repeat(counts.cumsum() - counts, counts)
-    return np.arange(total, dtype=np.int64) - firsts
+    ranks: np.ndarray = np.arange(total, dtype=np.int64) - firsts
+    return ranks
 
 
 def _by_id(slots: np.ndarray, order: np.ndarray, scores: np.ndarray, raw: np.ndarray, k: int, ids: Sequence[str | None]) -> list[tuple[str, float, float]]:

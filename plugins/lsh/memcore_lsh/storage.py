@@ -17,17 +17,28 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
 from memcore import atomic_write_bytes, atomic_write_json, CorruptError
 
-__all__ = ["Snapshot", "write_snapshot", "read_snapshot", "META_FILE"]
+__all__ = ["Snapshot", "SnapshotParams", "write_snapshot", "read_snapshot", "META_FILE"]
 
 META_FILE = "lsh.json"
 PLANES_FILE = "planes.npy"
 CODES_FILE = "codes.npy"
 VECTORS_FILE = "vectors.npy"
+
+
+class SnapshotParams(TypedDict):
+    """The parameters a snapshot is saved with, which the loading index's config must match."""
+
+    dim: int
+    tables: int
+    bits: int
+    seed: int
+    store_vectors: bool
 
 
 @dataclass
@@ -44,7 +55,7 @@ class Snapshot:
     codes: np.ndarray
     vectors: np.ndarray | None
 
-    def params(self) -> dict:
+    def params(self) -> SnapshotParams:
         """The parameters that must match the config of the index loading it."""
         return {"dim": self.dim, "tables": self.tables, "bits": self.bits, "seed": self.seed, "store_vectors": self.vectors is not None}
 
@@ -72,7 +83,7 @@ def write_snapshot(directory: Path, snap: Snapshot) -> None:
 
 def _load_array(path: Path, dtype: np.dtype, shape: tuple[int, int], what: str) -> np.ndarray:
     try:
-        array = np.load(path, allow_pickle=False)
+        array: np.ndarray = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise CorruptError(f"{what}: cannot read {path.name}: {exc}") from None
     if array.dtype != dtype or array.shape != shape:
@@ -80,7 +91,7 @@ def _load_array(path: Path, dtype: np.dtype, shape: tuple[int, int], what: str) 
     return array
 
 
-def read_snapshot(directory: Path, expected: dict, format_version: int, what: str) -> Snapshot:
+def read_snapshot(directory: Path, expected: SnapshotParams, format_version: int, what: str) -> Snapshot:
     """Read what :func:`write_snapshot` wrote, checking it against ``expected`` parameters.
 
     Raises :class:`memcore.CorruptError` on unreadable, inconsistent or mismatched files.

@@ -237,7 +237,7 @@ class SortedTables(BucketTables):
         return int(self.slots.nbytes + sum(row.nbytes for row in self.keys))
 
 
-def _slot_array(slots) -> np.ndarray:
+def _slot_array(slots: np.ndarray) -> np.ndarray:
     """``slots`` as :data:`SLOT_DTYPE` (ValueError past its range, never a silent wrap)."""
     slots = np.asarray(slots)
     if slots.size and int(slots.max()) > np.iinfo(SLOT_DTYPE).max:
