@@ -16,10 +16,19 @@ Importing this module imports neither faiss, numpy-heavy code paths, FastAPI nor
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import memcore
+from memcore import EmbedderFactory, IndexFactory, Register
 
 from .config import ColbertIndexConfig, ColbertQueryMode, ColbertRemoteConfig
 from .hashing import TokenHashingConfig, TokenHashingEmbedder
+
+if TYPE_CHECKING:
+    import click
+
+    from .index import ColbertIndex
+    from .remote import ColbertRemoteIndex
 
 __all__ = [
     "ColbertIndex",
@@ -35,7 +44,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[memcore.Index]:
     """The index classes are imported on first access."""
     if name == "ColbertIndex":
         from .index import ColbertIndex
@@ -63,20 +72,20 @@ def _build_remote(config: ColbertRemoteConfig, context: memcore.IndexContext) ->
 
 
 @memcore.hookimpl
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register ``colbert`` (in process) and ``colbert-remote`` (HTTP client): ``register(name, factory, config_model)``."""
     register("colbert", _build_local, ColbertIndexConfig)
     register("colbert-remote", _build_remote, ColbertRemoteConfig)
 
 
 @memcore.hookimpl
-def register_embedders(register):
+def register_embedders(register: Register[EmbedderFactory]) -> None:
     """Register the ``token-hashing`` token embedder."""
     register("token-hashing", TokenHashingEmbedder, TokenHashingConfig)
 
 
 @memcore.hookimpl
-def register_commands(cli):
+def register_commands(cli: click.Group) -> None:
     """Add ``memcore colbert serve`` (the HTTP API server) to the memcore CLI."""
     from .cli import colbert_group
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -45,6 +46,6 @@ def serve(root: str, host: str, port: int, embedder: str, config_json: str | Non
         if not isinstance(extra, dict):
             raise click.BadParameter("must be a JSON object", param_hint="--config")
         defaults.update(extra)
-    app = create_app(root, defaults=defaults, max_body=max_body_mb * 1024 * 1024)
+    app = create_app(Path(root), defaults=defaults, max_body=max_body_mb * 1024 * 1024)
     click.echo(f"memcore colbert: serving {root} on http://{host}:{port}", err=True)
     uvicorn.run(app, host=host, port=port, log_level=uvicorn_log)

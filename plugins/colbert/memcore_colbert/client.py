@@ -55,10 +55,12 @@ class ColbertClient:
             raise ServerError(f"colbert server {self.url} unreachable: {exc}") from None
 
     def health(self) -> dict[str, Any]:
-        return self._call("GET", "/api/health")
+        answer: dict[str, Any] = self._call("GET", "/api/health")
+        return answer
 
     def info(self, index_name: str) -> dict[str, Any]:
-        return self._call("GET", f"/api/indexes/{check_index_name(index_name)}")
+        answer: dict[str, Any] = self._call("GET", f"/api/indexes/{check_index_name(index_name)}")
+        return answer
 
     def create_index(
         self,
@@ -68,7 +70,7 @@ class ColbertClient:
         config: Mapping[str, Any] | None = None,
         overwrite: bool = False,
     ) -> dict[str, Any]:
-        return self._call(
+        answer: dict[str, Any] = self._call(
             "POST",
             "/api/create-index",
             {
@@ -79,9 +81,13 @@ class ColbertClient:
                 "overwrite": overwrite,
             },
         )
+        return answer
 
     def add_to_index(self, index_name: str, passages: Sequence[tuple[str, str]], metadata: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return self._call("POST", "/api/add-to-index", {"index_name": index_name, "collection_tsv_data": to_tsv(passages), "metadata": dict(metadata or {})})
+        answer: dict[str, Any] = self._call(
+            "POST", "/api/add-to-index", {"index_name": index_name, "collection_tsv_data": to_tsv(passages), "metadata": dict(metadata or {})}
+        )
+        return answer
 
     def delete_passages(self, index_name: str, pids: Sequence[str]) -> int:
         return int(self._call("DELETE", f"/api/indexes/{check_index_name(index_name)}/passages", {"pids": list(pids)})["deleted"])
@@ -91,8 +97,10 @@ class ColbertClient:
 
     def search(self, index_name: str, query: str, k: int, pids: Sequence[str] | None = None, exhaustive: bool = False) -> list[dict[str, Any]]:
         if pids is None and not exhaustive:
-            return self._call("GET", "/api/search", params={"query": query, "k": k, "index_name": index_name})["topk"]
+            topk: list[dict[str, Any]] = self._call("GET", "/api/search", params={"query": query, "k": k, "index_name": index_name})["topk"]
+            return topk
         body: dict[str, Any] = {"index_name": index_name, "query": query, "k": k, "exhaustive": exhaustive}
         if pids is not None:
             body["pids"] = list(pids)
-        return self._call("POST", "/api/search", body)["topk"]
+        topk = self._call("POST", "/api/search", body)["topk"]
+        return topk

@@ -23,6 +23,7 @@ holds), then ``x_hat = c + weights``, L2-normalised.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -163,7 +164,7 @@ class ResidualCodec:
         """What MaxSim scores against :meth:`rotate_query`'s output (no transform: :meth:`decompress`)."""
         return self.decompress(codes, residuals, centroids)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The JSON form saved in ``buckets.json`` / ``avg_residual.json``."""
         return {
             "nbits": self.nbits,
@@ -176,6 +177,6 @@ class ResidualCodec:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "ResidualCodec":
+    def from_json(cls, data: dict[str, Any]) -> "ResidualCodec":
         """Inverse of :meth:`to_json` (pooled 1-D or per-dimension 2-D tables); ValueError when the tables do not fit."""
         return cls(int(data["nbits"]), int(data["dim"]), np.asarray(data["bucket_cutoffs"]), np.asarray(data["bucket_weights"]), float(data["avg_residual"]))

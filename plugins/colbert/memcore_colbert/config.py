@@ -5,7 +5,7 @@ Plain pydantic models: importing this module imports neither faiss nor any model
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -21,6 +21,8 @@ __all__ = [
     "plaid_defaults",
     "SMALL_K_NDOCS",
 ]
+
+_T = TypeVar("_T")
 
 QUERY_MODE_KEY = "colbert"
 """The key of ``Query.extras`` holding per-query settings of both colbert index kinds."""
@@ -155,18 +157,25 @@ def plaid_defaults(k: int) -> tuple[int, float, int]:
     return 4, 0.4, max(4 * k, 4096)
 
 
+_NO_MODE = ColbertQueryMode()
+"""A query without a mode: every setting from the index (or the PLAID defaults)."""
+
+
 def resolve_params(config: ColbertIndexConfig, k: int, mode: ColbertQueryMode | None) -> SearchParams:
     """Query mode > index settings > PLAID defaults by k."""
     ncells, threshold, ndocs = plaid_defaults(k)
-    pick = lambda name, default: next(  # noqa: E731 - three lookups
-        (v for v in (getattr(mode, name, None), getattr(config, name)) if v is not None), default
-    )
+    mode = mode if mode is not None else _NO_MODE
     return SearchParams(
-        ncells=pick("ncells", ncells),
-        centroid_score_threshold=pick("centroid_score_threshold", threshold),
-        ndocs=max(pick("ndocs", ndocs), k),
-        exhaustive=bool(mode.exhaustive) if mode is not None else False,
+        ncells=_first(ncells, mode.ncells, config.ncells),
+        centroid_score_threshold=_first(threshold, mode.centroid_score_threshold, config.centroid_score_threshold),
+        ndocs=max(_first(ndocs, mode.ndocs, config.ndocs), k),
+        exhaustive=bool(mode.exhaustive),
     )
+
+
+def _first(default: _T, *values: _T | None) -> _T:
+    """The first of ``values`` that is not None (``default`` when all are)."""
+    return next((v for v in values if v is not None), default)
 
 
 def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> ColbertQueryMode | None:

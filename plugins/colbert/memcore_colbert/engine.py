@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -79,6 +79,18 @@ class Engine:
     def __len__(self) -> int:
         return len(self.slot_of)
 
+    def trained(self) -> tuple[np.ndarray, ResidualCodec | TransformCodec]:
+        """``(centroids, codec)`` of a compressed engine (RuntimeError when not :attr:`compressed`)."""
+        if self.centroids is None or self.codec is None:
+            raise RuntimeError(f"colbert index {self.name!r}: the engine is not compressed")
+        return self.centroids, self.codec
+
+    def raw_tokens(self) -> np.ndarray:
+        """The float32 token rows of an uncompressed engine (RuntimeError when :attr:`compressed`)."""
+        if self.raw is None:
+            raise RuntimeError(f"colbert index {self.name!r}: the engine holds no raw token rows")
+        return self.raw
+
     @property
     def total_tokens(self) -> int:
         """Token rows held, tombstoned passages included."""
@@ -119,11 +131,12 @@ class Engine:
         self.alive = np.concatenate((self.alive, np.ones(len(latest), dtype=bool)))
         self.doclens = np.concatenate((self.doclens, np.array([len(m) for m in latest.values()], dtype=np.int32)))
         if self.compressed:
-            codes, residuals = self.codec.compress(flat, self.centroids)
+            centroids, codec = self.trained()
+            codes, residuals = codec.compress(flat, centroids)
             self.codes = np.concatenate((self.codes, codes))
             self.residuals = np.concatenate((self.residuals, residuals))
         else:
-            self.raw = np.concatenate((self.raw, flat))
+            self.raw = np.concatenate((self.raw_tokens(), flat))
         self._derived()
         if not retrain and not self.compressed and self.live_tokens >= self.config.train_min_tokens:
             deferred = self.config.defer_training and self.total_tokens < self.config.max_raw_tokens
@@ -165,7 +178,7 @@ class Engine:
             self.codes = self.codes[token_alive]
             self.residuals = self.residuals[token_alive]
         else:
-            self.raw = self.raw[token_alive]
+            self.raw = self.raw_tokens()[token_alive]
         self.pids = [p for p, a in zip(self.pids, self.alive.tolist()) if a]
         self.slot_of = {p: i for i, p in enumerate(self.pids)}
         self.doclens = self.doclens[self.alive]
@@ -197,8 +210,9 @@ class Engine:
     def token_vectors(self, rows: np.ndarray) -> np.ndarray:
         """Token vectors of ``rows`` (decompressed when the engine is compressed)."""
         if self.compressed:
-            return self.codec.decompress(np.take(self.codes, rows), np.take(self.residuals, rows, axis=0), self.centroids)
-        return np.take(self.raw, rows, axis=0)
+            centroids, codec = self.trained()
+            return codec.decompress(np.take(self.codes, rows), np.take(self.residuals, rows, axis=0), centroids)
+        return np.take(self.raw_tokens(), rows, axis=0)
 
     def ivf(self) -> tuple[np.ndarray, np.ndarray]:
         """The inverted file: ``(offsets (C+1,), slots)``, slots of centroid c at ``offsets[c]:offsets[c+1]``."""
@@ -207,7 +221,7 @@ class Engine:
             owner = np.repeat(np.arange(len(self.pids), dtype=np.int64), self.doclens)
             keys = np.unique(self.codes.astype(np.int64) * nslots + owner)
             cells = keys // nslots
-            counts = np.bincount(cells, minlength=len(self.centroids))
+            counts = np.bincount(cells, minlength=len(self.trained()[0]))
             self._ivf = (np.concatenate(([0], np.cumsum(counts))), keys % nslots)
         return self._ivf
 
@@ -216,7 +230,7 @@ class Engine:
         mask = self.alive if allowed is None else self.alive & allowed
         return np.flatnonzero(mask)
 
-    def allowed_mask(self, pids) -> np.ndarray:
+    def allowed_mask(self, pids: Iterable[str]) -> np.ndarray:
         """A slot mask of the live passages among ``pids``."""
         mask = np.zeros(len(self.pids), dtype=bool)
         slots = [s for s in map(self.slot_of.get, pids) if s is not None]
@@ -231,7 +245,7 @@ class Engine:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
         if not self.compressed or params.exhaustive or len(live) <= max(self.config.exhaustive_below, k):
             return self._exact(q, live, k)
-        s = q @ self.centroids.T  # (nq, C)
+        s = q @ self.trained()[0].T  # (nq, C)
         ivf_offsets, ivf_slots = self.ivf()
         cand = plaid.candidates(s, params.ncells, ivf_offsets, ivf_slots)
         mask = self.alive if allowed is None else self.alive & allowed
@@ -252,11 +266,12 @@ class Engine:
     def _scoring_vectors(self, rows: np.ndarray) -> np.ndarray:
         """Token vectors of ``rows`` in the codec's scoring space (rotated by a transform codec)."""
         if self.compressed:
-            return self.codec.decompress_scoring(np.take(self.codes, rows), np.take(self.residuals, rows, axis=0), self.centroids)
-        return np.take(self.raw, rows, axis=0)
+            centroids, codec = self.trained()
+            return codec.decompress_scoring(np.take(self.codes, rows), np.take(self.residuals, rows, axis=0), centroids)
+        return np.take(self.raw_tokens(), rows, axis=0)
 
     def _exact(self, q: np.ndarray, slots: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        q = self.codec.rotate_query(q) if self.compressed else q
+        q = self.trained()[1].rotate_query(q) if self.compressed else q
         scores = plaid.maxsim(q, slots, self.offsets, self.doclens, self._scoring_vectors)
         best = plaid.top(scores, k)
         return slots[best], scores[best]
@@ -264,7 +279,8 @@ class Engine:
     def nbytes(self) -> dict[str, int]:
         """Bytes of the token storage (what an fp32 store of the same tokens would take, too)."""
         if self.compressed:
-            stored = self.codes.nbytes + self.residuals.nbytes + self.centroids.nbytes + self.codec.tables_nbytes()
+            centroids, codec = self.trained()
+            stored = self.codes.nbytes + self.residuals.nbytes + centroids.nbytes + codec.tables_nbytes()
         else:
-            stored = self.raw.nbytes
+            stored = self.raw_tokens().nbytes
         return {"tokens": self.total_tokens, "stored_bytes": int(stored), "fp32_bytes": int(self.total_tokens * self.dim * 4)}

@@ -50,8 +50,13 @@ class ColbertIndex(Index):
 
     def validate_query(self, query: Query) -> None:
         self._mode(query)
+        self._text(query)
+
+    def _text(self, query: Query) -> str:
+        """The query's text (ValidationError when it has none)."""
         if not (isinstance(query.text, str) and query.text.strip()):
             raise ValidationError(f"index {self.name!r} (colbert) searches text: the query text is empty")
+        return query.text
 
     def _mode(self, query: Query) -> ColbertQueryMode | None:
         return parse_query_mode(query.extras, self.name, self.mode_key) if query.extras else None
@@ -82,7 +87,7 @@ class ColbertIndex(Index):
         if len(self.engine) == 0 or (allowed is not None and not allowed):
             return [[] for _ in queries]
         mask = self._allowed_mask(allowed)
-        tokens = self.encoder.queries([q.text for q in queries])
+        tokens = self.encoder.queries([self._text(q) for q in queries])
         out = []
         for query, q in zip(queries, tokens):
             params = resolve_params(self.config, k, self._mode(query))

@@ -36,7 +36,8 @@ def token_rows(slots: np.ndarray, offsets: np.ndarray, doclens: np.ndarray) -> t
 
 def _segment_max_sum(sim: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Per segment (starting at ``starts``) the max over its rows of each column, summed."""
-    return np.maximum.reduceat(sim, starts, axis=0).sum(axis=1)
+    sums: np.ndarray = np.maximum.reduceat(sim, starts, axis=0).sum(axis=1)
+    return sums
 
 
 def _chunks(slots: np.ndarray, doclens: np.ndarray) -> list[slice]:

@@ -59,8 +59,13 @@ class ColbertRemoteIndex(Index):
     def validate_query(self, query: Query) -> None:
         if query.extras:
             parse_query_mode(query.extras, self.name, self.mode_key)
+        self._text(query)
+
+    def _text(self, query: Query) -> str:
+        """The query's text (ValidationError when it has none)."""
         if not (isinstance(query.text, str) and query.text.strip()):
             raise ValidationError(f"index {self.name!r} (colbert-remote) searches text: the query text is empty")
+        return query.text
 
     def add(self, records: Sequence[Record]) -> None:
         if not records:
@@ -96,7 +101,7 @@ class ColbertRemoteIndex(Index):
         mode = parse_query_mode(query.extras, self.name, self.mode_key) if query.extras else None
         try:
             topk = self.client.search(
-                self.index_name, query.text, k, sorted(allowed) if allowed is not None else None, exhaustive=bool(mode and mode.exhaustive)
+                self.index_name, self._text(query), k, sorted(allowed) if allowed is not None else None, exhaustive=bool(mode and mode.exhaustive)
             )
         except NotFoundError:
             return []

@@ -16,7 +16,7 @@ Errors are ``{"error": {"type", "message"}}`` with 400 (bad input), 404 (unknown
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +25,10 @@ from memcore import CorruptError, MemcoreError, NotFoundError, ValidationError
 from .config import ColbertQueryMode
 from .names import check_index_name
 from .served import ConflictError, IndexRoot
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from starlette.responses import Response
 
 __all__ = ["create_app", "DEFAULT_MAX_BODY"]
 
@@ -84,7 +88,7 @@ def _status(exc: MemcoreError) -> int:
     return 400
 
 
-def create_app(root: Path, *, defaults: dict[str, Any] | None = None, max_body: int = DEFAULT_MAX_BODY, max_passages: int = 100_000) -> Any:
+def create_app(root: Path, *, defaults: dict[str, Any] | None = None, max_body: int = DEFAULT_MAX_BODY, max_passages: int = 100_000) -> FastAPI:
     """The FastAPI application serving the indexes under ``root``."""
     from fastapi import Body, FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError
@@ -109,7 +113,7 @@ def create_app(root: Path, *, defaults: dict[str, Any] | None = None, max_body: 
         return error(422, "RequestValidationError", f"{where}: {first.get('msg')}")
 
     @app.middleware("http")
-    async def _limit_body(request: Request, call_next: Any) -> Any:
+    async def _limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         length = request.headers.get("content-length")
         if length is not None:
             if not length.isdigit():

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from memcore import CorruptError, atomic_write_bytes, atomic_write_json
 
@@ -82,17 +83,18 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
     shapes: dict[str, list[int]] = {}
     if engine.compressed:
         ivf_offsets, ivf_slots = engine.ivf()
-        arrays = {"centroids": engine.centroids, "codes": engine.codes, "residuals": engine.residuals, "ivf": ivf_slots, "ivf_lengths": np.diff(ivf_offsets)}
+        centroids, engine_codec = engine.trained()
+        arrays = {"centroids": centroids, "codes": engine.codes, "residuals": engine.residuals, "ivf": ivf_slots, "ivf_lengths": np.diff(ivf_offsets)}
         names = COMPRESSED
-        codec = engine.codec.to_json()
+        codec = engine_codec.to_json()
         atomic_write_json(directory / "buckets.json", {k: v for k, v in codec.items() if k != "avg_residual"})
         atomic_write_json(directory / "avg_residual.json", {"avg_residual": codec["avg_residual"]})
-        if isinstance(engine.codec, TransformCodec):
-            arrays["rotation"] = engine.codec.rotation
-        if isinstance(engine.codec, VQTransformCodec):
-            arrays["codebooks"] = engine.codec.codebooks
+        if isinstance(engine_codec, TransformCodec):
+            arrays["rotation"] = engine_codec.rotation
+        if isinstance(engine_codec, VQTransformCodec):
+            arrays["codebooks"] = engine_codec.codebooks
     else:
-        arrays, names = {"tokens": engine.raw}, RAW
+        arrays, names = {"tokens": engine.raw_tokens()}, RAW
     for key, array in arrays.items():
         atomic_write_bytes(directory / {"rotation": ROTATION_FILE, "codebooks": CODEBOOKS_FILE}.get(key, names.get(key, "")), _npy_bytes(array))
         shapes[key] = list(array.shape)
@@ -129,9 +131,9 @@ def _json(path: Path, where: str) -> Any:
         raise CorruptError(f"{where}: cannot read {path.name}: {exc}") from None
 
 
-def _npy(path: Path, where: str, shape: Any, dtype: Any) -> np.ndarray:
+def _npy(path: Path, where: str, shape: object, dtype: npt.DTypeLike) -> np.ndarray:
     try:
-        array = np.load(path, allow_pickle=False)
+        array: np.ndarray = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise CorruptError(f"{where}: cannot read {path.name}: {exc}") from None
     if list(array.shape) != shape or array.dtype != np.dtype(dtype):
@@ -201,9 +203,9 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
                 codec = ResidualCodec.from_json({**buckets, **avg})
             centroids = _npy(directory / COMPRESSED["centroids"], where, shapes.get("centroids"), np.float32)
             narrow = code_dtype(len(centroids))
-            saved_dtype = np.int32 if version == 1 else meta.get("codes_dtype")
-            if version > 1 and saved_dtype != narrow.name:
-                raise CorruptError(f"{where}: metadata.json says codes are {saved_dtype!r}, {len(centroids)} centroids need {narrow.name}")
+            if version > 1 and meta.get("codes_dtype") != narrow.name:
+                raise CorruptError(f"{where}: metadata.json says codes are {meta.get('codes_dtype')!r}, {len(centroids)} centroids need {narrow.name}")
+            saved_dtype: npt.DTypeLike = np.int32 if version == 1 else narrow  # (version > 1: the dtype metadata.json names)
             codes = _npy(directory / COMPRESSED["codes"], where, [total], saved_dtype)
             residuals = _npy(directory / COMPRESSED["residuals"], where, [total, codec.bytes_per_token], np.uint8)
             ivf_slots = _npy(directory / COMPRESSED["ivf"], where, shapes.get("ivf"), np.int64)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -278,7 +279,7 @@ class TransformCodec:
 
     # -- persistence -------------------------------------------------------------------------
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The JSON form saved in ``buckets.json`` (the rotation goes to ``rotation.npy``)."""
         return {
             "nbits": self.nbits,
@@ -292,7 +293,7 @@ class TransformCodec:
         }
 
     @classmethod
-    def from_json(cls, data: dict, rotation: np.ndarray) -> "TransformCodec":
+    def from_json(cls, data: dict[str, Any], rotation: np.ndarray) -> "TransformCodec":
         """Inverse of :meth:`to_json`; ValueError when the tables do not fit."""
         return cls(
             int(data["nbits"]),

@@ -24,6 +24,7 @@ codebook is ``[p, :2**bits_p, :m_p]``, the rest zero.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,8 @@ def byte_layout(codec: TransformCodec) -> list[tuple[int, int, int]]:
 
 def _nearest(z: np.ndarray, book: np.ndarray, norms: np.ndarray) -> np.ndarray:
     """Nearest rows of ``book`` (squared norms ``norms``, +inf for unused rows) to each row of ``z``."""
-    return np.argmin(norms[None, :] - 2.0 * (z @ book.T), axis=1)
+    nearest: np.ndarray = np.argmin(norms[None, :] - 2.0 * (z @ book.T), axis=1)
+    return nearest
 
 
 @dataclass
@@ -95,7 +97,7 @@ class VQTransformCodec(TransformCodec):
         return byte_layout(self)
 
     @classmethod
-    def train(cls, heldout: np.ndarray, centroids: np.ndarray, nbits: int, iters: int = VQ_ITERS) -> "VQTransformCodec":  # type: ignore[override]
+    def train(cls, heldout: np.ndarray, centroids: np.ndarray, nbits: int, iters: int = VQ_ITERS) -> "VQTransformCodec":
         """The pca codec's rotation, widths and scalar tables, then per byte a k-means codebook
         on the held-out residuals' components of that byte, started from the scalar product grid."""
         base = TransformCodec.train(heldout, centroids, nbits)
@@ -133,7 +135,7 @@ class VQTransformCodec(TransformCodec):
         )
 
     @classmethod
-    def from_json(cls, data: dict, rotation: np.ndarray, codebooks: np.ndarray | None = None) -> "VQTransformCodec":  # type: ignore[override]
+    def from_json(cls, data: dict[str, Any], rotation: np.ndarray, codebooks: np.ndarray | None = None) -> "VQTransformCodec":
         """Inverse of :meth:`to_json` plus ``codebooks.npy``; ValueError when the tables do not fit."""
         base = TransformCodec.from_json(data, rotation)
         if codebooks is None:
