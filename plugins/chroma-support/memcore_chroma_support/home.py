@@ -49,6 +49,14 @@ COPY_BATCH = 2048
 T = TypeVar("T")
 
 
+@overload
+def chunks(items: range, size: int) -> Iterable[range]: ...
+
+
+@overload
+def chunks(items: Sequence[T], size: int) -> Iterable[Sequence[T]]: ...
+
+
 def chunks(items: Sequence[T], size: int) -> Iterable[Sequence[T]]:
     """Consecutive slices of at most ``size`` items."""
     for start in range(0, len(items), size):
