@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Literal, Mapping, Sequence, TypeVar, overload
 
 from memcore import CorruptError, atomic_write_json
 
@@ -46,8 +46,18 @@ CHROMA_DIR = "chroma"
 PENDING_FILE = "pending.json"
 COPY_BATCH = 2048
 
+T = TypeVar("T")
 
-def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
+
+@overload
+def chunks(items: range, size: int) -> Iterable[range]: ...
+
+
+@overload
+def chunks(items: Sequence[T], size: int) -> Iterable[Sequence[T]]: ...
+
+
+def chunks(items: Sequence[T], size: int) -> Iterable[Sequence[T]]:
     """Consecutive slices of at most ``size`` items."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -267,7 +277,14 @@ class CollectionHome:
         self._client, self._collection, self.bound, self.saved = client, collection, target, True
         return state
 
+    @overload
+    def _read(self, directory: Path, missing_ok: Literal[False]) -> dict[str, Any]: ...
+
+    @overload
+    def _read(self, directory: Path, missing_ok: bool) -> dict[str, Any] | None: ...
+
     def _read(self, directory: Path, missing_ok: bool) -> dict[str, Any] | None:
+        """The saved state of ``directory`` (None when it has none and ``missing_ok``; else CorruptError)."""
         path = directory / STATE_FILE
         if missing_ok and not path.exists():
             return None

@@ -13,16 +13,22 @@ this plugin (which every ``memcore`` start does) stays cheap.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import memcore
+from memcore import IndexFactory, Register
 
 from .config import ChromaIndexConfig
 from memcore_chroma_support import ChromaConnection
+
+if TYPE_CHECKING:
+    from .index import ChromaIndex
 
 __all__ = ["ChromaIndex", "ChromaIndexConfig", "ChromaConnection", "register_indexes"]
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[ChromaIndex]:
     """``ChromaIndex`` is imported on first access."""
     if name == "ChromaIndex":
         from .index import ChromaIndex
@@ -39,6 +45,6 @@ def _build(config: ChromaIndexConfig, context: memcore.IndexContext) -> memcore.
 
 
 @memcore.hookimpl
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register the ``chroma`` index kind: ``register(name, factory, config_model)``."""
     register("chroma", _build, ChromaIndexConfig)

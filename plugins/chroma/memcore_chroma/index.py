@@ -87,7 +87,7 @@ class ChromaIndex(Index):
         with np.errstate(over="ignore", invalid="ignore"):
             # cosine vectors are normalised (in float64); ip/l2 ones reach Chroma's float32 arithmetic as they are
             x64 = x.astype(np.float64) if cosine else None
-            square = np.einsum("ij,ij->i", x64, x64) if x64 is not None else np.einsum("ij,ij->i", x, x)
+            square: np.ndarray = np.einsum("ij,ij->i", x64, x64) if x64 is not None else np.einsum("ij,ij->i", x, x)
         bad = ~np.isfinite(square)
         if bad.any():
             r = records[int(np.argmax(bad))]
@@ -97,7 +97,8 @@ class ChromaIndex(Index):
         zero = square == 0.0
         if zero.any():
             raise ValidationError(f"index {self.name!r}: the vector of record {records[int(np.argmax(zero))].id!r} is all zeros: it has no cosine direction")
-        return (x64 / np.sqrt(square)[:, None]).astype(np.float32)
+        unit: np.ndarray = (x64 / np.sqrt(square)[:, None]).astype(np.float32)
+        return unit
 
     def validate_query(self, query: Query) -> None:
         self._query_vector(query)
@@ -204,13 +205,16 @@ class ChromaIndex(Index):
         ids = [i for i in allowed if isinstance(i, str)]
         if not ids:
             return None
+        found: dict[str, Any]  # chromadb's QueryResult
         try:
-            return self.home.collection.query(query_embeddings=x, n_results=min(k, len(ids)), ids=ids, include=["distances"])
+            found = self.home.collection.query(query_embeddings=x, n_results=min(k, len(ids)), ids=ids, include=["distances"])
+            return found
         except Exception:  # noqa: BLE001 - chromadb: "Error finding id" (an allowed id it does not hold)
             held = self.held(set(ids))
         if not held:
             return None
-        return self.home.collection.query(query_embeddings=x, n_results=min(k, len(held)), ids=held, include=["distances"])
+        found = self.home.collection.query(query_embeddings=x, n_results=min(k, len(held)), ids=held, include=["distances"])
+        return found
 
     # -- persistence -----------------------------------------------------------------------
 

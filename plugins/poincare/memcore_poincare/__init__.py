@@ -15,7 +15,10 @@ cheap.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import memcore
+from memcore import IndexFactory, Register, ServiceFactory
 
 from .config import HyperAmyServiceConfig, PoincareIndexConfig, PoincareQueryMode
 from memcore_chroma_support import ChromaConnection
@@ -24,6 +27,9 @@ from .retrieval import HyperAmyRetrieval, default_cone_width
 from .service import HyperAmyService
 from .storage import HyperAmyStorage, UpsertReport
 from .types import Point, SearchResult
+
+if TYPE_CHECKING:
+    from .index import PoincareIndex
 
 __all__ = [
     "Point",
@@ -48,7 +54,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[PoincareIndex]:
     """``PoincareIndex`` is imported on first access."""
     if name == "PoincareIndex":
         from .index import PoincareIndex
@@ -65,12 +71,12 @@ def _build_index(config: PoincareIndexConfig, context: memcore.IndexContext) -> 
 
 
 @memcore.hookimpl
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register the ``poincare`` index kind."""
     register("poincare", _build_index, PoincareIndexConfig)
 
 
 @memcore.hookimpl
-def register_services(register):
+def register_services(register: Register[ServiceFactory]) -> None:
     """Register the ``hyperamy`` service."""
     register("hyperamy", HyperAmyService, HyperAmyServiceConfig)  # the class: memcore.open reads its required_indexes

@@ -181,7 +181,8 @@ class ParticleMirror:
 
     def direction(self, row: int) -> np.ndarray:
         """The unit direction of ``row`` (a view)."""
-        return self._u[row]
+        direction: np.ndarray = self._u[row]
+        return direction
 
     def take(self, rows: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """Ids, directions (k, d), v/T/born (k, 3) and metadatas of ``rows``."""

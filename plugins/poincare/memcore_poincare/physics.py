@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from memcore import ValidationError
@@ -108,7 +109,7 @@ class TimePhysics:
         return self.g_law(T, t_born, t_now)
 
 
-def unit_directions(vectors: Any, what: str = "vectors", allow_zero: bool = False, dtype: Any = np.float32) -> np.ndarray:
+def unit_directions(vectors: Any, what: str = "vectors", allow_zero: bool = False, dtype: npt.DTypeLike = np.float32) -> np.ndarray:
     """Rows of ``vectors`` (n, d) normalised to unit length (``dtype``, float32 by default).
 
     NaN or infinite values are a :class:`memcore.ValidationError`; so is a zero row unless
@@ -125,7 +126,7 @@ def unit_directions(vectors: Any, what: str = "vectors", allow_zero: bool = Fals
     zero = norms < 1e-12
     if zero.any() and not allow_zero:
         raise ValidationError(f"{what}: vector {int(np.argmax(zero))} is all zeros (it has no direction)")
-    out = np.divide(x, norms[:, None], out=np.zeros_like(x), where=~zero[:, None])
+    out: np.ndarray = np.divide(x, norms[:, None], out=np.zeros_like(x), where=~zero[:, None])
     return out.astype(dtype, copy=False)
 
 
@@ -144,7 +145,8 @@ class ParticleStates:
 
     def coordinates(self) -> np.ndarray:
         """The Poincaré-ball coordinates ``r·u`` (n, d)."""
-        return self.u * self.r[:, None]
+        coordinates: np.ndarray = self.u * self.r[:, None]
+        return coordinates
 
 
 class ParticleProjector:
@@ -199,11 +201,12 @@ class ParticleProjector:
         u = candidates.u
         w = query.u[0]
         diff = u - w
-        uw = np.einsum("ij,ij->i", diff, diff)
+        uw: np.ndarray = np.einsum("ij,ij->i", diff, diff)
         rx, ry = candidates.r, query.r[0]
         sq = (rx - ry) ** 2 + rx * ry * uw
         z = 2.0 * self.c * sq / (candidates.den * query.den[0])
-        return np.log1p(z + np.sqrt(z * (z + 2.0))) / self.sqrt_c
+        distances: np.ndarray = np.log1p(z + np.sqrt(z * (z + 2.0))) / self.sqrt_c
+        return distances
 
 
 def _vector(values: Any, n: int) -> np.ndarray:
@@ -226,7 +229,8 @@ def poincare_distance(x: Any, y: Any, curvature: float = 1.0, eps: float = 1e-12
         return np.where(n > limit, p * (limit / np.maximum(n, 1e-300)), p)
 
     x, y = clamp(x), clamp(y)
-    sq = np.sum((x - y) ** 2, axis=-1)
+    sq: np.ndarray = np.sum((x - y) ** 2, axis=-1)
     den = (1.0 - c * np.sum(x * x, axis=-1)) * (1.0 - c * np.sum(y * y, axis=-1))
     z = 2.0 * c * sq / np.maximum(den, 1e-300)
-    return np.log1p(z + np.sqrt(z * (z + 2.0))) / math.sqrt(c)
+    distances: np.ndarray = np.log1p(z + np.sqrt(z * (z + 2.0))) / math.sqrt(c)
+    return distances

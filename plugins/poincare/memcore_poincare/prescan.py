@@ -97,9 +97,9 @@ class Fp16Prescan:
             self.refused += 1
             return None
         exact, picked = knn(q, directions[rows], kk)
-        picked = rows[picked[0][picked[0] >= 0]]
+        best: np.ndarray = rows[picked[0][picked[0] >= 0]]
         if want < held and (kk < k or not approx[-1] + ERROR_BOUND < exact[0][kk - 1]):
             self.refused += 1
             return None
         self.certified += 1  # (want >= held: the pre-scan returned every held row, nothing was left out)
-        return picked
+        return best

@@ -131,7 +131,7 @@ class MirrorCandidates:
 
     def id_at(self, i: int) -> str:
         """The id of candidate ``i``."""
-        return self.mirror.ids[self.rows[i]]
+        return self.mirror.ids[int(self.rows[i])]
 
     def links_at(self, i: int) -> Sequence[str]:
         """The link targets of candidate ``i`` (parsed once per metadata version)."""
@@ -206,15 +206,19 @@ class HyperAmyRetrieval:
         Chroma refuses unknown ids, and only then are the stored ones looked up (one more
         ``get``). None when none of them is stored."""
         include = ["metadatas", "embeddings"] if payload else []
+        found: dict[str, Any]  # chromadb's QueryResult
         if restrict is None:
-            return self.collection.query(query_embeddings=direction, n_results=cone, include=include)
+            found = self.collection.query(query_embeddings=direction, n_results=cone, include=include)
+            return found
         try:
-            return self.collection.query(query_embeddings=direction, n_results=cone, ids=restrict, include=include)
+            found = self.collection.query(query_embeddings=direction, n_results=cone, ids=restrict, include=include)
+            return found
         except Exception:  # noqa: BLE001 - chromadb: "Error finding id" (an id it does not hold)
             held = sorted(self.storage.existing(restrict))
         if not held:
             return None
-        return self.collection.query(query_embeddings=direction, n_results=min(cone, len(held)), ids=held, include=include)
+        found = self.collection.query(query_embeddings=direction, n_results=min(cone, len(held)), ids=held, include=include)
+        return found
 
     def query_state(self, query_point: Point, t_now: float) -> tuple[np.ndarray, ParticleStates]:
         """The query's unit direction (1, d) and its projected state at ``t_now``."""

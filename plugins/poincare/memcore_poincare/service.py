@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
-from memcore import Record, Service, ValidationError
+from memcore import ComponentConfig, Record, Service, ValidationError
 
 from .config import QUERY_MODE_KEY, HyperAmyServiceConfig
 
@@ -58,20 +58,21 @@ class HyperAmyService(Service):
     config: HyperAmyServiceConfig
 
     @classmethod
-    def required_indexes(cls, config: HyperAmyServiceConfig) -> dict[str, dict[str, Any]]:
+    def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
         """One ``poincare`` index reading the service's metadata keys."""
-        options = {k: v for k, v in config.index_options.items() if k not in ("kind", "v_key", "T_key", "born_key", "default_v", "default_T")}
-        if config.space is not None:
-            options.setdefault("space", config.space)
+        own = cast(HyperAmyServiceConfig, config)  # memcore validates a service's settings with its registered model
+        options = {k: v for k, v in own.index_options.items() if k not in ("kind", "v_key", "T_key", "born_key", "default_v", "default_T")}
+        if own.space is not None:
+            options.setdefault("space", own.space)
         return {
-            config.index: {
+            own.index: {
                 "kind": "poincare",
                 **options,
                 "v_key": V_KEY,
                 "T_key": T_KEY,
                 "born_key": BORN_KEY,
-                "default_v": config.default_v,
-                "default_T": config.default_T,
+                "default_v": own.default_v,
+                "default_T": own.default_T,
             }
         }
 

@@ -19,13 +19,13 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
 from memcore import ConfigError, DimensionError, DuplicateIdError, NotFoundError, ValidationError
 
-from memcore_chroma_support import ChromaConnection, open_client
+from memcore_chroma_support import ChromaConnection, chunks, open_client
 from .chroma_state import write_position
 from .mirror import ParticleMirror
 from .snapshot import MirrorSnapshot
@@ -44,13 +44,7 @@ class UpsertReport:
     """What an upsert did: the ids written and, per point, link targets that exist nowhere."""
 
     ids: list[str]
-    unknown_links: dict[str, list[str]] = field(default_factory=dict)
-
-
-def chunks(items: Sequence[Any], size: int) -> Iterable[Sequence[Any]]:
-    """Consecutive slices of at most ``size`` items."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+    unknown_links: dict[str, set[str]] = field(default_factory=dict)
 
 
 def check_collection_name(name: str) -> str:

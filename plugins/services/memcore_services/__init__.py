@@ -16,6 +16,7 @@ They create their indexes by kind (``fifo`` of memcore-fifo-kv, ``lsh`` of memco
 from __future__ import annotations
 
 import memcore
+from memcore import Register, ServiceFactory, StageFactory
 
 from .hierarchical import HierarchicalConfig, HierarchicalMemory
 from .granularity import ExpandConfig, ExpandStage, WindowsConfig
@@ -45,7 +46,7 @@ __version__ = "0.1.0"
 
 
 @memcore.hookimpl
-def register_services(register):
+def register_services(register: Register[ServiceFactory]) -> None:
     """Register the five services: ``register(name, factory, config_model)``."""
     register("short_term_memory", ShortTermMemory, ShortTermMemoryConfig)
     register("memoryos", MemoryOS, MemoryOSConfig)
@@ -55,6 +56,6 @@ def register_services(register):
 
 
 @memcore.hookimpl
-def register_stages(register):
+def register_stages(register: Register[StageFactory]) -> None:
     """Register the ``expand`` stage (window hits -> their member entries)."""
     register("expand", ExpandStage, ExpandConfig)

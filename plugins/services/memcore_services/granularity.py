@@ -111,7 +111,7 @@ class ExpandStage(Stage):
                     continue
                 fresh = [m for m in group if m not in seen]
                 last = len(ids) + len(best_rank)
-                order = sorted(range(len(fresh)), key=lambda i, f=fresh: (best_rank.get(f[i], last), i))
+                order = sorted(range(len(fresh)), key=lambda i: (best_rank.get(fresh[i], last), i))
                 for i in order:
                     seen.add(fresh[i])
                     out.append(Hit(fresh[i], hit.score, hit.raw, hit.source, (Contribution(name, len(out) + 1, float(hit.score)),)))

@@ -33,12 +33,12 @@ what overflows.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, cast
 
 from memcore import ComponentConfig, Service, ValidationError
 from pydantic import Field, model_validator
 
-from .common import HeatWeights, heat, hit_result, now, top
+from .common import HeatWeights, heat, hit_result, now, no_positional_scope, top
 
 __all__ = ["HierarchicalConfig", "HierarchicalMemory", "LAYOUTS"]
 
@@ -93,13 +93,15 @@ class HierarchicalConfig(ComponentConfig):
 class HierarchicalMemory(Service):
     """Tiers over one collection; overflow migrates by the configured policy."""
 
+    config: HierarchicalConfig
     uses_pipeline = False
     capacity_limited = True  # forget = "delete" drops what leaves the last tier
 
     @classmethod
-    def required_indexes(cls, config: HierarchicalConfig) -> dict[str, dict[str, Any]]:
+    def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
         """One index per tier: ``hierarchical.<tier>``."""
-        return {f"{NS}.{t}": {**config.tier_index, "space": config.space} for t in LAYOUTS[config.layout]}
+        own = cast(HierarchicalConfig, config)  # memcore validates a service's settings with its registered model
+        return {f"{NS}.{t}": {**own.tier_index, "space": own.space} for t in LAYOUTS[own.layout]}
 
     @property
     def tiers(self) -> dict[str, str | None]:
@@ -193,8 +195,10 @@ class HierarchicalMemory(Service):
                 self.collection.set_state(changes)
         return out
 
-    def delete(self, ids: list[str]) -> int:
-        """Delete entries with their per-record state, in one commit."""
+    def delete(self, ids: list[str], scope: Any = None) -> int:
+        """Delete entries with their per-record state, in one commit (``scope=`` is bound by
+        the base class and never reaches this method)."""
+        no_positional_scope(scope)
         ids = list(dict.fromkeys(ids))
         return self.collection.delete(ids, state={(NS, f"r:{rid}"): None for rid in ids})
 

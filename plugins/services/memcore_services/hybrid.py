@@ -36,12 +36,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
-from memcore import ComponentConfig, NotFoundError, Pipeline, Record, Service, ValidationError
+from memcore import Collection, ComponentConfig, LLMs, NotFoundError, Pipeline, Record, Service, ValidationError
 from pydantic import Field
 
-from .common import hit_result
+from .common import hit_result, no_positional_scope
 from .granularity import GRANULARITY, MEMBERS, WindowsConfig, window_record
 
 __all__ = ["HybridConfig", "HybridService", "PREFIX", "WINDOW_PREFIX"]
@@ -66,6 +66,10 @@ DEFAULT_PIPELINE: list[dict[str, Any]] = [
 ]
 
 
+PipelineSpec = str | list[dict[str, Any]] | dict[str, Any]
+"""A pipeline in settings: a preset name, ``{preset = ..., overrides = {...}}`` or a list of stages."""
+
+
 class HybridConfig(ComponentConfig):
     """Settings of ``hybrid``."""
 
@@ -73,7 +77,7 @@ class HybridConfig(ComponentConfig):
     indexes: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: copy.deepcopy(DEFAULT_INDEXES), description="Indexes (name -> {kind, options}), created as hybrid.<name>."
     )
-    pipeline: str | list[dict[str, Any]] | dict[str, Any] = Field(
+    pipeline: PipelineSpec = Field(
         default_factory=lambda: copy.deepcopy(DEFAULT_PIPELINE), description="The retrieval pipeline over those indexes (names without the prefix)."
     )
     space: str | None = Field(None, description="Space of a bare vector argument (default: the only space).")
@@ -88,7 +92,7 @@ def _group_key(value: Any) -> str:
     return json.dumps(["", value], default=str)
 
 
-def _prefixed(entries: Any) -> Any:
+def _prefixed(entries: PipelineSpec) -> PipelineSpec:
     """The pipeline spec with recall stages' ``index`` names prefixed."""
     if isinstance(entries, list):
         out = []
@@ -114,26 +118,28 @@ def _prefixed(entries: Any) -> Any:
 class HybridService(Service):
     """Every entry in every declared index; retrieval through the service's own pipeline."""
 
+    config: HybridConfig
     uses_pipeline = False
 
-    def __init__(self, config: HybridConfig, collection: Any, pipeline: Any):
+    def __init__(self, config: HybridConfig, collection: Collection, pipeline: Pipeline | None):
         super().__init__(config, collection, pipeline)
         self.own = Pipeline.from_config(_prefixed(config.pipeline), collection.registry, "service.pipeline")
         self.own.check(collection)
 
     @classmethod
-    def required_indexes(cls, config: HybridConfig) -> dict[str, dict[str, Any]]:
+    def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
         """The configured indexes, under ``hybrid.`` (window indexes under ``hybrid.window.``)."""
-        out = {PREFIX + name: dict(entry) for name, entry in config.indexes.items()}
-        if config.windows is not None:
-            out.update({WINDOW_PREFIX + name: dict(entry) for name, entry in config.windows.indexes.items()})
+        own = cast(HybridConfig, config)  # memcore validates a service's settings with its registered model
+        out = {PREFIX + name: dict(entry) for name, entry in own.indexes.items()}
+        if own.windows is not None:
+            out.update({WINDOW_PREFIX + name: dict(entry) for name, entry in own.windows.indexes.items()})
         return out
 
     def entry_indexes(self) -> list[str]:
         """The indexes holding entries (not windows)."""
         return [PREFIX + name for name in self.config.indexes]
 
-    def bind_llms(self, llms: Any) -> None:
+    def bind_llms(self, llms: LLMs) -> None:
         """Hand the LLMs to the service's own pipeline too."""
         super().bind_llms(llms)
         self.own.bind_llms(llms)
@@ -161,25 +167,26 @@ class HybridService(Service):
         self.collection.insert([window], indexes=[WINDOW_PREFIX + name for name in windows.indexes], state={(STATE, group): tail})
         return rid
 
-    def delete(self, ids: list[str]) -> int:
+    def delete(self, ids: list[str], scope: Any = None) -> int:
         """Delete entries; with ``windows``, in the same atomic write (one per scope of the
         deleted entries), the windows of the deleted entries go, every other window holding
         one is rebuilt from its remaining members, and the deleted entries leave their
         group's tail (so no later window takes them in). A deleted entry's text is then in
-        no index."""
+        no index. ``scope=`` is bound by the base class and never reaches this method."""
+        no_positional_scope(scope)
         if self.config.windows is None:
             return self.collection.delete(ids)
         found = self.collection.get_many(list(dict.fromkeys(ids)))
         missing = [i for i, r in zip(dict.fromkeys(ids), found) if r is None]
         if missing:
             raise NotFoundError(f"no record(s) {missing[:5]}; nothing was deleted")
-        by_scope: dict[str, tuple[Any, list[Record]]] = {}
+        by_scope: dict[str, tuple[dict[str, str] | None, list[Record]]] = {}
         for r in found:
             assert r is not None
-            scope = r.scope.as_dict() if r.scope is not None and not r.scope.is_empty() else None
-            by_scope.setdefault(json.dumps(scope, sort_keys=True, default=str), (scope, []))[1].append(r)
-        for scope, records in by_scope.values():
-            with self.collection.scoped(scope):  # the group tails are the entries' scope's state
+            entry_scope = r.scope.as_dict() if r.scope is not None and not r.scope.is_empty() else None
+            by_scope.setdefault(json.dumps(entry_scope, sort_keys=True, default=str), (entry_scope, []))[1].append(r)
+        for entry_scope, records in by_scope.values():
+            with self.collection.scoped(entry_scope):  # the group tails are the entries' scope's state
                 self._delete_windowed(records)
         return len(ids)
 
@@ -212,7 +219,7 @@ class HybridService(Service):
         extra = [d for d in drop if d not in gone]
         self.collection.delete([*gone, *extra], state=state or None, replace=rebuilt or None)
 
-    def _windows_holding(self, ids: set[str], groups: Mapping[str, Any]) -> list[Any]:
+    def _windows_holding(self, ids: set[str], groups: Mapping[str, Any]) -> list[Record]:
         """The window records whose members include one of ``ids`` (read by group value
         when windows are grouped: a window never spans two groups)."""
         group = self.config.windows.group if self.config.windows is not None else None

@@ -60,10 +60,10 @@ import hashlib
 import json
 import warnings
 from collections import Counter
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence, cast
 
 import numpy as np
-from memcore import ComponentConfig, DuplicateIdError, NotFoundError, Record, Scope, Service, get_logger
+from memcore import Collection, ComponentConfig, DuplicateIdError, NotFoundError, Pipeline, Record, Scope, Service, get_logger
 from pydantic import Field, field_validator
 
 from .common import HeatWeights, heat, hit_result, lexical, record_result, top, unit
@@ -185,11 +185,12 @@ def _top_words(counts: Counter[str], n: int = _KEEP_WORDS) -> dict[str, int]:
 class MemoryOS(EventClock, Service):
     """STM queue -> MTM segments (chains, heat) -> LTM profile and knowledge stores."""
 
+    config: MemoryOSConfig
     uses_pipeline = False
 
     capacity_limited = True  # the MTM thresholds (segment_min_sim, page_min_sim) may leave a page unreturned
 
-    def __init__(self, config: MemoryOSConfig, collection: Any, pipeline: Any):
+    def __init__(self, config: MemoryOSConfig, collection: Collection, pipeline: Pipeline | None):
         super().__init__(config, collection, pipeline)
         self.state = StateView(collection, NS)
         self._warn_foreign()
@@ -197,7 +198,8 @@ class MemoryOS(EventClock, Service):
     @property
     def _page_vectors(self) -> dict[str, np.ndarray]:
         """Unit vectors of the bound scope's pages, by id (a per-scope cache: :meth:`StateView.scratch`)."""
-        return self.state.scratch("page_vectors")  # type: ignore[no-any-return]
+        vectors: dict[str, np.ndarray] = self.state.scratch("page_vectors")
+        return vectors
 
     def _warn_foreign(self) -> None:
         """Say so when the memory holds records but none is in a memoryos tier: they were
@@ -214,14 +216,15 @@ class MemoryOS(EventClock, Service):
         warnings.warn(message, ForeignRecordsWarning, stacklevel=2)
 
     @classmethod
-    def required_indexes(cls, config: MemoryOSConfig) -> dict[str, dict[str, Any]]:
+    def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
         """``memoryos.stm`` (fifo); ``memoryos.mtm`` and the three LTM stores (exact cosine).
 
         The fifo's ``capacity`` (``stm_capacity``, kept as memories were built with it) is
         never used to evict: the service moves pages out of each scope's own window itself
         (``Collection.evict`` would count every scope's pages against one capacity)."""
-        vec = {"kind": "exact", "space": config.space, "metric": "cosine"}
-        return {STM: {"kind": "fifo", "capacity": config.stm_capacity}, MTM: dict(vec), **{name: dict(vec) for name in LTM.values()}}
+        own = cast(MemoryOSConfig, config)  # memcore validates a service's settings with its registered model
+        vec = {"kind": "exact", "space": own.space, "metric": "cosine"}
+        return {STM: {"kind": "fifo", "capacity": own.stm_capacity}, MTM: dict(vec), **{name: dict(vec) for name in LTM.values()}}
 
     # -- insert --------------------------------------------------------------------------
 
@@ -301,7 +304,7 @@ class MemoryOS(EventClock, Service):
         continuous = False
         if prev is not None and prev_state and prev_state.get("chain") and same_session(prev, page, key):
             continuous = self.run_llm_step("continuity", lambda llm: ask_continuity(llm, prev, page), lambda: same_session(prev, page, key), "same_session")
-        if continuous:
+        if continuous and prev_state:  # continuous only when prev_state holds a chain
             chain_key = prev_state["chain"]
             chain = dict(get(chain_key) or {})
             changes[f"p:{prev_id}"] = {**prev_state, "next": page.id}
@@ -462,10 +465,14 @@ class MemoryOS(EventClock, Service):
         )
         facts = self.run_llm_step("knowledge", lambda llm: ask_knowledge(llm, pages), lambda: first_person_lines(pages), "first_person_lines")
         by_page = {p.id: p for p in pages}
+
+        def insert_facts(items: list[dict[str, Any]], index: str) -> None:
+            self.state.write({}, lambda state: self.collection.insert(items, indexes=[index], state=state))
+
         for store, index in (("user", USER_KB), ("assistant", ASSISTANT_KB)):
             items = [{"text": f.text, "metadata": self._fact_metadata(f, by_page[f.page], store, key)} for f in facts if f.store == store]
             if items:
-                self.state.write({}, lambda state, items=items, index=index: self.collection.insert(items, indexes=[index], state=state))
+                insert_facts(items, index)
         reset = {**seg, "fresh": [], "visits": 0, "length": 0, "last": self._now(), "promotions": int(seg.get("promotions", 0)) + 1}
         changes = {key: reset, "profile_words": {s: _top_words(c) for s, c in counts.items()}, "promotions": int(self.state.get("promotions", 0)) + 1}
         if profile is None or (old is not None and profile == old.text):  # the LLM's reply was too short: keep the profile
@@ -595,8 +602,8 @@ class MemoryOS(EventClock, Service):
                 continue
             for h in self.collection.retrieve(q, index=index, k=1 if tier == "profile" else self.config.knowledge_k):
                 if h.score >= self.config.knowledge_min_sim:
-                    r = {**hit_result(h), "score": w.get(tier, 1.0) * float(h.score)}
-                    results.append({**r, "chain": None} if chain else r)
+                    found = {**hit_result(h), "score": w.get(tier, 1.0) * float(h.score)}
+                    results.append({**found, "chain": None} if chain else found)
         return top(results, k)
 
     # -- writes by id: upsert, update, delete, forget --------------------------------------

@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import re
 from datetime import datetime, timezone
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from memcore import ValidationError
 
 from .common import now
+from .memoryos_state import StateView
 
 __all__ = ["event_time", "EventClock"]
 
@@ -54,12 +55,22 @@ def event_time(value: Any, key: str = "timestamp") -> float:
     raise ValidationError(f"metadata {key!r}: cannot read {value!r} as an event time (epoch seconds, ISO 8601 or e.g. '1:56 pm on 8 May, 2023')")
 
 
+class ClockConfig(Protocol):
+    """What :class:`EventClock` reads of the service's settings."""
+
+    @property
+    def clock(self) -> str: ...
+
+    @property
+    def time_keys(self) -> Sequence[str]: ...
+
+
 class EventClock:
     """The clock methods of ``memoryos`` (a mixin: needs ``self.config`` with ``clock`` and
     ``time_keys``, and ``self.state``, the service's :class:`StateView`)."""
 
-    config: Any
-    state: Any
+    config: ClockConfig
+    state: StateView
 
     def _clock_change(self, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         """``{"clock": t}`` when the entry's event time moves the event clock forward."""

@@ -26,11 +26,13 @@ import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, TypeVar, overload
 
 from memcore import Collection
 
 __all__ = ["StateView"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -114,7 +116,13 @@ class StateView:
         with self._lock:
             self._copies.clear()
 
-    def write(self, changes: Mapping[str, Any], commit: Callable[[dict[tuple[str, str], Any]], Any] | None = None) -> Any:
+    @overload
+    def write(self, changes: Mapping[str, Any]) -> None: ...
+
+    @overload
+    def write(self, changes: Mapping[str, Any], commit: Callable[[dict[tuple[str, str], Any]], T]) -> T: ...
+
+    def write(self, changes: Mapping[str, Any], commit: Callable[[dict[tuple[str, str], Any]], T] | None = None) -> T | None:
         """Commit ``changes`` (key -> JSON value, None deletes) in ONE store commit.
 
         ``commit(state)`` performs the commit carrying ``state`` (e.g. ``insert_to_index(...,

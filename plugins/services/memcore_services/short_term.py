@@ -54,11 +54,12 @@ class ShortTermMemoryConfig(ComponentConfig):
 class ShortTermMemory(Service):
     """The last ``max_dialog`` entries of each scope."""
 
+    config: ShortTermMemoryConfig
     uses_pipeline = False
     capacity_limited = True
 
     @classmethod
-    def required_indexes(cls, config: ShortTermMemoryConfig) -> dict[str, dict[str, Any]]:
+    def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
         """One unbounded fifo index: the window is kept per scope by the service."""
         return {WINDOW: {"kind": "fifo"}}
 

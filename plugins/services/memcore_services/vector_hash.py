@@ -33,7 +33,7 @@ delete it and insert the new text).
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from memcore import ComponentConfig, Record, Service, ValidationError
 from memcore import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
@@ -69,13 +69,15 @@ class VectorHashConfig(ComponentConfig):
 class VectorHashMemory(Service):
     """Thoughts (triple sentences) hashed by LSH."""
 
+    config: VectorHashConfig
     uses_pipeline = False
     capacity_limited = True  # results are thoughts (with extract, not the inserted texts); distillation forgets some
 
     @classmethod
-    def required_indexes(cls, config: VectorHashConfig) -> dict[str, dict[str, Any]]:
+    def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
         """One ``lsh`` index over the configured space."""
-        return {INDEX: {"kind": "lsh", "space": config.space, "bits": config.bits, "tables": config.tables}}
+        own = cast(VectorHashConfig, config)  # memcore validates a service's settings with its registered model
+        return {INDEX: {"kind": "lsh", "space": own.space, "bits": own.bits, "tables": own.tables}}
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         """Store one text (``id``, ``links``, ``vectors`` as keywords); with ``extract`` its triples'
@@ -146,7 +148,7 @@ class VectorHashMemory(Service):
             if self.collection.get_many([rid])[0] is not None:  # an earlier distillation may have merged it
                 self._distill_one(rid)
 
-    def _group(self, record: Any) -> list[Thought]:
+    def _group(self, record: Record) -> list[Thought]:
         cfg = self.config.distill
         assert cfg is not None
         vector = (record.vectors or {}).get(self.config.space)
