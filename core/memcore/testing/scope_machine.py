@@ -79,6 +79,8 @@ class ScopeMachine(RuleBasedStateMachine):
         self.memory = self.open()
         self.limited = bool(getattr(self.memory.service, "capacity_limited", False))
         self.items: dict[str, Item] = {}
+        """The live items in insertion order: rules draw from this order, never from the ids'
+        order (a service may derive ids from the time, and a replayed example must draw the same)."""
         self.ever: dict[str, str] = {}
         """Every id ever inserted -> the scope it was inserted in."""
         self.serial = 0
@@ -139,7 +141,7 @@ class ScopeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.items)
     @rule(data=st.data(), scope=st.sampled_from(NAMES))
     def insert_same_text_in_another_scope(self, data: st.DataObject, scope: str) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.items)), label="source")
+        rid = data.draw(st.sampled_from(list(self.items)), label="source")
         owner, text, metadata = self.items[rid]
         if covers(scope, owner) or covers(owner, scope) or any(s == scope and t == text for s, t, _ in self.items.values()):
             return  # only into a disjoint scope: within one user, merging duplicates is the service's business
@@ -159,7 +161,7 @@ class ScopeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.items and not self.limited)
     @rule(data=st.data())
     def find_by_exact_text(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.items)), label="id")
+        rid = data.draw(st.sampled_from(list(self.items)), label="id")
         scope, text, _ = self.items[rid]
         ids = self.check_retrieved(self.memory.retrieve(text, k=self.exact_match_k, scope=SCOPES[scope]), scope, self.exact_match_k)
         assert rid in ids, f"{text!r} not found by its exact text in scope {scope} among the first {self.exact_match_k}"
@@ -167,7 +169,7 @@ class ScopeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.items)
     @rule(data=st.data())
     def delete_by_id(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.items)), label="id")
+        rid = data.draw(st.sampled_from(list(self.items)), label="id")
         owner = self.items[rid][0]
         scope = data.draw(st.sampled_from([name for name in NAMES if covers(name, owner)]), label="scope")
         if self.limited and rid not in self.memory.collection.ids(scope=SCOPES[owner]):
@@ -180,7 +182,7 @@ class ScopeMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.items)
     @rule(data=st.data())
     def delete_from_another_scope(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.items)), label="id")
+        rid = data.draw(st.sampled_from(list(self.items)), label="id")
         owner = self.items[rid][0]
         scope = data.draw(st.sampled_from([name for name in NAMES if not covers(name, owner)]), label="scope")
         before = self.observed()
