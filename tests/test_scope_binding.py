@@ -208,3 +208,13 @@ def test_a_link_to_another_scopes_record_is_not_found(memory):
         memory.insert({"text": "alice links to bob", "links": [b]}, scope=ALICE)
     assert "do not exist" in str(err.value)  # the same answer as for an id nobody has
     assert memory.count(scope=ALICE) == 1
+
+
+def test_a_scope_given_positionally_to_delete_is_a_type_error(memory):
+    """``scope`` is a keyword the base class binds; a positional one never slips through unbound."""
+    _, b = _two_users(memory)
+    with pytest.raises(TypeError):
+        memory.service.delete([b], ALICE)
+    with pytest.raises(NotFoundError):
+        memory.service.delete([b], scope=ALICE)
+    assert memory.count() == 2

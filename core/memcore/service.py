@@ -160,14 +160,15 @@ class Service(ABC):
                 raise ValidationError(f"cannot insert a {type(item).__name__}; give texts, dicts or Records")
         return ids
 
-    def delete(self, ids: list[str], scope: Any = None) -> int:
+    def delete(self, ids: list[str]) -> int:
         """Forget records (what :meth:`memcore.Memory.delete` calls); returns how many.
 
         The default deletes them from the collection. A service that derives records from
         others (``hybrid``'s windows) overrides it to rebuild those in the same atomic batch.
-        Unknown ids raise :class:`memcore.NotFoundError` and nothing changes.
+        Unknown ids (or ids outside the bound scope: ``delete(ids, scope=...)``) raise
+        :class:`memcore.NotFoundError` and nothing changes.
         """
-        return self.collection.delete(ids, scope=scope)
+        return self.collection.delete(ids)
 
     def upsert(self, items: Any) -> list[str]:
         """Insert new records and replace existing ones with the same id; returns the ids.

@@ -87,14 +87,3 @@ def top(results: Iterable[dict[str, Any]], k: int) -> list[dict[str, Any]]:
         if r["id"] not in best or r["score"] > best[r["id"]]["score"]:
             best[r["id"]] = r
     return sorted(best.values(), key=lambda r: (-r["score"], r["id"]))[:k]
-
-
-def no_positional_scope(scope: Any) -> None:
-    """Refuse a scope given positionally to a verb whose override takes no scope of its own.
-
-    :class:`memcore.Service` binds the ``scope=`` keyword of every verb before the
-    service's code runs, so an override never receives it; the parameter is only there to
-    keep the base class's signature, and ``delete(ids, scope)`` stays the TypeError it was.
-    """
-    if scope is not None:
-        raise TypeError("give the scope as a keyword: delete(ids, scope=...)")

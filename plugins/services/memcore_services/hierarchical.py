@@ -38,7 +38,7 @@ from typing import Any, Literal, Mapping, cast
 from memcore import ComponentConfig, Service, ValidationError
 from pydantic import Field, model_validator
 
-from .common import HeatWeights, heat, hit_result, now, no_positional_scope, top
+from .common import HeatWeights, heat, hit_result, now, top
 
 __all__ = ["HierarchicalConfig", "HierarchicalMemory", "LAYOUTS"]
 
@@ -195,10 +195,9 @@ class HierarchicalMemory(Service):
                 self.collection.set_state(changes)
         return out
 
-    def delete(self, ids: list[str], scope: Any = None) -> int:
+    def delete(self, ids: list[str]) -> int:
         """Delete entries with their per-record state, in one commit (``scope=`` is bound by
         the base class and never reaches this method)."""
-        no_positional_scope(scope)
         ids = list(dict.fromkeys(ids))
         return self.collection.delete(ids, state={(NS, f"r:{rid}"): None for rid in ids})
 

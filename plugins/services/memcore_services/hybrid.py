@@ -41,7 +41,7 @@ from typing import Any, Mapping, cast
 from memcore import Collection, ComponentConfig, LLMs, NotFoundError, Pipeline, Record, Service, ValidationError
 from pydantic import Field
 
-from .common import hit_result, no_positional_scope
+from .common import hit_result
 from .granularity import GRANULARITY, MEMBERS, WindowsConfig, window_record
 
 __all__ = ["HybridConfig", "HybridService", "PREFIX", "WINDOW_PREFIX"]
@@ -167,13 +167,12 @@ class HybridService(Service):
         self.collection.insert([window], indexes=[WINDOW_PREFIX + name for name in windows.indexes], state={(STATE, group): tail})
         return rid
 
-    def delete(self, ids: list[str], scope: Any = None) -> int:
+    def delete(self, ids: list[str]) -> int:
         """Delete entries; with ``windows``, in the same atomic write (one per scope of the
         deleted entries), the windows of the deleted entries go, every other window holding
         one is rebuilt from its remaining members, and the deleted entries leave their
         group's tail (so no later window takes them in). A deleted entry's text is then in
         no index. ``scope=`` is bound by the base class and never reaches this method."""
-        no_positional_scope(scope)
         if self.config.windows is None:
             return self.collection.delete(ids)
         found = self.collection.get_many(list(dict.fromkeys(ids)))

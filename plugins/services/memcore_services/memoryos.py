@@ -635,7 +635,7 @@ class MemoryOS(EventClock, Service):
         self.state.discard("page_vectors", [id])
         return record
 
-    def delete(self, ids: Sequence[str] | str, scope: Any = None) -> int:
+    def delete(self, ids: Sequence[str] | str) -> int:
         """Delete records by id (NotFoundError for one the caller's scope does not hold) and,
         in the same commit, every mention of a deleted page in the scope's state: its segment
         (a segment left without pages goes), its chain links (its neighbours are linked),
