@@ -12,6 +12,7 @@ and calls the ``register_indexes`` hook below once, when it loads its plugins.
 from __future__ import annotations
 
 import memcore
+from memcore import IndexFactory, Register
 
 from .index import KeywordIndex, KeywordIndexConfig, tokenize
 
@@ -20,6 +21,6 @@ __version__ = "0.1.0"
 
 
 @memcore.hookimpl
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register the ``keyword`` index kind: ``register(name, factory, config_model)``."""
     register("keyword", KeywordIndex, KeywordIndexConfig)

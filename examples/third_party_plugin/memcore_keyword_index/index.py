@@ -14,7 +14,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Collection as AbstractSet, Sequence
+from typing import Any, Collection as AbstractSet, Sequence
 
 from pydantic import Field
 
@@ -137,7 +137,7 @@ class KeywordIndex(Index):
     def __len__(self) -> int:
         return len(self._docs)
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {"size": len(self._docs), "vocabulary": len(self._postings), "min_overlap": self.config.min_overlap}
 
     # -- persistence --------------------------------------------------------------------

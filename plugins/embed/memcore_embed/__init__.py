@@ -23,6 +23,7 @@ MiniLM embed, never at plugin load.
 from __future__ import annotations
 
 import memcore
+from memcore import EmbedderFactory, LLMFactory, Register, StageFactory
 
 from .chat import ChatClient, ChatConfig
 from .errors import EmbeddingServiceError
@@ -55,20 +56,20 @@ __version__ = "0.1.0"
 
 
 @memcore.hookimpl
-def register_embedders(register):
+def register_embedders(register: Register[EmbedderFactory]) -> None:
     """Register the ``minilm`` and ``openai`` embedders: ``register(name, factory, config_model)``."""
     register("minilm", MiniLMEmbedder, MiniLMConfig)
     register("openai", OpenAIEmbedder, OpenAIEmbedderConfig)
 
 
 @memcore.hookimpl
-def register_stages(register):
+def register_stages(register: Register[StageFactory]) -> None:
     """Register the ``llm_rerank`` stage: ``register(name, factory, config_model)``."""
     register("llm_rerank", LLMRerankStage, LLMRerankConfig)
 
 
 @memcore.hookimpl
-def register_llms(register):
+def register_llms(register: Register[LLMFactory]) -> None:
     """Register the LLM kinds ``openai`` (the chat client) and ``llama-server``."""
     register("openai", ChatClient, ChatConfig)
     register("llama-server", LlamaServerLLM, LlamaServerConfig)

@@ -108,7 +108,7 @@ class ChatClient(LLM):
         self._http = JsonHttpClient(config)
 
     @property
-    def model(self) -> str:  # type: ignore[override]
+    def model(self) -> str:  # type: ignore[override]  # memcore.LLM declares model a writable attribute, not a property
         """The model name sent to the server."""
         return self.config.model
 

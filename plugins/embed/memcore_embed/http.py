@@ -154,7 +154,7 @@ class JsonHttpClient:
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
         cap = self.config.max_backoff_s
-        delay = min(cap, self.config.backoff_s * (2**attempt)) * self._random.uniform(0.5, 1.0)
+        delay: float = min(cap, self.config.backoff_s * (2**attempt)) * self._random.uniform(0.5, 1.0)  # int ** int is Any to mypy
         if retry_after is not None:
             delay = max(delay, min(cap, retry_after))
         return delay

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from memcore import LLM, ComponentConfig, ConfigError
 from pydantic import Field
@@ -46,11 +46,15 @@ class LlamaServerLLM(LLM):
         self._lock = threading.Lock()
 
     @property
-    def model(self) -> str:  # type: ignore[override]
+    def model(self) -> str:  # type: ignore[override]  # memcore.LLM declares model a writable attribute, not a property
         """The GGUF file's stem (what answered)."""
         path = self._model_path(strict=False)
         return path.stem if path else "llama-server"
 
+    @overload
+    def _model_path(self, strict: Literal[True] = True) -> Path: ...
+    @overload
+    def _model_path(self, strict: bool) -> Path | None: ...
     def _model_path(self, strict: bool = True) -> Path | None:
         path = Path(self.config.model_path) if self.config.model_path else smollm2_gguf()
         if strict and (path is None or not path.is_file()):

@@ -51,7 +51,8 @@ def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 _RUNNING: "weakref.WeakSet[LlamaServer]" = weakref.WeakSet()
@@ -96,7 +97,7 @@ class LlamaServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/v1"
         self.model_alias = MODEL_ALIAS
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.log = tempfile.NamedTemporaryFile("w+b", prefix="llama_server_", suffix=".log", delete=False)
 
     def __enter__(self) -> "LlamaServer":
@@ -117,20 +118,20 @@ class LlamaServer:
         ]
         if self.threads:
             cmd += ["--n_threads", str(self.threads)]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent())
+        self.proc = proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent())
         _RUNNING.add(self)
         try:
-            self._wait_ready()
+            self._wait_ready(proc)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
         deadline = time.monotonic() + self.startup_s
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/models", timeout=2) as resp:
                     if resp.status == 200:

@@ -138,12 +138,12 @@ def _quiet_loading() -> Iterator[None]:
         yield
         return
     enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
     try:
         yield
     finally:
         if enabled:
-            hf_logging.enable_progress_bar()
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]  # transformers leaves it unannotated
 
 
 def _load(folder: Path, device: str, max_seq_length: int | None) -> Any:
@@ -294,7 +294,8 @@ class MiniLMEmbedder(Embedder):
         if not items:
             return []
         if self.backend == "numpy":
-            return self.model.token_vectors(items, batch_size=self.config.batch_size)
+            vectors: list[np.ndarray] = self.model.token_vectors(items, batch_size=self.config.batch_size)
+            return vectors
         tensors = self.model.encode(
             items,
             batch_size=self.config.batch_size,

@@ -20,9 +20,10 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Callable, Iterable, Iterator, Sequence, TypedDict, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = ["NumpyBert", "erf"]
 
@@ -42,7 +43,8 @@ def erf(x: np.ndarray) -> np.ndarray:
     a = np.abs(x)
     t = _ONE / (_ONE + _P * a)
     poly = ((((_A5 * t + _A4) * t + _A3) * t + _A2) * t + _A1) * t
-    return sign * (_ONE - poly * np.exp(-a * a))
+    result: np.ndarray = sign * (_ONE - poly * np.exp(-a * a))
+    return result
 
 
 def _gelu_blocked(x: np.ndarray, block: int = 16384) -> None:
@@ -105,6 +107,29 @@ def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: np.floa
     return x
 
 
+_T = TypeVar("_T")
+_Matrix = npt.NDArray[np.float32]
+
+
+class _Layer(TypedDict):
+    """The float32 weights of one encoder layer (matrices transposed for ``x @ w``)."""
+
+    qkv_w: _Matrix
+    qkv_b: _Matrix
+    o_w: _Matrix
+    o_b: _Matrix
+    ln1: tuple[_Matrix, _Matrix]
+    i_w: _Matrix
+    i_b: _Matrix
+    f_w: _Matrix
+    f_b: _Matrix
+    ln2: tuple[_Matrix, _Matrix]
+
+
+_Consumer = Callable[[list[int], np.ndarray, np.ndarray, np.ndarray], None]
+"""What :meth:`NumpyBert._run` hands each batch to: ``(chunk, matrix, lengths, states)``."""
+
+
 class _Pool:
     """Runs an in-place elementwise function over row chunks on a few threads."""
 
@@ -119,17 +144,17 @@ class _Pool:
                 self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix="memcore-minilm")
             return self._executor
 
-    def each(self, func: Any, items: Any) -> None:
+    def each(self, func: Callable[[_T], object], items: Iterable[_T]) -> None:
         """Call ``func(item)`` for every item, on the pool's threads."""
-        items = list(items)
-        if self.threads == 1 or len(items) < 2:
-            for item in items:
+        listed = list(items)
+        if self.threads == 1 or len(listed) < 2:
+            for item in listed:
                 func(item)
             return
-        for _ in self._get().map(func, items):
+        for _ in self._get().map(func, listed):
             pass
 
-    def map_rows(self, func: Any, array: np.ndarray, min_rows: int = 2) -> None:
+    def map_rows(self, func: Callable[[np.ndarray], object], array: np.ndarray, min_rows: int = 2) -> None:
         """Apply ``func(chunk)`` in place over chunks of the first axis of ``array``."""
         n = array.shape[0]
         if self.threads == 1 or n < min_rows * self.threads or array.size < 65536:
@@ -143,11 +168,16 @@ class _Pool:
 
 
 _SERIAL = _Pool(1)
+
+_NO_TOKENS: _Matrix = np.zeros((0, 0), dtype=_F)
+"""Placeholder of :meth:`NumpyBert.token_vectors`' result before its batch runs."""
+
 _thread_state = threading.local()
-_blas_setter: list[Any] = []
+_BlasSetter = Callable[[int], int]
+_blas_setter: list[_BlasSetter | None] = []
 
 
-def _blas_local_threads() -> Any:
+def _blas_local_threads() -> _BlasSetter | None:
     """OpenBLAS' ``openblas_set_num_threads_local`` (per calling thread), or None.
 
     Found in the OpenBLAS that numpy wheels bundle (``numpy.libs``); None elsewhere (MKL,
@@ -158,7 +188,7 @@ def _blas_local_threads() -> Any:
     return _blas_setter[0]
 
 
-def _find_blas_setter() -> Any:
+def _find_blas_setter() -> _BlasSetter | None:
     import ctypes
     import glob
 
@@ -222,7 +252,7 @@ class NumpyBert:
         self._pool = _Pool(threads or _default_threads())
 
     def _load(self, raw: dict[str, np.ndarray]) -> None:
-        w = {}
+        w: dict[str, _Matrix] = {}
         for key, value in raw.items():
             for prefix in ("bert.", "model."):
                 if key.startswith(prefix):
@@ -234,7 +264,7 @@ class NumpyBert:
         self.emb_ln = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         head_dim = self.hidden // self.heads
         scale = _F(1.0 / np.sqrt(head_dim))
-        self.layers = []
+        self.layers: list[_Layer] = []
         for i in range(self.layers_n):
             p = f"encoder.layer.{i}."
             q_w = w[p + "attention.self.query.weight"] * scale
@@ -261,7 +291,7 @@ class NumpyBert:
         """Token ids per text (with ``[CLS]``/``[SEP]``, truncated to ``max_seq_length``)."""
         return [np.asarray(e.ids, dtype=np.int64) for e in self.tokenizer.encode_batch(list(texts))]
 
-    def _batches(self, ids: list[np.ndarray], batch_size: int):
+    def _batches(self, ids: list[np.ndarray], batch_size: int) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
         """Yield (positions, id matrix, lengths) for texts grouped by length (longest first)."""
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
         for start in range(0, len(order), batch_size):
@@ -287,13 +317,13 @@ class NumpyBert:
         x += self.token_type
         x = _layer_norm(x, *self.emb_ln, self.eps)
         pool = self._pool if parallel else _SERIAL
-        lengths = [int(n) for n in lengths]
+        sizes = [int(n) for n in lengths]
         for layer in self.layers:
             qkv = x @ layer["qkv_w"]
             qkv += layer["qkv_b"]
             qkv = np.ascontiguousarray(qkv.reshape(batch, width, 3, heads, head_dim).transpose(2, 0, 3, 1, 4))  # (3, B, H, T, d)
-            context = np.zeros((batch, heads, width, head_dim), dtype=_F)
-            for b, n in enumerate(lengths):  # BLAS runs here, on the calling thread (its own threads inside)
+            context: np.ndarray = np.zeros((batch, heads, width, head_dim), dtype=_F)
+            for b, n in enumerate(sizes):  # BLAS runs here, on the calling thread (its own threads inside)
                 scores = np.matmul(qkv[0, b, :, :n], qkv[1, b, :, :n].transpose(0, 2, 1))  # (H, n, n); scale is in q
                 pool.map_rows(_softmax_inplace, scores, min_rows=1)  # pure ufuncs: worker threads never call BLAS
                 np.matmul(scores, qkv[2, b, :, :n], out=context[b, :, :n])
@@ -331,16 +361,16 @@ class NumpyBert:
     def token_vectors(self, texts: Sequence[str], batch_size: int = 32) -> list[np.ndarray]:
         """Last hidden state per token, one ``(n_tokens, hidden)`` float32 array per text."""
         ids = self.tokenize(texts)
-        result: list[np.ndarray | None] = [None] * len(ids)
+        result: list[np.ndarray] = [_NO_TOKENS] * len(ids)  # every slot is filled by a batch
 
         def keep(chunk: list[int], matrix: np.ndarray, lengths: np.ndarray, states: np.ndarray) -> None:
             for row, i in enumerate(chunk):
                 result[i] = np.ascontiguousarray(states[row, : len(ids[i])])
 
         self._run(ids, batch_size, keep)
-        return result  # type: ignore[return-value]
+        return result
 
-    def _run(self, ids: list[np.ndarray], batch_size: int, consume: Any) -> None:
+    def _run(self, ids: list[np.ndarray], batch_size: int, consume: _Consumer) -> None:
         """Forward every batch and hand ``(chunk, matrix, lengths, states)`` to ``consume``.
 
         With several batches, several threads and OpenBLAS' per-thread switch available,

@@ -13,15 +13,21 @@ faiss itself is imported only when an index is built: loading this plugin (which
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import memcore
+from memcore import IndexFactory, Register
 
 from .config import FaissIndexConfig, FaissQueryMode
+
+if TYPE_CHECKING:
+    from .index import FaissIndex
 
 __all__ = ["FaissIndex", "FaissIndexConfig", "FaissQueryMode", "register_indexes"]
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[FaissIndex]:
     """``FaissIndex`` is imported on first access (its module imports no faiss, but is larger)."""
     if name == "FaissIndex":
         from .index import FaissIndex
@@ -38,6 +44,6 @@ def _build(config: FaissIndexConfig, context: memcore.IndexContext) -> memcore.I
 
 
 @memcore.hookimpl
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register the ``faiss`` index kind: ``register(name, factory, config_model)``."""
     register("faiss", _build, FaissIndexConfig)

@@ -68,7 +68,8 @@ class Container:
         """The stored (possibly decoded) vectors of ``labels``."""
         if not len(labels):
             return np.zeros((0, dim), dtype=np.float32)
-        return self.index.reconstruct_batch(np.ascontiguousarray(labels, dtype=np.int64))
+        vectors: np.ndarray = self.index.reconstruct_batch(np.ascontiguousarray(labels, dtype=np.int64))
+        return vectors
 
     def translate(self, pushdown: Pushdown) -> Pushdown:
         """A selector over what faiss searches accepting what ``pushdown`` accepts over labels."""

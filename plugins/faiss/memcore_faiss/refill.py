@@ -133,7 +133,7 @@ def _read_tombstones(path: Path, count: int, dim: int, where: str) -> np.ndarray
     if not count:
         return np.zeros((0, dim), dtype=np.float32)
     try:
-        vectors = np.load(path, allow_pickle=False)
+        vectors: np.ndarray = np.load(path, allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise CorruptError(f"{where}: cannot read {path.name}: {exc}") from None
     if vectors.dtype != np.float32 or vectors.shape != (count, dim):

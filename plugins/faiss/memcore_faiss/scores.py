@@ -65,7 +65,8 @@ class Scoring:
         if self.metric != "cosine":
             return np.ascontiguousarray(vectors, dtype=np.float32)
         norms = np.sqrt(squares)[:, None]
-        return np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        unit: np.ndarray = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        return unit
 
     def prepare_inplace(self, vectors: np.ndarray, what: str, chunk: int = 16384) -> None:
         """:meth:`prepare` writing into ``vectors`` (a C-contiguous (n, dim) float32 matrix, such
@@ -100,11 +101,12 @@ class Scoring:
 
     def exact(self, queries: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         """Raw faiss-convention numbers of every (query, vector) pair: IP or squared L2."""
-        products = queries @ vectors.T
+        products: np.ndarray = queries @ vectors.T
         if self.metric != "l2":
             return products
         sq = np.einsum("ij,ij->i", vectors, vectors)[None, :] + np.einsum("ij,ij->i", queries, queries)[:, None] - 2.0 * products
-        return np.maximum(sq, 0.0)
+        squared: np.ndarray = np.maximum(sq, 0.0)
+        return squared
 
     def top(self, raw: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Row-wise best ``k`` columns of ``raw`` (largest IP / smallest L2), best first.

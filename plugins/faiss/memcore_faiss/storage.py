@@ -89,7 +89,7 @@ def read_state(directory: Path, where: str) -> dict[str, Any]:
 def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """Named arrays as one uncompressed ``.npz`` (``.npy`` members, no pickle), atomically."""
     buf = io.BytesIO()
-    np.savez(buf, **arrays)  # type: ignore[arg-type]
+    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub: a key of **arrays could be its bool allow_pickle (absent before numpy 2.1)
     atomic_write_bytes(Path(path), buf.getvalue())
 
 

@@ -16,6 +16,7 @@ libraries are imported lazily inside the indexes that need them.
 from __future__ import annotations
 
 import memcore
+from memcore import IndexFactory, Register
 
 from .fifo import FifoIndex, FifoIndexConfig
 from .sorted_index import SortedIndex, SortedIndexConfig
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 
 
 @memcore.hookimpl
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register the index kinds of this plugin: ``register(name, factory, config_model)``."""
     register("fifo", FifoIndex, FifoIndexConfig)
     register("sorted", SortedIndex, SortedIndexConfig)

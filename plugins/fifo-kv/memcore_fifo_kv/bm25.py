@@ -22,7 +22,7 @@ removed document (no tombstone, id or term: forgetting is complete on disk).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar, Collection as AbstractSet, Literal, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Collection as AbstractSet, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -42,6 +42,9 @@ from memcore import (
 )
 
 from .bm25_tokenizer import STOPWORD_LISTS, DocTerms
+
+if TYPE_CHECKING:
+    from .bm25_segments import BaseSegment, QueryTerms
 
 __all__ = ["BM25Config", "BM25Index", "BM25QueryModes", "QUERY_MODES_KEY", "auto_merge_threshold"]
 
@@ -137,7 +140,7 @@ class BM25Index(Index):
 
         self._tokenizer = BM25Tokenizer(self.config.stopwords, self.config.stemmer)
         self._stats = CorpusStats()
-        self._base = None
+        self._base: BaseSegment | None = None
         self._fresh = FreshSegment()
         self.merges = 0
 
@@ -171,10 +174,15 @@ class BM25Index(Index):
     def validate_query(self, query: Query) -> None:
         self._checked_modes(query)
 
-    def _checked_modes(self, query: Query) -> BM25QueryModes:
-        """The query's modes, after checking it has text (ValidationError otherwise)."""
+    def _query_text(self, query: Query) -> str:
+        """The query's text (ValidationError when it has none)."""
         if not isinstance(query.text, str) or not query.text.strip():
             raise ValidationError(f"index {self.name!r} (bm25) searches text: the query text is empty")
+        return query.text
+
+    def _checked_modes(self, query: Query) -> BM25QueryModes:
+        """The query's modes, after checking it has text (ValidationError otherwise)."""
+        self._query_text(query)
         return query_mode(query.extras, self.mode_key, BM25QueryModes, self.name, defaults={})
 
     # -- writing ------------------------------------------------------------------------
@@ -281,8 +289,8 @@ class BM25Index(Index):
         base = self._base
         mask = base.weight_mask(allowed) if base is not None else None
         unchanged = self._fresh.n_slots == 0 and (base is None or base.n_dead == 0)
-        out = []
-        for _query, mode, sequence in zip(queries, modes, self._tokenizer.queries([q.text for q in queries])):
+        out: list[list[Hit]] = []
+        for _query, mode, sequence in zip(queries, modes, self._tokenizer.queries([self._query_text(q) for q in queries])):
             terms = self._query_terms(sequence)
             if terms is None:
                 out.append([])
@@ -297,7 +305,7 @@ class BM25Index(Index):
             out.append([Hit(rid, score, raw=score, source=self.name) for score, rid in pairs[:k]])
         return out
 
-    def _query_terms(self, sequence: list[int]):
+    def _query_terms(self, sequence: list[int]) -> QueryTerms | None:
         from .bm25_segments import QueryTerms
 
         df = self._stats.df
@@ -375,7 +383,7 @@ class BM25Index(Index):
             self._reset()
             raise CorruptError(f"bm25 index {self.name!r}: {directory} is malformed: {exc}") from None
 
-    def _restore(self, state: dict[str, Any], base) -> None:
+    def _restore(self, state: dict[str, Any], base: BaseSegment | None) -> None:
         import numpy as np
 
         from .bm25_segments import FreshSegment

@@ -11,22 +11,27 @@ into a ``bm25s.BM25`` object, which then searches, saves and loads as any bm25s 
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
+import numpy.typing as npt
 
 from .bm25_scoring import Scorer
+
+if TYPE_CHECKING:
+    import bm25s
 
 __all__ = ["build_retriever", "doc_lengths"]
 
 
-def doc_lengths(tfs: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+def doc_lengths(tfs: np.ndarray, offsets: np.ndarray) -> npt.NDArray[np.int64]:
     """Tokens per document of a CSR of term counts (``offsets`` has one entry more than documents)."""
     cumulative = np.concatenate([[0], np.cumsum(tfs, dtype=np.int64)])
-    return cumulative[offsets[1:]] - cumulative[offsets[:-1]]
+    lengths: npt.NDArray[np.int64] = cumulative[offsets[1:]] - cumulative[offsets[:-1]]
+    return lengths
 
 
-def build_retriever(terms: np.ndarray, tfs: np.ndarray, offsets: np.ndarray, vocabulary: Mapping[str, int], scorer: Scorer):
+def build_retriever(terms: np.ndarray, tfs: np.ndarray, offsets: np.ndarray, vocabulary: Mapping[str, int], scorer: Scorer) -> tuple[bm25s.BM25, np.ndarray]:
     """A ``bm25s.BM25`` over documents given as distinct term ids ``terms`` with counts
     ``tfs`` (document ``i`` owns entries ``offsets[i]:offsets[i+1]``), term ids from
     ``vocabulary`` (0..V-1). Returns ``(retriever, tf_columns)``: the term frequency of each

@@ -9,6 +9,8 @@ index holds now, across both segments, updated on every add and remove.
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
 
 __all__ = ["Scorer", "CorpusStats", "NONOCCURRENCE_METHODS"]
@@ -35,9 +37,15 @@ class Scorer:
         """Inverse document frequency; 0 for a term no document contains (as in bm25s)."""
         return float(self._idf(int(df), N=int(n_docs))) if df > 0 else 0.0
 
-    def tfc(self, tf: np.ndarray, lengths: np.ndarray, avgdl: float) -> np.ndarray:
-        """Term-frequency component for term counts ``tf`` in documents of ``lengths``."""
-        return self._tfc(tf_array=tf, l_d=lengths, l_avg=avgdl, k1=self.k1, b=self.b, delta=self.delta)
+    @overload
+    def tfc(self, tf: np.ndarray, lengths: np.ndarray, avgdl: float) -> np.ndarray: ...
+    @overload
+    def tfc(self, tf: float, lengths: float, avgdl: float) -> float: ...
+    def tfc(self, tf: np.ndarray | float, lengths: np.ndarray | float, avgdl: float) -> np.ndarray | float:
+        """Term-frequency component for term counts ``tf`` in documents of ``lengths``
+        (arrays, or one count and length: then a numpy float)."""
+        tfc: np.ndarray | float = self._tfc(tf_array=tf, l_d=lengths, l_avg=avgdl, k1=self.k1, b=self.b, delta=self.delta)
+        return tfc
 
     def nonoccurrence(self, idf: float, avgdl: float) -> float:
         """Score a document gets for a query term it lacks (BM25L/BM25+), else 0."""

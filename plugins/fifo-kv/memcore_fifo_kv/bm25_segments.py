@@ -19,13 +19,16 @@ Both return candidates as ``(score, id)`` pairs; :mod:`memcore_fifo_kv.bm25` mer
 from __future__ import annotations
 
 import uuid
-from typing import Collection as AbstractSet, Sequence
+from typing import TYPE_CHECKING, Collection as AbstractSet, Sequence
 
 import numpy as np
 
 from .bm25_build import build_retriever, doc_lengths
 from .bm25_scoring import CorpusStats, Scorer
 from .bm25_tokenizer import DocTerms
+
+if TYPE_CHECKING:
+    import bm25s
 
 __all__ = ["BaseSegment", "FreshSegment", "QueryTerms", "top_pairs"]
 
@@ -50,19 +53,21 @@ class QueryTerms:
         self._stats = stats
         self._idf: dict[int, float] | None = None
 
-    def _compute(self) -> None:
+    def _compute(self) -> dict[int, float]:
         stats, scorer = self._stats, self._scorer
         avgdl = stats.avgdl
-        self._idf = {t: scorer.idf(stats.doc_freq(t), stats.n_docs) for t in self.counts}
-        self._nonocc = {t: scorer.nonoccurrence(v, avgdl) for t, v in self._idf.items()}
+        self._idf = idf = {t: scorer.idf(stats.doc_freq(t), stats.n_docs) for t in self.counts}
+        self._nonocc = {t: scorer.nonoccurrence(v, avgdl) for t, v in idf.items()}
         self._nonocc_total = float(sum(m * self._nonocc[t] for t, m in self.counts.items()))
+        return idf
 
     @property
     def idf(self) -> dict[int, float]:
         """Current IDF of each distinct term."""
-        if self._idf is None:
-            self._compute()
-        return self._idf
+        idf = self._idf
+        if idf is None:
+            idf = self._compute()
+        return idf
 
     @property
     def nonocc(self) -> dict[int, float]:
@@ -110,7 +115,7 @@ class BaseSegment:
 
     def __init__(
         self,
-        retriever,
+        retriever: bm25s.BM25,
         ids: list[str],
         terms: np.ndarray,
         tfs: np.ndarray,

@@ -70,7 +70,7 @@ class DocTerms:
         self.length = int(tfs.sum()) if length is None else length
 
 
-def doc_terms(token_ids: Sequence[int]) -> DocTerms:
+def doc_terms(token_ids: Sequence[int] | np.ndarray) -> DocTerms:
     """Count a token-id sequence into distinct terms (ascending) and term frequencies."""
     if len(token_ids) == 0:
         return DocTerms(np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32))
@@ -128,7 +128,8 @@ class BM25Tokenizer:
         self._tokenizer = Tokenizer(lower=True, stopwords=words, stemmer=stem)
 
     def _vocab(self) -> dict[str, int]:
-        return self._tokenizer.get_vocab_dict()
+        vocab: dict[str, int] = self._tokenizer.get_vocab_dict()
+        return vocab
 
     @property
     def vocab_size(self) -> int:

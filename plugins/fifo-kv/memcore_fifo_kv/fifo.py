@@ -169,7 +169,8 @@ class FifoIndex(Index):
             key = self._queue.key_of(rid)
         except KeyError:
             raise NotFoundError(f"index {self.name!r} (fifo) does not hold {rid!r}") from None
-        return key[1] if self.by_created else key
+        seq: int = key[1] if self.by_created else key  # key: seq, or (created_at, seq)
+        return seq
 
     def __contains__(self, rid: object) -> bool:
         return rid in self._queue

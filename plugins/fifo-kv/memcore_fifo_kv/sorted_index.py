@@ -177,7 +177,7 @@ class SortedIndex(Index):
                 )
             expected = held or (first[0] if first else None)
             if expected is not None and kind != expected:
-                origin = "the index holds" if held else f"record {first[1]!r} in this batch has"  # type: ignore[index]
+                origin = "the index holds" if held or first is None else f"record {first[1]!r} in this batch has"
                 raise ValidationError(
                     f"index {self.name!r} (sorted on {self.field!r}): record {record.id!r} has a {kind} value {value!r} but "
                     f"{origin} {expected} values; one sorted index orders either numbers or strings, not both"

@@ -16,16 +16,22 @@ by the index when one is built.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import memcore
+from memcore import IndexFactory, Register, StageFactory
 
 from .config import GraphIndexConfig
 from .stage import GraphRecall, GraphRecallConfig
+
+if TYPE_CHECKING:
+    from .index import GraphIndex
 
 __all__ = ["GraphIndexConfig", "GraphIndex", "GraphRecall", "GraphRecallConfig", "register_indexes", "register_stages"]
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[GraphIndex]:
     """``GraphIndex`` on first use (keeps ``import memcore_graph`` light)."""
     if name == "GraphIndex":
         from .index import GraphIndex
@@ -42,12 +48,12 @@ def _graph_index(config: GraphIndexConfig, context: memcore.IndexContext) -> mem
 
 
 @memcore.hookimpl
-def register_indexes(register):
+def register_indexes(register: Register[IndexFactory]) -> None:
     """Register the ``graph`` index kind."""
     register("graph", _graph_index, GraphIndexConfig)
 
 
 @memcore.hookimpl
-def register_stages(register):
+def register_stages(register: Register[StageFactory]) -> None:
     """Register the ``graph_recall`` pipeline stage."""
     register("graph_recall", GraphRecall, GraphRecallConfig)

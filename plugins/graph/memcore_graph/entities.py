@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import re
 import threading
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from memcore import LLM, ConfigError, ValidationError, run_llm_step
 
 from .names import MAX_NAME_TOKENS, WORD, name_key
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 __all__ = [
     "Extractor",
@@ -155,7 +158,7 @@ def capitalised_phrases(text: str) -> list[str]:
 
 
 _SPACY_LABELS = frozenset("PERSON NORP FAC ORG GPE LOC PRODUCT EVENT WORK_OF_ART LAW LANGUAGE".split())
-_SPACY_CACHE: dict[str, object] = {}
+_SPACY_CACHE: dict[str, Language] = {}
 _SPACY_LOCK = threading.Lock()
 
 SPACY_HINT = (
@@ -165,7 +168,7 @@ SPACY_HINT = (
 )
 
 
-def load_spacy(model: str) -> object:
+def load_spacy(model: str) -> Language:
     """The spaCy pipeline ``model`` (package name or directory), loaded once per process.
 
     Raises :class:`memcore.ConfigError` with the install hint when spaCy or the model is
@@ -203,7 +206,7 @@ class SpacyExtractor(Extractor):
         self.nlp = load_spacy(model)
 
     def extract(self, text: str) -> list[str]:
-        doc = self.nlp(text)  # type: ignore[operator]
+        doc = self.nlp(text)
         return unique_keys(ent.text for ent in doc.ents if ent.label_ in _SPACY_LABELS)
 
 

@@ -19,13 +19,13 @@ import gc
 from contextlib import contextmanager
 from itertools import repeat
 from pathlib import Path
-from typing import Any, Callable, Collection as AbstractSet, Iterable, Iterator, Sequence
+from typing import Any, Callable, Collection as AbstractSet, Iterable, Iterator, Sequence, TypedDict
 
 from memcore import CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, validate_k, ValidationError
 
 from .config import GraphIndexConfig
 from .entities import LLMExtractor, make_extractor
-from .modes import QUERY_MODE_KEY, ExpandMode, PathMode, TextMode, TraverseMode, parse_mode
+from .modes import QUERY_MODE_KEY, ExpandMode, PathMode, TextMode, TraverseMode, _Mode, parse_mode
 from .names import name_key
 from .persistence import FORMAT, check_record_node, dump_graph, read_node_link
 from .seeds import text_seeds
@@ -40,6 +40,13 @@ _TRAVERSALS = {"bfs": bfs, "dfs": dfs}
 def entity_node(key: str) -> tuple[str, str]:
     """The node id of the entity with matching key ``key`` (see :func:`memcore_graph.names.name_key`)."""
     return ("entity", key)
+
+
+class _RecordNode(TypedDict):
+    """The attributes of a record's node: its links (target -> {relation: weight}) and entity keys."""
+
+    links: dict[str, dict[str, float]]
+    entities: tuple[str, ...]
 
 
 def _is_record(node: Any) -> bool:
@@ -179,18 +186,19 @@ class GraphIndex(Index):
     def _relations(self, u: Any, v: Any) -> dict[str, float]:
         """The ``relations`` of the edge u -> v: the links u -> v (undirected: and v -> u, best weight).
 
-        Entity edges have the one relation ``mentions``.
+        Record u links to v (every caller passes the linking record first). Entity edges have
+        the one relation ``mentions``.
         """
         if u.__class__ is tuple or v.__class__ is tuple:
             return self._mentions_edge
-        rels = self._out[u].get(v)
+        rels = self._out[u][v]
         if self._directed:
-            return rels  # type: ignore[return-value]
+            return rels
         back = self._out[v].get(u)
         if not back:
-            return rels  # type: ignore[return-value]
+            return rels
         merged = dict(back)
-        for rel, w in (rels or {}).items():
+        for rel, w in rels.items():
             merged[rel] = max(w, merged.get(rel, w))
         return merged
 
@@ -206,7 +214,7 @@ class GraphIndex(Index):
         batch: dict[str, Record] = {}
         for r in records:  # a batch may repeat an id: the last one wins
             batch[r.id] = r
-        nodes = []  # everything is computed (entity extraction may fail) before anything changes
+        nodes: list[tuple[str, _RecordNode]] = []  # everything is computed (entity extraction may fail) before anything changes
         for rid, r in batch.items():
             out: dict[str, dict[str, float]] = {}
             for link in r.links:
@@ -287,7 +295,7 @@ class GraphIndex(Index):
         """Parse the query mode from ``extras["graph"]`` (ValidationError when malformed); a text query needs text."""
         self._parse(query)
 
-    def _parse(self, query: Query) -> Any:
+    def _parse(self, query: Query) -> _Mode:
         mode = parse_mode(query.extras, self.name, self.mode_key)
         if isinstance(mode, TextMode) and not (query.text and query.text.strip()):
             raise ValidationError(
@@ -315,7 +323,8 @@ class GraphIndex(Index):
             adjs = (graph._adj,)
         rels = frozenset(relations) if relations else None
         if rels is None and gate is None and len(adjs) == 1:
-            return adjs[0].__getitem__  # fast path: iterate the adjacency dict itself
+            neighbours: Callable[[Any], Iterable[Any]] = adjs[0].__getitem__  # fast path: iterate the adjacency dict itself
+            return neighbours
 
         def expand(node: Any) -> Iterable[Any]:
             for adj in adjs:

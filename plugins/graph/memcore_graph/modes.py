@@ -126,4 +126,5 @@ def parse_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUE
     ValidationError (from :func:`memcore.query_mode`) when ``extras`` or ``extras["graph"]``
     is not a dict or the mode is malformed.
     """
-    return query_mode(extras, key, GraphMode, index_name, defaults=_DEFAULT_MODE, label=f"graph index {index_name!r}")
+    mode: _Mode = query_mode(extras, key, GraphMode, index_name, defaults=_DEFAULT_MODE, label=f"graph index {index_name!r}")
+    return mode

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from memcore import ComponentConfig, ConfigError, Hit, PipelineContext, Query, Stage
+from memcore import CollectionView, ComponentConfig, ConfigError, Hit, PipelineContext, Query, Stage
 
 from .modes import QUERY_MODE_KEY
 
@@ -76,25 +76,31 @@ class GraphRecall(Stage):
         self.name = config.name
         self.index = config.index
 
-    def check(self, collection: Any) -> None:
+    def check(self, collection: CollectionView) -> None:
         """The graph index exists (or there is exactly one to default to)."""
-        indexes = {i["name"]: i["kind"] for i in collection.list_indexes()}
+        self.index = self._graph_index(collection)
+
+    def _graph_index(self, collection: CollectionView) -> str:
+        """The name of the graph index to expand on (ConfigError when there is none to use)."""
+        indexes: dict[str, str] = {i["name"]: i["kind"] for i in collection.list_indexes()}
         if self.config.index is None:
             graphs = sorted(n for n, kind in indexes.items() if kind == "graph")
             if len(graphs) != 1:
                 raise ConfigError(f"graph_recall stage: name the graph index (index = ...); graph indexes: {graphs or '(none)'}", location="pipeline")
-            self.index = graphs[0]
-        elif indexes.get(self.config.index) != "graph":
+            return graphs[0]
+        if indexes.get(self.config.index) != "graph":
             what = f"is a {indexes[self.config.index]!r} index" if self.config.index in indexes else "does not exist"
             raise ConfigError(
                 f"graph_recall stage: index {self.config.index!r} {what}; graph indexes: {sorted(n for n, k in indexes.items() if k == 'graph') or '(none)'}",
                 location="pipeline",
             )
+        return self.config.index
 
     def run(self, ctx: PipelineContext) -> None:
         """Seed from the source list, expand, add the new list (it becomes the working list)."""
-        if self.index is None:
-            self.check(ctx.collection)
+        index = self.index
+        if index is None:
+            index = self.index = self._graph_index(ctx.collection)
         c = self.config
         if c.source is not None and c.source not in ctx.lists:
             raise ConfigError(f"graph_recall stage: no list {c.source!r}; lists so far: {list(ctx.lists)}", location="pipeline")
@@ -112,4 +118,4 @@ class GraphRecall(Stage):
         # the graph index reads its mode from extras["graph"] only; the pipeline query's
         # other extras (modes of other indexes) are not passed on
         query = Query(text=ctx.query.text, extras={QUERY_MODE_KEY: mode}, k=depth, where=ctx.query.where, scope=ctx.query.scope)
-        ctx.add_list(self.name, ctx.collection.search_index(self.index, query, depth, list_name=self.name))
+        ctx.add_list(self.name, ctx.collection.search_index(index, query, depth, list_name=self.name))
