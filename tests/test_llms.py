@@ -69,7 +69,7 @@ def test_llm_settings_errors_name_the_key():
         memcore.open({"store": "memory", "llms": {"default": {"kind": "scripted", "reply": 3}}})
     with pytest.raises(ConfigError, match=r"llms\.default\.bogus"):
         memcore.open({"store": "memory", "llms": {"default": {"kind": "scripted", "bogus": 1}}})
-    with pytest.raises(ConfigError, match=r"llms\.x\.kind: unknown llms kind 'scriptd'.*Did you mean 'scripted'"):
+    with pytest.raises(ConfigError, match=r"llms\.x\.kind: unknown llm kind 'scriptd'.*Did you mean 'scripted'"):
         memcore.open({"store": "memory", "llms": {"x": "scriptd"}})
     with pytest.raises(ConfigError, match=r"llms"):
         memcore.open({"store": "memory", "llms": {"x": {"reply": "no kind"}}})

@@ -7,6 +7,7 @@ do next.
 
 from __future__ import annotations
 
+from .hookspecs import SINGULAR
 from .providers import install_hint
 
 __all__ = [
@@ -61,8 +62,7 @@ class UnknownComponentError(ConfigError):
         self.installed = installed
         self.closest = closest
         self.extra = extra
-        singular = {"indexes": "index", "stores": "store", "embedders": "embedder", "stages": "stage", "fusions": "fusion", "services": "service"}
-        parts = [f"unknown {singular.get(category, category)} kind {name!r}."]
+        parts = [f"unknown {SINGULAR.get(category, category)} kind {name!r}."]
         parts.append(f"Installed: {', '.join(installed) if installed else '(none)'}.")
         if closest:
             parts.append(f"Did you mean {closest!r}?")

@@ -19,6 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from .hookspecs import COMPONENTS
+
 if TYPE_CHECKING:
     from .collection import Collection
     from .embedder import Embedder
@@ -102,13 +104,6 @@ class LLMFactory(Protocol):
     def __call__(self, config: Any, /) -> LLM: ...
 
 
-FACTORY_PROTOCOLS: dict[str, type] = {
-    "stores": StoreFactory,
-    "embedders": EmbedderFactory,
-    "indexes": IndexFactory,
-    "stages": StageFactory,
-    "fusions": FusionFactory,
-    "services": ServiceFactory,
-    "llms": LLMFactory,
-}
-"""The factory protocol of each registry category (``register_<category>``)."""
+FACTORY_PROTOCOLS: dict[str, type] = {c.category: globals()[c.factory] for c in COMPONENTS}
+"""The factory protocol of each registry category (``register_<category>``), as named by
+its declaration in :mod:`memcore.hookspecs`."""

@@ -14,11 +14,20 @@ A plugin module implements any subset of these hooks with ``@memcore.hookimpl`` 
 accept fewer arguments than the spec (pluggy's rule), so hooks can grow without breaking
 plugins. The signatures are typed: ``register`` is a :class:`memcore.factories.Register`
 of the hook's factory protocol (:mod:`memcore.factories`).
+
+This module is the one declaration of the surface: each component hook is declared with
+:func:`component_hookspec` (its category, singular noun and factory protocol), and
+:data:`COMPONENTS` / :data:`CATEGORIES` / :data:`HOOK_NAMES` are computed from those
+declarations. ``memcore.registry.CATEGORIES``, ``memcore.factories.FACTORY_PROTOCOLS``,
+the plugin host's list of known hooks and the "unknown <thing> kind" messages of
+:mod:`memcore.errors` are all derived from here. At run time this module imports nothing
+of memcore, so any module may import it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 import pluggy
 
@@ -30,12 +39,48 @@ if TYPE_CHECKING:
 hookspec = pluggy.HookspecMarker("memcore")
 hookimpl = pluggy.HookimplMarker("memcore")
 
+_Spec = TypeVar("_Spec", bound=Callable[..., None])
+
+
+@dataclass(frozen=True)
+class Component:
+    """One category of component a plugin registers through ``register_<category>``."""
+
+    category: str
+    """The registry key and settings table: ``"indexes"``."""
+    singular: str
+    """The noun of one of them in messages: ``"index"`` (``unknown index kind 'x'``)."""
+    factory: str
+    """The name of its factory protocol in :mod:`memcore.factories`: ``"IndexFactory"``."""
+
+    @property
+    def hook(self) -> str:
+        """The hook's name: ``register_<category>``."""
+        return f"register_{self.category}"
+
+
+_components: list[Component] = []
+
+
+def component_hookspec(*, singular: str, factory: str) -> Callable[[_Spec], _Spec]:
+    """Declare a ``register_<category>`` hook (a :data:`hookspec`) and its :class:`Component`."""
+
+    def declare(spec: _Spec) -> _Spec:
+        name = spec.__name__
+        if not name.startswith("register_"):
+            raise ValueError(f"a component hook is named register_<category>, not {name!r}")
+        _components.append(Component(category=name.removeprefix("register_"), singular=singular, factory=factory))
+        return hookspec(spec)
+
+    return declare
+
+
 # ---------------------------------------------------------------------------------------
 # Storage: where records live
 # ---------------------------------------------------------------------------------------
 
 
-@hookspec
+@component_hookspec(singular="store", factory="StoreFactory")
 def register_stores(register: Register[StoreFactory]) -> None:
     """Register record stores.
 
@@ -50,7 +95,7 @@ def register_stores(register: Register[StoreFactory]) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@hookspec
+@component_hookspec(singular="embedder", factory="EmbedderFactory")
 def register_embedders(register: Register[EmbedderFactory]) -> None:
     """Register embedders.
 
@@ -65,7 +110,7 @@ def register_embedders(register: Register[EmbedderFactory]) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@hookspec
+@component_hookspec(singular="index", factory="IndexFactory")
 def register_indexes(register: Register[IndexFactory]) -> None:
     """Register index kinds.
 
@@ -81,7 +126,7 @@ def register_indexes(register: Register[IndexFactory]) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@hookspec
+@component_hookspec(singular="stage", factory="StageFactory")
 def register_stages(register: Register[StageFactory]) -> None:
     """Register pipeline stage kinds.
 
@@ -90,7 +135,7 @@ def register_stages(register: Register[StageFactory]) -> None:
     """
 
 
-@hookspec
+@component_hookspec(singular="fusion", factory="FusionFactory")
 def register_fusions(register: Register[FusionFactory]) -> None:
     """Register fusion strategies.
 
@@ -104,7 +149,7 @@ def register_fusions(register: Register[FusionFactory]) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@hookspec
+@component_hookspec(singular="service", factory="ServiceFactory")
 def register_services(register: Register[ServiceFactory]) -> None:
     """Register memory services.
 
@@ -119,7 +164,7 @@ def register_services(register: Register[ServiceFactory]) -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@hookspec
+@component_hookspec(singular="llm", factory="LLMFactory")
 def register_llms(register: Register[LLMFactory]) -> None:
     """Register LLM (chat model) kinds.
 
@@ -145,3 +190,20 @@ def register_commands(cli: click.Group) -> None:
     another plugin's) is refused and reported on stderr, and the plugin's other commands stay.
     Example: memcore-colbert adds ``memcore colbert serve``.
     """
+
+
+# ---------------------------------------------------------------------------------------
+# The surface, computed from the declarations above
+# ---------------------------------------------------------------------------------------
+
+COMPONENTS: tuple[Component, ...] = tuple(_components)
+"""Every component category, in declaration order (one ``register_<category>`` hook each)."""
+
+CATEGORIES: tuple[str, ...] = tuple(c.category for c in COMPONENTS)
+"""The kinds of component a plugin can register: ``("stores", "embedders", ...)``."""
+
+SINGULAR: dict[str, str] = {c.category: c.singular for c in COMPONENTS}
+"""``category -> singular noun`` (``"indexes" -> "index"``), for messages."""
+
+HOOK_NAMES: tuple[str, ...] = tuple(name for name, value in list(globals().items()) if callable(value) and hasattr(value, f"{hookspec.project_name}_spec"))
+"""Every hook of memcore (the component hooks, then ``register_commands``), in declaration order."""

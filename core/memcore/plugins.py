@@ -225,7 +225,7 @@ def _dist_name(ep: metadata.EntryPoint) -> str | None:
 
 
 def _hook_names() -> list[str]:
-    return [f"register_{c}" for c in CATEGORIES] + ["register_commands"]
+    return list(hookspecs.HOOK_NAMES)
 
 
 def _core_version() -> str | None:

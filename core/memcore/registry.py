@@ -14,12 +14,13 @@ from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import ConfigError, PluginError, UnknownComponentError
+from .hookspecs import CATEGORIES
 from .providers import distribution_of, install_hint, known_providers, provider_of
 
 __all__ = ["ComponentConfig", "Registration", "Registry", "CATEGORIES"]
 
-CATEGORIES = ("stores", "embedders", "indexes", "stages", "fusions", "services", "llms")
-"""The kinds of component a plugin can register, one hook each (``register_<category>``)."""
+# CATEGORIES (re-exported): the kinds of component a plugin can register, one hook each
+# (``register_<category>``), computed from the declarations in :mod:`memcore.hookspecs`.
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_\-.]*$")
 

@@ -169,5 +169,5 @@ def test_settings_errors():
         open_with({"kind": "openai", "model": "m", "api_key": "sk-123"})
     with pytest.raises(ConfigError, match="llms.default"):
         open_with({"model": "m"})
-    with pytest.raises(ConfigError, match=r"llms\.default\.kind: unknown llms kind 'gpt'"):
+    with pytest.raises(ConfigError, match=r"llms\.default\.kind: unknown llm kind 'gpt'"):
         open_with("gpt")
