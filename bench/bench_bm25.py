@@ -16,7 +16,7 @@ scifact      BEIR SciFact train (``../shared/data/scifact`` beside the repositor
                target: memcore/raw >= 0.9.
              - between merges: 90% of the corpus merged, the other 10% inserted one by one,
                1% deleted; nDCG@10 and top-10 overlap against a fresh bm25s index over the
-               same live documents (DESIGN §9: within 0.002, overlap >= 0.95).
+               same live documents (docs/architecture.md §9: within 0.002, overlap >= 0.95).
 interleaved  ``--n-base`` synthetic Zipfian documents, then ``--ops`` x (insert one
              document, then query). memcore: per-op latency (insert + search) p50/p95/max.
              Full-rebuild strategy: after each insert ``BM25.index`` over all (already
@@ -30,7 +30,7 @@ Run from the repository root (with memcore-fifo-kv installed)::
     python bench/bench_bm25.py                      # 100k base documents, 30-75 s
     python bench/bench_bm25.py --parts scifact --repeats 5
 
-Never run as a test: timings belong here (DESIGN.md section 8).
+Never run as a test: timings belong here (docs/architecture.md §8).
 """
 
 from __future__ import annotations

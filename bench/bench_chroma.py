@@ -31,7 +31,7 @@ Gaussian centres, normalised; ``--queries`` (200) drawn the same way.
     python bench/bench_chroma.py --quick
     python bench/bench_chroma.py --n 100000 --server-n 100000
 
-Never run as a test: timings belong here (DESIGN.md section 8).
+Never run as a test: timings belong here (docs/architecture.md §8).
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ Run from the repository root::
     PYTHONPATH=core python bench/bench_collection.py --quick
     PYTHONPATH=core python bench/bench_collection.py --out bench/results.json
 
-Never run as a test: timings belong here, not in the suite (DESIGN.md section 8).
+Never run as a test: timings belong here, not in the suite (docs/architecture.md §8).
 """
 
 from __future__ import annotations

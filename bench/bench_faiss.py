@@ -26,7 +26,7 @@ indexes configured with efSearch 64 and 128 (``load`` applies the configured efS
     python bench/bench_faiss.py                      # full: SciFact + 100k synthetic
     python bench/bench_faiss.py --datasets synthetic --n 50000 --omp-threads 1
 
-Never run as a test: timings belong here (DESIGN.md section 8).
+Never run as a test: timings belong here (docs/architecture.md §8).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ Run from the repository root (networkx and memcore-graph installed)::
     python bench/bench_graph.py --quick
     python bench/bench_graph.py                       # 100k nodes / 500k edges, depth 2
 
-Progress goes to stderr; ONE JSON object goes to stdout. Never a test (DESIGN.md section 8).
+Progress goes to stderr; ONE JSON object goes to stdout. Never a test (docs/architecture.md §8).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ The questions of a conversation are embedded once (batched, through the collecti
 and retrieve from that conversation only, at depth ``--k`` (50), through
 ``Pipeline.from_config(spec, registry).run(collection, query, k=...)``.
 
-Metric (LoCoMo paper, DESIGN.md §9): evidence recall@k = share of a question's evidence
+Metric (LoCoMo paper, docs/architecture.md §9): evidence recall@k = share of a question's evidence
 turns among the first k distinct turns retrieved, averaged over the questions that have
 evidence. Reported per category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop,
 5 adversarial), ``overall`` = categories 1-4 (the headline; adversarial questions ask about

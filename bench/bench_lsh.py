@@ -29,7 +29,7 @@ Run from the repository root (progress on stderr, one JSON object on stdout)::
     python bench/bench_lsh.py --quick
     python bench/bench_lsh.py --out bench/lsh_results.json
 
-Never run as a test: timings belong here, not in the suite (DESIGN.md section 8).
+Never run as a test: timings belong here, not in the suite (docs/architecture.md §8).
 """
 
 from __future__ import annotations

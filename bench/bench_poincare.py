@@ -44,7 +44,7 @@ batched search embedded (``PersistentClient``) vs on a ``chroma run`` server on
     python bench/bench_poincare.py                  # 100k points
     python bench/bench_poincare.py --n 100000 --server-n 20000
 
-Never run as a test: timings belong here (DESIGN.md section 8).
+Never run as a test: timings belong here (docs/architecture.md §8).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The import graph of ``core/memcore`` has no circle (DESIGN.md: imports only go down).
+"""The import graph of ``core/memcore`` has no circle (docs/architecture.md §1: imports only go down).
 
 The graph is built from the modules' source (ASTs), nothing is imported. Two graphs:
 

@@ -1,4 +1,4 @@
-"""Persistence, recovery and concurrency of a SQLite collection directory (DESIGN.md §5).
+"""Persistence, recovery and concurrency of a SQLite collection directory (docs/architecture.md §5).
 
 Reopen in the same process and in a new one, catch-up after a crash, rebuild of corrupt
 or missing index files, the single-writer lock, and read-only readers that see what the

@@ -1,7 +1,7 @@
 """Memory services: policy over one collection (Service : Collection = 1 : 1).
 
 A service decides what is inserted where, what migrates and what is forgotten. It offers
-the unified interface of memcore's design notes:
+the unified interface (docs/architecture.md §2):
 
 - ``insert(text, vector=None, metadata=None) -> id``
 - ``retrieve(query=None, vector=None, metadata=None, k=10) -> [{"id", "text", "score", "metadata"}]``

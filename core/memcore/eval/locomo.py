@@ -3,7 +3,7 @@
 Loading (:func:`load_locomo`: turns with normalised ``dia_id``, session number and date;
 questions with normalised evidence) and the metrics of the LoCoMo paper:
 
-- evidence recall@k counts **turns** (DESIGN.md §9): the ``dia_id`` lists of the retrieved
+- evidence recall@k counts **turns** (docs/architecture.md §9): the ``dia_id`` lists of the retrieved
   entries are concatenated in rank order, de-duplicated, cut to the first k turns; recall
   is the share of the question's evidence turns among them (:func:`evidence_recall`);
 - entry recall@k: the share of evidence turns carried by the first k *entries*
@@ -182,7 +182,7 @@ def first_turns(entry_turns: Iterable[Sequence[str]], k: int) -> list[str]:
 
 
 def evidence_recall(entry_turns: Sequence[Sequence[str]], evidence: Sequence[str], ks: Sequence[int]) -> dict[int, float]:
-    """Recall@k counting turns (LoCoMo paper, DESIGN §9), for each k in ``ks``."""
+    """Recall@k counting turns (LoCoMo paper, docs/architecture.md §9), for each k in ``ks``."""
     ev = set(evidence)
     if not ev:
         raise ValidationError("evidence recall needs a question with evidence")

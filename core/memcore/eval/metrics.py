@@ -2,7 +2,7 @@
 
 A *run* maps each query id to ``{doc id: score}``; *qrels* map each query id to
 ``{doc id: graded relevance}``. A run is ranked by score, higher first, ties broken by doc
-id (ascending, DESIGN §9; trec_eval breaks ties by descending doc id, which only matters
+id (ascending, docs/architecture.md §9; trec_eval breaks ties by descending doc id, which only matters
 for exactly equal scores).
 
 - ``ndcg@k``: DCG = sum over the first k ranks of ``gain / log2(rank + 1)`` with ``gain`` the

@@ -3,7 +3,7 @@
 The reference is bm25s used the documented way (``bm25s.tokenize`` with stopwords and a
 PyStemmer stemmer, ``BM25(k1, b, method).index``), rebuilt from scratch over the live
 texts. The index must give the same documents with the same scores after ``merge()``
-and, by design, between merges too; DESIGN §9's tolerances (nDCG@10 within 0.002, top-10
+and, by design, between merges too; docs/architecture.md §9's tolerances (nDCG@10 within 0.002, top-10
 overlap >= 0.95) are checked on a corpus whose fresh segment is near the merge threshold.
 """
 
@@ -181,7 +181,7 @@ def ndcg_at_10(ranking: list[str], relevant: str) -> float:
 
 
 def test_between_merges_within_design_tolerances():
-    """DESIGN §9 with the default threshold, the fresh segment just below it."""
+    """docs/architecture.md §9 with the default threshold, the fresh segment just below it."""
     index = make_index()
     docs = {f"d{i}": t for i, t in enumerate(zipf_texts(2000, seed=5))}
     index.add(records(docs))

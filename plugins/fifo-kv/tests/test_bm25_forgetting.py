@@ -1,6 +1,6 @@
 """Forgetting in the ``bm25`` index (issue 20): a save after a removal merges, so the files
 keep no tombstone, id or term of a removed document; a merge drops the terms no live
-document uses and still equals a fresh index over the live documents (DESIGN section 9)."""
+document uses and still equals a fresh index over the live documents (docs/architecture.md §9)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""memcore-services: the agent-memory services of memcore's design notes, registered
+"""memcore-services: the agent-memory services of docs/architecture.md §2, registered
 through ``register_services``:
 
 - ``short_term_memory``: a window of the last N entries;

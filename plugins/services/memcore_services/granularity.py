@@ -12,7 +12,7 @@ not ranked yet (the window's score), so a window-level list and an entry-level l
 as two rankings of the same entries. Within a window, the members best ranked by the
 pipeline's other lists come first (then the order of the conversation). Entries retrieved
 through a window therefore count as themselves -- e.g. as the turns they came from in
-LoCoMo's turn-counted recall (DESIGN.md §9).
+LoCoMo's turn-counted recall (docs/architecture.md §9).
 """
 
 from __future__ import annotations
