@@ -30,7 +30,7 @@ from typing import Any, Iterator, Mapping
 from .errors import ScopeError
 from .records import Record, Scope
 
-__all__ = ["ScopeBinding", "narrow", "state_namespace", "namespace_scope", "SCOPED_STATE_MARK"]
+__all__ = ["ScopeBinding", "narrow", "stamp_scope", "state_namespace", "namespace_scope", "SCOPED_STATE_MARK"]
 
 SCOPED_STATE_MARK = "@scope:"
 """What separates a state namespace from the scope it belongs to (``memoryos@scope:{...}``)."""
@@ -70,6 +70,21 @@ def namespace_scope(stored: str) -> Scope | None:
         return None
 
 
+def stamp_scope(records: list[Record], scope: Scope | None, what: str = "the scope") -> None:
+    """Give ``records`` without a scope ``scope``; a record whose own scope lies outside it
+    (another user's) is a :class:`ScopeError`, raised before any record is changed."""
+    if scope is None:
+        return
+    outside = [r for r in records if r.scope is not None and not r.scope.is_empty() and not scope.covers(r.scope)]
+    if outside:
+        first = outside[0]
+        owner = first.scope.as_dict() if first.scope is not None else {}
+        raise ScopeError(f"record {first.id!r} has scope {owner}, outside {what} ({scope.as_dict()})")
+    for r in records:
+        if r.scope is None or r.scope.is_empty():
+            r.scope = scope
+
+
 class ScopeBinding:
     """The scope bound on one collection, per thread and task."""
 
@@ -102,14 +117,7 @@ class ScopeBinding:
 
     def stamp(self, records: list[Record]) -> None:
         """Give records written without a scope the bound one; refuse one outside it."""
-        bound = self._var.get()
-        if bound is None:
-            return
-        for r in records:
-            if r.scope is None or r.scope.is_empty():
-                r.scope = bound
-            elif not bound.covers(r.scope):
-                raise ScopeError(f"record {r.id!r} has scope {r.scope.as_dict()}, outside the scope this call is bound to ({bound.as_dict()})")
+        stamp_scope(records, self._var.get(), "the scope this call is bound to")
 
     def namespace(self, namespace: str) -> str:
         """Where the bound scope's state of ``namespace`` is stored."""

@@ -10,9 +10,10 @@ from typing import Any
 import click
 import numpy as np
 
-from ..errors import DuplicateIdError, MemcoreError, ScopeError, ValidationError
+from ..errors import DuplicateIdError, MemcoreError, ValidationError
 from ..jsonl import read_jsonl
 from ..records import Record, Scope
+from ..scope_binding import stamp_scope
 from ..service import Service
 from ..services.default import DefaultService
 from ._common import config_option, path_option, scope_option, CliError, echo_json, note, open_memory, progress
@@ -52,18 +53,6 @@ def check_vectors(records: list[Record], spaces: Any) -> None:
             spaces[name].check_vector(vector, f"vector {name!r} of record {record.id!r}")
             if not np.isfinite(vector).all():
                 raise ValidationError(f"vector {name!r} of record {record.id!r} has NaN or infinite values")
-
-
-def apply_scope(records: list[Record], scope: Scope | None) -> None:
-    """Give the records without a scope ``scope``; a record whose own scope lies outside it
-    (another user) is an error, before anything is inserted."""
-    if scope is None:
-        return
-    for record in records:
-        if record.scope is None or record.scope.is_empty():
-            record.scope = scope
-        elif not scope.covers(record.scope):
-            raise ScopeError(f"record {record.id!r} has scope {record.scope.as_dict()}, outside --scope {scope.as_dict()}")
 
 
 def ingest_service(memory: Any, indexes: tuple[str, ...]) -> Service:
@@ -188,7 +177,7 @@ def ingest(
     if space is not None and vectors_file is None:
         raise CliError("--space names the space of --vectors; give --vectors FILE.npy too")
     bound = Scope.coerce(scope)
-    apply_scope(records, bound)
+    stamp_scope(records, bound, "--scope")
     memory = open_memory(config, path)
     inserted = 0
     try:

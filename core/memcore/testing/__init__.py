@@ -62,6 +62,7 @@ _CONTRACTS = {
     "PluginRegistrationContract": "registration_contract",
     "HEAVY_MODULES": "registration_contract",
     "check_scope_forgotten": "forgetting",
+    "retrieve_by_index": "forgetting",
     "examples": "hypothesis_profiles",
     "load_profile": "hypothesis_profiles",
 }

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 from ..memory import Memory
 from .disk import assert_no_bytes
 
-__all__ = ["check_scope_forgotten", "BOB_ITEMS", "BOB_IDS", "ALICE_ITEMS", "CANARIES"]
+__all__ = ["check_scope_forgotten", "retrieve_by_index", "BOB_ITEMS", "BOB_IDS", "ALICE_ITEMS", "CANARIES"]
 
 BOB = {"user_id": "bob"}
 ALICE = {"user_id": "alice"}
@@ -60,6 +60,12 @@ Retrieve = Callable[[Memory, str, dict[str, str], int], Sequence[str]]
 
 def _service_ids(memory: Memory, text: str, scope: dict[str, str], k: int) -> list[str]:
     return [str(item["id"]) for item in memory.retrieve(text, k=k, scope=scope)]
+
+
+def retrieve_by_index(name: str) -> Retrieve:
+    """A ``retrieve`` for :func:`check_scope_forgotten` that searches one index
+    (``Memory.query(text, index=name, ...)``): for an index kind tested on its own."""
+    return lambda memory, text, scope, k: [h.id for h in memory.query(text, index=name, k=k, scope=scope)]
 
 
 def check_scope_forgotten(

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import memcore
-from memcore.testing import check_scope_forgotten
+from memcore.testing import check_scope_forgotten, retrieve_by_index
 
 pytest.importorskip("chromadb")
 
@@ -21,14 +21,9 @@ def _clean_env(monkeypatch):
             monkeypatch.delenv(key)
 
 
-def by_index(name):
-    """Retrieve through one index (``Memory.query(..., index=name)``): the ids found."""
-    return lambda memory, text, scope, k: [h.id for h in memory.query(text, index=name, k=k, scope=scope)]
-
-
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_embedded_chroma_forgets_a_scope(tmp_path, rounds):
     settings = {"indexes": {"vec": {"kind": "chroma"}}}
     # Chroma's own write-ahead log (``embeddings_queue`` in its SQLite file) keeps the ids
     # (and vectors) of deleted records until Chroma purges it: ids are not checked (known gap, issue 20)
-    check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, check_ids=False, retrieve=by_index("vec"), rounds=rounds)
+    check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, check_ids=False, retrieve=retrieve_by_index("vec"), rounds=rounds)

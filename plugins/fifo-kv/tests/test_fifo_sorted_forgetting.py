@@ -9,7 +9,7 @@ import os
 import pytest
 
 import memcore
-from memcore.testing import check_scope_forgotten
+from memcore.testing import check_scope_forgotten, retrieve_by_index
 
 
 @pytest.fixture(autouse=True)
@@ -19,19 +19,14 @@ def _clean_env(monkeypatch):
             monkeypatch.delenv(key)
 
 
-def by_index(name):
-    """Retrieve through one index (``Memory.query(..., index=name)``): the ids found."""
-    return lambda memory, text, scope, k: [h.id for h in memory.query(text, index=name, k=k, scope=scope)]
-
-
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_fifo_forgets_a_scope(tmp_path, rounds):
     settings = {"indexes": {"stm": {"kind": "fifo", "capacity": 100}, "vector": {"kind": "exact"}}}
-    check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, retrieve=by_index("vector"), rounds=rounds)
+    check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, retrieve=retrieve_by_index("vector"), rounds=rounds)
 
 
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_sorted_on_a_string_field_forgets_a_scope(tmp_path, rounds):
     """``sorted`` saves the values of its field: here bob's metadata strings."""
     settings = {"indexes": {"by_note": {"kind": "sorted", "field": "note"}, "vector": {"kind": "exact"}}}
-    check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, retrieve=by_index("vector"), rounds=rounds)
+    check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, retrieve=retrieve_by_index("vector"), rounds=rounds)

@@ -9,7 +9,7 @@ import os
 import pytest
 
 import memcore
-from memcore.testing import check_scope_forgotten
+from memcore.testing import check_scope_forgotten, retrieve_by_index
 
 
 @pytest.fixture(autouse=True)
@@ -19,12 +19,7 @@ def _clean_env(monkeypatch):
             monkeypatch.delenv(key)
 
 
-def by_index(name):
-    """Retrieve through one index (``Memory.query(..., index=name)``): the ids found."""
-    return lambda memory, text, scope, k: [h.id for h in memory.query(text, index=name, k=k, scope=scope)]
-
-
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_lsh_forgets_a_scope(tmp_path, rounds):
     settings = {"indexes": {"hash": {"kind": "lsh", "exact_filter_below": 0}}}
-    check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, retrieve=by_index("hash"), rounds=rounds)
+    check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, retrieve=retrieve_by_index("hash"), rounds=rounds)
