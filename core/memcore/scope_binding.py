@@ -79,7 +79,7 @@ def stamp_scope(records: list[Record], scope: Scope | None, what: str = "the sco
     if outside:
         first = outside[0]
         owner = first.scope.as_dict() if first.scope is not None else {}
-        raise ScopeError(f"record {first.id!r} has scope {owner}, outside {what} ({scope.as_dict()})")
+        raise ScopeError(f"record {first.id!r} has scope {owner}, outside {what} {scope.as_dict()}")
     for r in records:
         if r.scope is None or r.scope.is_empty():
             r.scope = scope
