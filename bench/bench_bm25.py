@@ -48,7 +48,8 @@ from _common import SHARED, emit, finish_environment, header, log, use_checkout
 
 use_checkout("fifo-kv")
 
-from memcore import IndexContext, Query, Record  # noqa: E402
+from memcore.plugin import IndexContext
+from memcore import Query, Record
 
 from memcore_fifo_kv.bm25 import BM25Config, BM25Index  # noqa: E402
 

@@ -41,9 +41,10 @@ from _common import SHARED, emit, finish_environment, header, log, package_versi
 
 use_checkout("fifo-kv")
 
-from memcore import Collection, IndexContext, Query, Record  # noqa: E402
-from memcore.plugins import get_registry  # noqa: E402
-from memcore.stores.memory import MemoryStore  # noqa: E402
+from memcore import Collection, Query, Record
+from memcore.plugin import IndexContext
+from memcore._plugins._host import get_registry
+from memcore.stores._memory import MemoryStore
 
 from memcore_fifo_kv.bm25 import BM25Config, BM25Index  # noqa: E402
 

@@ -50,7 +50,8 @@ from _common import emit, finish_environment, header, log, pct, use_checkout
 use_checkout("chroma", "chroma-support")
 
 from memcore_chroma_support import chroma_server  # noqa: E402
-from memcore import IndexContext, Query, Record, SpaceInfo  # noqa: E402
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore import Query, Record
 from memcore_chroma import ChromaIndexConfig  # noqa: E402
 from memcore_chroma.index import ChromaIndex  # noqa: E402
 

@@ -2,7 +2,7 @@
 """ColBERT-style late interaction on BEIR SciFact: PLAID (compressed) vs exhaustive MaxSim.
 
 Token vectors: all-MiniLM-L6-v2 token embeddings (memcore-embed's ``minilm``, through
-``memcore.build_embedder``), per-token normalised, ``--doc-maxlen`` / ``--query-maxlen``
+``memcore.plugin.build_embedder``), per-token normalised, ``--doc-maxlen`` / ``--query-maxlen``
 tokens. Encoding the corpus takes minutes on a loaded 2-core machine, so the vectors are
 cached as float16 ``.npy`` under ``--cache`` (default /tmp/memcore_colbert_bench) and
 reused by later runs; only missing documents are encoded.
@@ -318,8 +318,8 @@ def main() -> None:
     data, docs, queries = loaded
     log(f"{len(docs)} documents, {len(queries)} queries")
     # the model reads at most max_length input tokens (ColBERT truncates the input the same way)
-    doc_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.doc_maxlen}), args.doc_maxlen, "doc")
-    query_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.query_maxlen}), args.query_maxlen, "query")
+    doc_cache = TokenCache(args.cache, memcore.plugin.build_embedder({"kind": "minilm", "max_seq_length": args.doc_maxlen}), args.doc_maxlen, "doc")
+    query_cache = TokenCache(args.cache, memcore.plugin.build_embedder({"kind": "minilm", "max_seq_length": args.query_maxlen}), args.query_maxlen, "query")
     encode_seconds = doc_cache.ensure([doc_text(d) for d in docs]) + query_cache.ensure([t for _, t in queries])
     pids = [d["_id"] for d in docs]
     matrices = [doc_cache.get(doc_text(d)) for d in docs]
@@ -595,9 +595,11 @@ def advanced(
     without, it is populated from the store as a collection builds it."""
     from types import SimpleNamespace
 
-    from memcore import Embedder, Query, hookimpl
-    from memcore.pipeline import PRESETS, Pipeline
-    from memcore.plugins import get_registry
+    from memcore.plugin import Embedder
+    from memcore import Query, hookimpl
+    from memcore.retrieval._pipeline import PRESETS
+    from memcore import Pipeline
+    from memcore._plugins._host import get_registry
     from memcore.testing import register_plugin
 
     class Cached(Embedder):

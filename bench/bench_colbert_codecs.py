@@ -61,8 +61,8 @@ def main() -> None:
     if loaded is None:
         return
     data, docs, queries = loaded
-    doc_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.doc_maxlen}), args.doc_maxlen, "doc")
-    query_cache = TokenCache(args.cache, memcore.build_embedder({"kind": "minilm", "max_seq_length": args.query_maxlen}), args.query_maxlen, "query")
+    doc_cache = TokenCache(args.cache, memcore.plugin.build_embedder({"kind": "minilm", "max_seq_length": args.doc_maxlen}), args.doc_maxlen, "doc")
+    query_cache = TokenCache(args.cache, memcore.plugin.build_embedder({"kind": "minilm", "max_seq_length": args.query_maxlen}), args.query_maxlen, "query")
     doc_cache.ensure([doc_text(d) for d in docs])
     query_cache.ensure([t for _, t in queries])
     pids = [d["_id"] for d in docs]

@@ -50,11 +50,11 @@ from _common import REPO, emit, finish_environment, header, log, pct, use_checko
 use_checkout()  # without PYTHONPATH=core and without an install: the checkout's core
 
 import memcore  # noqa: E402
-from memcore.collection import Collection  # noqa: E402
-from memcore.plugins import get_registry  # noqa: E402
-from memcore.records import Query  # noqa: E402
-from memcore.spaces import Space  # noqa: E402
-from memcore.stores.sqlite import SQLiteStore  # noqa: E402
+from memcore import Collection
+from memcore._plugins._host import get_registry
+from memcore import Query
+from memcore.embedders._space import Space
+from memcore.stores._sqlite import SQLiteStore
 
 CORE = REPO / "core"
 

@@ -45,7 +45,8 @@ use_checkout("faiss")
 
 import faiss  # noqa: E402
 
-from memcore import IndexContext, Query, Record, SpaceInfo  # noqa: E402
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore import Query, Record
 from memcore_faiss import FaissIndexConfig  # noqa: E402
 from memcore_faiss.index import FaissIndex  # noqa: E402
 

@@ -35,7 +35,8 @@ from _common import emit, finish_environment, header, log, use_checkout
 
 use_checkout("fifo-kv")
 
-from memcore import IndexContext, Query, Record  # noqa: E402
+from memcore.plugin import IndexContext
+from memcore import Query, Record
 from memcore_fifo_kv import FifoIndex, FifoIndexConfig, SortedIndex, SortedIndexConfig  # noqa: E402
 
 

@@ -50,7 +50,8 @@ use_checkout("graph")
 
 import networkx as nx  # noqa: E402
 
-from memcore import IndexContext, Link, Query, Record  # noqa: E402
+from memcore.plugin import IndexContext
+from memcore import Link, Query, Record
 from memcore_graph import GraphIndexConfig  # noqa: E402
 from memcore_graph.index import GraphIndex  # noqa: E402
 

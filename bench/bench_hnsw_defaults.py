@@ -42,11 +42,11 @@ from _common import emit, finish_environment, header, log, pct, use_checkout
 
 use_checkout("faiss")
 
-from memcore.collection import Collection  # noqa: E402
-from memcore.plugins import get_registry  # noqa: E402
-from memcore.records import Query  # noqa: E402
-from memcore.spaces import Space  # noqa: E402
-from memcore.stores.sqlite import SQLiteStore  # noqa: E402
+from memcore import Collection
+from memcore._plugins._host import get_registry
+from memcore import Query
+from memcore.embedders._space import Space
+from memcore.stores._sqlite import SQLiteStore
 
 
 def make_data(n: int, dim: int, clusters: int, nq: int, seed: int, noise: float = 0.6) -> tuple[np.ndarray, np.ndarray]:

@@ -62,12 +62,13 @@ use_checkout("fifo-kv", "embed")
 
 from _scifact import DATA, hybrid_memory  # noqa: E402
 
-from memcore import LLMs  # noqa: E402
+from memcore.plugin import LLMs
 from memcore.eval import evaluate_run  # noqa: E402
 from memcore.eval.metrics import ndcg_at_k  # noqa: E402
-from memcore.pipeline import PRESETS, Pipeline  # noqa: E402
-from memcore.plugins import get_registry  # noqa: E402
-from memcore.records import Query  # noqa: E402
+from memcore.retrieval._pipeline import PRESETS
+from memcore import Pipeline
+from memcore._plugins._host import get_registry
+from memcore import Query
 from memcore_embed import ChatClient  # noqa: E402
 from memcore_embed.llama_server import MODEL_ALIAS, LlamaServer, smollm2_gguf  # noqa: E402
 

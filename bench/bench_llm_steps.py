@@ -48,7 +48,7 @@ use_checkout("embed", "services", "graph", "lsh", "fifo-kv")
 from memcore import open as open_memory  # noqa: E402
 from memcore.eval.locomo import HEADLINE_CATEGORIES, Conversation, load_locomo, turn_text  # noqa: E402
 from memcore.eval.locomo_pipeline import HISTORY_PROMPT, load_eval_config, run_locomo  # noqa: E402
-from memcore.triples import triple_prompt  # noqa: E402
+from memcore.plugin import triple_prompt
 
 COMPONENTS = ("memoryos", "tim", "graph")
 

@@ -53,9 +53,10 @@ use_checkout("fifo-kv", "embed", "rrf")
 
 import memcore  # noqa: E402
 from memcore.eval import locomo  # noqa: E402
-from memcore.pipeline import PRESETS, Pipeline, apply_overrides  # noqa: E402
-from memcore.plugins import get_registry  # noqa: E402
-from memcore.records import Query  # noqa: E402
+from memcore.retrieval._pipeline import PRESETS, apply_overrides
+from memcore import Pipeline
+from memcore._plugins._host import get_registry
+from memcore import Query
 
 DATA = SHARED / "data" / "locomo" / "locomo_dev.json"
 """The LoCoMo dev file (``MEMCORE_SHARED`` overrides the ``../shared`` folder beside the repository)."""

@@ -48,7 +48,8 @@ from _common import SHARED, emit, finish_environment, header, log, use_checkout
 
 use_checkout("lsh")
 
-from memcore import IndexContext, Query, Record, SpaceInfo  # noqa: E402
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore import Query, Record
 from memcore_lsh import LSHIndex, LSHIndexConfig  # noqa: E402
 
 SCIFACT = SHARED / "data" / "scifact" / "minilm"

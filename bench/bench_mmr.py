@@ -39,8 +39,9 @@ from _common import emit, finish_environment, header, log, use_checkout
 
 use_checkout("mmr")
 
-from memcore import Collection, PipelineContext, Query  # noqa: E402
-from memcore.spaces import Space  # noqa: E402
+from memcore import Collection, Query
+from memcore.plugin import PipelineContext
+from memcore.embedders._space import Space
 
 
 def raw_mmr(matrix: np.ndarray, rows: np.ndarray, q: np.ndarray, top_n: int, lam: float, floor: bool = True) -> list[int]:

@@ -33,9 +33,9 @@ use_checkout("mmr", "fifo-kv")
 
 from _scifact import DATA, hybrid_memory  # noqa: E402
 from memcore.eval import evaluate_run  # noqa: E402
-from memcore.pipeline import Pipeline  # noqa: E402
-from memcore.plugins import get_registry  # noqa: E402
-from memcore.records import Query  # noqa: E402
+from memcore import Pipeline
+from memcore._plugins._host import get_registry
+from memcore import Query
 
 K = 10
 DEPTH = 100

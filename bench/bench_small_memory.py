@@ -56,14 +56,14 @@ from _common import SHARED, emit, finish_environment, header, log, use_checkout
 
 use_checkout("fifo-kv")
 
-from memcore.collection import Collection  # noqa: E402
+from memcore import Collection
 from memcore.default_plugins.embedders import HashingEmbedder  # noqa: E402
-from memcore.pipeline import Pipeline  # noqa: E402
-from memcore.plugins import get_registry  # noqa: E402
-from memcore.records import Query  # noqa: E402
-from memcore.spaces import Space  # noqa: E402
-from memcore.stores.memory import MemoryStore  # noqa: E402
-from memcore.stores.sqlite import SQLiteStore  # noqa: E402
+from memcore import Pipeline
+from memcore._plugins._host import get_registry
+from memcore import Query
+from memcore.embedders._space import Space
+from memcore.stores._memory import MemoryStore
+from memcore.stores._sqlite import SQLiteStore
 
 LOCOMO = SHARED / "data" / "locomo" / "locomo_dev.json"
 WORDS = (

@@ -6,8 +6,8 @@ from typing import Callable
 
 import pytest
 
-from memcore.embedders.hashing import HashingEmbedder, HashingEmbedderConfig
-from memcore.spaces import Space
+from memcore.embedders._hashing import HashingEmbedder, HashingEmbedderConfig
+from memcore.embedders._space import Space
 
 
 def _two_spaces() -> dict[str, Space]:

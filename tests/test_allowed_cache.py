@@ -8,9 +8,11 @@ import sqlite3
 import pytest
 
 import memcore
-from memcore import AllowedIds, Collection
-from memcore.stores.sqlite import SQLiteStore, SQLiteStoreConfig
-from memcore.stores.sqlite_fields import INDEX_PREFIX
+import memcore.plugin
+from memcore.plugin import AllowedIds
+from memcore import Collection
+from memcore.stores._sqlite import SQLiteStore, SQLiteStoreConfig
+from memcore.stores._sqlite_fields import INDEX_PREFIX
 
 
 def ids_of(hits):
@@ -117,7 +119,7 @@ def test_memory_store_collections_cache_too():
     c.delete("r1")
     assert len(c.retrieve("n", k=20, where={"g": 1})) == 4
     c.close()
-    assert memcore.AllowedIds is AllowedIds
+    assert memcore.plugin.AllowedIds is AllowedIds
 
 
 def test_new_stores_use_8k_pages_and_old_ones_keep_theirs(tmp_path):
@@ -180,7 +182,7 @@ def test_the_writers_own_writes_carry_cached_sets_forward(col):
     after = col._allowed(col.make_query("note", where=where), "vec")
     assert after is not before and after == before | {"mine"}
     assert col._allowed_sets.misses == misses  # carried forward, not resolved again
-    col.store.apply(memcore.WriteBatch(state={("app", "x"): 1}))  # a write the collection did not see: resolved again
+    col.store.apply(memcore.plugin.WriteBatch(state={("app", "x"): 1}))  # a write the collection did not see: resolved again
     col._allowed(col.make_query("note", where=where), "vec")
     assert col._allowed_sets.misses == misses + 1
 
@@ -237,9 +239,9 @@ def test_carried_sets_equal_a_fresh_resolution_after_random_writes(tmp_path, sto
 
 
 def test_a_write_too_large_to_recheck_empties_the_cache(col, monkeypatch):
-    import memcore.allowed
+    import memcore.indexes._allowed
 
-    monkeypatch.setattr(memcore.allowed, "ADVANCE_BUDGET", 5)
+    monkeypatch.setattr(memcore.indexes._allowed, "ADVANCE_BUDGET", 5)
     where = {"user": "u1"}
     col.retrieve("note", k=50, where=where)
     misses = col._allowed_sets.misses

@@ -10,8 +10,9 @@ import random
 import numpy as np
 import pytest
 
-from memcore import AllowedIds, Collection, Query, merge_sorted
-from memcore.allowed import INHERIT_MAX
+from memcore.plugin import AllowedIds, merge_sorted
+from memcore import Collection, Query
+from memcore.indexes._allowed import INHERIT_MAX
 
 
 class Owner:

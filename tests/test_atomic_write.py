@@ -1,10 +1,10 @@
-"""``memcore.atomic_write_*`` (module ``memcore.atomic``) atomic writes: a file is replaced whole or not at all."""
+"""``memcore.atomic_write_*`` (module ``memcore._util.atomic``) atomic writes: a file is replaced whole or not at all."""
 
 from __future__ import annotations
 
 import pytest
 
-from memcore import atomic_write_bytes, atomic_write_json, atomic_write_with
+from memcore.plugin import atomic_write_bytes, atomic_write_json, atomic_write_with
 
 
 def test_atomic_write_with_replaces_the_file(tmp_path):

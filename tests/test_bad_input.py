@@ -28,8 +28,8 @@ from memcore import (
     UnknownComponentError,
     ValidationError,
 )
-from memcore.plugins import PluginHost
-from memcore.records import MAX_TEXT_CHARS
+from memcore._plugins._host import PluginHost
+from memcore.model._checks import MAX_TEXT_CHARS
 
 DIM = 256
 

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 import memcore
 from memcore.cli import main
-from memcore.logging import configure_logging
-from memcore.plugins import get_host
+from memcore._util.log import configure_logging
+from memcore._plugins._host import get_host
 
 REPO = Path(__file__).resolve().parents[1]
 CORE = REPO / "core"

@@ -15,7 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 import memcore
-from memcore import ComponentConfig, Service, hit_to_dict, hookimpl
+from memcore.plugin import ComponentConfig, hit_to_dict
+from memcore import Service, hookimpl
 from memcore.cli import main
 from memcore.testing import register_plugin
 

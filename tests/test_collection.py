@@ -25,7 +25,7 @@ from memcore import (
     UnknownComponentError,
     ValidationError,
 )
-from memcore.filters import matches, parse_filter
+from memcore.plugin import matches, parse_filter
 
 TEXTS = [
     "the cat sat on the mat",
@@ -728,7 +728,7 @@ def test_memory_and_sqlite_agree(tmp_path, make_spaces):
 
 def test_failed_index_update_is_rebuilt_on_next_use(coll, monkeypatch):
     from memcore import IndexUpdateError
-    from memcore.indexes.exact import ExactIndex
+    from memcore.indexes._exact import ExactIndex
 
     coll.insert(TEXTS[:2])
     original = ExactIndex.add

@@ -6,7 +6,7 @@ import pytest
 
 import memcore
 from memcore import Collection, DuplicateIdError, ValidationError
-from memcore.indexes.exact import ExactIndex, ExactIndexConfig
+from memcore.indexes._exact import ExactIndex, ExactIndexConfig
 from memcore.testing import register_plugin
 
 
@@ -111,7 +111,7 @@ def test_register_accepts_keyword_arguments():
 
 
 def test_unknown_known_plugin_name_does_not_suggest_itself():
-    from memcore.plugins import PluginHost
+    from memcore._plugins._host import PluginHost
 
     registry = PluginHost(load_entry_points=False).registry
     with pytest.raises(memcore.UnknownComponentError) as err:
@@ -120,8 +120,8 @@ def test_unknown_known_plugin_name_does_not_suggest_itself():
 
 
 def test_a_text_index_takes_an_extras_only_query_and_decides_itself():
-    from memcore.index import Requirements
-    from memcore.spaces import prepare_query
+    from memcore.plugin import Requirements
+    from memcore.embedders._space import prepare_query
 
     needs_text = Requirements(text=True)
     with pytest.raises(ValidationError, match="query text is empty"):

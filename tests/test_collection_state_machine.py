@@ -17,7 +17,7 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from memcore import Collection, DuplicateIdError, NotFoundError, ValidationError
-from memcore.records import content_id
+from memcore.model._record import content_id
 from memcore.testing import examples
 
 INDEXES = ("a", "b")

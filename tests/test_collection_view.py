@@ -7,10 +7,12 @@ from types import SimpleNamespace
 import pytest
 
 import memcore
-from memcore import CollectionView, Stage, hookimpl
-from memcore.indexes.exact import ExactIndex, ExactIndexConfig
-from memcore.pipeline import Pipeline, PipelineContext
-from memcore.records import Query
+from memcore.plugin import CollectionView, Stage
+from memcore import hookimpl
+from memcore.indexes._exact import ExactIndex, ExactIndexConfig
+from memcore import Pipeline
+from memcore.plugin import PipelineContext
+from memcore import Query
 from memcore.testing import register_plugin
 
 WRITES = ("insert", "upsert", "update", "delete", "create_index", "drop_index", "set_state", "evict", "store", "index", "registry", "close")

@@ -13,16 +13,17 @@ import numpy as np
 import pytest
 
 import memcore
+import memcore.plugin
 from memcore import Collection, hookimpl
 from memcore.default_plugins.fusions import ConcatConfig, Concatenate, ReciprocalRankFusion, RRFConfig
 from memcore.errors import CorruptError, PluginError, UnknownComponentError
-from memcore.index import Index, IndexContext, Requirements, atomic_write_json
-from memcore.indexes.exact import ExactIndex, ExactIndexConfig
-from memcore.plugins import get_host, get_registry
-from memcore.records import Hit, Query, Record
-from memcore.registry import ComponentConfig
-from memcore.stores.memory import MemoryStore
-from memcore.stores.sqlite import SQLiteStore
+from memcore.plugin import Index, IndexContext, Requirements, atomic_write_json
+from memcore.indexes._exact import ExactIndex, ExactIndexConfig
+from memcore._plugins._host import get_host, get_registry
+from memcore import Hit, Query, Record
+from memcore.plugin import ComponentConfig
+from memcore.stores._memory import MemoryStore
+from memcore.stores._sqlite import SQLiteStore
 from memcore.testing import (
     FusionContract,
     IndexContract,
@@ -84,7 +85,7 @@ class OverlapIndex(Index):
             self.docs.pop(rid, None)
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        k = memcore.validate_k(k)
+        k = memcore.plugin.validate_k(k)
         words = set(re.findall(r"\w+", (query.text or "").lower()))
         scored = [(len(words & doc), rid) for rid, doc in self.docs.items() if allowed is None or rid in allowed]
         best = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))[:k]

@@ -37,7 +37,7 @@ def test_hashing_fallback_prints_a_one_line_hint():
     ],
 )
 def test_the_hint_names_only_what_is_missing(installed, expected, monkeypatch):
-    from memcore import providers
+    from memcore._plugins import _providers as providers
     from memcore.cli.demo import semantic_hint
 
     if "memcore-embed" in installed and util.find_spec("memcore_embed") is None:

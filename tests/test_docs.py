@@ -1,6 +1,6 @@
 """The documentation stays in step with the code.
 
-- every hook in ``memcore.hookspecs`` is documented with its exact signature;
+- every hook in ``memcore._plugins.hookspecs`` is documented with its exact signature;
 - every CLI command (and each of its options) is documented on the CLI page;
 - every builtin component (and each of its options) has a section on the settings page;
 - every exception and every log event of the core is on the errors page;
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import memcore
-from memcore import hookspecs
-from memcore.plugins import PluginHost
+from memcore._plugins import hookspecs
+from memcore._plugins._host import PluginHost
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"

@@ -123,8 +123,8 @@ class Runs(dict):
 def measured(scifact):
     from bench_presets import VARIANTS, evaluate
 
-    from memcore.pipeline import Pipeline
-    from memcore.plugins import get_registry
+    from memcore import Pipeline
+    from memcore._plugins._host import get_registry
 
     memory, queries, qrels = scifact
 
@@ -231,8 +231,8 @@ def mmr_measured(scifact):
     import numpy as np
     from bench_mmr_tradeoff import run_setting, settings
 
-    from memcore.pipeline import Pipeline
-    from memcore.plugins import get_registry
+    from memcore import Pipeline
+    from memcore._plugins._host import get_registry
 
     memory, queries, qrels = scifact
     ids = json.loads((SCIFACT / "minilm" / "corpus_ids.json").read_text())
@@ -338,9 +338,9 @@ def llm_rerank_baseline(scifact) -> dict[str, dict[str, float]]:
 
     from memcore.eval import evaluate_run
     from memcore.eval.metrics import ndcg_at_k
-    from memcore.pipeline import Pipeline
-    from memcore.plugins import get_registry
-    from memcore.records import Query
+    from memcore import Pipeline
+    from memcore._plugins._host import get_registry
+    from memcore import Query
 
     memory, queries, qrels = scifact
     queries = queries[:50]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memcore.plugins import PluginHost
+from memcore._plugins._host import PluginHost
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "plugins" / "builtin.md"
 HEADING = "## Builtin plugins (in the core)"

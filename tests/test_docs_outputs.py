@@ -214,7 +214,7 @@ def kinds(value: object) -> set[tuple[str, str]]:
 
 def missing(command: Command, cwd: Path) -> str | None:
     """Why ``command`` cannot run here, or None."""
-    from memcore.plugins import get_registry
+    from memcore._plugins._host import get_registry
 
     argv = command.argv
     registry = get_registry()
@@ -261,8 +261,8 @@ def workdir(tmp_path: Path, page: str) -> Path:
 def invoke(command: Command):
     """Run ``command`` in this process, with its environment assignments (a changed plugin
     selection loads the plugins again, before and after)."""
-    from memcore import logging as memcore_logging
-    from memcore.plugins import reset_plugins
+    from memcore._util import log as memcore_logging
+    from memcore._plugins._host import reset_plugins
 
     env: dict[str, str | None] = {"MEMCORE_LOG": None, "MEMCORE_LOG_LEVEL": None, "COLUMNS": "200", **command.env}
     plugins = {"MEMCORE_PLUGINS", "MEMCORE_DISABLE_PLUGINS"} & set(command.env)

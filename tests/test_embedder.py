@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import memcore
-from memcore import ConfigError, Embedder, UnknownComponentError, build_embedder, unit_token_rows
+import memcore.plugin
+from memcore import ConfigError, UnknownComponentError
+from memcore.plugin import Embedder, build_embedder, unit_token_rows
 
 
 class Plain(Embedder):
@@ -49,7 +51,7 @@ def test_unit_token_rows():
 
 def test_build_embedder_through_the_registry():
     emb = build_embedder({"kind": "hashing", "dim": 32})
-    assert emb.dim == 32 and isinstance(emb, memcore.Embedder)
+    assert emb.dim == 32 and isinstance(emb, memcore.plugin.Embedder)
     assert build_embedder("hashing").dim == 256
     with pytest.raises(UnknownComponentError):
         build_embedder("no-such-embedder", location="indexes.x.embedder")

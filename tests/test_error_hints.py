@@ -8,7 +8,7 @@ from click.testing import CliRunner
 import memcore
 from memcore import ConfigError, UnknownComponentError
 from memcore.cli import main
-from memcore.plugins import PluginHost
+from memcore._plugins._host import PluginHost
 
 
 @pytest.mark.parametrize(

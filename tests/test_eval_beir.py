@@ -15,7 +15,7 @@ import memcore
 from memcore import DuplicateIdError, NotFoundError, ValidationError
 from memcore.cli import main
 from memcore.eval import corpus_records, evaluate_run, load_beir, mrr_at_k, ndcg_at_k, ranked_ids, recall_at_k
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from memcore import LLM, ComponentConfig, ConfigError, ValidationError, hookimpl
+from memcore.plugin import LLM, ComponentConfig
+from memcore import ConfigError, ValidationError, hookimpl
 from memcore.cli import main as cli
 from memcore.eval.locomo import answer_f1, bleu1, entry_recall, evidence_recall, first_turns, load_locomo, normalise_ids, token_f1
 from memcore.eval.locomo_pipeline import HISTORY_PROMPT, LocomoConfig, history_text, load_eval_config, packets, result_summary, run_locomo
@@ -196,7 +197,7 @@ def test_every_example_config_runs_with_the_hashing_embedder(data_file, tmp_path
 def test_context_entries_keep_their_own_turn_text(data_file, tmp_path):
     import memcore
     from memcore.eval.locomo_pipeline import InsertRun, insert_packet
-    from memcore.llm import StepCounter
+    from memcore.llms._llm import StepCounter
 
     [conv] = load_locomo(data_file)
     config = LocomoConfig.model_validate({"insert": {"adapter": "to_turns", "context": 1}})

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from memcore.errors import DimensionError, ValidationError
-from memcore.index import IndexContext, SpaceInfo
-from memcore.indexes.exact import ExactIndex, ExactIndexConfig
-from memcore.records import Query, Record
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore.indexes._exact import ExactIndex, ExactIndexConfig
+from memcore import Query, Record
 
 DIM = 6
 

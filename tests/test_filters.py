@@ -1,8 +1,8 @@
 """Metadata filters: parsing, and Python evaluation == SQLite compilation.
 
 Every store must give the same answer for the same ``where``; the in-memory store
-evaluates in Python (:func:`memcore.filters.matches`), SQLite runs the compiled SQL
-(:func:`memcore.filters.to_sql`). Hypothesis generates metadata and filters and checks
+evaluates in Python (:func:`memcore.model._filters.matches`), SQLite runs the compiled SQL
+(:func:`memcore.model._filters.to_sql`). Hypothesis generates metadata and filters and checks
 both agree, with the raw SQL and through the two real stores.
 """
 
@@ -17,10 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memcore import FilterError, Record
-from memcore.filters import BoolNode, Cond, matches, parse_filter, to_sql
-from memcore.store import WriteBatch
-from memcore.stores.memory import MemoryStore
-from memcore.stores.sqlite import SQLiteStore
+from memcore.model._filters import BoolNode, Cond, to_sql
+from memcore.plugin import matches, parse_filter
+from memcore.plugin import WriteBatch
+from memcore.stores._memory import MemoryStore
+from memcore.stores._sqlite import SQLiteStore
 from memcore.testing import examples
 
 # -- parsing ---------------------------------------------------------------------------

@@ -10,10 +10,11 @@ from click.testing import CliRunner
 
 from memcore import Collection, FilterError, Record
 from memcore.cli import main
-from memcore.filters import MAX_CONDITIONS, MAX_DEPTH, MAX_IN_VALUES, matches, parse_filter
-from memcore.store import WriteBatch
-from memcore.stores.memory import MemoryStore
-from memcore.stores.sqlite import SQLiteStore
+from memcore.model._filters import MAX_CONDITIONS, MAX_DEPTH, MAX_IN_VALUES
+from memcore.plugin import matches, parse_filter
+from memcore.plugin import WriteBatch
+from memcore.stores._memory import MemoryStore
+from memcore.stores._sqlite import SQLiteStore
 
 N = 1500
 

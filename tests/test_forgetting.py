@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 import memcore
-from memcore.stores.sqlite import SQLiteStore
+from memcore.stores._sqlite import SQLiteStore
 from memcore.testing import assert_no_bytes, check_scope_forgotten, find_bytes
 from memcore.testing.forgetting import CANARIES
 
@@ -127,7 +127,7 @@ def test_a_backup_left_by_a_save_cut_short_after_its_manifest_goes_at_the_next_c
     loads as saved (unchanged, nothing to write) and its close still drops the backup."""
     import shutil
 
-    from memcore import index_handle
+    from memcore.indexes import _handle as index_handle
 
     rmtree = shutil.rmtree
     memory = _memory_with_a_canary_id(tmp_path)

@@ -7,7 +7,7 @@ import json
 from types import SimpleNamespace
 
 from memcore import Collection, Record, hookimpl
-from memcore.indexes.exact import ExactIndex, ExactIndexConfig
+from memcore.indexes._exact import ExactIndex, ExactIndexConfig
 from memcore.testing import register_plugin
 
 EVENTS: list[tuple[str, object]] = []

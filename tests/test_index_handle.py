@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from memcore import IndexContext, SpaceInfo, WriteBatch
-from memcore.embedders.hashing import HashingEmbedder
-from memcore.index_handle import MANIFEST, IndexHandle, fold_ops
-from memcore.indexes.exact import ExactIndex, ExactIndexConfig
-from memcore.records import Record
-from memcore.store import Op
-from memcore.stores.memory import MemoryStore
+from memcore.plugin import IndexContext, SpaceInfo, WriteBatch
+from memcore.embedders._hashing import HashingEmbedder
+from memcore.indexes._handle import MANIFEST, IndexHandle, fold_ops
+from memcore.indexes._exact import ExactIndex, ExactIndexConfig
+from memcore import Record
+from memcore.stores._store import Op
+from memcore.stores._memory import MemoryStore
 
 
 def op(rid, kind, seq=1):

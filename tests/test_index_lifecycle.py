@@ -12,7 +12,7 @@ import pytest
 
 import memcore
 from memcore import ConfigError
-from memcore.index_options import search_time_fields
+from memcore.indexes._options import search_time_fields
 
 TEXTS = [f"turn {i}: Alice talks about topic {i % 7} and the weather number {i}" for i in range(40)]
 
@@ -50,7 +50,7 @@ def test_populate_false_creates_an_empty_index(tmp_path):
 
 
 def test_populating_logs_a_line(tmp_path, capsys):
-    from memcore.logging import configure_logging
+    from memcore._util.log import configure_logging
 
     configure_logging("json", "info")
     try:
@@ -65,7 +65,7 @@ def test_populating_logs_a_line(tmp_path, capsys):
 
 
 def test_populate_reports_progress(tmp_path):
-    from memcore.progress import use_progress
+    from memcore._util.progress import use_progress
     import contextlib
 
     seen = []
@@ -127,7 +127,7 @@ def count_loads(monkeypatch):
     """Counts ``IndexHandle.load`` calls per index name."""
     from collections import Counter
 
-    from memcore.index_handle import IndexHandle
+    from memcore.indexes._handle import IndexHandle
 
     loads: Counter = Counter()
     real = IndexHandle.load
@@ -180,7 +180,7 @@ def test_bm25_merge_threshold_is_search_time_and_stemmer_build_time(tmp_path):
 
 
 def test_search_time_fields_are_declared_by_the_plugins():
-    from memcore.plugins import get_registry
+    from memcore._plugins._host import get_registry
 
     registry = get_registry()
     expected = {"faiss": {"ef_search", "nprobe"}, "bm25": {"merge_threshold"}, "lsh": {"probes", "multi_probe"}}
@@ -191,8 +191,9 @@ def test_search_time_fields_are_declared_by_the_plugins():
 
 
 def test_search_time_must_name_real_fields():
-    from memcore import ComponentConfig, PluginError
-    from memcore.registry import Registry
+    from memcore.plugin import ComponentConfig
+    from memcore import PluginError
+    from memcore._plugins._registry import Registry
     from typing import ClassVar
 
     class Bad(ComponentConfig):

@@ -12,10 +12,10 @@ import copy
 import pytest
 
 from memcore import Collection, Contribution, Hit, Pipeline, Query
-from memcore.hit import rank_hits
-from memcore.plugins import get_registry
-from memcore.record_batch import RecordBatch
-from memcore.stores.sqlite_rows import RowCache
+from memcore.model._hit import rank_hits
+from memcore._plugins._host import get_registry
+from memcore.model._record_batch import RecordBatch
+from memcore.stores._sqlite_rows import RowCache
 
 
 @pytest.fixture(params=["sqlite", "memory"])

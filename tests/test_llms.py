@@ -1,5 +1,5 @@
 """LLMs as components: ``register_llms``, ``[llms.<name>]`` settings, ``memory.llms``, services
-and stages naming their LLM, and :func:`memcore.run_llm_step` falling back and reporting."""
+and stages naming their LLM, and :func:`memcore.plugin.run_llm_step` falling back and reporting."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 import memcore
-from memcore import LLM, ComponentConfig, ConfigError, LLMs, ValidationError, hookimpl, run_llm_step
+import memcore.plugin
+from memcore.plugin import LLM, ComponentConfig, LLMs, run_llm_step
+from memcore import ConfigError, ValidationError, hookimpl
 from memcore.errors import MemcoreError
 from memcore.testing import register_plugin
 

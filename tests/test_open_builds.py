@@ -11,7 +11,7 @@ import pytest
 
 import memcore
 from memcore import ConfigError, PluginError, hookimpl
-from memcore.indexes.exact import ExactIndex, ExactIndexConfig
+from memcore.indexes._exact import ExactIndex, ExactIndexConfig
 from memcore.default_plugins.services import DefaultService, DefaultServiceConfig
 from memcore.testing import register_plugin
 

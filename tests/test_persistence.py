@@ -19,9 +19,9 @@ import pytest
 
 import memcore
 from memcore import Collection, ConfigError, LockedError, ValidationError
-from memcore.logging import configure_logging
-from memcore.plugins import get_registry
-from memcore.stores.sqlite import SQLiteStore, SQLiteStoreConfig
+from memcore._util.log import configure_logging
+from memcore._plugins._host import get_registry
+from memcore.stores._sqlite import SQLiteStore, SQLiteStoreConfig
 
 CORE = Path(__file__).resolve().parents[1] / "core"
 
@@ -30,7 +30,7 @@ HELPERS = textwrap.dedent(
     """
     from memcore import Collection
     from memcore.default_plugins.embedders import HashingEmbedder, HashingEmbedderConfig
-    from memcore.spaces import Space
+    from memcore.embedders._space import Space
 
     TEXTS = [
         "the cat sat on the mat",
@@ -244,7 +244,7 @@ def test_dropped_index_stays_dropped(directory):
 
 def test_reopen_with_another_embedder_is_refused(directory):
     from memcore.default_plugins.embedders import HashingEmbedder, HashingEmbedderConfig
-    from memcore.spaces import Space
+    from memcore.embedders._space import Space
 
     c = open_collection(directory)
     populate(c)
@@ -531,8 +531,8 @@ def test_reader_in_another_process_while_writer_holds_the_lock(directory):
         got = child_json(
             """
             import json
-            from memcore.plugins import get_registry
-            from memcore.stores.sqlite import SQLiteStore, SQLiteStoreConfig
+            from memcore._plugins._host import get_registry
+            from memcore.stores._sqlite import SQLiteStore, SQLiteStoreConfig
             store = SQLiteStore(PATH_, SQLiteStoreConfig(read_only=True))
             r = Collection(store, make_spaces(), get_registry(), PATH_)
             print(json.dumps(results(r)))

@@ -1,5 +1,5 @@
 """A recall pipeline, maybe cut by limit stages: :meth:`Pipeline.run` searches without a
-context (``memcore.pipeline.RUNS_ALONE`` and ``CUTS``) and must answer exactly what the
+context (``memcore.retrieval._pipeline.RUNS_ALONE`` and ``CUTS``) and must answer exactly what the
 context path answers (issue 14, small memories)."""
 
 from __future__ import annotations
@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from memcore import Collection, Pipeline, Query
-from memcore.pipeline import CUTS, RUNS_ALONE, PipelineContext
-from memcore.plugins import get_registry
-from memcore.stages.basic import Limit, LimitConfig, Recall, RecallConfig
+from memcore.retrieval._pipeline import CUTS, RUNS_ALONE
+from memcore.plugin import PipelineContext
+from memcore._plugins._host import get_registry
+from memcore.retrieval._stages import Limit, LimitConfig, Recall, RecallConfig
 
 
 @pytest.fixture(params=["sqlite", "memory"])

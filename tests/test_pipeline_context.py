@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 import memcore
-from memcore import Hit, Stage
-from memcore.pipeline import Pipeline
-from memcore.plugins import get_registry
+from memcore import Hit
+from memcore.plugin import Stage
+from memcore import Pipeline
+from memcore._plugins._host import get_registry
 
 
 class FixedList(Stage):

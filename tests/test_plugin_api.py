@@ -24,12 +24,12 @@ def test_every_exported_name_exists():
     assert missing == []
 
 
-def test_the_api_table_in_the_docs_lists_exactly_memcore_all():
+def test_the_api_table_in_the_docs_lists_exactly_the_plugin_face():
     text = (ROOT / "docs" / "plugins" / "writing.md").read_text(encoding="utf-8")
     section = text.split("## What a plugin may import", 1)[1].split("\n## ", 1)[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Group")]
     documented = {name for row in rows for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", row.split("|")[2])}
-    assert documented == set(memcore.__all__)
+    assert documented == set(memcore.plugin.__all__)
 
 
 def _distribution(package: Path) -> str:
@@ -68,13 +68,15 @@ def test_the_repository_has_plugins_to_check():
 @pytest.mark.parametrize(
     "source",
     [
-        "from memcore.records import validate_k",
-        "from memcore.stages.text import tokenize",
-        "import memcore.index",
+        "from memcore.model._checks import validate_k",
+        "from memcore.model._text import tokenize",
+        "import memcore.indexes._index",
+        "from memcore import Index",
+        "from memcore.plugin import open_everything",
         "from memcore import parse_time",
-        "import memcore\nmemcore.records.validate_k(3)",
-        "import memcore as mc\nmc.plugins.get_registry()",
-        "def f():\n    from memcore.pipeline import Stage",
+        "import memcore\nmemcore.model.validate_k(3)",
+        "import memcore as mc\nmc._plugins.get_registry()",
+        "def f():\n    from memcore.retrieval._pipeline import Stage",
         "import memcore_lsh",
         "from memcore_faiss.index import FaissIndex",
     ],
@@ -88,7 +90,9 @@ def test_the_check_rejects_imports_outside_the_api(source):
     "source",
     [
         "import memcore\n@memcore.hookimpl\ndef register_indexes(register): pass",
-        "from memcore import Index, validate_k, atomic_write_json",
+        "from memcore.plugin import Index, validate_k, atomic_write_json, Record, NotFoundError",
+        "from memcore import Record, NotFoundError, open",
+        "import memcore.plugin\nmemcore.plugin.Index",
         "from memcore.testing import IndexContract",
         "import memcore.testing.data",
         "from memcore_mine.config import Config",

@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from memcore.hookspecs import hookimpl
-from memcore.plugins import DEFAULT_PLUGINS, PluginHost
-from memcore.registry import ComponentConfig
+from memcore import hookimpl
+from memcore._plugins._host import DEFAULT_PLUGINS, PluginHost
+from memcore.plugin import ComponentConfig
 
 MISSION_PLUGINS = ("faiss", "lsh", "fifo-kv", "graph", "poincare", "chroma", "colbert", "rrf", "mmr", "embed")
 
@@ -290,7 +290,7 @@ def test_add_takes_a_plugin_object_and_load_a_loader():
 def test_two_distributions_with_one_entry_point_name_are_both_reported(monkeypatch):
     from importlib import metadata
 
-    import memcore.plugins as plugins_module
+    import memcore._plugins._host as plugins_module
 
     class Dist:
         def __init__(self, name):

@@ -7,8 +7,9 @@ import pytest
 
 import memcore
 from memcore import ConfigError, UnknownComponentError
-from memcore.pipeline import PRESETS, Pipeline, apply_overrides
-from memcore.plugins import PluginHost, get_registry
+from memcore.retrieval._pipeline import PRESETS, apply_overrides
+from memcore import Pipeline
+from memcore._plugins._host import PluginHost, get_registry
 
 RECORDS = [
     {"id": "t1", "text": "Alice is flying to Lisbon in April for her vacation", "metadata": {"speaker": "Alice", "turn": 1}},

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from memcore import UnknownComponentError
-from memcore.plugins import PluginHost, get_registry
-from memcore import providers as providers_module
-from memcore.providers import INSTALL_HINT, distribution_of, is_installed, known_providers, provider_of, providers_from_tree
+from memcore._plugins._host import PluginHost, get_registry
+from memcore._plugins import _providers as providers_module
+from memcore._plugins._providers import INSTALL_HINT, distribution_of, is_installed, known_providers, provider_of, providers_from_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGINS = sorted(p.parent for p in ROOT.glob("plugins/*/pyproject.toml"))

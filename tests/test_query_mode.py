@@ -1,4 +1,4 @@
-"""``memcore.query_mode``: the one parser of an index's namespaced query mode."""
+"""``memcore.plugin.query_mode``: the one parser of an index's namespaced query mode."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Annotated, Literal, Union
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from memcore import ValidationError, query_mode
+from memcore import ValidationError
+from memcore.plugin import query_mode
 
 
 class Probe(BaseModel):

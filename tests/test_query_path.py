@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memcore import Collection, Record, ValidationError
-from memcore.indexes.exact import top_k
+from memcore.indexes._exact import top_k
 
 
 class SubDict(dict):

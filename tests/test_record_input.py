@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memcore import record_input
+from memcore.collection import _input as record_input
 from memcore.errors import DimensionError, DuplicateIdError, MemcoreError, ValidationError
-from memcore.record_input import coerce_records
-from memcore.spaces import Space
+from memcore.collection._input import coerce_records
+from memcore.embedders._space import Space
 
 DIM = 8
 SPACES = {"a": Space("a", DIM), "b": Space("b", 3)}

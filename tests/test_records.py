@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from memcore import Contribution, DimensionError, Hit, Link, Query, Record, Scope, ValidationError
-from memcore.records import MAX_TEXT_CHARS, as_vector, content_id, validate_k
+from memcore.model._checks import MAX_TEXT_CHARS, as_vector
+from memcore.model._record import content_id
+from memcore.plugin import validate_k
 from memcore.testing import examples
 
 # -- Record.create ---------------------------------------------------------------------

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, Field
 
-from memcore import ComponentConfig, ConfigError, PluginError, UnknownComponentError
-from memcore.registry import CATEGORIES, EmptyConfig, Registry
+from memcore.plugin import ComponentConfig
+from memcore import ConfigError, PluginError, UnknownComponentError
+from memcore._plugins._registry import CATEGORIES, EmptyConfig, Registry
 
 
 class WidgetConfig(ComponentConfig):

@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 
 import memcore
-import memcore.records as records_module
-from memcore.records import Query
+import memcore.model._query as records_module
+from memcore import Query
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import pytest
 import memcore
 from memcore import NotFoundError, ValidationError
 from memcore.errors import ScopeError
-from memcore.records import Scope
-from memcore.scope_binding import namespace_scope, narrow, state_namespace
+from memcore import Scope
+from memcore.model._binding import namespace_scope, narrow, state_namespace
 
 ALICE = {"user_id": "alice"}
 BOB = {"user_id": "bob"}

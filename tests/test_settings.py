@@ -10,8 +10,8 @@ import pytest
 
 import memcore
 from memcore import ConfigError, MemcoreSettings, UnknownComponentError, load_settings
-from memcore.plugins import get_registry
-from memcore.settings_check import check_settings
+from memcore._plugins._host import get_registry
+from memcore.api._check import check_settings
 
 
 @pytest.fixture(autouse=True)
@@ -316,7 +316,7 @@ def test_service_reserved_index_clash(tmp_path):
     from types import SimpleNamespace
 
     from memcore import hookimpl
-    from memcore.services.default import DefaultService, DefaultServiceConfig
+    from memcore.services._default import DefaultService, DefaultServiceConfig
     from memcore.testing import register_plugin
 
     class KeepsRecent(DefaultService):

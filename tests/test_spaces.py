@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memcore import ConfigError, DimensionError, Embedder, Query, Record, Requirements, ValidationError
-from memcore.embedders.hashing import HashingEmbedder
-from memcore.spaces import Space, fill_vectors, prepare_query, query_vector
+from memcore import ConfigError, DimensionError, Query, Record, ValidationError
+from memcore.plugin import Embedder, Requirements
+from memcore.embedders._hashing import HashingEmbedder
+from memcore.embedders._space import Space, fill_vectors, prepare_query, query_vector
 
 
 class CountingEmbedder(Embedder):

@@ -5,19 +5,20 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import memcore
-from memcore.pipeline import Pipeline
-from memcore.plugins import get_registry
-from memcore.stages.basic import Fuse, FuseConfig, Limit, LimitConfig, Recall, RecallConfig, Threshold, ThresholdConfig
-from memcore.stages.rerank import RerankConfig, RerankStage
+import memcore.plugin
+from memcore import Pipeline
+from memcore._plugins._host import get_registry
+from memcore.retrieval._stages import Fuse, FuseConfig, Limit, LimitConfig, Recall, RecallConfig, Threshold, ThresholdConfig
+from memcore.retrieval._rerank import RerankConfig, RerankStage
 from memcore.testing import register_plugin
 
 
-class NoConfig(memcore.Stage):
+class NoConfig(memcore.plugin.Stage):
     def run(self, ctx):
         pass
 
 
-class Named(memcore.Stage):
+class Named(memcore.plugin.Stage):
     name = "custom"
 
     def run(self, ctx):
@@ -47,7 +48,7 @@ def test_given_names_win():
 
 @memcore.hookimpl
 def register_stages(register):
-    register("configless-probe", lambda config: NoConfig(), memcore.ComponentConfig)
+    register("configless-probe", lambda config: NoConfig(), memcore.plugin.ComponentConfig)
 
 
 def test_settings_name_a_configless_stage_by_its_registered_kind():

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from memcore import Collection, ConfigError, ValidationError
-from memcore.pipeline import PipelineContext
-from memcore.records import Contribution, Hit, Query
-from memcore.stages.intent_rules import classify, entities, question_word, time_expressions
+from memcore.plugin import PipelineContext
+from memcore import Contribution, Hit, Query
+from memcore.retrieval._intent_rules import classify, entities, question_word, time_expressions
 from memcore.testing import StageContract, build_stage
 
 

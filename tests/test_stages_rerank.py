@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from memcore import Collection, ConfigError, ValidationError
-from memcore.pipeline import PipelineContext
-from memcore.records import Contribution, Hit, Query
-from memcore.stages.signals import minmax, parse_time, recency_decay, term_overlap
+from memcore.plugin import PipelineContext
+from memcore import Contribution, Hit, Query
+from memcore.plugin import minmax, term_overlap
+from memcore.retrieval._signals import parse_time, recency_decay
 from memcore.testing import StageContract, build_stage
 
 
@@ -242,7 +243,7 @@ def test_repeated_ids_keep_their_first_occurrence(collection):
 
 
 def test_token_sets_are_cached_for_short_texts_only():
-    from memcore.stages import text as text_module
+    from memcore.model import _text as text_module
 
     short = "Alice met Bob at the Lisbon café"
     long = "word " * (text_module.CACHED_TEXT_CHARS // 5 + 1) + "tail"

@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memcore.collection import Collection
+from memcore import Collection
 from memcore.errors import CorruptError, ValidationError
-from memcore.plugins import get_registry
-from memcore.records import Query, Record
-from memcore.spaces import Space
-from memcore.store import WriteBatch
-from memcore.stores import sqlite_schema
-from memcore.stores.sqlite import SCHEMA_VERSION, SQLiteStore, SQLiteStoreConfig
+from memcore._plugins._host import get_registry
+from memcore import Query, Record
+from memcore.embedders._space import Space
+from memcore.plugin import WriteBatch
+from memcore.stores import _sqlite_schema as sqlite_schema
+from memcore.stores._sqlite import SCHEMA_VERSION, SQLiteStore, SQLiteStoreConfig
 
 FIXTURE = Path(__file__).parent / "fixtures" / "store_v1"
 SPACES = {"dense": Space("dense", 8), "small": Space("small", 4)}

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from memcore.errors import MemcoreError
-from memcore.records import Link, Record
-from memcore.store import WriteBatch
-from memcore.stores.memory import MemoryStore
-from memcore.stores.sqlite import SQLiteStore
+from memcore import Link, Record
+from memcore.plugin import WriteBatch
+from memcore.stores._memory import MemoryStore
+from memcore.stores._sqlite import SQLiteStore
 
 POOL = [f"r{i}" for i in range(12)]
 

@@ -4,7 +4,7 @@ Random write batches (upserts with links, scopes and metadata; deletes of link t
 membership changes; dropped indexes; failing batches), each followed by cached reads
 (``get(with_vectors=False)`` and ``get_batch``) of random ids: the writer must answer exactly
 what the in-memory store and a reader opening the same file answer. Records handed out as a
-:class:`~memcore.record_batch.RecordBatch` stay what they were when read, whatever is written
+:class:`~memcore.model._record_batch.RecordBatch` stay what they were when read, whatever is written
 later."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from memcore.errors import MemcoreError
-from memcore.records import Link, Record, Scope
-from memcore.store import WriteBatch
-from memcore.stores.memory import MemoryStore
-from memcore.stores.sqlite import SQLiteStore, SQLiteStoreConfig
-from memcore.stores.sqlite_rows import FORGET_UP_TO, RowCache
+from memcore import Link, Record, Scope
+from memcore.plugin import WriteBatch
+from memcore.stores._memory import MemoryStore
+from memcore.stores._sqlite import SQLiteStore, SQLiteStoreConfig
+from memcore.stores._sqlite_rows import FORGET_UP_TO, RowCache
 
 POOL = [f"r{i}" for i in range(16)]
 SCOPES = [None, Scope("u1"), Scope("u2", "a1"), Scope("u1", None, "run")]

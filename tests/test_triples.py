@@ -1,6 +1,6 @@
-"""``memcore.triples``: the extraction chat and the robust parser, on replies SmolLM2-135M
+"""``memcore.llms._triples``: the extraction chat and the robust parser, on replies SmolLM2-135M
 (Q4_1, llama.cpp, temperature 0) actually gave (recorded with ``bench/bench_llm_steps.py
---record``), and :func:`memcore.triples.extract_triples` falling back on them."""
+--record``), and :func:`memcore.llms._triples.extract_triples` falling back on them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from memcore import LLM, ValidationError, parse_triples, triple_prompt
-from memcore.triples import extract_triples
+from memcore.plugin import LLM, parse_triples, triple_prompt
+from memcore import ValidationError
+from memcore.llms._triples import extract_triples
 
 DIALOGUE = (
     "(1:56 pm on 8 May, 2023)Caroline: I went to a LGBTQ support group yesterday and it was so powerful.\n"

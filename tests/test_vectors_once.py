@@ -1,4 +1,4 @@
-"""Vectors stored once on disk: the store's bulk vector read, :class:`memcore.VectorReader`,
+"""Vectors stored once on disk: the store's bulk vector read, :class:`memcore.plugin.VectorReader`,
 and the ``exact`` index saving ids only and refilling from the store (also after a crash)."""
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ import sqlite3
 import numpy as np
 import pytest
 
-from memcore import Collection, CorruptError, Query, VectorReader, WriteBatch
-from memcore.plugins import get_registry
-from memcore.records import Record
-from memcore.spaces import Space
-from memcore.stores import sqlite as sqlite_module
-from memcore.stores.memory import MemoryStore
-from memcore.stores.sqlite import SQLiteStore
+from memcore import Collection, CorruptError, Query
+from memcore.plugin import VectorReader, WriteBatch
+from memcore._plugins._host import get_registry
+from memcore import Record
+from memcore.embedders._space import Space
+from memcore.stores import _sqlite as sqlite_module
+from memcore.stores._memory import MemoryStore
+from memcore.stores._sqlite import SQLiteStore
 
 DIM = 8
 
@@ -141,8 +142,8 @@ def test_exact_index_saves_ids_only_and_recovers_a_crash_from_the_store(tmp_path
 
 def test_exact_index_saved_with_its_own_copy_still_loads(tmp_path):
     """Files written before vectors were stored once (``vectors.npy`` + ids) keep loading."""
-    from memcore.index import IndexContext, SpaceInfo
-    from memcore.indexes.exact import ExactIndex, ExactIndexConfig
+    from memcore.plugin import IndexContext, SpaceInfo
+    from memcore.indexes._exact import ExactIndex, ExactIndexConfig
 
     records = _records(10)
     context = IndexContext("e", {"v": SpaceInfo("v", DIM, "x")})

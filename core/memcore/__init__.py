@@ -3,20 +3,20 @@
 The core defines *what* a memory is made of (records, a store, indexes, pipelines,
 services); plugins provide *how*. Start with :func:`memcore.open`.
 
-The plugin API: everything a plugin may import from memcore is listed in ``__all__``
-below (plus the package :mod:`memcore.testing` for its tests).
-:class:`memcore.testing.PluginRegistrationContract` rejects a plugin module that imports
-any other memcore module or name (see docs/plugins/writing.md, "What a plugin may import").
+This module is the application's face: opening a memory, the data types and the errors.
+Plugin authors import from :mod:`memcore.plugin` (interfaces, hook typing, helpers) and
+test with :mod:`memcore.testing`. The layout of the package is described in
+docs/architecture.md.
 """
 
 from __future__ import annotations
 
-from .allowed import AllowedIds, GatheredRows, merge_sorted
-from .api import Memory, open
-from .atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
-from .collection import Collection
-from .collection_view import CollectionView
-from .embedder import Embedder, build_embedder, unit_token_rows
+import warnings
+from typing import Any
+
+from ._plugins.hookspecs import hookimpl
+from .api._open import Memory, open
+from .collection._collection import Collection
 from .errors import (
     BrokenIndexError,
     ConfigError,
@@ -33,43 +33,22 @@ from .errors import (
     UnknownComponentError,
     ValidationError,
 )
-from .factories import (
-    EmbedderFactory,
-    FusionFactory,
-    IndexFactory,
-    LLMFactory,
-    Register,
-    ServiceFactory,
-    StageFactory,
-    StoreFactory,
-)
-from .filters import Filter, matches, parse_filter
-from .fusion import Fusion, distinct_ids, merge_provenance
-from .hookspecs import hookimpl
-from .index import Index, IndexContext, Requirements, SpaceInfo
-from .llm import LLM, LLMs, StepReport, run_llm_step
-from .logging import get_logger
-from .pipeline import Pipeline, PipelineContext, Stage
-from .query_modes import query_mode
-from .records import Contribution, Hit, Link, Query, Record, Scope, validate_k
-from .registry import ComponentConfig
-from .service import Service, hit_to_dict
+from .model._hit import Contribution, Hit
+from .model._query import Query
+from .model._record import Link, Record, Scope
+from .retrieval._pipeline import Pipeline
+from .services._service import Service
 from .settings import MemcoreSettings, load_settings
-from .stages.hits import rescored, unique_hits
-from .stages.signals import minmax, term_overlap
-from .stages.text import content_tokens, token_set, token_sets, tokenize
-from .store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
-from .triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
-from .vector_reader import VectorReader
 
 __all__ = [
     # -- using a memory -------------------------------------------------------------------
     "open",
     "Memory",
     "Collection",
-    "CollectionView",
     "MemcoreSettings",
     "load_settings",
+    "Pipeline",
+    "Service",
     # -- data -----------------------------------------------------------------------------
     "Record",
     "Query",
@@ -77,70 +56,8 @@ __all__ = [
     "Link",
     "Scope",
     "Contribution",
-    # -- the component interfaces a plugin implements -------------------------------------
-    "Index",
-    "IndexContext",
-    "Requirements",
-    "SpaceInfo",
-    "VectorReader",
-    "Embedder",
-    "Fusion",
-    "Stage",
-    "Pipeline",
-    "PipelineContext",
-    "Service",
-    "Store",
-    "WriteBatch",
-    "ComponentConfig",
+    # -- plugins (the rest of the plugin surface is memcore.plugin) ------------------------
     "hookimpl",
-    "AllowedIds",
-    "merge_sorted",
-    "GatheredRows",
-    "LLM",
-    "LLMs",
-    "StepReport",
-    "run_llm_step",
-    "Register",
-    "StoreFactory",
-    "EmbedderFactory",
-    "IndexFactory",
-    "StageFactory",
-    "FusionFactory",
-    "ServiceFactory",
-    "LLMFactory",
-    # -- helpers for plugin authors -------------------------------------------------------
-    "build_embedder",
-    "unit_token_rows",
-    "validate_k",
-    "query_mode",
-    "atomic_write_bytes",
-    "atomic_write_json",
-    "atomic_write_with",
-    "get_logger",
-    "merge_provenance",
-    "distinct_ids",
-    "unique_hits",
-    "rescored",
-    "minmax",
-    "term_overlap",
-    "tokenize",
-    "content_tokens",
-    "token_set",
-    "token_sets",
-    "hit_to_dict",
-    "TRIPLE_FALLBACK",
-    "parse_triples",
-    "refactor_triple",
-    "rule_triples",
-    "triple_prompt",
-    # -- helpers for store authors --------------------------------------------------------
-    "Applied",
-    "Op",
-    "plan_ops",
-    "involved_ids",
-    "Filter",
-    "parse_filter",
-    "matches",
     # -- errors ---------------------------------------------------------------------------
     "MemcoreError",
     "ConfigError",
@@ -157,7 +74,87 @@ __all__ = [
     "IndexUpdateError",
     "BrokenIndexError",
 ]
-"""The plugin API: every name a plugin module may import from memcore (plus ``memcore.testing``)."""
+"""What an application uses: :func:`open`, the data types, the errors (and ``hookimpl``)."""
+
+_MOVED_TO_PLUGIN = frozenset(
+    [
+        "AllowedIds",
+        "CollectionView",
+        "ComponentConfig",
+        "Embedder",
+        "EmbedderFactory",
+        "FACTORY_PROTOCOLS",
+        "Filter",
+        "Fusion",
+        "FusionFactory",
+        "GatheredRows",
+        "Index",
+        "IndexContext",
+        "IndexFactory",
+        "LLM",
+        "LLMFactory",
+        "LLMs",
+        "PipelineContext",
+        "Register",
+        "Requirements",
+        "ServiceFactory",
+        "SpaceInfo",
+        "Stage",
+        "StageFactory",
+        "StepReport",
+        "Store",
+        "StoreFactory",
+        "TRIPLE_FALLBACK",
+        "VectorReader",
+        "WriteBatch",
+        "atomic_write_bytes",
+        "atomic_write_json",
+        "atomic_write_with",
+        "build_embedder",
+        "content_tokens",
+        "distinct_ids",
+        "get_logger",
+        "hit_to_dict",
+        "matches",
+        "merge_provenance",
+        "merge_sorted",
+        "minmax",
+        "parse_filter",
+        "parse_triples",
+        "query_mode",
+        "refactor_triple",
+        "rescored",
+        "rule_triples",
+        "run_llm_step",
+        "term_overlap",
+        "token_set",
+        "token_sets",
+        "tokenize",
+        "triple_prompt",
+        "unique_hits",
+        "unit_token_rows",
+        "validate_k",
+    ]
+)
+"""Names ``memcore`` exported before 0.2 that now live in :mod:`memcore.plugin`."""
+_MOVED_TO_STORE = frozenset({"Applied", "Op", "plan_ops", "involved_ids"})
+"""Store op-log internals ``memcore`` exported before 0.2 (no face exports them now)."""
+
+
+def __getattr__(name: str) -> Any:
+    """The names that left ``memcore.__all__``: still importable for one release, with a warning."""
+    if name in _MOVED_TO_PLUGIN:
+        from . import plugin as face
+
+        warnings.warn(f"memcore.{name} moved to memcore.plugin.{name}; import it from there", DeprecationWarning, stacklevel=2)
+        return getattr(face, name)
+    if name in _MOVED_TO_STORE:
+        from .stores import _store
+
+        warnings.warn(f"memcore.{name} is internal to the store and will be removed from memcore", DeprecationWarning, stacklevel=2)
+        return getattr(_store, name)
+    raise AttributeError(f"module 'memcore' has no attribute {name!r}")
+
 
 try:
     from importlib.metadata import version as _version

@@ -7,9 +7,6 @@ do next.
 
 from __future__ import annotations
 
-from .hookspecs import SINGULAR
-from .providers import install_hint
-
 __all__ = [
     "MemcoreError",
     "ConfigError",
@@ -56,19 +53,21 @@ class UnknownComponentError(ConfigError):
         extra: str | None = None,
         location: str | None = None,
         failed: str | None = None,
+        *,
+        singular: str | None = None,
+        hint: str | None = None,
     ):
         self.category = category
         self.name = name
         self.installed = installed
         self.closest = closest
         self.extra = extra
-        parts = [f"unknown {SINGULAR.get(category, category)} kind {name!r}."]
+        parts = [f"unknown {singular or category} kind {name!r}."]
         parts.append(f"Installed: {', '.join(installed) if installed else '(none)'}.")
         if closest:
             parts.append(f"Did you mean {closest!r}?")
         if failed:
             parts.append(failed[0].upper() + failed[1:] + ".")
-        hint = install_hint(extra)
         if hint:
             parts.append("It is provided by: " + hint)
         self.failed = failed

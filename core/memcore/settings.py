@@ -5,7 +5,7 @@ Precedence: init kwargs > environment (``MEMCORE_`` prefix, ``__`` nesting, e.g.
 
 Each store / embedder / index / stage / service / llm entry is ``{kind = "<registered name>",
 ...its own fields}``, validated by that component's config model when the memory is built
-(:func:`memcore.settings_check.check_settings`), with errors pointing at the offending key.
+(:func:`memcore.api._check.check_settings`), with errors pointing at the offending key.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pydantic import Field, ValidationError as PydanticValidationError, field_va
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource, YamlConfigSettingsSource
 
 from .errors import ConfigError
-from .registry import unknown_key_message
-from .merge import merge_layers
+from ._plugins._registry import unknown_key_message
+from ._util.merge import merge_layers
 
 __all__ = ["MemcoreSettings", "load_settings", "merge_layers", "DEFAULTS"]
 

@@ -12,7 +12,7 @@ import importlib
 import pytest
 
 from memcore import ConfigError
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 
 HUGE = [10**10, 2**40, float("inf")]
 

@@ -15,7 +15,7 @@ import pytest
 
 import memcore
 from memcore import BrokenIndexError
-from memcore.logging import configure_logging
+from memcore._util.log import configure_logging
 
 from .conftest import settings, snapshot, vec
 

@@ -11,7 +11,7 @@ import shutil
 
 
 import memcore
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 
 from .conftest import DIM, vec
 

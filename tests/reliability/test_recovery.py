@@ -12,7 +12,7 @@ import json
 import pytest
 
 import memcore
-from memcore.logging import configure_logging
+from memcore._util.log import configure_logging
 
 from .conftest import settings, vec
 

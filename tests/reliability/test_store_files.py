@@ -11,7 +11,7 @@ import pytest
 
 import memcore
 from memcore import ConfigError, CorruptError, LockedError
-from memcore.stores.sqlite import SQLiteStore
+from memcore.stores._sqlite import SQLiteStore
 
 from .conftest import settings, vec
 
@@ -32,7 +32,7 @@ def test_deleting_writer_lock_does_not_let_a_second_writer_in(directory):
             f"""
             import memcore
             try:
-                SQLiteStore = __import__("memcore.stores.sqlite", fromlist=["SQLiteStore"]).SQLiteStore
+                SQLiteStore = __import__("memcore.stores._sqlite", fromlist=["SQLiteStore"]).SQLiteStore
                 SQLiteStore({str(directory)!r})
             except memcore.LockedError:
                 print("locked")

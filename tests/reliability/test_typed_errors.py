@@ -13,7 +13,7 @@ import pytest
 
 import memcore
 from memcore import ConfigError, CorruptError, MemcoreError, ValidationError
-from memcore.stores.sqlite import SQLiteStore, SQLiteStoreConfig
+from memcore.stores._sqlite import SQLiteStore, SQLiteStoreConfig
 
 from .conftest import settings, snapshot, vec
 

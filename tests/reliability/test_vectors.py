@@ -15,7 +15,7 @@ import pytest
 
 import memcore
 from memcore import CorruptError, ValidationError
-from memcore.records import MAX_VECTOR_NORM, as_vector
+from memcore.model._checks import MAX_VECTOR_NORM, as_vector
 
 from .conftest import DIM, settings, snapshot, vec
 
@@ -78,8 +78,8 @@ def test_huge_query_vector_refused(directory):
 
 
 def test_exact_index_does_not_turn_overflowing_vectors_into_zeros():
-    from memcore.indexes.exact import ExactIndex, ExactIndexConfig
-    from memcore.index import IndexContext, SpaceInfo
+    from memcore.indexes._exact import ExactIndex, ExactIndexConfig
+    from memcore.plugin import IndexContext, SpaceInfo
 
     index = ExactIndex(ExactIndexConfig(space="v"), IndexContext("e", {"v": SpaceInfo("v", DIM, "none")}))
     record = memcore.Record.create("x", vectors={"v": vec(0)})

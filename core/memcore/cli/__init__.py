@@ -92,7 +92,7 @@ def main(log_mode: str | None, log_level: str | None) -> None:
       memcore info   --path ./mem
       memcore eval beir --data ./scifact --split test --config memcore.toml
     """
-    from ..logging import configure_logging
+    from .._util.log import configure_logging
 
     if log_mode is not None:
         os.environ["MEMCORE_LOG"] = log_mode.lower()

@@ -159,7 +159,7 @@ def load_cli_settings(config: str | os.PathLike[str] | None, *, read_only: bool 
     ``read_only`` sets ``read_only = true`` on stores that have the option (SQLite), so
     reading commands never take the writer lock.
     """
-    from ..plugins import get_registry
+    from .._plugins._host import get_registry
     from ..settings import load_settings
 
     settings = load_settings(config)
@@ -199,8 +199,8 @@ def progress_bar(label: str, total: int) -> Iterator[Any]:
 
 def open_settings(settings: Any, path: str | os.PathLike[str] | None) -> Any:
     """``memcore.open`` with progress bars on stderr for long work (filling a new index...)."""
-    from .. import api
-    from ..progress import use_progress
+    from ..api import _open as api
+    from .._util.progress import use_progress
 
     with use_progress(progress_bar):
         return api.open(settings, path=path)
@@ -212,8 +212,8 @@ def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[s
     ``must_exist`` (default: ``read_only``): a directory without a collection is an error
     instead of a new, empty memory.
     """
-    from ..plugins import get_registry
-    from ..settings_check import check_settings
+    from .._plugins._host import get_registry
+    from ..api._check import check_settings
 
     settings = load_cli_settings(config, read_only=read_only)
     if read_only if must_exist is None else must_exist:

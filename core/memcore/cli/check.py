@@ -12,16 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..broken_index import describe_failure
-from ..index import IndexContext, SpaceInfo
-from ..index_handle import IndexHandle
-from ..vector_reader import VectorReader
+from ..indexes._broken import describe_failure
+from ..indexes._index import IndexContext, SpaceInfo
+from ..indexes._handle import IndexHandle
+from ..indexes._vector_reader import VectorReader
 
 __all__ = ["check_collection"]
 
 
 def _index_status(store: Any, path: Path, name: str, definition: dict[str, Any], spaces: dict[str, SpaceInfo]) -> dict[str, Any]:
-    from ..plugins import get_registry
+    from .._plugins._host import get_registry
 
     try:
         reg = get_registry().get("indexes", definition["kind"], location=f"indexes.{name}.kind")

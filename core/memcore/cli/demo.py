@@ -57,8 +57,8 @@ def semantic_hint(reason: str) -> str:
     """The one-line hint of the hashing fallback, naming only what is missing: the whole
     command without memcore-embed; its load error when it is installed but did not
     register ``minilm``; only the model package when that is what lacks; else ``reason``."""
-    from ..plugins import get_registry
-    from ..providers import is_installed
+    from .._plugins._host import get_registry
+    from .._plugins._providers import is_installed
 
     if not is_installed("memcore-embed"):
         return SEMANTIC_HINT
@@ -77,7 +77,7 @@ def demo_settings(embedder: str) -> tuple[dict[str, Any], str | None]:
     installed with its model, else the builtin ``hashing`` one.
     """
     from ..errors import ConfigError
-    from ..plugins import get_registry
+    from .._plugins._host import get_registry
 
     if embedder == "hashing":
         return {}, None
@@ -119,7 +119,7 @@ def demo(path: Path | None, embedder: str, as_json: bool) -> None:
     four-session conversation between Alice and Bob shipped in memcore/data; each
     question's expected turn is checked against the top 3 hits (hits@3).
     """
-    from .. import api
+    from ..api import _open as api
 
     records, questions = load_sample()
     settings, fallback = demo_settings(embedder)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from ..progress import use_progress
+from .._util.progress import use_progress
 from ._common import config_option, path_option, CliError, echo_json, load_cli_settings, open_memory, open_settings, progress_bar, require_collection
 
 CONFIG = config_option()

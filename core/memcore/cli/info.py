@@ -26,7 +26,7 @@ def collect_info(path: Path, filename: str = "store.sqlite3") -> dict[str, Any]:
     Needs no settings: the store is opened read-only (no writer lock), so this also
     works while another process writes.
     """
-    from ..stores.sqlite import SQLiteStore, SQLiteStoreConfig
+    from ..stores._sqlite import SQLiteStore, SQLiteStoreConfig
 
     if not path.is_dir():
         raise NotFoundError(f"{path} is not a directory; give the collection directory with --path")
@@ -98,7 +98,7 @@ def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
         filename = store.get("filename", filename)
     data = collect_info(path, filename)
     if check:
-        from ..stores.sqlite import SQLiteStore, SQLiteStoreConfig
+        from ..stores._sqlite import SQLiteStore, SQLiteStoreConfig
         from .check import check_collection
 
         sqlite_store = SQLiteStore(path, SQLiteStoreConfig(read_only=True, filename=filename))
@@ -107,7 +107,7 @@ def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
         finally:
             sqlite_store.close()
     if settings is not None:
-        from .. import api
+        from ..api import _open as api
 
         with api.open(settings, path=path) as memory:
             live = {entry["name"]: entry for entry in memory.collection.info()["indexes"]}

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ..logging import get_logger
+from .._util.log import get_logger
 
 __all__ = ["add_plugin_commands"]
 
@@ -52,7 +52,7 @@ class _Registrar:
 
 def add_plugin_commands(group: click.Group) -> None:
     """Let every loaded plugin add its subcommands to ``group``."""
-    from ..plugins import get_host
+    from .._plugins._host import get_host
 
     host = get_host()
     for impl in host.pm.hook.register_commands.get_hookimpls():

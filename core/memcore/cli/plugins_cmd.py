@@ -17,7 +17,7 @@ def plugins(as_json: bool) -> None:
     (a broken plugin is skipped as a whole; memcore and the other plugins keep working).
     MEMCORE_PLUGINS (allow-list) and MEMCORE_DISABLE_PLUGINS (deny-list) control loading.
     """
-    from ..plugins import plugin_infos
+    from .._plugins._host import plugin_infos
 
     infos = plugin_infos()
     if as_json:

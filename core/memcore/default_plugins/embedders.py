@@ -1,14 +1,14 @@
-"""Registers the builtin ``hashing`` embedder (implementation: :mod:`memcore.embedders.hashing`)."""
+"""Registers the builtin ``hashing`` embedder (implementation: :mod:`memcore.embedders._hashing`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hookspecs import hookimpl
-from ..embedders.hashing import HashingEmbedderConfig, HashingEmbedder
+from .._plugins.hookspecs import hookimpl
+from ..embedders._hashing import HashingEmbedderConfig, HashingEmbedder
 
 if TYPE_CHECKING:
-    from ..factories import EmbedderFactory, Register
+    from ..plugin import EmbedderFactory, Register
 
 __all__ = ["HashingEmbedderConfig", "HashingEmbedder", "register_embedders"]
 

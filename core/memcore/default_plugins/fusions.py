@@ -1,14 +1,14 @@
-"""Registers the builtin fusion strategies ``rrf`` and ``concat`` (implementation: :mod:`memcore.fusions.builtin`)."""
+"""Registers the builtin fusion strategies ``rrf`` and ``concat`` (implementation: :mod:`memcore.retrieval._fusions`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hookspecs import hookimpl
-from ..fusions.builtin import RRFConfig, ReciprocalRankFusion, ConcatConfig, Concatenate
+from .._plugins.hookspecs import hookimpl
+from ..retrieval._fusions import RRFConfig, ReciprocalRankFusion, ConcatConfig, Concatenate
 
 if TYPE_CHECKING:
-    from ..factories import FusionFactory, Register
+    from ..plugin import FusionFactory, Register
 
 __all__ = ["RRFConfig", "ReciprocalRankFusion", "ConcatConfig", "Concatenate", "register_fusions"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hookspecs import hookimpl
-from ..indexes.exact import ExactIndex, ExactIndexConfig
+from .._plugins.hookspecs import hookimpl
+from ..indexes._exact import ExactIndex, ExactIndexConfig
 
 if TYPE_CHECKING:
-    from ..factories import IndexFactory, Register
+    from ..plugin import IndexFactory, Register
 
 
 @hookimpl

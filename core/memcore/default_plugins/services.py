@@ -1,14 +1,14 @@
-"""Registers the builtin ``default`` service (implementation: :mod:`memcore.services.default`)."""
+"""Registers the builtin ``default`` service (implementation: :mod:`memcore.services._default`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hookspecs import hookimpl
-from ..services.default import DefaultServiceConfig, DefaultService
+from .._plugins.hookspecs import hookimpl
+from ..services._default import DefaultServiceConfig, DefaultService
 
 if TYPE_CHECKING:
-    from ..factories import ServiceFactory, Register
+    from ..plugin import ServiceFactory, Register
 
 __all__ = ["DefaultServiceConfig", "DefaultService", "register_services"]
 

@@ -1,19 +1,19 @@
 """Registers the builtin pipeline stages: recall, fuse, filter, threshold, limit, rerank, intent.
 
-The implementations live in :mod:`memcore.stages` (``basic``, ``rerank``, ``intent``).
+The implementations live in :mod:`memcore.retrieval` (``basic``, ``rerank``, ``intent``).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hookspecs import hookimpl
-from ..stages.basic import Fuse, FuseConfig, Limit, LimitConfig, MetadataFilter, FilterConfig, Recall, RecallConfig, Threshold, ThresholdConfig
-from ..stages.intent import IntentConfig, IntentStage
-from ..stages.rerank import RerankConfig, RerankStage
+from .._plugins.hookspecs import hookimpl
+from ..retrieval._stages import Fuse, FuseConfig, Limit, LimitConfig, MetadataFilter, FilterConfig, Recall, RecallConfig, Threshold, ThresholdConfig
+from ..retrieval._intent import IntentConfig, IntentStage
+from ..retrieval._rerank import RerankConfig, RerankStage
 
 if TYPE_CHECKING:
-    from ..factories import StageFactory, Register
+    from ..plugin import StageFactory, Register
 
 __all__ = [
     "RecallConfig",

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hookspecs import hookimpl
-from ..stores.memory import MemoryStoreConfig, memory_store_factory
-from ..stores.sqlite import SQLiteStoreConfig, sqlite_store_factory
+from .._plugins.hookspecs import hookimpl
+from ..stores._memory import MemoryStoreConfig, memory_store_factory
+from ..stores._sqlite import SQLiteStoreConfig, sqlite_store_factory
 
 if TYPE_CHECKING:
-    from ..factories import StoreFactory, Register
+    from ..plugin import StoreFactory, Register
 
 
 @hookimpl

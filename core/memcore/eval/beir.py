@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DuplicateIdError, NotFoundError, ValidationError
-from ..jsonl import read_jsonl
-from ..records import Record
+from .._util.jsonl import read_jsonl
+from ..model._record import Record
 
 __all__ = ["BeirData", "load_beir", "read_qrels", "corpus_records"]
 

@@ -37,8 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ConfigError
-from ..llm import StepCounter, run_llm_step
-from ..triples import extract_triples, refactor_triple
+from ..llms._llm import StepCounter, run_llm_step
+from ..llms._triples import extract_triples, refactor_triple
 from .locomo import (
     CATEGORY_NAMES,
     HEADLINE_CATEGORIES,
@@ -54,7 +54,7 @@ from .locomo import (
 )
 
 if TYPE_CHECKING:
-    from ..api import Memory
+    from ..api._open import Memory
 
 __all__ = ["LocomoConfig", "load_eval_config", "run_locomo", "Packet", "packets", "PRE_INSERT", "ADAPTERS", "PRE_RETRIEVAL"]
 
@@ -460,7 +460,7 @@ def run_locomo(
     """Evaluate the memory declared by ``memory_settings`` on ``conversations`` (one fresh
     memory per conversation under ``workdir``). Writes ``questions.jsonl`` into ``out``
     when given. Returns the summary (see ``memcore eval locomo --json``)."""
-    from ..api import open as open_memory
+    from ..api._open import open as open_memory
 
     rows: list[dict[str, Any]] = []
     steps = StepCounter()

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..errors import DuplicateIdError
-from ..records import Record
+from ..model._record import Record
 from .beir import BeirData, corpus_records
 from .metrics import evaluate_run
 
 if TYPE_CHECKING:
-    from ..api import Memory
+    from ..api._open import Memory
 
 __all__ = ["BeirReport", "ingest_corpus", "run_queries", "run_beir"]
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..records import Query
+from ..model._query import Query
 
 __all__ = ["CrashReport", "run_crash_trials", "crash_settings"]
 

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..records import Link, Record
+from ..model._record import Link, Record
 
 __all__ = ["WORDS", "random_unit_vectors", "unique_word", "make_texts", "make_records", "space_seed"]
 

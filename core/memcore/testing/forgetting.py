@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..memory import Memory
+from ..api._memory import Memory
 from .disk import assert_no_bytes
 
 __all__ = ["check_scope_forgotten", "retrieve_by_index", "BOB_ITEMS", "BOB_IDS", "ALICE_ITEMS", "CANARIES"]

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ..fusion import Fusion
-from ..records import Contribution, Hit
+from ..retrieval._fusion import Fusion
+from ..model._hit import Contribution, Hit
 
 __all__ = ["FusionContract", "make_ranked_lists"]
 

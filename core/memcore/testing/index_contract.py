@@ -10,11 +10,13 @@ import numpy as np
 import pytest
 
 from ..errors import DimensionError, ValidationError
-from ..index import Index, IndexContext, Requirements, SpaceInfo
-from ..records import Hit, Query, Record
-from ..store import WriteBatch
-from ..stores.memory import MemoryStore
-from ..vector_reader import VectorReader
+from ..indexes._index import Index, IndexContext, Requirements, SpaceInfo
+from ..model._hit import Hit
+from ..model._query import Query
+from ..model._record import Record
+from ..stores._store import WriteBatch
+from ..stores._memory import MemoryStore
+from ..indexes._vector_reader import VectorReader
 from .data import make_records, make_texts, random_unit_vectors, space_seed
 
 __all__ = ["IndexContract"]

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from ..errors import PluginError
-from ..plugins import PluginInfo, get_host
+from .._plugins._host import PluginInfo, get_host
 
 __all__ = ["register_plugin"]
 
@@ -16,7 +16,7 @@ def register_plugin(obj: Any, name: str = "test-plugin") -> Iterator[PluginInfo]
     """Add ``obj`` (a module or any object with ``@memcore.hookimpl`` functions) to the
     process-wide plugin host as plugin ``name``; remove it and everything it registered on exit.
 
-    Yields the plugin's :class:`memcore.plugins.PluginInfo`. Raises :class:`memcore.PluginError`
+    Yields the plugin's :class:`memcore._plugins._host.PluginInfo`. Raises :class:`memcore.PluginError`
     when the plugin fails to register (bad hook, duplicate component name...) or when a
     plugin called ``name`` is already loaded; nothing is left registered in either case::
 

@@ -1,8 +1,9 @@
 """The plugin API check: a plugin's modules import memcore only through its declared API.
 
-The API is the names in ``memcore.__all__`` plus the package ``memcore.testing``; anything
-else (``memcore.records``, ``memcore.stages.text``...) is core-internal and may change
-without notice. Plugins never import each other either (another ``memcore_*`` package),
+The API is the module ``memcore.plugin`` (the names in its ``__all__``), the names in
+``memcore.__all__`` (the application face: ``open``, the data types, the errors,
+``hookimpl``) and the package ``memcore.testing``; anything else (``memcore.model``,
+``memcore.model._text``...) is core-internal and may change without notice. Plugins never import each other either (another ``memcore_*`` package),
 with one exception: a plugin may import the packages of the distributions it declares as
 dependencies when those are libraries, not plugins (no ``memcore`` entry point) -- e.g.
 memcore-chroma and memcore-poincare share ``memcore_chroma_support``
@@ -24,15 +25,23 @@ from typing import Iterable
 
 __all__ = ["PLUGIN_API_MODULES", "plugin_api", "plugin_api_violations", "source_violations", "dependency_packages"]
 
-PLUGIN_API_MODULES: tuple[str, ...] = ("memcore", "memcore.testing")
+PLUGIN_API_MODULES: tuple[str, ...] = ("memcore", "memcore.plugin", "memcore.testing")
 """The memcore modules a plugin may import (``memcore.testing`` with its submodules)."""
 
 
 def plugin_api() -> frozenset[str]:
-    """The names a plugin may import from ``memcore``: its ``__all__`` plus ``testing``."""
+    """The names a plugin may import from ``memcore.plugin``: its ``__all__``."""
+    import memcore.plugin
+
+    return frozenset(memcore.plugin.__all__)
+
+
+def application_api() -> frozenset[str]:
+    """The names a plugin may import from ``memcore`` itself: its ``__all__``, the modules
+    ``plugin`` and ``testing``, and ``__version__``."""
     import memcore
 
-    return frozenset(memcore.__all__) | {"testing", "__version__"}
+    return frozenset(memcore.__all__) | {"plugin", "testing", "__version__"}
 
 
 def _top_level_packages(dist: metadata.Distribution) -> set[str]:
@@ -75,7 +84,7 @@ def dependency_packages(distribution: str) -> frozenset[str]:
 
 
 def _allowed_module(name: str) -> bool:
-    return name == "memcore" or name == "memcore.testing" or name.startswith("memcore.testing.")
+    return name in PLUGIN_API_MODULES or name.startswith("memcore.testing.")
 
 
 def source_violations(source: str, filename: str, own_package: str, api: frozenset[str] | None = None, libraries: Iterable[str] = ()) -> list[str]:
@@ -87,6 +96,7 @@ def source_violations(source: str, filename: str, own_package: str, api: frozens
     """
     fine = {own_package, *libraries}
     api = plugin_api() if api is None else api
+    app = application_api()
     tree = ast.parse(source, filename=filename)
     problems: list[str] = []
     memcore_names: set[str] = set()  # local names bound to the memcore package itself
@@ -103,7 +113,7 @@ def source_violations(source: str, filename: str, own_package: str, api: frozens
             for alias in node.names:
                 if alias.name == "memcore" or alias.name.startswith("memcore."):
                     if not _allowed_module(alias.name):
-                        problems.append(f"{where(node)}: import {alias.name} (core-internal; import names from memcore)")
+                        problems.append(f"{where(node)}: import {alias.name} (core-internal; import names from memcore.plugin)")
                     elif alias.name == "memcore":
                         memcore_names.add(alias.asname or "memcore")
                 elif other_plugin(alias.name):
@@ -112,18 +122,23 @@ def source_violations(source: str, filename: str, own_package: str, api: frozens
             module = node.module
             if module == "memcore":
                 for alias in node.names:
+                    if alias.name not in app:
+                        hint = "; import it from memcore.plugin" if alias.name in api else ""
+                        problems.append(f"{where(node)}: from memcore import {alias.name} (not in memcore.__all__{hint})")
+            elif module == "memcore.plugin":
+                for alias in node.names:
                     if alias.name not in api:
-                        problems.append(f"{where(node)}: from memcore import {alias.name} (not in memcore.__all__)")
+                        problems.append(f"{where(node)}: from memcore.plugin import {alias.name} (not in memcore.plugin.__all__)")
             elif module.startswith("memcore."):
                 if not _allowed_module(module):
                     names = ", ".join(a.name for a in node.names)
-                    problems.append(f"{where(node)}: from {module} import {names} (core-internal; import names from memcore)")
+                    problems.append(f"{where(node)}: from {module} import {names} (core-internal; import names from memcore.plugin)")
             elif other_plugin(module):
                 problems.append(f"{where(node)}: from {module} import ... (plugins never import each other)")
     if memcore_names:
         for node in ast.walk(tree):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in memcore_names:
-                if node.attr not in api:
+                if node.attr not in app:
                     problems.append(f"{where(node)}: {node.value.id}.{node.attr} (not in memcore.__all__)")
     return problems
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from ..plugins import PluginInfo
+from .._plugins._host import PluginInfo
 from .plugin import register_plugin
 
 

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import pytest
 
-from ..plugins import ENTRY_POINT_GROUP, PluginHost, PluginInfo
+from .._plugins._host import ENTRY_POINT_GROUP, PluginHost, PluginInfo
 from .plugin_api import dependency_packages, plugin_api_violations
 
 __all__ = ["PluginRegistrationContract", "HEAVY_MODULES"]

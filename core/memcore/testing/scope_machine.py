@@ -32,7 +32,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from ..api import Memory
+from ..api._open import Memory
 from ..errors import NotFoundError
 from .data import unique_word
 from .hypothesis_profiles import examples

@@ -10,11 +10,11 @@ from typing import Any, Callable, ClassVar, Iterator
 
 import pytest
 
-from ..api import Memory
-from ..collection import Collection
+from ..api._open import Memory
+from ..collection._collection import Collection
 from ..errors import MemcoreError, NotFoundError, ValidationError
-from ..records import Record
-from ..service import Service
+from ..model._record import Record
+from ..services._service import Service
 from .disk import find_bytes
 
 __all__ = ["ServiceContract", "SERVICE_ITEMS"]

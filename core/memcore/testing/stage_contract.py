@@ -6,11 +6,12 @@ from typing import Any, ClassVar, Iterator, Mapping
 
 import pytest
 
-from ..collection import Collection
-from ..collection_view import CollectionView
-from ..pipeline import Pipeline, PipelineContext, Stage
-from ..plugins import get_registry
-from ..records import Contribution, Hit, Query
+from ..collection._collection import Collection
+from ..collection._view import CollectionView
+from ..retrieval._pipeline import Pipeline, PipelineContext, Stage
+from .._plugins._host import get_registry
+from ..model._hit import Contribution, Hit
+from ..model._query import Query
 from .data import make_texts
 
 __all__ = ["StageContract", "build_stage"]

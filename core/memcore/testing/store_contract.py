@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from ..errors import NotFoundError
-from ..filters import parse_filter
-from ..records import Link, Record, Scope
-from ..store import Applied, Op, OpKind, Store, WriteBatch, plan_ops
+from ..model._filters import parse_filter
+from ..model._record import Link, Record, Scope
+from ..stores._store import Applied, Op, OpKind, Store, WriteBatch, plan_ops
 
 __all__ = ["StoreContract"]
 
@@ -103,7 +103,7 @@ class StoreContract:
                 s.close()
 
     The suite writes only through :meth:`Store.apply` and checks records, vectors, links,
-    scopes, membership, the operation log (ops exactly as :func:`memcore.store.plan_ops`
+    scopes, membership, the operation log (ops exactly as :func:`memcore.stores._store.plan_ops`
     plans them), state, filters and atomicity. ``close()`` must be idempotent.
     """
 

@@ -12,7 +12,7 @@ and calls the ``register_indexes`` hook below once, when it loads its plugins.
 from __future__ import annotations
 
 import memcore
-from memcore import IndexFactory, Register
+from memcore.plugin import IndexFactory, Register
 
 from .index import KeywordIndex, KeywordIndexConfig, tokenize
 

@@ -18,19 +18,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 from pydantic import Field
 
-from memcore import (
-    atomic_write_json,
-    ComponentConfig,
-    CorruptError,
-    Hit,
-    Index,
-    IndexContext,
-    Query,
-    Record,
-    Requirements,
-    ValidationError,
-    validate_k,
-)
+from memcore.plugin import atomic_write_json, ComponentConfig, CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 __all__ = ["KeywordIndex", "KeywordIndexConfig", "tokenize"]
 

@@ -5,9 +5,9 @@ import json
 import pytest
 
 from memcore.errors import CorruptError, ValidationError
-from memcore.index import IndexContext
-from memcore.plugins import PluginHost
-from memcore.records import Hit, Query, Record
+from memcore.plugin import IndexContext
+from memcore._plugins._host import PluginHost
+from memcore import Hit, Query, Record
 from memcore_keyword_index import KeywordIndex, KeywordIndexConfig, tokenize
 
 

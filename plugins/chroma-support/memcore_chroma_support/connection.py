@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memcore import ConfigError
+from memcore.plugin import ConfigError
 
 __all__ = ["ChromaConnection", "open_client", "import_chromadb", "chroma_error_types"]
 

@@ -35,7 +35,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence, TypeVar, overload
 
-from memcore import CorruptError, atomic_write_json
+from memcore.plugin import CorruptError, atomic_write_json
 
 from .connection import ChromaConnection, open_client
 

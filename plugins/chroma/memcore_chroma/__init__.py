@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import memcore
-from memcore import IndexFactory, Register
+import memcore.plugin
+from memcore.plugin import IndexFactory, Register
 
 from .config import ChromaIndexConfig
 from memcore_chroma_support import ChromaConnection
@@ -37,7 +38,7 @@ def __getattr__(name: str) -> type[ChromaIndex]:
     raise AttributeError(name)
 
 
-def _build(config: ChromaIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+def _build(config: ChromaIndexConfig, context: memcore.plugin.IndexContext) -> memcore.plugin.Index:
     """Factory of the ``chroma`` index kind."""
     from .index import ChromaIndex
 

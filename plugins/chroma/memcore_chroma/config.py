@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from memcore import ComponentConfig
+from memcore.plugin import ComponentConfig
 
 from memcore_chroma_support import ChromaConnection
 

@@ -1,4 +1,4 @@
-"""The ``chroma`` index: a memcore :class:`~memcore.Index` kept in a Chroma collection.
+"""The ``chroma`` index: a memcore :class:`~memcore.plugin.Index` kept in a Chroma collection.
 
 - vectors come from the collection's embedding space (``config.space``) and are always
   passed to Chroma explicitly (its default embedding function is never used); cosine
@@ -25,7 +25,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
+from memcore.plugin import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from .config import ChromaIndexConfig
 from memcore_chroma_support import CollectionHome, chunks

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import memcore
-from memcore import CorruptError, DimensionError, IndexContext, Query, Record, SpaceInfo, ValidationError
+from memcore import CorruptError, DimensionError, Query, Record, ValidationError
+from memcore.plugin import IndexContext, SpaceInfo
 from memcore_chroma import ChromaIndexConfig
 from memcore_chroma.index import ChromaIndex
 

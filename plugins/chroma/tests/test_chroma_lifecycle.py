@@ -12,7 +12,8 @@ import textwrap
 import numpy as np
 
 import memcore
-from memcore import IndexContext, Query, Record, SpaceInfo
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore import Query, Record
 from memcore_chroma import ChromaIndexConfig
 from memcore_chroma.index import ChromaIndex
 from memcore_chroma_support import ChromaConnection, open_client

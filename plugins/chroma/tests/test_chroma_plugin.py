@@ -1,6 +1,6 @@
 """The ``chroma`` plugin is installed, registers its index kind, and loading it imports no chromadb."""
 
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 from memcore.testing import HEAVY_MODULES, PluginRegistrationContract
 
 from memcore_chroma import ChromaIndexConfig

@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import memcore
-from memcore import EmbedderFactory, IndexFactory, Register
+import memcore.plugin
+from memcore.plugin import EmbedderFactory, IndexFactory, Register
 
 from .config import ColbertIndexConfig, ColbertQueryMode, ColbertRemoteConfig
 from .hashing import TokenHashingConfig, TokenHashingEmbedder
@@ -44,7 +45,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> type[memcore.Index]:
+def __getattr__(name: str) -> type[memcore.plugin.Index]:
     """The index classes are imported on first access."""
     if name == "ColbertIndex":
         from .index import ColbertIndex
@@ -57,14 +58,14 @@ def __getattr__(name: str) -> type[memcore.Index]:
     raise AttributeError(name)
 
 
-def _build_local(config: ColbertIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+def _build_local(config: ColbertIndexConfig, context: memcore.plugin.IndexContext) -> memcore.plugin.Index:
     """Factory of the ``colbert`` index kind."""
     from .index import ColbertIndex
 
     return ColbertIndex(config, context)
 
 
-def _build_remote(config: ColbertRemoteConfig, context: memcore.IndexContext) -> memcore.Index:
+def _build_remote(config: ColbertRemoteConfig, context: memcore.plugin.IndexContext) -> memcore.plugin.Index:
     """Factory of the ``colbert-remote`` index kind."""
     from .remote import ColbertRemoteIndex
 

@@ -8,7 +8,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Mapping, Sequence
 
-from memcore import CorruptError, MemcoreError, NotFoundError, ValidationError
+from memcore.plugin import CorruptError, MemcoreError, NotFoundError, ValidationError
 
 from .names import check_index_name
 

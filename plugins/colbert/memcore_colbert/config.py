@@ -9,7 +9,7 @@ from typing import Any, Literal, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memcore import ComponentConfig, query_mode
+from memcore.plugin import ComponentConfig, query_mode
 
 __all__ = [
     "ColbertIndexConfig",

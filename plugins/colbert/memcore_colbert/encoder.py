@@ -1,8 +1,8 @@
 """The token encoder of a colbert index: an embedder built by kind through the registry.
 
 The index never imports the plugin that provides its embedder: settings name the kind
-(``embedder = {kind = "minilm"}``) and :func:`memcore.build_embedder` builds it. Any
-embedder implementing :meth:`memcore.Embedder.embed_document_tokens` works, including a
+(``embedder = {kind = "minilm"}``) and :func:`memcore.plugin.build_embedder` builds it. Any
+embedder implementing :meth:`memcore.plugin.Embedder.embed_document_tokens` works, including a
 real ColBERT checkpoint wrapped as an embedder (see docs/plugins/colbert.md).
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from memcore import ConfigError, DimensionError, Embedder, ValidationError, build_embedder
+from memcore.plugin import ConfigError, DimensionError, Embedder, ValidationError, build_embedder
 
 __all__ = ["TokenEncoder"]
 

@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from memcore import ValidationError, get_logger
+from memcore.plugin import ValidationError, get_logger
 
 from . import plaid
 from .codec import ResidualCodec

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 from pydantic import Field
 
-from memcore import ComponentConfig, Embedder, ValidationError, unit_token_rows
+from memcore.plugin import ComponentConfig, Embedder, ValidationError, unit_token_rows
 
 __all__ = ["TokenHashingConfig", "TokenHashingEmbedder"]
 

@@ -1,4 +1,4 @@
-"""The in-process ``colbert`` index: a memcore :class:`~memcore.Index` over :class:`.engine.Engine`.
+"""The in-process ``colbert`` index: a memcore :class:`~memcore.plugin.Index` over :class:`.engine.Engine`.
 
 It requires the record text (``Requirements(text=True)``) and encodes token vectors with
 its own token embedder: token-level spaces live inside the index that uses them. Scores
@@ -13,7 +13,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import AllowedIds, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
+from memcore.plugin import AllowedIds, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from . import storage
 from .config import QUERY_MODE_KEY, ColbertIndexConfig, ColbertQueryMode, parse_query_mode, resolve_params

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from memcore import ValidationError
+from memcore.plugin import ValidationError
 
 __all__ = ["check_index_name", "index_name", "check_pid"]
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Sequence
 
-from memcore import CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError, atomic_write_json, validate_k
+from memcore.plugin import CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError, atomic_write_json, validate_k
 
 from .client import ColbertClient
 from .config import QUERY_MODE_KEY, ColbertRemoteConfig, parse_query_mode

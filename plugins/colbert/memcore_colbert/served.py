@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
-from memcore import ConfigError, CorruptError, NotFoundError, ValidationError, atomic_write_json, get_logger
+from memcore.plugin import ConfigError, CorruptError, NotFoundError, ValidationError, atomic_write_json, get_logger
 
 from . import storage
 from .config import ColbertIndexConfig, ColbertQueryMode, resolve_params

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memcore import CorruptError, MemcoreError, NotFoundError, ValidationError
+from memcore.plugin import CorruptError, MemcoreError, NotFoundError, ValidationError
 
 from .config import ColbertQueryMode
 from .names import check_index_name

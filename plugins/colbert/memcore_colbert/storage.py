@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memcore import CorruptError, atomic_write_bytes, atomic_write_json
+from memcore.plugin import CorruptError, atomic_write_bytes, atomic_write_json
 
 from .codec import ResidualCodec, code_dtype
 from .engine import Engine

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from memcore import get_logger
+from memcore.plugin import get_logger
 
 from .codec import ResidualCodec
 from .config import ColbertIndexConfig

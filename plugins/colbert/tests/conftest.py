@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from memcore import IndexContext, Query, Record
+from memcore.plugin import IndexContext
+from memcore import Query, Record
 from memcore.testing import make_texts
 
 SHARED = Path(__file__).resolve().parents[3] / ".." / "shared"

@@ -23,7 +23,7 @@ MiniLM embed, never at plugin load.
 from __future__ import annotations
 
 import memcore
-from memcore import EmbedderFactory, LLMFactory, Register, StageFactory
+from memcore.plugin import EmbedderFactory, LLMFactory, Register, StageFactory
 
 from .chat import ChatClient, ChatConfig
 from .errors import EmbeddingServiceError

@@ -1,7 +1,7 @@
 """The OpenAI-compatible chat client used by the LLM steps (rerank, triple extraction,
 summaries, answering): ``POST {base_url}/chat/completions``.
 
-It is the LLM kind ``openai`` (a :class:`memcore.LLM`), declared in settings as
+It is the LLM kind ``openai`` (a :class:`memcore.plugin.LLM`), declared in settings as
 ``[llms.<name>] kind = "openai" base_url = "..." model = "..."`` and named by the services
 and stages that use it (``llm = "default"``). It shares the HTTP helper
 (:mod:`memcore_embed.http`) with the ``openai`` embedder: same key handling, retries,
@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any, Literal, Mapping, Sequence
 
-from memcore import LLM, ComponentConfig, ConfigError, ValidationError
+from memcore.plugin import LLM, ComponentConfig, ConfigError, ValidationError
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
@@ -108,7 +108,7 @@ class ChatClient(LLM):
         self._http = JsonHttpClient(config)
 
     @property
-    def model(self) -> str:  # type: ignore[override]  # memcore.LLM declares model a writable attribute, not a property
+    def model(self) -> str:  # type: ignore[override]  # memcore.plugin.LLM declares model a writable attribute, not a property
         """The model name sent to the server."""
         return self.config.model
 

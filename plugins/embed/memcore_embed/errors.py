@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memcore import MemcoreError
+from memcore.plugin import MemcoreError
 
 __all__ = ["EmbeddingServiceError"]
 

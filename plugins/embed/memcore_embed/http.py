@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from memcore import get_logger, ValidationError
+from memcore.plugin import get_logger, ValidationError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import EmbeddingServiceError

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from memcore import LLM, ComponentConfig, ConfigError
+from memcore.plugin import LLM, ComponentConfig, ConfigError
 from pydantic import Field
 
 from .chat import ChatClient, ChatConfig
@@ -37,7 +37,7 @@ class LlamaServerConfig(ComponentConfig):
 
 
 class LlamaServerLLM(LLM):
-    """A :class:`memcore.LLM` backed by a llama.cpp server subprocess (started lazily)."""
+    """A :class:`memcore.plugin.LLM` backed by a llama.cpp server subprocess (started lazily)."""
 
     def __init__(self, config: LlamaServerConfig):
         self.config = config
@@ -46,7 +46,7 @@ class LlamaServerLLM(LLM):
         self._lock = threading.Lock()
 
     @property
-    def model(self) -> str:  # type: ignore[override]  # memcore.LLM declares model a writable attribute, not a property
+    def model(self) -> str:  # type: ignore[override]  # memcore.plugin.LLM declares model a writable attribute, not a property
         """The GGUF file's stem (what answered)."""
         path = self._model_path(strict=False)
         return path.stem if path else "llama-server"

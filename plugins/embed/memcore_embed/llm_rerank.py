@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, Sequence
 
-from memcore import (
+from memcore.plugin import (
     ComponentConfig,
     LLM,
     LLMs,
@@ -197,7 +197,7 @@ def rerank_report(ctx: PipelineContext, name: str = "llm_rerank") -> dict[str, A
     ``{"used": "llm" | "fallback", "reason": None | str, "fallback": "keep" | "keyword",
     "sent": int, "calls": int}``. ``reason`` is ``no_llm``, ``no_query_text``, ``service_error``,
     ``invalid_reply`` or ``invalid_ranking`` for the fallback. It is ``ctx.notes.get(name)``
-    (the stage records it with :meth:`memcore.pipeline.PipelineContext.note`)."""
+    (the stage records it with :meth:`memcore.retrieval._pipeline.PipelineContext.note`)."""
     return ctx.notes.get(name)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np
-from memcore import ComponentConfig, ConfigError, Embedder, get_logger, unit_token_rows
+from memcore.plugin import ComponentConfig, ConfigError, Embedder, get_logger, unit_token_rows
 from pydantic import Field
 
 from .texts import check_texts
@@ -219,7 +219,7 @@ class MiniLMEmbedder(Embedder):
     With ``normalize = false`` the vectors are the mean-pooled token vectors before the
     model's own ``Normalize`` layer (norms around 5-8).
 
-    Besides the :class:`memcore.Embedder` methods it offers :meth:`embed_tokens`, the
+    Besides the :class:`memcore.plugin.Embedder` methods it offers :meth:`embed_tokens`, the
     per-token vectors used by late-interaction indexes (the colbert plugin).
 
     ``backend`` (``config.backend`` resolved: ``"torch"`` or ``"numpy"``) is fixed at
@@ -306,7 +306,7 @@ class MiniLMEmbedder(Embedder):
         return [np.ascontiguousarray(t.detach().cpu().numpy(), dtype=np.float32) for t in tensors]
 
     def embed_document_tokens(self, texts: Sequence[str], *, max_length: int | None = None) -> list[np.ndarray]:
-        """:meth:`memcore.Embedder.embed_document_tokens`: :meth:`embed_tokens` cut to the first
+        """:meth:`memcore.plugin.Embedder.embed_document_tokens`: :meth:`embed_tokens` cut to the first
         ``max_length`` tokens (``[CLS]`` first), each row L2-normalised."""
         return unit_token_rows(self.embed_tokens(texts), max_length)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-from memcore import ComponentConfig, DimensionError, Embedder, ValidationError
+from memcore.plugin import ComponentConfig, DimensionError, Embedder, ValidationError
 from pydantic import Field
 
 from .http import EndpointConfig, JsonHttpClient, RequestStats

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from memcore import ValidationError
+from memcore.plugin import ValidationError
 
 __all__ = ["check_texts"]
 

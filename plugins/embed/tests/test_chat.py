@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import memcore
+import memcore.plugin
 from memcore import ConfigError, ValidationError
 from pydantic import BaseModel
 
@@ -151,7 +152,7 @@ def test_declared_in_settings(server):
         {"store": "memory", "llms": {"default": {"kind": "openai", "base_url": server.url, "model": "tiny-chat", "api_key_env": "", "temperature": 0.2}}}
     ) as memory:
         client = memory.llms["default"]
-        assert isinstance(client, ChatClient) and isinstance(client, memcore.LLM)
+        assert isinstance(client, ChatClient) and isinstance(client, memcore.plugin.LLM)
         assert (client.config.temperature, client.config.timeout_s, client.config.max_retries) == (0.2, 60.0, 3)
         assert client.model == "tiny-chat"
         assert client.complete("hello") == "echo: hello"

@@ -4,7 +4,7 @@ imports no torch."""
 
 import pytest
 from memcore import ConfigError
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 from memcore.testing import PluginRegistrationContract
 
 import memcore_embed

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from memcore import ConfigError, ValidationError
-from memcore.registry import Registration
+from memcore._plugins._registry import Registration
 
 from memcore_embed import EmbeddingServiceError, EndpointConfig
 from memcore_embed.http import JsonHttpClient, parse_retry_after

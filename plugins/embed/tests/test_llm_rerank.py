@@ -10,14 +10,14 @@ import re
 
 import pytest
 from memcore import Collection, ConfigError
-from memcore.logging import configure_logging
-from memcore.pipeline import PipelineContext
-from memcore.records import Contribution, Hit, Query
+from memcore._util.log import configure_logging
+from memcore.plugin import PipelineContext
+from memcore import Contribution, Hit, Query
 from memcore.testing import StageContract, build_stage
 
 import memcore
 import memcore_embed.llm_rerank as llm_rerank_module
-from memcore import LLMs
+from memcore.plugin import LLMs
 from memcore_embed import ChatClient, LLMRerankConfig, LLMRerankStage, rerank_report
 from memcore_embed.llm_rerank import bare_ranking, parse_ranking, parse_reply, read_reply, truncate
 

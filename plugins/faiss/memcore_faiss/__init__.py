@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import memcore
-from memcore import IndexFactory, Register
+import memcore.plugin
+from memcore.plugin import IndexFactory, Register
 
 from .config import FaissIndexConfig, FaissQueryMode
 
@@ -36,7 +37,7 @@ def __getattr__(name: str) -> type[FaissIndex]:
     raise AttributeError(name)
 
 
-def _build(config: FaissIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+def _build(config: FaissIndexConfig, context: memcore.plugin.IndexContext) -> memcore.plugin.Index:
     """Factory of the ``faiss`` index kind."""
     from .index import FaissIndex
 

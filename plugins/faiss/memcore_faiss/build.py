@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from memcore import ConfigError
+from memcore.plugin import ConfigError
 
 from .config import FaissIndexConfig
 from .defaults import DEFAULT_EF_CONSTRUCTION

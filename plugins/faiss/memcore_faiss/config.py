@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memcore import ComponentConfig, query_mode
+from memcore.plugin import ComponentConfig, query_mode
 
 from .grammar import parse_factory
 

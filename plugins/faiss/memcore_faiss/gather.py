@@ -1,6 +1,6 @@
 """The memory budget of gathered copies of large allowed sets.
 
-Scoring an allowed set exactly from a gathered copy of its vectors (:class:`memcore.GatheredRows`,
+Scoring an allowed set exactly from a gathered copy of its vectors (:class:`memcore.plugin.GatheredRows`,
 one contiguous matrix-vector product per query) is ~10x faster than faiss' selector scan of
 the whole storage (measured at 10% of 100k x 384: 1.0 ms against 11.8 ms), but the copy
 costs ``rows x dim x 4`` bytes for as long as the collection caches the set. Sets up to

@@ -1,4 +1,4 @@
-"""The ``faiss`` index: a memcore :class:`~memcore.Index` over a faiss-cpu index.
+"""The ``faiss`` index: a memcore :class:`~memcore.plugin.Index` over a faiss-cpu index.
 
 - record ids map to int64 labels from a monotonic counter (:mod:`.labels`), held by faiss
   natively (IVF), as positions (HNSW) or through ``IndexIDMap2`` (:mod:`.container`);
@@ -20,7 +20,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import (
+from memcore.plugin import (
     AllowedIds,
     GatheredRows,
     merge_sorted,
@@ -389,7 +389,7 @@ class FaissIndex(Index):
         """Exact scores of a few allowed vectors, read from the flat storage (position =
         label): one gather and one product, where a selector scan of the storage tests every
         stored row (measured 1% of 100k: 3.8x the numpy equivalent). A cached allowed set
-        keeps its gathered rows (:class:`memcore.GatheredRows`), extended in place as records join it."""
+        keeps its gathered rows (:class:`memcore.plugin.GatheredRows`), extended in place as records join it."""
 
         def stored() -> np.ndarray:
             matrix: np.ndarray = self._faiss.rev_swig_ptr(flat.searcher.get_xb(), flat.ntotal * self.dim).reshape(flat.ntotal, self.dim)

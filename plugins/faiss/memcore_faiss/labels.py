@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from memcore import CorruptError
+from memcore.plugin import CorruptError
 
 __all__ = ["LabelMap"]
 

@@ -1,6 +1,6 @@
 """Saving without the vectors the store already keeps, and refilling them on load.
 
-In a collection the index gets a :class:`memcore.VectorReader` (``IndexContext.vectors``).
+In a collection the index gets a :class:`memcore.plugin.VectorReader` (``IndexContext.vectors``).
 Then the layouts whose vectors are the records' own vectors (prepared: normalised for
 cosine) save no second copy of them:
 
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from memcore import CorruptError, VectorReader, atomic_write_bytes
+from memcore.plugin import CorruptError, VectorReader, atomic_write_bytes
 
 from .container import Container
 from .labels import LabelMap
@@ -72,7 +72,7 @@ def load_hnsw(faiss: Any, path: Path, labels: LabelMap, reader: VectorReader, sp
     """Read the graph saved without storage and give it an ``IndexFlat`` refilled from the store.
 
     The storage is sized once and written in place: the store writes its vectors straight
-    into it (:meth:`memcore.VectorReader.read_into`; with tombstones packed first, then moved
+    into it (:meth:`memcore.plugin.VectorReader.read_into`; with tombstones packed first, then moved
     to their positions in place); they are normalised there, tombstones' vectors placed from
     ``tombstones.npy``."""
     try:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from memcore import DimensionError, ValidationError
+from memcore.plugin import DimensionError, ValidationError
 
 __all__ = ["Scoring", "SMALL_K"]
 

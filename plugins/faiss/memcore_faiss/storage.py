@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from memcore import atomic_write_bytes, atomic_write_json, atomic_write_with, CorruptError
+from memcore.plugin import atomic_write_bytes, atomic_write_json, atomic_write_with, CorruptError
 
 __all__ = [
     "MAIN_FILE",

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memcore import IndexContext, Query, Record, SpaceInfo
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore import Query, Record
 from memcore_faiss import FaissIndexConfig
 from memcore_faiss.index import FaissIndex
 

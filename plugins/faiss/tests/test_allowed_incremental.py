@@ -9,9 +9,10 @@ import random
 import numpy as np
 import pytest
 
-from memcore import AllowedIds, Collection, Query
-from memcore.spaces import Space
-from memcore import GatheredRows as Gathered
+from memcore.plugin import AllowedIds
+from memcore import Collection, Query
+from memcore.embedders._space import Space
+from memcore.plugin import GatheredRows as Gathered
 
 
 @pytest.fixture(params=["HNSW32", "Flat"])

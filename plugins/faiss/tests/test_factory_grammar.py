@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from memcore import ConfigError
-from memcore.registry import Registration
+from memcore._plugins._registry import Registration
 from memcore.testing import examples
 from memcore_faiss import FaissIndexConfig
 from memcore_faiss.index import FaissIndex
@@ -29,7 +29,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     import numpy as np
     from memcore import ConfigError, IndexContext, Query, Record, SpaceInfo
-    from memcore.registry import Registration
+    from memcore._plugins._registry import Registration
     from memcore_faiss import FaissIndexConfig
     from memcore_faiss.index import FaissIndex
 

@@ -1,7 +1,7 @@
 """The ``faiss`` plugin is installed, loads through the plugin host, registers its index kind,
 and loading it does not import faiss."""
 
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 from memcore.testing import PluginRegistrationContract
 
 from memcore_faiss import FaissIndexConfig

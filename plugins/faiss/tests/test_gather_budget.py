@@ -9,8 +9,9 @@ import gc
 import numpy as np
 import pytest
 
-from memcore import AllowedIds, Collection, Query
-from memcore.spaces import Space
+from memcore.plugin import AllowedIds
+from memcore import Collection, Query
+from memcore.embedders._space import Space
 from memcore_faiss import index as index_module
 
 DIM = 16

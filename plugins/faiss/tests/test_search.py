@@ -227,7 +227,7 @@ def test_small_allowed_sets_are_scored_exactly(make, kit, monkeypatch):
 def test_cached_allowed_sets_follow_changes_and_fractions(make, kit, factory):
     """An AllowedIds set is translated once per index version: adds, removes and a
     compaction in between never return a removed id nor miss an added one."""
-    from memcore import AllowedIds
+    from memcore.plugin import AllowedIds
 
     base = kit.clustered(600, 16)
     extra = {"min_train": 100, "nprobe": 4} if factory.startswith("IVF") else {}

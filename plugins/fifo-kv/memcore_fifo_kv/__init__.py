@@ -16,7 +16,7 @@ libraries are imported lazily inside the indexes that need them.
 from __future__ import annotations
 
 import memcore
-from memcore import IndexFactory, Register
+from memcore.plugin import IndexFactory, Register
 
 from .fifo import FifoIndex, FifoIndexConfig
 from .sorted_index import SortedIndex, SortedIndexConfig

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Collection as AbstractSet, Lite
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memcore import (
+from memcore.plugin import (
     atomic_write_json,
     ComponentConfig,
     CorruptError,

@@ -12,7 +12,7 @@ A saved index is a flat directory:
   fsynced and moved in with ``os.replace``; a later save of the same generation skips them.
 - ``bm25.json``: the pointer and everything small — settings, the generation in use,
   tombstoned base rows, terms added since the merge, the fresh documents (id and term
-  counts). Written last with :func:`memcore.index.atomic_write_json`; files of older
+  counts). Written last with :func:`memcore.indexes._index.atomic_write_json`; files of older
   generations are deleted after it.
 
 Loading checks the format version, the settings, and that the files agree with each other
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from memcore import CorruptError
+from memcore.plugin import CorruptError
 
 from .bm25_scoring import NONOCCURRENCE_METHODS, Scorer
 from .bm25_segments import BaseSegment

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from memcore import ConfigError
+from memcore.plugin import ConfigError
 
 __all__ = ["BM25Tokenizer", "STOPWORD_LISTS", "DocTerms", "doc_terms"]
 

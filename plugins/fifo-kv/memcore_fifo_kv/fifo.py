@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Collection as AbstractSet, Literal, Sequence
 
 from pydantic import Field
 
-from memcore import (
+from memcore.plugin import (
     atomic_write_json,
     ComponentConfig,
     CorruptError,

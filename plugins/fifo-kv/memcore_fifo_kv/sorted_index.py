@@ -33,7 +33,7 @@ from typing import Annotated, Any, Collection as AbstractSet, Literal, Sequence,
 
 from pydantic import Field, model_validator
 
-from memcore import (
+from memcore.plugin import (
     atomic_write_json,
     ComponentConfig,
     CorruptError,

@@ -14,7 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from memcore import IndexContext, Query, Record
+from memcore.plugin import IndexContext
+from memcore import Query, Record
 from memcore.testing.data import unique_word
 
 from memcore_fifo_kv.bm25 import BM25Config, BM25Index

@@ -9,7 +9,8 @@ import os
 import pytest
 
 import memcore
-from memcore import IndexContext, Query, Record
+from memcore.plugin import IndexContext
+from memcore import Query, Record
 from memcore.testing import assert_no_bytes, check_scope_forgotten, find_bytes, make_texts
 
 from memcore_fifo_kv.bm25 import BM25Config, BM25Index

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError as PydanticValidationError
 
-from memcore import ConfigError, CorruptError, IndexContext, Query, Record, ValidationError
+from memcore import ConfigError, CorruptError, Query, Record, ValidationError
+from memcore.plugin import IndexContext
 
 from memcore_fifo_kv.bm25 import BM25Config, BM25Index, auto_merge_threshold
 from memcore_fifo_kv.bm25_files import STATE_FILE

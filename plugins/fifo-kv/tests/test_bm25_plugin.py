@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 
 from memcore_fifo_kv.bm25 import BM25Config
 

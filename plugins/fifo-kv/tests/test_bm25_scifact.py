@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memcore import IndexContext, Query, Record
+from memcore.plugin import IndexContext
+from memcore import Query, Record
 
 from memcore_fifo_kv.bm25 import BM25Config, BM25Index
 

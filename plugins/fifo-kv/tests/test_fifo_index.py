@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memcore import ConfigError, CorruptError, NotFoundError, IndexContext, Query, Record, ValidationError
-from memcore.plugins import get_registry
+from memcore import ConfigError, CorruptError, NotFoundError, Query, Record, ValidationError
+from memcore.plugin import IndexContext
+from memcore._plugins._host import get_registry
 from memcore.testing import IndexContract
 from memcore_fifo_kv import FifoIndex, FifoIndexConfig
 

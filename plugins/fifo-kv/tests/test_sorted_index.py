@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from memcore import ConfigError, CorruptError, IndexContext, NotFoundError, Query, Record, ValidationError
-from memcore.plugins import get_registry
+from memcore import ConfigError, CorruptError, NotFoundError, Query, Record, ValidationError
+from memcore.plugin import IndexContext
+from memcore._plugins._host import get_registry
 from memcore.testing import IndexContract, examples
 from memcore_fifo_kv import SortedIndex, SortedIndexConfig
 from memcore_fifo_kv.ordered import OrderedIds

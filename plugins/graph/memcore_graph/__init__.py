@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import memcore
-from memcore import IndexFactory, Register, StageFactory
+import memcore.plugin
+from memcore.plugin import IndexFactory, Register, StageFactory
 
 from .config import GraphIndexConfig
 from .stage import GraphRecall, GraphRecallConfig
@@ -40,7 +41,7 @@ def __getattr__(name: str) -> type[GraphIndex]:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _graph_index(config: GraphIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+def _graph_index(config: GraphIndexConfig, context: memcore.plugin.IndexContext) -> memcore.plugin.Index:
     """Factory of the ``graph`` index (imports networkx on first use)."""
     from .index import GraphIndex
 

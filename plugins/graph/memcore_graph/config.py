@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from memcore import ComponentConfig
+from memcore.plugin import ComponentConfig
 
 __all__ = ["GraphIndexConfig"]
 

@@ -21,7 +21,7 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from memcore import LLM, ConfigError, ValidationError, run_llm_step
+from memcore.plugin import LLM, ConfigError, ValidationError, run_llm_step
 
 from .names import MAX_NAME_TOKENS, WORD, name_key
 

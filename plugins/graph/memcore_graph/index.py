@@ -21,7 +21,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable, Collection as AbstractSet, Iterable, Iterator, Sequence, TypedDict
 
-from memcore import CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, validate_k, ValidationError
+from memcore.plugin import CorruptError, Hit, Index, IndexContext, Query, Record, Requirements, validate_k, ValidationError
 
 from .config import GraphIndexConfig
 from .entities import LLMExtractor, make_extractor

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Collection as AbstractSet, Lit
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from memcore import Hit, query_mode
+from memcore.plugin import Hit, query_mode
 
 if TYPE_CHECKING:
     from .index import GraphIndex
@@ -123,7 +123,7 @@ def parse_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUE
     """Validate ``extras[key]`` (the index's kind, ``"graph"`` by default) into a mode (``text`` when absent or without ``mode``).
 
     Every other key of ``extras`` is ignored (it belongs to other indexes or stages).
-    ValidationError (from :func:`memcore.query_mode`) when ``extras`` or ``extras["graph"]``
+    ValidationError (from :func:`memcore.plugin.query_mode`) when ``extras`` or ``extras["graph"]``
     is not a dict or the mode is malformed.
     """
     mode: _Mode = query_mode(extras, key, GraphMode, index_name, defaults=_DEFAULT_MODE, label=f"graph index {index_name!r}")

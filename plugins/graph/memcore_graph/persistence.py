@@ -16,7 +16,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from memcore import atomic_write_bytes, CorruptError
+from memcore.plugin import atomic_write_bytes, CorruptError
 
 __all__ = ["GRAPH_FILE", "FORMAT", "dump_graph", "read_node_link", "check_record_node"]
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from memcore import CollectionView, ComponentConfig, ConfigError, Hit, PipelineContext, Query, Stage
+from memcore.plugin import CollectionView, ComponentConfig, ConfigError, Hit, PipelineContext, Query, Stage
 
 from .modes import QUERY_MODE_KEY
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from memcore import Link, Record, ValidationError
+from memcore.plugin import Link, Record, ValidationError
 
 __all__ = ["check_records"]
 

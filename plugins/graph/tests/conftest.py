@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from memcore import IndexContext, Link, Query, Record
+from memcore.plugin import IndexContext
+from memcore import Link, Query, Record
 from memcore_graph import GraphIndexConfig
 from memcore_graph.index import GraphIndex
 

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from memcore import ConfigError, IndexContext, Query, Record
+from memcore import ConfigError, Query, Record
+from memcore.plugin import IndexContext
 from memcore_graph import GraphIndexConfig, entities
 from memcore_graph.entities import RuleExtractor, capitalised_phrases, load_spacy, make_extractor
 from memcore_graph.index import GraphIndex

@@ -1,8 +1,8 @@
 """The ``graph`` plugin is installed, loads through the plugin host, registers its index and
 its stage, and imports networkx (and spaCy) only when an index is built."""
 
-from memcore import IndexContext
-from memcore.plugins import get_registry
+from memcore.plugin import IndexContext
+from memcore._plugins._host import get_registry
 from memcore.testing import PluginRegistrationContract
 
 from memcore_graph import GraphIndexConfig, GraphRecall, GraphRecallConfig

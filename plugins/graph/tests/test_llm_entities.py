@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from memcore import ConfigError, IndexContext, LLMs, ValidationError
+from memcore import ConfigError, ValidationError
+from memcore.plugin import IndexContext, LLMs
 
 import memcore
 from memcore_graph import GraphIndexConfig

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from memcore import CorruptError, IndexContext, Query, Record
+from memcore import CorruptError, Query, Record
+from memcore.plugin import IndexContext
 from memcore_graph import GraphIndexConfig
 from memcore_graph.index import GraphIndex
 from memcore_graph.persistence import GRAPH_FILE

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import memcore
-from memcore import Collection, ConfigError, Contribution, Hit, PipelineContext, Query
+from memcore import Collection, ConfigError, Contribution, Hit, Query
+from memcore.plugin import PipelineContext
 from memcore.testing import StageContract, build_stage
 from memcore_graph.stage import GraphRecall, seed_scores
 

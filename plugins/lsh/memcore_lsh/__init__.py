@@ -13,7 +13,7 @@ only numpy, which the core already imports: loading it stays cheap.
 from __future__ import annotations
 
 import memcore
-from memcore import IndexFactory, Register
+from memcore.plugin import IndexFactory, Register
 
 from .config import LSHIndexConfig, LSHQueryMode
 from .index import LSHIndex

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memcore import ComponentConfig, query_mode
+from memcore.plugin import ComponentConfig, query_mode
 
 __all__ = [
     "LSHIndexConfig",

@@ -15,7 +15,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
+from memcore.plugin import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from .candidates import CandidateLists, bucket_candidates, single_list
 from .config import QUERY_MODE_KEY, LSHIndexConfig, check_probe_radius, parse_query_mode

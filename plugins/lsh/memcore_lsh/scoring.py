@@ -27,7 +27,7 @@ from typing import Callable, Sequence, cast
 
 import numpy as np
 
-from memcore import Hit
+from memcore.plugin import Hit
 
 from .candidates import CandidateLists
 from .hashing import popcount

@@ -21,7 +21,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from memcore import atomic_write_bytes, atomic_write_json, CorruptError
+from memcore.plugin import atomic_write_bytes, atomic_write_json, CorruptError
 
 __all__ = ["Snapshot", "SnapshotParams", "write_snapshot", "read_snapshot", "META_FILE"]
 

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from memcore import IndexContext, Query, Record, SpaceInfo
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore import Query, Record
 from memcore_lsh import LSHIndex, LSHIndexConfig
 from memcore_lsh.candidates import CandidateLists, _nearest, bucket_candidates
 from memcore_lsh.hashing import Hyperplanes, ProbePlan, _smallest

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError as PydanticValidationError
 
-from memcore import ConfigError, CorruptError, DimensionError, IndexContext, Query, Record, SpaceInfo, ValidationError
-from memcore.plugins import get_registry
+from memcore import ConfigError, CorruptError, DimensionError, Query, Record, ValidationError
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore._plugins._host import get_registry
 from memcore_lsh import LSHIndex, LSHIndexConfig
 from memcore_lsh.hashing import Hyperplanes
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memcore import IndexContext, Query, Record, SpaceInfo
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore import Query, Record
 from memcore_lsh import LSHIndex, LSHIndexConfig
 
 MINILM = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "scifact" / "minilm"

@@ -12,7 +12,7 @@ Only numpy is needed (it comes with memcore).
 from __future__ import annotations
 
 import memcore
-from memcore import Register, StageFactory
+from memcore.plugin import Register, StageFactory
 
 from .config import MMRConfig
 from .select import mmr_select

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from memcore import ComponentConfig
+from memcore.plugin import ComponentConfig
 from pydantic import AliasChoices, ConfigDict, Field
 
 __all__ = ["MMRConfig"]

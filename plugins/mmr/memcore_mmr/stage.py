@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from memcore import CollectionView, ConfigError, Hit, minmax, PipelineContext, Stage, unique_hits, ValidationError
+from memcore.plugin import CollectionView, ConfigError, Hit, minmax, PipelineContext, Stage, unique_hits, ValidationError
 
 from .config import MMRConfig
 from .select import mmr_select

@@ -1,6 +1,6 @@
 """Token sets and vectorised Jaccard similarities: the fallback for records without a vector.
 
-Tokens are the lowercase ``\\w+`` runs of a text (:func:`memcore.stages.tokenize`, the
+Tokens are the lowercase ``\\w+`` runs of a text (:func:`memcore.retrieval.tokenize`, the
 tokens of the builtin ``rerank`` stage); J(A, B) = |A & B| / |A | B| (0 when both are empty).
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 import numpy as np
-from memcore import tokenize as _tokens
+from memcore.plugin import tokenize as _tokens
 
 __all__ = ["tokenize", "TokenSets"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import memcore
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "hybrid_fusion.toml"

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from memcore import Collection, ConfigError, Contribution, Hit, PipelineContext, Query, ValidationError
-from memcore.spaces import Space
+from memcore import Collection, ConfigError, Contribution, Hit, Query, ValidationError
+from memcore.plugin import PipelineContext
+from memcore.embedders._space import Space
 from memcore.testing import build_stage
 
 from memcore_mmr import CandidateSimilarity, MMRConfig, MMRStage, TokenSets, mmr_select, tokenize

@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import memcore
-from memcore import IndexFactory, Register, ServiceFactory
+import memcore.plugin
+from memcore.plugin import IndexFactory, Register, ServiceFactory
 
 from .config import HyperAmyServiceConfig, PoincareIndexConfig, PoincareQueryMode
 from memcore_chroma_support import ChromaConnection
@@ -63,7 +64,7 @@ def __getattr__(name: str) -> type[PoincareIndex]:
     raise AttributeError(name)
 
 
-def _build_index(config: PoincareIndexConfig, context: memcore.IndexContext) -> memcore.Index:
+def _build_index(config: PoincareIndexConfig, context: memcore.plugin.IndexContext) -> memcore.plugin.Index:
     """Factory of the ``poincare`` index kind."""
     from .index import PoincareIndex
 

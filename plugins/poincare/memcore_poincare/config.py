@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memcore import ComponentConfig
+from memcore.plugin import ComponentConfig
 
 from memcore_chroma_support import ChromaConnection
 from .physics import EvolutionLaw

@@ -1,4 +1,4 @@
-"""The ``poincare`` index: HyperAmy's particles as a memcore :class:`~memcore.Index`.
+"""The ``poincare`` index: HyperAmy's particles as a memcore :class:`~memcore.plugin.Index`.
 
 Each record is a particle: its direction is its vector in ``config.space``, its initial
 intensity, temperature and birth time come from its metadata (``v_key``, ``T_key``,
@@ -24,7 +24,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
+from memcore.plugin import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
 
 from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
 from .mirror import ParticleMirror

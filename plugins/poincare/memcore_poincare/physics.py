@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from memcore import ValidationError
+from memcore.plugin import ValidationError
 
 __all__ = [
     "EvolutionLaw",

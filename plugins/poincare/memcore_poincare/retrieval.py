@@ -34,7 +34,7 @@ from typing import Any, Collection as AbstractSet, Literal, Protocol, Sequence
 
 import numpy as np
 
-from memcore import ValidationError
+from memcore.plugin import ValidationError
 
 from .mirror import ParticleMirror, parse_links
 from .physics import ParticleProjector, ParticleStates
@@ -229,7 +229,7 @@ class HyperAmyRetrieval:
             raise ValidationError(f"query emotion_vector must be 1-d and not empty, got shape {vec.shape}")
         dim = self.storage.dim
         if dim is not None and vec.shape[0] != dim:
-            from memcore import DimensionError
+            from memcore.plugin import DimensionError
 
             raise DimensionError(f"query emotion_vector has dimension {vec.shape[0]}, the stored points {dim}")
         for name in ("v", "T", "born"):

@@ -21,7 +21,7 @@ import math
 import time
 from typing import Any, Mapping, cast
 
-from memcore import ComponentConfig, Record, Service, ValidationError
+from memcore.plugin import ComponentConfig, Record, Service, ValidationError
 
 from .config import QUERY_MODE_KEY, HyperAmyServiceConfig
 

@@ -35,7 +35,7 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 
-from memcore import atomic_write_bytes, atomic_write_with
+from memcore.plugin import atomic_write_bytes, atomic_write_with
 
 from .mirror import ParticleMirror
 

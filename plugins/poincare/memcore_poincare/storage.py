@@ -23,7 +23,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from memcore import ConfigError, DimensionError, DuplicateIdError, NotFoundError, ValidationError
+from memcore.plugin import ConfigError, DimensionError, DuplicateIdError, NotFoundError, ValidationError
 
 from memcore_chroma_support import ChromaConnection, chunks, open_client
 from .chroma_state import write_position

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import memcore
-from memcore import DimensionError, IndexContext, Query, Record, SpaceInfo, ValidationError
+from memcore import DimensionError, Query, Record, ValidationError
+from memcore.plugin import IndexContext, SpaceInfo
 from memcore.testing import IndexContract
 from memcore_poincare import PoincareIndex, PoincareIndexConfig
 

@@ -9,7 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from memcore import IndexContext, Query, Record, SpaceInfo, ValidationError
+from memcore.plugin import IndexContext, SpaceInfo
+from memcore import Query, Record, ValidationError
 from memcore.testing import IndexContract
 from memcore_poincare import HyperAmyRetrieval, HyperAmyStorage, ParticleProjector, PoincareIndex, PoincareIndexConfig, Point
 from memcore_poincare.mirror import ParticleMirror

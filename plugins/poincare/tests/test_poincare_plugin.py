@@ -1,7 +1,7 @@
 """The ``poincare`` plugin is installed, registers the index kind ``poincare`` and the
 service ``hyperamy``, and loading it imports neither chromadb nor any other heavy library."""
 
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 from memcore.testing import HEAVY_MODULES, PluginRegistrationContract
 
 from memcore_poincare import HyperAmyService, HyperAmyServiceConfig, PoincareIndexConfig

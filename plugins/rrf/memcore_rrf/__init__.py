@@ -17,7 +17,7 @@ fusion="weighted")`` and the ``fuse`` pipeline stage (``{kind = "fuse", fusion =
 from __future__ import annotations
 
 import memcore
-from memcore import FusionFactory, Register
+from memcore.plugin import FusionFactory, Register
 
 from .config import DBSFConfig, ScoreFusionConfig, UnionConfig, WeightedConfig
 from .fusions import DistributionBasedFusion, UnionFusion, WeightedFusion

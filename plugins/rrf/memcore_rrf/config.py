@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Literal
 
-from memcore import ComponentConfig
+from memcore.plugin import ComponentConfig
 from pydantic import Field, field_validator
 
 from .normalize import NormalizationName

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from memcore import distinct_ids, Hit
+from memcore.plugin import distinct_ids, Hit
 
 from .config import DBSFConfig, UnionConfig, WeightedConfig
 from .score_fusion import ScoreFusion

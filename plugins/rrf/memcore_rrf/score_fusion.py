@@ -12,7 +12,7 @@ import math
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from memcore import Fusion, Hit, merge_provenance, validate_k, ValidationError
+from memcore.plugin import Fusion, Hit, merge_provenance, validate_k, ValidationError
 
 from .config import ScoreFusionConfig
 from .normalize import NORMALIZERS, NormalizeOptions

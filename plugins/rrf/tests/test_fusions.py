@@ -238,7 +238,7 @@ def test_built_from_settings():
 
 @pytest.mark.parametrize("make", ALL)
 def test_provenance_equals_the_cores_merge_provenance(make):
-    from memcore.fusion import merge_provenance
+    from memcore.plugin import merge_provenance
     from memcore.testing import make_ranked_lists
 
     for seed in range(4):

@@ -1,7 +1,7 @@
 """The ``rrf`` plugin is installed, loads through the plugin host and registers its fusions,
 leaving the core's ``rrf`` and ``concat`` alone."""
 
-from memcore.plugins import get_registry
+from memcore._plugins._host import get_registry
 from memcore.testing import PluginRegistrationContract
 
 import memcore_rrf

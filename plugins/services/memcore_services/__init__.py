@@ -16,7 +16,7 @@ They create their indexes by kind (``fifo`` of memcore-fifo-kv, ``lsh`` of memco
 from __future__ import annotations
 
 import memcore
-from memcore import Register, ServiceFactory, StageFactory
+from memcore.plugin import Register, ServiceFactory, StageFactory
 
 from .hierarchical import HierarchicalConfig, HierarchicalMemory
 from .granularity import ExpandConfig, ExpandStage, WindowsConfig

@@ -8,10 +8,10 @@ import time
 from typing import Any, Iterable, Mapping
 
 import numpy as np
-from memcore import Collection, Hit, Record
+from memcore.plugin import Collection, Hit, Record
 from pydantic import Field
 
-from memcore import ComponentConfig
+from memcore.plugin import ComponentConfig
 
 __all__ = ["record_result", "hit_result", "lexical", "HeatWeights", "heat", "now", "unit", "where_ids"]
 

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from memcore import ComponentConfig, ValidationError
+from memcore.plugin import ComponentConfig, ValidationError
 from pydantic import Field
 
 __all__ = ["DistillConfig", "Thought", "Plan", "DISTILL_FALLBACK", "distill_prompt", "parse_plan", "fallback_plan", "merged_metadata"]

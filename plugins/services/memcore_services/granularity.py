@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from memcore import ComponentConfig, ConfigError, Contribution, Hit, PipelineContext, Stage
+from memcore.plugin import ComponentConfig, ConfigError, Contribution, Hit, PipelineContext, Stage
 from pydantic import Field
 
 __all__ = ["WindowsConfig", "ExpandConfig", "ExpandStage", "MEMBERS", "GRANULARITY", "window_record", "shared_metadata"]

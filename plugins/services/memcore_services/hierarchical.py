@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping, cast
 
-from memcore import ComponentConfig, Service, ValidationError
+from memcore.plugin import ComponentConfig, Service, ValidationError
 from pydantic import Field, model_validator
 
 from .common import HeatWeights, heat, hit_result, now, top

@@ -38,7 +38,7 @@ import json
 import re
 from typing import Any, Mapping, cast
 
-from memcore import Collection, ComponentConfig, LLMs, NotFoundError, Pipeline, Record, Service, ValidationError
+from memcore.plugin import Collection, ComponentConfig, LLMs, NotFoundError, Pipeline, Record, Service, ValidationError
 from pydantic import Field
 
 from .common import hit_result

@@ -63,7 +63,7 @@ from collections import Counter
 from typing import Any, Literal, Mapping, Sequence, cast
 
 import numpy as np
-from memcore import Collection, ComponentConfig, DuplicateIdError, NotFoundError, Pipeline, Record, Scope, Service, get_logger
+from memcore.plugin import Collection, ComponentConfig, DuplicateIdError, NotFoundError, Pipeline, Record, Scope, Service, get_logger
 from pydantic import Field, field_validator
 
 from .common import HeatWeights, heat, hit_result, lexical, record_result, top, unit

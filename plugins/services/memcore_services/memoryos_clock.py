@@ -14,7 +14,7 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Mapping, Protocol, Sequence
 
-from memcore import ValidationError
+from memcore.plugin import ValidationError
 
 from .common import now
 from .memoryos_state import StateView

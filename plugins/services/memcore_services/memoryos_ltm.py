@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from memcore import LLM, Record, ValidationError
+from memcore.plugin import LLM, Record, ValidationError
 
 from .common import unit
 

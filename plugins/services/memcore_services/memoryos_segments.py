@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
-from memcore import LLM, ValidationError
+from memcore.plugin import LLM, ValidationError
 
 from .common import unit
 from .memoryos_ltm import Page, check_not_echo, content_words

@@ -2,7 +2,7 @@
 number instead of once per query -- per scope.
 
 The core keeps a service's state per bound scope (``memoryos`` for an unscoped call,
-``memoryos@scope:{"user_id": "alice"}`` for alice's, see :mod:`memcore.scope_binding`).
+``memoryos@scope:{"user_id": "alice"}`` for alice's, see :mod:`memcore.model._binding`).
 :class:`StateView` therefore caches one copy per bound scope: alice's cached state is
 never served to bob.
 
@@ -28,7 +28,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence, TypeVar, overload
 
-from memcore import Collection
+from memcore.plugin import Collection
 
 __all__ = ["StateView"]
 

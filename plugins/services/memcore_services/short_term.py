@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Mapping
 
-from memcore import ComponentConfig, Query, Service, ValidationError
+from memcore.plugin import ComponentConfig, Query, Service, ValidationError
 from pydantic import Field
 
 from .common import lexical, record_result, top

@@ -2,7 +2,7 @@
 
 With ``extract = true`` (default) ``insert(text)`` stores the text once (no index), extracts
 (subject, relation, object) triples from it -- the LLM named by ``llm`` with the prompt and
-robust parser of :mod:`memcore.triples`, or the rule-based fallback ``rule_svo`` --
+robust parser of :mod:`memcore.llms._triples`, or the rule-based fallback ``rule_svo`` --
 refactors each triple to a sentence and stores each sentence as a record in the ``lsh``
 index, embedded, with the source's metadata (its ``dia_ids``...) plus ``source`` (the
 stored text's id) and ``triple``. A text without any triple goes to the index itself, so
@@ -35,8 +35,8 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, cast
 
-from memcore import ComponentConfig, Record, Service, ValidationError
-from memcore import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
+from memcore.plugin import ComponentConfig, Record, Service, ValidationError
+from memcore.plugin import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 from pydantic import Field
 
 from .common import hit_result

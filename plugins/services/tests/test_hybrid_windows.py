@@ -97,7 +97,7 @@ def test_shared_metadata_and_window_record():
 def test_expand_orders_members_by_the_other_lists_and_keeps_provenance(opener, tmp_path):
     with opener(tmp_path, WINDOWED) as m:
         ids = _fill(m)
-        from memcore import PipelineContext
+        from memcore.plugin import PipelineContext
 
         ctx = PipelineContext(m.collection, Query(text="x", k=5))
         entries = [Hit(ids[2], 1.0, source="e"), Hit(ids[0], 0.5, source="e")]

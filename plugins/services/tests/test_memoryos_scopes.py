@@ -12,7 +12,7 @@ import textwrap
 import numpy as np
 import pytest
 from memcore import NotFoundError, Scope, ValidationError
-from memcore.scope_binding import namespace_scope
+from memcore.model._binding import namespace_scope
 from memcore_services.common import unit
 from memcore_services.memoryos import PROFILE_ID, ForeignRecordsWarning, profile_id
 

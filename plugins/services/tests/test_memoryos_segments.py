@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memcore import LLM, ComponentConfig, ValidationError, hookimpl
+from memcore.plugin import LLM, ComponentConfig
+from memcore import ValidationError, hookimpl
 from memcore.testing import register_plugin
 from memcore_services.memoryos_clock import event_time
 from memcore_services.memoryos_ltm import content_words

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from memcore import LLM, ComponentConfig, ConfigError, Query, ValidationError, hookimpl
+from memcore.plugin import LLM, ComponentConfig
+from memcore import ConfigError, Query, ValidationError, hookimpl
 from memcore.testing import register_plugin
 
 TEXTS = [

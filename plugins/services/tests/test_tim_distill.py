@@ -9,7 +9,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from memcore import LLM, ComponentConfig, ValidationError, hookimpl
+from memcore.plugin import LLM, ComponentConfig
+from memcore import ValidationError, hookimpl
 from memcore.testing import ServiceContract, register_plugin
 
 from memcore_services.distill import Plan, Thought, fallback_plan, merged_metadata, parse_plan

@@ -1,0 +1,187 @@
+"""Registries of named components (indexes, stages, fusions, services, embedders, stores, llms).
+
+Plugins fill them through the ``register_*`` hooks; settings look components up by name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, cast
+
+from pydantic import BaseModel, ConfigDict
+from pydantic import ValidationError as PydanticValidationError
+
+from ..errors import ConfigError, PluginError, UnknownComponentError
+from .hookspecs import CATEGORIES, SINGULAR
+from ._providers import distribution_of, install_hint, known_providers, provider_of
+
+__all__ = ["ComponentConfig", "Registration", "Registry", "CATEGORIES"]
+
+# CATEGORIES (re-exported): the kinds of component a plugin can register, one hook each
+# (``register_<category>``), computed from the declarations in :mod:`memcore._plugins.hookspecs`.
+
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_\-.]*$")
+
+
+def unknown_key_message(key: str, valid: list[str]) -> str:
+    """``unknown option; did you mean 'metric'?`` (or the valid options when none is close)."""
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    if close:
+        return f"unknown option; did you mean {close[0]!r}?"
+    return f"unknown option; valid options: {', '.join(sorted(valid)) or '(none)'}"
+
+
+class ComponentConfig(BaseModel):
+    """Base of every component's config model: ``kind`` plus the component's own fields.
+
+    Unknown fields are rejected so typos in settings surface as errors.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    search_time: ClassVar[frozenset[str]] = frozenset()
+    """Fields that only matter at search time (faiss ``ef_search``...): changing them when a
+    memory is reopened just works. Every other field is build-time (a change needs a rebuild)."""
+
+    kind: str
+
+
+class EmptyConfig(ComponentConfig):
+    """Config of a component without options."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One registered component: its name, factory, config model and owning plugin."""
+
+    category: str
+    name: str
+    factory: Callable[..., Any]
+    config_model: type[ComponentConfig]
+    plugin: str
+
+    def parse_config(self, data: Any, location: str) -> ComponentConfig:
+        """Validate a settings entry with this component's config model.
+
+        Errors become :class:`ConfigError` pointing at the offending key
+        (``indexes.dense.metric: ...``).
+        """
+        if isinstance(data, self.config_model):
+            return data
+        if isinstance(data, BaseModel):
+            data = data.model_dump()
+        data = {**dict(data or {}), "kind": self.name}
+        try:
+            return self.config_model.model_validate(data)
+        except PydanticValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in (location, *first["loc"]))
+            more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+            message = first["msg"]
+            if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
+                message = unknown_key_message(str(first["loc"][0]), [f for f in self.config_model.model_fields if f != "kind"])
+            raise ConfigError(f"{message}{more}", location=loc) from None
+
+
+@dataclass
+class Registry:
+    """All registered components, by category then name."""
+
+    entries: dict[str, dict[str, Registration]] = field(default_factory=lambda: {c: {} for c in CATEGORIES})
+    failed: dict[str, tuple[str | None, str]] = field(default_factory=dict)
+    """Plugins that failed to load: name -> (distribution, error), named by unknown-kind errors."""
+
+    @staticmethod
+    def make_registration(category: str, name: Any, factory: Any, config_model: Any, plugin: str) -> Registration:
+        """Validate one ``register(...)`` call; raises PluginError when malformed."""
+        if not isinstance(name, str) or not NAME_PATTERN.match(name):
+            raise PluginError(f"{category}: invalid name {name!r} (lowercase letters, digits, '_', '-', '.')")
+        if not callable(factory):
+            raise PluginError(f"{category} {name!r}: factory is not callable")
+        if config_model is None:
+            config_model = EmptyConfig
+        if not (isinstance(config_model, type) and issubclass(config_model, BaseModel)):
+            raise PluginError(f"{category} {name!r}: config_model must be a pydantic model class")
+        if "kind" not in config_model.model_fields:
+            raise PluginError(f"{category} {name!r}: config_model must have a 'kind' field (subclass memcore.ComponentConfig)")
+        unknown = sorted(set(getattr(config_model, "search_time", ())) - set(config_model.model_fields))
+        if unknown:
+            raise PluginError(f"{category} {name!r}: search_time names {unknown}, which are not fields of {config_model.__name__}")
+        # any pydantic model with a ``kind`` field is accepted, not only ComponentConfig subclasses
+        return Registration(category, name, factory, cast(type[ComponentConfig], config_model), plugin)
+
+    def conflicts(self, registrations: list[Registration]) -> list[str]:
+        """Messages for registrations whose names are already taken (or repeated)."""
+        seen: set[tuple[str, str]] = set()
+        problems = []
+        for reg in registrations:
+            key = (reg.category, reg.name)
+            existing = self.entries[reg.category].get(reg.name)
+            if existing is not None:
+                problems.append(f"{reg.category} {reg.name!r} is already registered by {existing.plugin!r}")
+            elif key in seen:
+                problems.append(f"{reg.category} {reg.name!r} is registered twice")
+            seen.add(key)
+        return problems
+
+    def add_all(self, registrations: list[Registration]) -> None:
+        """Accept registrations (callers check :meth:`conflicts` first)."""
+        for reg in registrations:
+            self.entries[reg.category][reg.name] = reg
+
+    def names(self, category: str) -> list[str]:
+        """Registered names of one category, sorted."""
+        return sorted(self.entries[category])
+
+    def get(self, category: str, name: str, *, location: str | None = None) -> Registration:
+        """Look a component up; unknown names raise :class:`UnknownComponentError` with hints."""
+        try:
+            return self.entries[category][name]
+        except KeyError:
+            pass
+        installed = self.names(category)
+        known = known_providers().get(category, {})  # from the plugin distributions' metadata
+        extra = provider_of(category, str(name))
+        provided = str(name)  # the name whose provider is hinted
+        close = [] if extra else difflib.get_close_matches(str(name), installed + [n for n in known if n not in installed], n=1)
+        if extra is None and close and close[0] not in installed:
+            extra, provided = provider_of(category, close[0]), close[0]
+        failed = self.failed_note(category, str(name))
+        dist = distribution_of(extra) if extra is not None else None
+        if dist is not None and install_hint(extra) is None and failed is None:  # installed: pip would change nothing
+            failed = (
+                f"the distribution {dist}, which provides {provided!r}, is installed but did not register it: plugin loading may be "
+                "restricted (MEMCORE_PLUGINS / MEMCORE_DISABLE_PLUGINS) or the installed copy is outdated; see `memcore plugins`"
+            )
+        raise UnknownComponentError(
+            category,
+            str(name),
+            installed,
+            close[0] if close else None,
+            extra,
+            location,
+            failed=failed,
+            singular=SINGULAR.get(category),
+            hint=install_hint(extra),
+        )
+
+    def failed_note(self, category: str, name: str) -> str | None:
+        """Which failed plugin provides (or may provide) ``name``, with its error; None when none failed."""
+        if not self.failed:
+            return None
+        provider = provider_of(category, name)
+        if provider is not None:
+            dist = distribution_of(provider) or f"memcore-{provider}"
+            for plugin, (plugin_dist, error) in self.failed.items():
+                if plugin == provider or _same_dist(plugin_dist, dist):
+                    return f"plugin {plugin!r}, which provides it, failed to load ({error}); see `memcore plugins`"
+            return None  # its provider is known and did not fail: the other failures are unrelated
+        listed = "; ".join(f"{plugin!r} ({error})" for plugin, (_, error) in sorted(self.failed.items()))
+        return f"plugin(s) that failed to load and may provide it: {listed}; see `memcore plugins`"
+
+
+def _same_dist(a: str | None, b: str) -> bool:
+    """Distribution names equal after PEP 503 normalisation."""
+    return a is not None and re.sub(r"[-_.]+", "-", a).lower() == re.sub(r"[-_.]+", "-", b).lower()

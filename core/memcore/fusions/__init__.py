@@ -1,1 +1,0 @@
-"""Builtin fusion strategies (registered by :mod:`memcore.default_plugins.fusions`)."""

@@ -1,0 +1,272 @@
+"""Allowed-id sets: what a query's ``where`` filter and scope resolve to, resolved once.
+
+Resolving a filter is a store query (an SQL statement over every matching record); the
+index search after it is often a fraction of a millisecond. So the collection keeps the
+resolved sets in an :class:`AllowedCache` keyed by (filter, scope) and valid for one
+store sequence number. The writer's own writes carry the sets forward
+(:meth:`AllowedCache.advance`): the records the write changed are matched against each
+cached filter in Python (the same semantics as the SQL, see :mod:`memcore.model._filters`), a set
+no changed record enters or leaves stays the very same object (its index memos stay
+valid), and a write that changes no record (component state) keeps every set. Any other
+sequence change (another process's write, seen by a reader; a store write that bypassed
+the collection) empties the cache, so a cached set is never stale.
+
+An :class:`AllowedIds` is a ``frozenset`` of record ids (every index takes it as the
+``allowed`` set it always took) that also carries per-index memos: an index translates the
+ids to its own labels or rows once per (set, index version) with :meth:`AllowedIds.memo`
+instead of on every query. A set carried across a write that changed it is derived from
+the old one (:meth:`AllowedIds.derive`) and inherits its memos with the ids that changed,
+so an index that passes ``update`` to :meth:`AllowedIds.memo` translates only those ids
+and its own changes (rows or labels appended, removed) instead of the whole set again.
+"""
+
+from __future__ import annotations
+
+import weakref
+from itertools import chain
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, TypeVar
+
+import numpy as np
+
+from ..model._filters import Filter, matches
+
+if TYPE_CHECKING:
+    from ..model._record import Record, Scope
+
+__all__ = ["AllowedIds", "AllowedCache", "GatheredRows", "merge_sorted", "GATHER_MAX"]
+
+T = TypeVar("T")
+
+
+Memo = tuple["weakref.ref[Any]", Hashable, Any]
+"""A memo entry: the owner (held weakly), its content version, the value."""
+
+INHERIT_MAX = 4096
+"""Most ids whose membership may differ between a set and the earlier set whose memos it
+inherits (:meth:`AllowedIds.derive`); beyond, an index translates the set afresh."""
+
+
+class AllowedIds(frozenset[str]):
+    """An immutable set of record ids plus memos of what indexes derived from it.
+
+    Build with ``AllowedIds(ids)``; use it as a ``frozenset``. Indexes that want to skip
+    re-translating the same set call :meth:`memo`. A set made from another by a few ids
+    (:meth:`derive`: the collection's cached sets after a write) inherits its memos, which
+    an index can bring up to date instead of translating every id again (``update``).
+    """
+
+    __slots__ = ("_memo", "_inherited")
+    _memo: dict[tuple[int, Hashable], Memo]
+    _inherited: dict[tuple[int, Hashable], tuple[Memo, frozenset[str]]]
+
+    def __new__(cls, ids: Iterable[str] = ()) -> "AllowedIds":
+        self = super().__new__(cls, ids)
+        self._memo = {}
+        self._inherited = {}
+        return self
+
+    def derive(self, enter: Iterable[str], leave: Iterable[str]) -> "AllowedIds":
+        """This set with ``enter`` added and ``leave`` removed, inheriting this set's memos
+        (and those it inherited) together with the ids whose membership may differ."""
+        enter, leave = list(enter), list(leave)
+        new = AllowedIds(chain(self.difference(leave), enter) if leave else chain(self, enter))
+        changed = frozenset(chain(enter, leave))
+        for key, (memo, before) in self._inherited.items():
+            if key not in self._memo and len(before) + len(changed) <= INHERIT_MAX:
+                new._inherited[key] = (memo, before | changed)
+        if len(changed) <= INHERIT_MAX:
+            for key, memo in self._memo.items():
+                new._inherited[key] = (memo, changed)
+        return new
+
+    def memo(
+        self,
+        owner: Any,
+        tag: Hashable,
+        version: Hashable,
+        compute: Callable[[], T],
+        update: Callable[[T, Any, frozenset[str]], T | None] | None = None,
+    ) -> T:
+        """``compute()``, remembered for ``owner`` (held weakly) under ``tag`` while
+        ``version`` (the owner's content version) stays the same.
+
+        ``update(value, version, changed)``, when given, is tried before ``compute`` on an
+        earlier memo of the same owner and tag: ``value`` was computed at the owner's
+        ``version`` for a set whose members differ from this one at most in the ids
+        ``changed`` (empty when it is this very set, the owner having changed since). It
+        returns the value for this set and the owner's present content, or None when it
+        cannot (then ``compute()`` runs)."""
+        key = (id(owner), tag)
+        entry = self._memo.get(key)
+        if entry is not None and entry[0]() is owner and entry[1] == version:
+            cached: T = entry[2]
+            return cached
+        value: T | None = None
+        if update is not None:
+            if entry is not None and entry[0]() is owner:
+                value = update(entry[2], entry[1], frozenset())
+            else:
+                inherited = self._inherited.get(key)
+                if inherited is not None and inherited[0][0]() is owner:
+                    value = update(inherited[0][2], inherited[0][1], inherited[1])
+        if value is None:
+            value = compute()
+        self._inherited.pop(key, None)
+        self._memo[key] = (weakref.ref(owner), version, value)
+        return value
+
+
+def merge_sorted(sorted_values: "np.ndarray", drop: Iterable[int], add: Iterable[int]) -> "np.ndarray":
+    """``sorted_values`` (sorted, unique int64) without ``drop`` and with ``add``, sorted and
+    unique: how an index brings the rows or labels of an allowed set up to date. Values
+    appended past the end (new rows, new labels: the usual case) cost one concatenation."""
+    out = sorted_values
+    drop = list(drop)
+    if drop:
+        out = out[~np.isin(out, drop)]
+    extra = np.asarray(sorted(set(add)), dtype=np.int64)  # a few values: Python's sort beats np.unique's overhead
+    if not len(extra):
+        return out
+    if not len(out) or extra[0] > out[-1]:
+        return np.concatenate([out, extra])
+    merged = np.concatenate([out, extra])
+    merged.sort()
+    keep = np.empty(len(merged), dtype=bool)
+    keep[0] = True
+    np.not_equal(merged[1:], merged[:-1], out=keep[1:])
+    return merged[keep]
+
+
+GATHER_MAX = 8192
+"""Most rows an index keeps gathered for one allowed set (:class:`GatheredRows`)."""
+
+
+class GatheredRows:
+    """The vectors of an allowed set's rows (or labels), gathered into one contiguous buffer:
+    an index scoring a small allowed set exactly reads them in order instead of gathering
+    them from its whole matrix for every query (memoized with :meth:`AllowedIds.memo`).
+
+    Rows ``[0, n)`` of the buffer are the vectors of ``rows`` in order. Records joining the
+    set get rows past every earlier one (appended), so :meth:`extended` appends theirs in
+    place when this view holds the buffer's last written row; an earlier view keeps reading
+    only its own ``n`` rows, which are never written again. Only for row numbers whose
+    vectors do not change meanwhile: an index calls :meth:`extended` only while no row moved."""
+
+    __slots__ = ("rows", "buffer", "n")
+
+    def __init__(self, rows: np.ndarray, buffer: "_Buffer", n: int):
+        self.rows = rows
+        self.buffer = buffer
+        self.n = n
+
+    @classmethod
+    def of(cls, rows: np.ndarray, stored: np.ndarray) -> "GatheredRows":
+        """Gather ``stored[rows]`` (with room for a few more rows)."""
+        buffer = _Buffer(np.empty((len(rows) + max(16, len(rows) // 8), stored.shape[1]), dtype=stored.dtype))
+        np.take(stored, rows, axis=0, out=buffer.array[: len(rows)])
+        buffer.filled = len(rows)
+        return cls(rows, buffer, len(rows))
+
+    def matrix(self) -> np.ndarray:
+        """The gathered vectors, one row per entry of ``rows``."""
+        view: np.ndarray = self.buffer.array[: self.n]
+        return view
+
+    def extended(self, rows: np.ndarray, stored: np.ndarray) -> "GatheredRows | None":
+        """``stored[rows]`` when ``rows`` are this view's rows plus new ones past the last
+        (appended in place when nobody appended after this view, else copied); None otherwise."""
+        n, m = self.n, len(rows)
+        if m < n or not np.array_equal(rows[:n], self.rows) or (n and m > n and rows[n] <= self.rows[-1]):
+            return None
+        buffer = self.buffer
+        if buffer.filled != n or m > len(buffer.array):  # another view owns the rows past n, or no room
+            grown = _Buffer(np.empty((max(2 * m, m + 16), stored.shape[1]), dtype=stored.dtype))
+            grown.array[:n] = buffer.array[:n]
+            buffer = grown
+        np.take(stored, rows[n:], axis=0, out=buffer.array[n:m])
+        buffer.filled = m
+        return GatheredRows(rows, buffer, m)
+
+
+class _Buffer:
+    """A gathered-rows array and how many of its rows are written."""
+
+    __slots__ = ("array", "filled")
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+        self.filled = 0
+
+
+ADVANCE_BUDGET = 20_000
+"""Most (cached set x changed record) filter evaluations :meth:`AllowedCache.advance` does
+for one write (about 1 µs each: ~20 ms at most); a larger write (a bulk import) empties the
+cache instead, and the next query of each filter resolves it in the store again."""
+
+
+class AllowedCache:
+    """Resolved allowed sets of one collection, valid for one store sequence number.
+
+    Each entry keeps the parsed filter and scope it was resolved from, so that
+    :meth:`advance` can carry it across the writer's own writes.
+    """
+
+    def __init__(self, size: int = 64):
+        self.size = size
+        self.seq: int | None = None
+        self._entries: dict[Hashable, tuple[AllowedIds, Filter | None, "Scope | None"]] = {}
+        self.hits = 0
+        self.misses = 0
+        self.carried = 0
+
+    def get(self, seq: int, key: Hashable, resolve: Callable[[], Iterable[str]], where: Filter | None = None, scope: "Scope | None" = None) -> AllowedIds:
+        """The set for ``key`` at store sequence ``seq`` (``resolve()`` on a miss).
+
+        ``where`` and ``scope`` are what ``resolve`` evaluates; :meth:`advance` re-checks
+        changed records against them."""
+        if seq != self.seq:
+            self._entries.clear()
+            self.seq = seq
+        found = self._entries.get(key)
+        if found is not None:
+            self.hits += 1
+            return found[0]
+        self.misses += 1
+        allowed = AllowedIds(resolve())
+        if len(self._entries) >= self.size:
+            self._entries.pop(next(iter(self._entries)))
+        self._entries[key] = (allowed, where, scope)
+        return allowed
+
+    def advance(self, before: int, after: int, changed: Mapping[str, "Record | None"]) -> None:
+        """Carry the sets from store sequence ``before`` to ``after`` across one write of
+        this process that changed exactly the records ``changed`` (id -> the record as
+        written, or None when deleted).
+
+        Only when the cache is valid for ``before`` (no other write came between); else,
+        or when the write is too large to re-check (:data:`ADVANCE_BUDGET`), it is emptied."""
+        if self.seq != before or len(changed) * len(self._entries) > ADVANCE_BUDGET:
+            self.clear()
+            return
+        self.seq = after
+        if not changed:
+            self.carried += len(self._entries)
+            return
+        for key, (allowed, where, scope) in list(self._entries.items()):
+            enter: list[str] = []
+            leave: list[str] = []
+            for rid, record in changed.items():
+                keep = record is not None and (scope is None or scope.covers(record.scope)) and matches(where, record.metadata)
+                if keep and rid not in allowed:
+                    enter.append(rid)
+                elif not keep and rid in allowed:
+                    leave.append(rid)
+            if leave or enter:  # a new set inheriting the memos: indexes update their translations
+                self._entries[key] = (allowed.derive(enter, leave), where, scope)
+            else:
+                self.carried += 1
+
+    def clear(self) -> None:
+        """Forget every set (the next lookups resolve again)."""
+        self._entries.clear()
+        self.seq = None

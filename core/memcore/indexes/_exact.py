@@ -1,0 +1,387 @@
+"""The builtin ``exact`` vector index: brute-force numpy search (cosine, inner product, L2).
+
+Exact and dependency-free, fast enough for tens of thousands of vectors; for more, use
+the faiss plugin (``memcore[faiss]``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Sequence as SequenceABC
+from itertools import repeat
+from operator import attrgetter, neg
+from pathlib import Path
+from typing import Any, Collection as AbstractSet, Literal, Sequence
+
+import numpy as np
+from pydantic import Field
+
+from ._allowed import GATHER_MAX, AllowedIds, GatheredRows, merge_sorted
+from ..errors import CorruptError, DimensionError
+from .._util.atomic import atomic_write_bytes, atomic_write_json
+from ._index import Index, IndexContext, Requirements
+from ..model._hit import Hit
+from ..model._query import Query
+from ..model._record import Record
+from ..model._checks import check_finite_vectors, validate_k
+from .._plugins._registry import ComponentConfig
+
+__all__ = ["ExactIndex", "ExactIndexConfig", "top_k", "top_columns"]
+
+_shape = attrgetter("shape")
+
+
+class ExactIndexConfig(ComponentConfig):
+    """Settings of the ``exact`` index."""
+
+    kind: str = "exact"
+    space: str = Field("default", description="Embedding space whose vectors are indexed.")
+    metric: Literal["cosine", "ip", "l2"] = Field("cosine", description="cosine similarity, inner product, or L2 (score = -squared distance).")
+
+
+def top_k(scores: np.ndarray, ids: Sequence[str], k: int) -> list[tuple[str, float]]:
+    """The ``k`` best (id, score) pairs, ties broken by id for determinism."""
+    return list(zip(*top_columns(scores, ids, k)))
+
+
+def top_columns(scores: np.ndarray, ids: Sequence[str], k: int) -> tuple[list[str], list[float]]:
+    """:func:`top_k` as two lists, the ids and their scores (what the index builds hits from)."""
+    n = scores.shape[0]
+    if n == 0:
+        return [], []
+    if k < n:
+        # the k-th best score by value (a partition of a copy: half the cost of argpartition), then
+        # every row scoring at least that: the k best plus any tied with the k-th, so the id tie-break is exact
+        kth_of = scores.copy()
+        kth_of.partition(n - k)  # the method: np.partition without its Python wrapper
+        kth = kth_of[n - k]
+        part = (scores >= kth).nonzero()[0]  # np.flatnonzero without its Python wrapper (scores is 1-d)
+    else:
+        part = np.arange(n)
+    if len(part) <= 64:  # a short list: two C-level Python sorts are cheaper than numpy calls
+        values = scores[part].tolist()
+        rids = list(map(ids.__getitem__, part.tolist()))
+        order = sorted(range(len(rids)), key=rids.__getitem__)  # by id, then (stable) by score, best first
+        order.sort(key=values.__getitem__, reverse=True)
+        del order[k:]
+        return list(map(rids.__getitem__, order)), list(map(values.__getitem__, order))
+    part = part[np.argsort(-scores[part], kind="stable")]
+    ranked = scores[part]
+    if len(part) <= k and not (ranked[1:] == ranked[:-1]).any():  # no ties: numpy's order is final
+        return [ids[i] for i in part.tolist()], ranked.tolist()
+    values_of = dict(zip(part.tolist(), ranked.tolist()))
+    best = sorted(values_of, key=lambda i: (-values_of[i], ids[i]))[:k]
+    return [ids[i] for i in best], [values_of[i] for i in best]
+
+
+class _RowIds(SequenceABC[str]):
+    """The ids of some rows, by position in ``rows`` (read only while the index is unchanged:
+    memos of it are keyed by the index version)."""
+
+    __slots__ = ("_ids", "_rows")
+
+    def __init__(self, ids: list[str], rows: np.ndarray):
+        self._ids = ids
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self._ids[r] for r in self._rows[i].tolist()]
+        return self._ids[int(self._rows[i])]
+
+
+class ExactIndex(Index):
+    """A float32 matrix with one row per id; search is one matrix-vector product."""
+
+    def __init__(self, config: ExactIndexConfig, context: IndexContext):
+        self.config = config
+        self.name = context.name
+        self.dim = context.space(config.space).dim
+        self.requires = Requirements(spaces=(config.space,))
+        self.score_name = {"cosine": "cosine similarity", "ip": "inner product", "l2": "negative squared L2 distance"}[config.metric]
+        self.score_range = {"cosine": (-1.0, 1.0), "ip": (None, None), "l2": (None, 0.0)}[config.metric]
+        self._matrix = np.zeros((0, self.dim), dtype=np.float32)
+        self._ids: list[str] = []
+        self._rows: dict[str, int] = {}
+        self._n = 0
+        self._epoch = 0  # bumped when held rows move or go (not on appends): memos of allowed sets compare (epoch, rows)
+        self._reader = context.vectors  # the store's vectors: save() leaves them out
+
+    def _prepare(self, vectors: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+        """Vectors as the index keeps them (unit rows for cosine). ``in_place``: ``vectors``
+        is a float32 matrix the caller hands over (one read from the store on load): it is
+        normalised where it is, in blocks, with the same values as a copy would get."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {vectors.shape}")
+        if self.config.metric == "cosine":
+            if in_place and vectors.flags.writeable and vectors.flags.c_contiguous:
+                for start in range(0, vectors.shape[0], 8192):  # no full-size temporaries
+                    block = vectors[start : start + 8192]
+                    norms = np.linalg.norm(block, axis=1, keepdims=True)
+                    np.divide(block, norms, out=block, where=norms > 0)
+                    zero = norms[:, 0] == 0
+                    if zero.any():
+                        block[zero] = 0  # as the copy gets them (only all-zero rows have a zero norm once validated)
+                return vectors
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+        return vectors
+
+    def validate(self, records: Sequence[Record]) -> None:
+        if self._column(records) is None:  # some record lacks the vector or has another shape: name the first
+            for r in records:
+                v = r.vectors.get(self.config.space)
+                if v is None or v.shape != (self.dim,):
+                    raise DimensionError(f"record {r.id!r} needs a {self.dim}-d vector in space {self.config.space!r}")
+
+    def _column(self, records: Sequence[Record]) -> list[np.ndarray] | None:
+        """The records' vectors of the index's space when every one has shape ``(dim,)``
+        (checked once over the column); None otherwise."""
+        space = self.config.space
+        try:
+            column = [r.vectors[space] for r in records]
+            return column if {*map(_shape, column)} == {(self.dim,)} else None
+        except (KeyError, AttributeError):
+            return None
+
+    def add(self, records: Sequence[Record]) -> None:
+        if not records:
+            return
+        column = self._column(records)
+        if column is None:
+            self.validate(records)
+            raise DimensionError(f"index {self.name!r} expects {self.dim}-d vectors in space {self.config.space!r}")
+        # a batch may repeat an id: the last one wins (rows in order of first appearance, as before)
+        latest = {r.id: i for i, r in enumerate(records)}
+        if len(latest) != len(records):
+            column = [column[i] for i in latest.values()]
+        start, count = self._n, len(latest)
+        self._reserve(start + count)
+        # the vectors go straight into the spare rows past the held ones: nothing held changes
+        # until they are checked (an overflowing row is never normalised to zeros)
+        block = self._matrix[start : start + count]
+        if block.flags.c_contiguous:  # then its flat reshape is a view: one copy of the vectors, no temporary
+            np.concatenate(column, out=block.reshape(-1))
+        else:
+            block[...] = np.stack(column)
+        check_finite_vectors(block, f"index {self.name!r}: vectors")
+        prepared = self._prepare(block, in_place=True)
+        if prepared is not block:  # normalised as a copy (a matrix without C order)
+            block[...] = prepared
+        if not self._rows.keys().isdisjoint(latest):  # some ids are held already: replaced
+            self.remove([rid for rid in latest if rid in self._rows])  # moves held rows only, all below ``start``
+            if self._n != start:
+                self._matrix[self._n : self._n + count] = block  # numpy copies overlapping rows safely
+                start = self._n
+        self._rows.update(zip(latest, range(start, start + count)))
+        self._ids.extend(latest)
+        self._n = start + count
+
+    def _reserve(self, need: int) -> None:
+        """Room for ``need`` rows (at least doubling, so appends stay amortised O(1))."""
+        if need > self._matrix.shape[0]:
+            rows = max(need, 2 * self._matrix.shape[0], 64)
+            try:  # in place: realloc lets the kernel move the held pages, nothing is copied or touched again
+                self._matrix.resize((rows, self.dim), refcheck=True)  # new rows are zeros, as np.zeros gives
+            except ValueError:  # a view of the matrix is alive, or it does not own its data: a grown copy
+                grown = np.zeros((rows, self.dim), dtype=np.float32)
+                grown[: self._n] = self._matrix[: self._n]
+                self._matrix = grown
+
+    def remove(self, ids: Sequence[str]) -> None:
+        for rid in ids:
+            row = self._rows.pop(rid, None)
+            if row is None:
+                continue
+            self._epoch += 1
+            last = self._n - 1
+            if row != last:
+                moved = self._ids[last]
+                self._matrix[row] = self._matrix[last]
+                self._ids[row] = moved
+                self._rows[moved] = row
+            self._ids.pop()
+            self._n -= 1
+
+    def _scores(self, rows: np.ndarray | None, queries: np.ndarray) -> np.ndarray:
+        matrix = self._matrix[: self._n] if rows is None else self._matrix[rows]
+        if self.config.metric == "l2":
+            diff = (matrix * matrix).sum(axis=1)[None, :] - 2.0 * (queries @ matrix.T) + (queries * queries).sum(axis=1)[:, None]
+            scores: np.ndarray = -np.maximum(diff, 0.0)
+            return scores
+        product: np.ndarray = queries @ matrix.T
+        return product
+
+    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        # runs for every query: the common case (a positive int k, no allowed set) without a call each
+        if type(k) is not int or k <= 0:
+            k = validate_k(k)
+        rows: np.ndarray | None
+        ids: Sequence[str]
+        if allowed is None:
+            rows, ids = None, self._ids
+        else:
+            rows, ids = self._rows_of(allowed)
+        if not ids:
+            return []
+        q = query.vectors.get(self.config.space)
+        if q is None:
+            q = self._query_vector(query)  # raises
+        if q.shape != (self.dim,):
+            raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {(1, *q.shape)}")
+        metric = self.config.metric
+        if metric == "l2":
+            scores = self._scores(rows, q.reshape(1, -1))[0]
+        else:  # one matrix-vector product (BLAS gemv), the query normalised for cosine
+            if metric == "cosine":
+                norm = math.sqrt(float(q.dot(q)))
+                q = q / norm if norm > 0 else np.zeros_like(q)
+            if rows is not None and 4 * len(rows) > self._n and (len(rows) > GATHER_MAX or not isinstance(allowed, AllowedIds)):
+                # a dense allowed set no gathered copy holds: gathering its rows reads and writes
+                # them before the product reads them again; one product over every row reads each
+                # row once (2x faster at half of 100k x 384, measured), then its rows' scores are picked
+                scores = self._matrix[: self._n].dot(q)[rows]
+            else:
+                matrix = self._matrix[: self._n] if rows is None else self._matrix_of(rows, allowed)
+                scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
+        return self._hits(scores, ids, k)
+
+    def _matrix_of(self, rows: np.ndarray | None, allowed: AbstractSet[str] | None) -> np.ndarray:
+        """The vectors of ``rows`` (all when None); a cached allowed set of up to
+        :data:`~memcore.indexes._allowed.GATHER_MAX` rows keeps them gathered (:class:`GatheredRows`),
+        extended as records are appended, gathered again once rows moved."""
+        if rows is None:
+            return self._matrix[: self._n]
+        if not isinstance(allowed, AllowedIds) or len(rows) > GATHER_MAX:
+            picked: np.ndarray = self._matrix[rows]
+            return picked
+        gathered: GatheredRows = allowed.memo(
+            self,
+            "gathered",
+            (self._epoch, self._n),
+            lambda: GatheredRows.of(rows, self._matrix),
+            lambda old, version, _changed: old.extended(rows, self._matrix) if version[0] == self._epoch else None,
+        )
+        return gathered.matrix()
+
+    def _hits(self, scores: np.ndarray, ids: Sequence[str], k: int) -> list[Hit]:
+        rids, values = top_columns(scores, ids, k)
+        raws = map(neg, values) if self.config.metric == "l2" else values
+        return list(map(Hit, rids, values, raws, repeat(self.name)))  # Hit called from C: no per-hit Python frame of a comprehension
+
+    def _rows_of(self, allowed: AbstractSet[str] | None) -> tuple[np.ndarray | None, Sequence[str]]:
+        """The matrix rows (None: all) and their ids that ``allowed`` selects."""
+        if allowed is None:
+            return None, self._ids
+        if isinstance(allowed, AllowedIds):  # the same set again: rows and ids computed once, then kept up to date
+            return allowed.memo(
+                self,
+                "rows",
+                (self._epoch, self._n),
+                lambda: self._allowed_rows(allowed),
+                lambda old, version, changed: self._update_rows(allowed, old, version, changed),
+            )
+        return self._allowed_rows(allowed)
+
+    def _update_rows(
+        self, allowed: AbstractSet[str], old: tuple[np.ndarray, Sequence[str]], version: tuple[int, int], changed: AbstractSet[str]
+    ) -> tuple[np.ndarray, Sequence[str]] | None:
+        """:meth:`_allowed_rows` of ``allowed`` from ``old``, its rows at ``version`` for a
+        set differing from ``allowed`` at most in ``changed``: the rows appended since and the
+        rows of ``changed`` are checked, nothing else (None when rows moved or went since)."""
+        epoch, n = version
+        if epoch != self._epoch or n > self._n or len(changed) + self._n - n > max(64, len(old[0]) // 4):
+            return None
+        ids, rows_of = self._ids, self._rows
+        add = [row for row in range(n, self._n) if ids[row] in allowed]
+        drop: list[int] = []
+        for rid in changed:
+            row = rows_of.get(rid)
+            if row is None or row >= n:  # not held, or appended (checked above)
+                continue
+            (add if rid in allowed else drop).append(row)
+        rows = merge_sorted(old[0], drop, add)
+        return rows, _RowIds(ids, rows)
+
+    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        k = validate_k(k)
+        if not queries:
+            return []
+        q = self._prepare(np.stack([self._query_vector(query) for query in queries]))
+        rows, ids = self._rows_of(allowed)
+        if not ids:
+            return [[] for _ in queries]
+        return [self._hits(row, ids, k) for row in self._scores(rows, q)]
+
+    def _allowed_rows(self, allowed: AbstractSet[str]) -> tuple[np.ndarray, Sequence[str]]:
+        """The sorted rows of the held ids of ``allowed`` and a view of their ids (by position
+        in ``rows``): numpy does the sort, and no list of every allowed id is built."""
+        rows = np.fromiter(map(self._rows.get, allowed, repeat(-1)), dtype=np.int64, count=len(allowed))
+        rows = rows[rows >= 0]
+        rows.sort()
+        return rows, _RowIds(self._ids, rows)
+
+    def _query_vector(self, query: Query) -> np.ndarray:
+        v = query.vectors.get(self.config.space)
+        if v is None:
+            raise DimensionError(f"query has no vector in space {self.config.space!r}")
+        return v
+
+    def __len__(self) -> int:
+        return self._n
+
+    def save(self, directory: Path) -> None:
+        """``ids.json``, plus ``vectors.npy`` only when no store keeps the vectors.
+
+        In a collection (``context.vectors`` set) the store already keeps every vector: the
+        index saves its ids and reads the vectors back from the store on load."""
+        if self._reader is not None:
+            atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "store", "space": self.config.space})
+            (directory / "vectors.npy").unlink(missing_ok=True)  # left by an earlier save with its own copy
+            return
+        buf = io.BytesIO()
+        np.save(buf, self._matrix[: self._n], allow_pickle=False)
+        atomic_write_bytes(directory / "vectors.npy", buf.getvalue())
+        atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "own"})
+
+    def load(self, directory: Path) -> None:
+        where = f"exact index {self.name!r}"
+        try:
+            meta = json.loads((directory / "ids.json").read_text())
+            ids = meta["ids"]
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or len(set(ids)) != len(ids):
+                raise ValueError("ids must be a list of distinct strings")
+            from_store = meta.get("vectors", "own") == "store"
+            matrix = None if from_store else np.load(directory / "vectors.npy", allow_pickle=False)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise CorruptError(f"{where}: cannot read {directory}: {exc}") from None
+        if matrix is None:
+            matrix, ids = self._read_store(ids, meta, where)
+        elif meta.get("dim") != self.dim or matrix.shape != (len(ids), self.dim):
+            raise CorruptError(f"{where}: files do not match dimension {self.dim}")
+        self._matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        self._ids = list(ids)
+        self._rows = {rid: i for i, rid in enumerate(self._ids)}
+        self._n = len(self._ids)
+        self._epoch += 1
+
+    def _read_store(self, ids: list[str], meta: dict[str, Any], where: str) -> tuple[np.ndarray, list[str]]:
+        """The saved ids' vectors from the store, prepared; ids the store no longer has are dropped."""
+        if self._reader is None:
+            raise CorruptError(f"{where}: saved without its vectors (the store keeps them), and no store is given to read them from")
+        if meta.get("dim") != self.dim or meta.get("space") != self.config.space:
+            raise CorruptError(f"{where}: saved for space {meta.get('space')!r} of dimension {meta.get('dim')}, not {self.config.space!r} of {self.dim}")
+        raw, present = self._reader.read(ids, self.config.space, self.dim)
+        if not present.all():
+            raw = raw[present]
+            ids = [rid for rid, keep in zip(ids, present.tolist()) if keep]
+        return self._prepare(raw, in_place=True), ids
+
+    def stats(self) -> dict[str, Any]:
+        return {"size": self._n, "dim": self.dim, "metric": self.config.metric, "space": self.config.space}

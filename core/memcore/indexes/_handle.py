@@ -1,0 +1,299 @@
+"""One live index of a collection: its definition, persistence, catch-up and rebuild.
+
+On disk an index owns ``<collection>/indexes/<name>/``: the files its ``save`` writes
+plus ``index.json`` (kind, config, format version, the store sequence number it was saved
+at, a SHA-256 per file), written last. On open, an index whose ``index.json`` is missing,
+unreadable, mismatched or behind the pruned log is rebuilt from the store; otherwise it is
+loaded and caught up from the store's operation log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import CorruptError
+from .._util.atomic import atomic_write_json
+from ._index import Index
+from ._options import build_time_part
+from .._util.log import get_logger
+from ..model._record import Record
+from .._plugins._registry import ComponentConfig
+from ..stores._store import Op, Store
+
+__all__ = ["IndexHandle", "fold_ops"]
+
+log = get_logger("memcore.index")
+MANIFEST = "index.json"
+PREVIOUS = ".previous"
+"""Hard links of the last complete save, kept while a new save is written and deleted once
+it is complete (an old copy would keep what was deleted since: forgetting, issue 20)."""
+
+
+_kind = attrgetter("op")
+_record_id = attrgetter("record_id")
+_index = attrgetter("index")
+_ADD_ONLY = {"add"}
+
+
+def fold_ops(ops: Iterable[Op]) -> tuple[list[str], list[str]]:
+    """Reduce a run of one index's ops to ``(ids to remove, ids to (re)add)``.
+
+    An id whose first op is not ``add`` was in the index before the run, so it is removed;
+    an id whose last op is not ``remove`` is a member after the run, so it is (re)added.
+    Ids to add come in the order of their last op, as a live index received them
+    (order-sensitive indexes such as a FIFO queue rely on it).
+    """
+    ops = ops if isinstance(ops, list) else list(ops)
+    if {*map(_kind, ops)} == _ADD_ONLY:  # the common run, new records added: unless an id repeats, all of them in order
+        ids = list(map(_record_id, ops))
+        if len(set(ids)) == len(ids):
+            return [], ids
+    first: dict[str, str] = {}
+    last: dict[str, str] = {}
+    for op in ops:
+        first.setdefault(op.record_id, op.op)
+        last.pop(op.record_id, None)  # keep ``last`` in order of each id's latest op
+        last[op.record_id] = op.op
+    removes = [rid for rid, o in first.items() if o != "add"]
+    adds = [rid for rid, o in last.items() if o != "remove"]
+    return removes, adds
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class IndexHandle:
+    """A named index with its kind, validated config and sync state against the store."""
+
+    name: str
+    kind: str
+    config: ComponentConfig
+    index: Index
+    make: Callable[[], Index]
+    applied_seq: int = 0
+    dirty: bool = True
+    stale: bool = False
+    directory: Path | None = None
+    loaded_from_disk: bool = field(default=False)
+    pristine: bool = True
+    """``index`` is as its factory built it (nothing added or loaded): a rebuild fills it
+    instead of building another one."""
+    error: str | None = None
+    """Why the index is broken (it could not be built, loaded or rebuilt); None when usable."""
+
+    def definition(self) -> dict[str, Any]:
+        """What the store keeps about this index."""
+        return {"kind": self.kind, "config": self.config.model_dump(mode="json")}
+
+    # -- applying changes ----------------------------------------------------------------
+
+    def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None) -> None:
+        """Apply logged ops, taking records from ``cache`` first and the store otherwise."""
+        name = self.name
+        mine = ops if {*map(_index, ops)} == {name} else [op for op in ops if op.index == name]
+        removes, adds = fold_ops(mine)
+        if not removes and not adds:
+            return
+        cache = cache or {}
+        missing = [rid for rid in adds if rid not in cache]
+        if missing:
+            fetched = {r.id: r for r in store.get(missing) if r is not None}
+            records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
+        else:  # every record at hand (what a write passes along)
+            records = list(map(cache.__getitem__, adds))
+        self.pristine = False
+        if removes:
+            self.index.remove(removes)
+        if records:
+            self.index.add(records)
+        self.dirty = True
+
+    def catch_up(self, store: Store) -> int | None:
+        """Apply every op logged since ``applied_seq``; returns how many ops were applied,
+        or None when the log was pruned past ``applied_seq`` (a gap: rebuild instead)."""
+        read = store.read_log(self.applied_seq, self.name)
+        if self.applied_seq < read.start:
+            return None
+        if read.last <= self.applied_seq:
+            return 0
+        ops = read.ops
+        self.apply(ops, store)
+        self.applied_seq = read.last
+        if ops:
+            log.info("index.caught_up", name=self.name, ops=len(ops))
+        return len(ops)
+
+    def rebuild(self, store: Store, fill: Callable[[list[Record]], list[Record]], progress: Callable[[int], None] | None = None) -> int:
+        """Recreate the index from the store's members; ``fill`` completes missing vectors."""
+        started = time.perf_counter()
+        seq = store.last_seq()
+        fresh = self.index if self.pristine else self.make()
+        self.pristine = False
+        count = 0
+        for batch in store.iter_records(index=self.name):
+            fresh.add(fill(batch))
+            count += len(batch)
+            if progress:
+                progress(len(batch))
+        if fresh is not self.index:
+            self.close_index()  # the replaced instance
+        self.index = fresh
+        self.applied_seq = seq
+        self.dirty = True
+        self.stale = False
+        self.loaded_from_disk = False
+        log.info("index.rebuilt", name=self.name, kind=self.kind, records=count, seconds=round(time.perf_counter() - started, 3))
+        return count
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def save(self) -> None:
+        """Save into ``directory`` (files first, ``index.json`` with checksums last)."""
+        if self.directory is None or self.stale or self.error is not None:
+            return  # a broken index keeps its files untouched until it is rebuilt or dropped
+        manifest = self.directory / MANIFEST
+        if not self.dirty:
+            # Unchanged since loaded/saved while the store moved on without touching this
+            # index: the files are current at ``applied_seq``. Record it, or the log pruned
+            # past the old number would force a needless rebuild on the next open.
+            try:
+                meta = json.loads(manifest.read_text())
+                if meta.get("seq") != self.applied_seq:
+                    atomic_write_json(manifest, {**meta, "seq": self.applied_seq})
+                self._drop_previous()  # a save cut short after its manifest left it: it may hold deleted content
+                return
+            except (OSError, ValueError):
+                pass  # no readable manifest: save everything
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._keep_previous(manifest)
+        if manifest.exists():
+            manifest.unlink()  # a crash mid-save leaves no manifest here -> the previous save, never a mix
+        self.index.save(self.directory)
+        files = {p.name: _sha256(p) for p in sorted(self.directory.iterdir()) if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")}
+        atomic_write_json(
+            manifest,
+            {**self.definition(), "format_version": self.index.format_version, "seq": self.applied_seq, "files": files, "count": len(self.index)},
+        )
+        self.dirty = False
+        self._drop_previous()
+
+    def _drop_previous(self) -> None:
+        """Delete the backup of the last save (and a staging folder a cut-short save left):
+        called once the folder holds a complete save, so that nothing a later write deleted
+        stays on disk in an old copy of the index."""
+        assert self.directory is not None
+        shutil.rmtree(self.directory / PREVIOUS, ignore_errors=True)
+        shutil.rmtree(self.directory / (PREVIOUS + ".tmp"), ignore_errors=True)
+
+    def _keep_previous(self, manifest: Path) -> None:
+        """Hard-link the current save into ``.previous/`` before overwriting it.
+
+        Index files are replaced atomically (new inodes), so the links keep the previous
+        save intact: a kill during this save recovers from it plus the log instead of a
+        full rebuild. Kept as is when the directory holds no manifest (a save was cut short).
+        """
+        assert self.directory is not None
+        previous = self.directory / PREVIOUS
+        if not manifest.exists():
+            return
+        shutil.rmtree(previous, ignore_errors=True)
+        staging = self.directory / (PREVIOUS + ".tmp")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for path in sorted(self.directory.iterdir(), key=lambda p: p.name == MANIFEST):  # the manifest last
+            if path.is_file() and not path.name.startswith("."):
+                try:
+                    os.link(path, staging / path.name)
+                except OSError:  # no hard links here: copy
+                    shutil.copy2(path, staging / path.name)
+        staging.rename(previous)
+
+    def load(self) -> int | None:
+        """Load the saved index -- or, when a save was cut short, the previous one; returns
+        its sequence number, or None when it must be rebuilt."""
+        if self.directory is None:
+            return None
+        seq = self._load_from(self.directory)
+        previous = self.directory / PREVIOUS
+        if seq is None and (previous / MANIFEST).is_file():
+            seq = self._load_from(previous)
+            if seq is not None:
+                self.dirty = True  # the main folder holds a cut-short save: rewrite it
+                log.info("index.recovered_previous", name=self.name, seq=seq)
+        return seq
+
+    def _load_from(self, directory: Path) -> int | None:
+        manifest = directory / MANIFEST
+        if not manifest.exists():
+            if directory.exists() and directory == self.directory:
+                log.warning("index.no_manifest", name=self.name)
+            return None
+        try:
+            meta = json.loads(manifest.read_text())
+            saved_config = meta.get("config")
+            if (
+                meta.get("kind") != self.kind
+                or not isinstance(saved_config, dict)
+                or build_time_part(saved_config, self.config) != build_time_part(self.definition()["config"], self.config)
+            ):
+                raise CorruptError("saved kind/config differ from the collection's definition")
+            if meta.get("format_version") != self.index.format_version:
+                raise CorruptError(f"format version {meta.get('format_version')} != {self.index.format_version}")
+            for fname, digest in meta.get("files", {}).items():
+                if _sha256(directory / fname) != digest:
+                    raise CorruptError(f"checksum mismatch in {fname}")
+            self.pristine = False
+            self.index.load(directory)
+        except (OSError, ValueError, KeyError, CorruptError) as exc:
+            log.warning("index.load_failed", name=self.name, error=str(exc), action="rebuild")
+            self.close_index()
+            self.index = self.make()
+            self.pristine = True
+            return None
+        self.loaded_from_disk = True
+        self.dirty = False
+        return int(meta["seq"])
+
+    def size_bytes(self) -> int:
+        """Bytes on disk."""
+        if self.directory is None or not self.directory.exists():
+            return 0
+        return sum(p.stat().st_size for p in self.directory.rglob("*") if p.is_file())
+
+    def set_aside(self) -> None:
+        """Move files found where a *new* index will live to ``indexes/.orphan-<name>-<time>``:
+        the store does not account for them, so memcore does not delete them."""
+        if self.directory is None or not self.directory.exists():
+            return
+        if self.directory.is_dir() and not any(self.directory.iterdir()):
+            self.directory.rmdir()
+            return
+        target = self.directory.with_name(f".orphan-{self.name}-{time.time_ns()}")
+        self.directory.rename(target)
+        log.warning("index.orphan_kept", name=self.name, path=str(target))
+
+    def close_index(self) -> None:
+        """Let go of the live index instance (:meth:`memcore.Index.close`); a failure is logged."""
+        try:
+            self.index.close()
+        except Exception as exc:  # noqa: BLE001 - a plugin's close must not break a close/drop
+            log.warning("index.close_failed", name=self.name, kind=self.kind, error=str(exc))
+
+    def remove_files(self) -> None:
+        """Delete the index directory."""
+        if self.directory is not None and self.directory.exists():
+            shutil.rmtree(self.directory)

@@ -1,0 +1,171 @@
+"""The Index interface: one contract for every kind of index (vector, text, queue, graph...).
+
+An index holds ids and whatever it needs to search them; the records themselves live in
+the store. The Collection fills the embedding spaces an index ``requires`` before calling
+``add`` or ``search``, and resolves ``where`` filters and scopes to the ``allowed`` id set.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Collection as AbstractSet, Sequence
+
+from ..model._hit import Hit
+from ..model._query import Query
+from ..model._record import Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..llms._llm import LLMs
+    from ._vector_reader import VectorReader
+
+__all__ = ["Index", "IndexContext", "Requirements", "SpaceInfo"]
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What an index needs from each record and query.
+
+    ``spaces``: embedding spaces whose vectors must be filled; ``text``: needs the text;
+    ``links``: needs ``record.links`` (and is refreshed when links change).
+    """
+
+    spaces: tuple[str, ...] = ()
+    text: bool = False
+    links: bool = False
+
+
+@dataclass(frozen=True)
+class SpaceInfo:
+    """An embedding space as the collection declares it: its dimension and embedder."""
+
+    name: str
+    dim: int
+    embedder: str
+
+
+@dataclass(frozen=True)
+class IndexContext:
+    """What an index factory receives besides its config.
+
+    - ``name``: the index's name in the collection (``[indexes.<name>]``);
+    - ``spaces``: the declared embedding spaces (dimension, embedder), see :meth:`space`;
+    - ``kind``: the registered kind it is built as -- the key of its query modes in
+      ``Query.extras`` (``query_mode(query.extras, context.kind, Model, context.name)``), so
+      one query can carry the modes of several indexes. Empty when an index is built by hand;
+    - ``vectors``: a :class:`~memcore.VectorReader` over the collection's store, so that
+      ``save`` may leave out the vectors the store already keeps and ``load`` reads them
+      back (see docs/plugins/writing.md, "Vectors stored once"). None when the index is
+      built by hand: then it must save its own copy.
+    - ``directory``: the folder the index owns in its collection (``<collection>/indexes/<name>``,
+      the folder ``save``/``load`` receive), or None (an in-memory collection, an index built
+      by hand). It may not exist yet. An index whose data is written as it changes (an
+      embedded database) may keep it there from its first write instead of copying it at its
+      first save; it must create nothing there before its first ``add`` (memcore sets aside
+      files it finds in the folder of a new index), and top-level files written outside
+      ``save`` are not covered by the checksums of ``index.json`` (use a subfolder).
+    - ``llms``: the memory's declared LLMs (:class:`~memcore.LLMs`, built on first use), for
+      an index with an LLM step (the graph index's ``llm`` entity extraction): resolve the
+      one the config names with ``llms.resolve(name, location)``. None when the index is
+      built by hand (its LLM steps then run their fallbacks).
+    """
+
+    name: str
+    spaces: dict[str, SpaceInfo] = field(default_factory=dict)
+    kind: str = ""
+    vectors: "VectorReader | None" = field(default=None, compare=False, repr=False)
+    directory: Path | None = None
+    llms: "LLMs | None" = field(default=None, compare=False, repr=False)
+
+    def space(self, name: str) -> SpaceInfo:
+        """The declared space ``name`` (ConfigError if the settings do not declare it)."""
+        from ..errors import ConfigError
+
+        try:
+            return self.spaces[name]
+        except KeyError:
+            raise ConfigError(
+                f"index {self.name!r} needs embedding space {name!r}, which is not declared; declared: {sorted(self.spaces) or '(none)'}",
+                location=f"indexes.{self.name}",
+            ) from None
+
+
+class Index(ABC):
+    """Base class of every index. Subclasses implement the abstract methods.
+
+    Contract (checked by :class:`memcore.testing.IndexContract`):
+
+    - ``add(records)`` adds records (re-adding a present id replaces it);
+    - ``remove(ids)`` removes ids and ignores those it does not hold;
+    - ``search(query, k, allowed)`` returns at most ``k`` hits, best first, scores higher
+      is better, only ids in ``allowed`` when it is given;
+    - ``save(dir)``/``load(dir)`` persist to a directory the index owns, atomically;
+    - ``len(index)`` is the number of ids held.
+    """
+
+    #: human-readable name of the score (e.g. "cosine similarity")
+    score_name: str = "score"
+    #: (low, high) bounds of converted scores; None where unbounded
+    score_range: tuple[float | None, float | None] = (None, None)
+    #: bump when the on-disk format changes; load() refuses other versions
+    format_version: int = 1
+
+    requires: Requirements = Requirements()
+
+    def validate(self, records: Sequence[Record]) -> None:
+        """Raise a ValidationError for records this index cannot take (before the store commits)."""
+
+    def validate_query(self, query: Query) -> None:
+        """Raise a ValidationError for a query this index cannot run (bad extras...)."""
+
+    @abstractmethod
+    def add(self, records: Sequence[Record]) -> None:
+        """Add (or replace) records."""
+
+    @abstractmethod
+    def remove(self, ids: Sequence[str]) -> None:
+        """Remove ids; unknown ids are ignored."""
+
+    @abstractmethod
+    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
+        """The best ``k`` hits for ``query`` among ``allowed`` ids (all when None)."""
+
+    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+        """Several queries at once; the default is a loop, vector indexes do real batches."""
+        return [self.search(q, k, allowed) for q in queries]
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of ids held."""
+
+    @abstractmethod
+    def save(self, directory: Path) -> None:
+        """Write the index into ``directory`` (created by the caller), atomically per file."""
+
+    @abstractmethod
+    def load(self, directory: Path) -> None:
+        """Replace this index's contents with what ``save`` wrote; CorruptError if unreadable."""
+
+    def overflow(self) -> list[str]:
+        """Ids this index holds beyond its capacity, oldest first (``[]`` for unbounded indexes).
+
+        The index never drops them by itself: :meth:`Collection.evict` takes them out and
+        hands them to the caller.
+        """
+        return []
+
+    def stats(self) -> dict[str, Any]:
+        """Kind-specific numbers for ``memcore info`` (size, parameters...)."""
+        return {"size": len(self)}
+
+    def close(self) -> None:
+        """Release what this instance holds (clients, open files); the default does nothing.
+
+        Called once when the collection lets go of the instance: when the collection closes
+        (after its last save), after ``drop_index`` deleted the index folder, and when a
+        rebuild, a redefinition or a failed load replaces it. An index that keeps data outside
+        its folder (a collection on a database server) deletes there what no save in its
+        folder names, so an index that was never saved leaves nothing behind. Errors are
+        logged (``index.close_failed``), never raised.
+        """

@@ -1,0 +1,213 @@
+"""What a plugin author imports: the component interfaces, the hook typing, the helpers.
+
+A plugin module imports from here (and its tests from :mod:`memcore.testing`)::
+
+    from memcore.plugin import Index, IndexFactory, Register, hookimpl
+
+    @hookimpl
+    def register_indexes(register: Register[IndexFactory]) -> None:
+        register("keyword", KeywordIndex, KeywordIndexConfig)
+
+Applications import from :mod:`memcore` (``memcore.open``, ``Memory``, the data types and
+the errors, which this module re-exports too, so a plugin module needs only this one).
+
+The factory protocols below are the typed signature of every hook's ``register`` and of the
+factories it takes: a class whose ``__init__`` takes the listed arguments is a factory
+(``KeywordIndex`` above); so is any function or callable object with that signature. A
+factory receives its config already validated by the config model it was registered with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from ._plugins._registry import ComponentConfig
+from ._plugins.hookspecs import COMPONENTS, Register, hookimpl
+from ._util.atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
+from ._util.log import get_logger
+from .collection._collection import Collection
+from .collection._view import CollectionView
+from .embedders._embedder import Embedder, build_embedder, unit_token_rows
+from .errors import (
+    BrokenIndexError,
+    ConfigError,
+    CorruptError,
+    DimensionError,
+    DuplicateIdError,
+    FilterError,
+    IndexUpdateError,
+    LockedError,
+    MemcoreError,
+    NotFoundError,
+    PluginError,
+    ScopeError,
+    UnknownComponentError,
+    ValidationError,
+)
+from .indexes._allowed import AllowedIds, GatheredRows, merge_sorted
+from .indexes._index import Index, IndexContext, Requirements, SpaceInfo
+from .indexes._query_modes import query_mode
+from .indexes._vector_reader import VectorReader
+from .llms._llm import LLM, LLMs, StepReport, run_llm_step
+from .llms._triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
+from .model._checks import validate_k
+from .model._filters import Filter, matches, parse_filter
+from .model._hit import Contribution, Hit
+from .model._query import Query
+from .model._record import Link, Record, Scope
+from .model._text import content_tokens, token_set, token_sets, tokenize
+from .retrieval._fusion import Fusion, distinct_ids, merge_provenance
+from .retrieval._hits import rescored, unique_hits
+from .retrieval._pipeline import Pipeline, PipelineContext, Stage
+from .retrieval._signals import minmax, term_overlap
+from .services._service import Service, hit_to_dict
+from .stores._store import Store, WriteBatch
+
+__all__ = [
+    # -- interfaces --
+    "Index",
+    "IndexContext",
+    "Requirements",
+    "SpaceInfo",
+    "VectorReader",
+    "Embedder",
+    "Fusion",
+    "Stage",
+    "Pipeline",
+    "PipelineContext",
+    "CollectionView",
+    "Collection",
+    "Service",
+    "Store",
+    "WriteBatch",
+    "GatheredRows",
+    "ComponentConfig",
+    "LLM",
+    "LLMs",
+    "StepReport",
+    # -- hooks and their typing --
+    "hookimpl",
+    "Register",
+    "StoreFactory",
+    "EmbedderFactory",
+    "IndexFactory",
+    "StageFactory",
+    "FusionFactory",
+    "ServiceFactory",
+    "LLMFactory",
+    "FACTORY_PROTOCOLS",
+    # -- helpers for index authors --
+    "validate_k",
+    "query_mode",
+    "AllowedIds",
+    "merge_sorted",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_with",
+    "get_logger",
+    # -- helpers for embedder authors --
+    "build_embedder",
+    "unit_token_rows",
+    # -- helpers for stage and fusion authors --
+    "merge_provenance",
+    "distinct_ids",
+    "unique_hits",
+    "rescored",
+    "minmax",
+    "term_overlap",
+    "hit_to_dict",
+    # -- text --
+    "tokenize",
+    "content_tokens",
+    "token_set",
+    "token_sets",
+    # -- LLM steps --
+    "run_llm_step",
+    "TRIPLE_FALLBACK",
+    "parse_triples",
+    "refactor_triple",
+    "rule_triples",
+    "triple_prompt",
+    # -- filters (store authors) --
+    "Filter",
+    "parse_filter",
+    "matches",
+    # -- data --
+    "Record",
+    "Query",
+    "Hit",
+    "Link",
+    "Scope",
+    "Contribution",
+    # -- errors --
+    "MemcoreError",
+    "ConfigError",
+    "UnknownComponentError",
+    "PluginError",
+    "NotFoundError",
+    "ValidationError",
+    "DimensionError",
+    "DuplicateIdError",
+    "FilterError",
+    "ScopeError",
+    "LockedError",
+    "CorruptError",
+    "IndexUpdateError",
+    "BrokenIndexError",
+]
+"""Every name a plugin module may import from memcore (plus ``memcore.testing`` in its tests)."""
+
+
+class StoreFactory(Protocol):
+    """``factory(config, path) -> Store``: ``path`` is the collection directory, None in memory."""
+
+    def __call__(self, config: Any, path: Path | None, /) -> Store: ...
+
+
+class EmbedderFactory(Protocol):
+    """``factory(config) -> Embedder``."""
+
+    def __call__(self, config: Any, /) -> Embedder: ...
+
+
+class IndexFactory(Protocol):
+    """``factory(config, context) -> Index``: ``context`` names the index, its kind (the key
+    of its query modes in ``Query.extras``) and the declared embedding spaces."""
+
+    def __call__(self, config: Any, context: IndexContext, /) -> Index: ...
+
+
+class StageFactory(Protocol):
+    """``factory(config) -> Stage``."""
+
+    def __call__(self, config: Any, /) -> Stage: ...
+
+
+class FusionFactory(Protocol):
+    """``factory(config) -> Fusion``."""
+
+    def __call__(self, config: Any, /) -> Fusion: ...
+
+
+class ServiceFactory(Protocol):
+    """``factory(config, collection, pipeline) -> Service``.
+
+    The indexes a service needs are read from the factory's ``required_indexes(config)``
+    (a :class:`memcore.Service` subclass has it): register the class itself, or give a
+    factory function that attribute; a service whose class requires indexes its factory
+    does not declare is refused when the memory is opened, never silently left without them.
+    """
+
+    def __call__(self, config: Any, collection: Collection, pipeline: Pipeline | None, /) -> Service: ...
+
+
+class LLMFactory(Protocol):
+    """``factory(config) -> LLM``, built on first use from an ``[llms.<name>]`` entry."""
+
+    def __call__(self, config: Any, /) -> LLM: ...
+
+
+FACTORY_PROTOCOLS: dict[str, type] = {c.category: globals()[c.factory] for c in COMPONENTS}
+"""The factory protocol of each registry category (``register_<category>``), as named by
+its declaration in the hookspecs (``memcore._plugins.hookspecs``)."""

@@ -1,0 +1,247 @@
+"""Memory services: policy over one collection (Service : Collection = 1 : 1).
+
+A service decides what is inserted where, what migrates and what is forgotten. It offers
+the unified interface (docs/architecture.md §2):
+
+- ``insert(text, vector=None, metadata=None) -> id``
+- ``retrieve(query=None, vector=None, metadata=None, k=10) -> [{"id", "text", "score", "metadata"}]``
+  where ``metadata`` is a ``where`` filter.
+
+Indexes a service needs are declared by ``required_indexes(config)`` on its class, named
+under its own prefix (``memoryos.stm``); :func:`memcore.open` creates the missing ones.
+Service state lives in the store (``WriteBatch.state``), never only in Python objects.
+
+**Scopes are enforced for the service, not by it.** Every public verb of a service
+(``insert``, ``insert_many``, ``retrieve``, ``delete``, ``upsert``, ``update``, ``forget``)
+takes a ``scope=`` keyword that the base class binds on the collection for the call (see
+:mod:`memcore.model._binding`) before the service's own code runs: the service's reads see
+only that scope's records, what it writes (derived records included) carries the scope,
+and its component state is kept per scope. A service never sees ``scope`` in its keyword
+arguments; :attr:`Service.scope` tells it the bound scope when it needs it (e.g. to name a
+per-user record).
+"""
+
+from __future__ import annotations
+
+import functools
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+
+from ..errors import ValidationError
+from ..llms._llm import LLM, LLMs, StepCounter, run_llm_step
+from ..model._hit import Hit
+from ..model._query import Query
+from ..model._record import Record, Scope
+from .._plugins._registry import ComponentConfig
+
+if TYPE_CHECKING:
+    from ..collection._collection import Collection
+    from ..retrieval._pipeline import Pipeline
+
+__all__ = ["Service", "hit_to_dict", "SCOPED_VERBS"]
+
+T = TypeVar("T")
+
+SCOPED_VERBS = ("insert", "insert_many", "retrieve", "delete", "upsert", "update", "forget")
+"""The service verbs whose ``scope=`` keyword the base class binds on the collection."""
+
+
+def _binds_scope(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a service verb: its ``scope=`` keyword is bound on the collection for the call."""
+    if getattr(method, "__memcore_binds_scope__", False):
+        return method
+
+    @functools.wraps(method)
+    def call(self: "Service", *args: Any, scope: Any = None, **kwargs: Any) -> Any:
+        with self.collection.scoped(scope):
+            return method(self, *args, **kwargs)
+
+    call.__memcore_binds_scope__ = True  # type: ignore[attr-defined]
+    return call
+
+
+def hit_to_dict(hit: Hit) -> dict[str, Any]:
+    """The unified result shape: id, text, score, metadata."""
+    return {
+        "id": hit.id,
+        "text": hit.record.text if hit.record else None,
+        "score": hit.score,
+        "metadata": hit.record.metadata if hit.record else {},
+    }
+
+
+class Service(ABC):
+    """Base class of memory services.
+
+    ``uses_pipeline`` (class attribute, default True): False for a service that retrieves
+    without the memory's declared pipeline; :func:`memcore.open` then does not refuse a
+    pipeline that cannot run on the service's indexes (``Memory.query`` raises its error).
+    """
+
+    uses_pipeline: bool = True
+
+    capacity_limited: bool = False
+    """True for a service that may not return an item it accepted, even with a large ``k``
+    (a window, tier capacities, similarity thresholds): the contract suite then checks that
+    what it returns belongs to the caller's scope, not that everything comes back."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for verb in SCOPED_VERBS:
+            method = cls.__dict__.get(verb)
+            if callable(method):
+                setattr(cls, verb, _binds_scope(method))
+
+    def __init__(self, config: ComponentConfig, collection: "Collection", pipeline: "Pipeline | None"):
+        self.config = config
+        self.collection = collection
+        self.pipeline = pipeline
+        self.llms: LLMs = LLMs()
+        self.llm_steps = StepCounter()
+
+    def bind_llms(self, llms: LLMs) -> None:
+        """Receive the memory's declared LLMs (:func:`memcore.open` calls it after building
+        the service; a config field ``llm`` names the one the service uses)."""
+        self.llms = llms
+        self.llm(check=True)
+
+    def llm(self, check: bool = False) -> LLM | None:
+        """The LLM named by the config's ``llm`` field (None: the fallbacks run)."""
+        name = getattr(self.config, "llm", None)
+        return self.llms.resolve(name, "service.llm")
+
+    def run_llm_step(self, step: str, call: Callable[[LLM], T], fallback: Callable[[], T], fallback_name: str) -> T:
+        """Run one LLM step with the service's LLM (or its fallback) and count which ran."""
+        value, report = run_llm_step(step, self.llm(), call, fallback, fallback_name)
+        self.llm_steps.add(report)
+        return value
+
+    def llm_report(self) -> dict[str, Any]:
+        """Which path each LLM step took so far: ``{"model": ..., "steps": {step: {"llm": n, "fallback:<name>": n}},
+        "fallback_reasons": {step: {reason: n}}}`` (reasons: ``no_llm``, ``llm_error``, ``invalid_reply``)."""
+        models = sorted(self.llm_steps.models)
+        return {
+            "model": models[0] if len(models) == 1 else (models or None),
+            "steps": self.llm_steps.to_dict(),
+            "fallback_reasons": self.llm_steps.reasons_dict(),
+        }
+
+    @classmethod
+    def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
+        """Indexes this service needs: ``{name: {"kind": ..., **options}}``."""
+        return {}
+
+    @abstractmethod
+    def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+        """Remember one item; returns its id."""
+
+    @abstractmethod
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """Recall items for a query text and/or vector, filtered by ``metadata`` (a where filter)."""
+
+    def insert_many(self, items: list[Any]) -> list[str]:
+        """Remember many items (texts, dicts with ``text``, :class:`Record` objects); returns their ids.
+
+        The default calls :meth:`insert` once per item; services that can write a batch in
+        one transaction override it.
+        """
+        ids = []
+        for item in items:
+            if isinstance(item, str):
+                ids.append(self.insert(item))
+            elif isinstance(item, Record):
+                ids.append(self.insert(item.text, metadata=item.metadata, id=item.id, vectors=item.vectors or None, links=item.links or None, scope=item.scope))
+            elif isinstance(item, Mapping):
+                fields = dict(item)
+                if "text" not in fields:
+                    raise ValidationError("a record needs a 'text'")
+                ids.append(self.insert(fields.pop("text"), metadata=fields.pop("metadata", None), **fields))
+            else:
+                raise ValidationError(f"cannot insert a {type(item).__name__}; give texts, dicts or Records")
+        return ids
+
+    def delete(self, ids: list[str]) -> int:
+        """Forget records (what :meth:`memcore.Memory.delete` calls); returns how many.
+
+        The default deletes them from the collection. A service that derives records from
+        others (``hybrid``'s windows) overrides it to rebuild those in the same atomic batch.
+        Unknown ids (or ids outside the bound scope: ``delete(ids, scope=...)``) raise
+        :class:`memcore.NotFoundError` and nothing changes.
+        """
+        return self.collection.delete(ids)
+
+    def upsert(self, items: Any) -> list[str]:
+        """Insert new records and replace existing ones with the same id; returns the ids.
+
+        The default writes to the collection (new records go to every index). A service
+        that places records by a policy (tiers, windows) overrides it or refuses it.
+        """
+        return self.collection.upsert(items)
+
+    def update(self, id: str, **fields: Any) -> Record:
+        """Change fields (``text``, ``metadata``, ``merge_metadata``, ``vectors``) of one
+        record of the caller's scope; returns it. The default rewrites it in the collection,
+        keeping its index memberships."""
+        self.reject_unknown("update", fields, ("text", "metadata", "merge_metadata", "vectors"))
+        return self.collection.update(id, **fields)
+
+    def forget(self) -> dict[str, Any]:
+        """Forget the bound scope (``forget(scope={...})``): its records, what was derived
+        from them and its service state, in one commit; returns what went by kind.
+
+        The default is :meth:`memcore.Collection.forget`, complete for every service that
+        keeps its derived records and state through the collection (they carry the scope)."""
+        bound = self.scope
+        if bound is None:
+            raise ValidationError("forget needs a scope, e.g. forget(scope={'user_id': 'bob'})")
+        return self.collection.forget(bound)
+
+    @property
+    def scope(self) -> Scope | None:
+        """The scope the current call is bound to (None: unrestricted)."""
+        return self.collection.bound_scope
+
+    @staticmethod
+    def reject_unknown(method: str, options: Mapping[str, Any], known: tuple[str, ...] = ()) -> None:
+        """Raise ValidationError naming keyword arguments ``method`` does not know (never drop them)."""
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise ValidationError(f"{method}() got unknown keyword argument(s) {unknown}; it accepts {sorted(known) or 'no extra keywords'}")
+
+    def close(self) -> None:
+        """Release what the service holds (the collection is closed by its owner)."""
+
+    # helpers for subclasses -------------------------------------------------------------
+
+    def vector_space(self, explicit: str | None = None) -> str:
+        """The space a bare ``vector`` argument belongs to: ``explicit`` or the only space."""
+        if explicit:
+            return explicit
+        spaces = list(self.collection.spaces)
+        if len(spaces) != 1:
+            raise ValidationError(f"say which space the vector belongs to (service 'space' option); spaces: {spaces}")
+        return spaces[0]
+
+    def make_query(
+        self,
+        query: str | None,
+        vector: Any,
+        metadata: Mapping[str, Any] | None,
+        k: int,
+        space: str | None = None,
+        scope: Any = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> Query:
+        """The one Query of a retrieve, from the unified arguments (give ``scope`` and
+        ``extras`` here rather than to ``Pipeline.run``/``Collection.retrieve`` or
+        ``Query.evolve``, each of which builds a second query to add them)."""
+        if query is None and vector is None:
+            raise ValidationError("retrieve needs a query text or a vector")
+        vectors = {self.vector_space(space): vector} if vector is not None else {}
+        return Query(text=query, vectors=vectors, k=k, where=dict(metadata) if metadata else None, scope=scope, extras=dict(extras) if extras else {})
+
+
+for _verb in SCOPED_VERBS:
+    setattr(Service, _verb, _binds_scope(getattr(Service, _verb)))

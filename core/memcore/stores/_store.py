@@ -1,0 +1,293 @@
+"""The Store interface: the source of truth of a collection.
+
+A store keeps records (with their vectors per space and links), index membership,
+component state (index definitions, service state) and an operation log with sequence
+numbers, so any index can be rebuilt from the store or caught up after a crash.
+
+All writes go through :meth:`Store.apply` with a :class:`WriteBatch`, which is atomic:
+all in or all out.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Literal, Sequence
+
+import numpy as np
+
+from ..errors import CorruptError
+from ..model._filters import Filter
+from ..model._record_batch import RecordBatch
+from ..model._record import Record, Scope
+
+__all__ = ["Store", "WriteBatch", "Applied", "Op", "OpKind", "LogRead"]
+
+OpKind = Literal["add", "remove", "update"]
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One logged change of one index: ``record_id`` was added to, removed from or updated in ``index``."""
+
+    seq: int
+    index: str
+    record_id: str
+    op: OpKind
+
+
+@dataclass
+class WriteBatch:
+    """Changes applied atomically by :meth:`Store.apply`.
+
+    - ``upserts``: records written whole (text, metadata, scope, vectors, links);
+    - ``deletes``: record ids removed with their vectors, memberships and every link to or
+      from them;
+    - ``add_membership`` / ``remove_membership``: index name -> record ids;
+    - ``state``: ``(namespace, key) -> JSON value`` (``None`` deletes the key);
+    - ``drop_indexes``: indexes whose membership and log are removed entirely.
+    """
+
+    upserts: list[Record] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
+    add_membership: dict[str, list[str]] = field(default_factory=dict)
+    remove_membership: dict[str, list[str]] = field(default_factory=dict)
+    state: dict[tuple[str, str], Any] = field(default_factory=dict)
+    drop_indexes: list[str] = field(default_factory=list)
+
+    def is_empty(self) -> bool:
+        """True when the batch changes nothing."""
+        return not (self.upserts or self.deletes or self.add_membership or self.remove_membership or self.state or self.drop_indexes)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What :meth:`Store.apply` did: the new sequence number and the index ops it logged."""
+
+    seq: int
+    ops: tuple[Op, ...] = ()
+
+
+@dataclass(frozen=True)
+class LogRead:
+    """One consistent read of the log for one index: where it starts, the last sequence
+    number and the index's ops above a given number, all from the same snapshot."""
+
+    start: int
+    last: int
+    ops: list[Op]
+
+
+class Store(ABC):
+    """Where the records of one collection live. Implementations: SQLite, in-memory, ..."""
+
+    read_only: bool = False
+
+    # -- writes --------------------------------------------------------------------------
+
+    @abstractmethod
+    def apply(self, batch: WriteBatch) -> Applied:
+        """Apply a batch atomically and log one op per (index, record) it changes.
+
+        Logged ops: ``add`` when a record joins an index, ``remove`` when it leaves (or is
+        deleted), ``update`` when a member record is rewritten or loses a link because its
+        link target was deleted. Ids in ``add_membership`` must exist after the batch.
+        """
+
+    # -- reads ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
+        """Records by id, in the order asked (``None`` for unknown ids)."""
+
+    def get_batch(self, ids: Sequence[str]) -> RecordBatch:
+        """The records of ``ids`` (without vectors) as found now, built when first asked for.
+
+        What a retrieval attaches to its hits (:attr:`Hit.record <memcore.Hit.record>` builds
+        each on first access). The default reads them whole with :meth:`get`; a store that can
+        hand over a snapshot of its rows overrides it (:class:`memcore.model._record_batch.RecordBatch`)."""
+        return RecordBatch.of_records(self.get(ids, with_vectors=False))
+
+    def texts(self, ids: Sequence[str]) -> list[str | None]:
+        """The text of each record, in the order asked (``None`` for unknown ids).
+
+        What rerank-like stages read for every candidate of every query: stores override it
+        with a lighter read than :meth:`get` (no metadata, links, or copies)."""
+        return [None if r is None else r.text for r in self.get(ids, with_vectors=False)]
+
+    @abstractmethod
+    def ids(
+        self,
+        *,
+        where: Filter | None = None,
+        scope: Scope | None = None,
+        index: str | None = None,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Ids of the records matching a parsed filter, a scope and index membership, in insertion order."""
+
+    @abstractmethod
+    def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
+        """How many records match."""
+
+    @abstractmethod
+    def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
+        """For each known id, the names of the indexes it belongs to."""
+
+    @abstractmethod
+    def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
+        """Stored vectors of one space: ``(matrix, present)`` where ``present[i]`` is False
+        when ``ids[i]`` has no vector in that space (its row is zeros)."""
+
+    def vectors_into(self, ids: Sequence[str], space: str, out: np.ndarray) -> np.ndarray:
+        """:meth:`vectors` written into ``out`` (float32, ``(len(ids), dim)``, C-contiguous),
+        e.g. a vector index's own storage, so large reads need no second matrix; returns
+        ``present``. Rows of absent ids are zeroed. Raises :class:`~memcore.errors.CorruptError`
+        when the stored vectors are of another dimension than ``out``'s. This default copies
+        from :meth:`vectors`; the SQLite store writes each blob into ``out`` directly."""
+        matrix, present = self.vectors(ids, space)
+        if present.any() and matrix.shape[1] != out.shape[1]:
+            raise CorruptError(f"the store keeps {matrix.shape[1]}-d vectors in space {space!r}, {out.shape[1]} expected")
+        out[~present] = 0.0
+        if present.any():
+            out[present] = matrix[present]
+        return present
+
+    def iter_records(self, *, index: str | None = None, batch_size: int = 1000) -> Iterator[list[Record]]:
+        """All records (of one index), in insertion order, in batches."""
+        ids = self.ids(index=index)
+        for start in range(0, len(ids), batch_size):
+            chunk = self.get(ids[start : start + batch_size])
+            yield [r for r in chunk if r is not None]
+
+    # -- log and state -------------------------------------------------------------------
+
+    @abstractmethod
+    def last_seq(self) -> int:
+        """The sequence number of the last applied batch (0 for an empty store)."""
+
+    @abstractmethod
+    def ops_since(self, seq: int, index: str) -> list[Op]:
+        """The logged ops of one index with a sequence number above ``seq``, in order."""
+
+    @abstractmethod
+    def prune_log(self, upto: int) -> None:
+        """Forget ops with sequence numbers ``<= upto`` (every index is saved past them)."""
+
+    def read_log(self, seq: int, index: str) -> LogRead:
+        """:meth:`log_start`, :meth:`last_seq` and :meth:`ops_since` as one consistent read.
+
+        Stores shared between processes override it with one read transaction: a writer
+        pruning the log between the reads would otherwise make a reader skip ops forever.
+        """
+        return LogRead(self.log_start(), self.last_seq(), self.ops_since(seq, index))
+
+    @abstractmethod
+    def log_start(self) -> int:
+        """The log is complete above this sequence number (it was pruned up to it)."""
+
+    @abstractmethod
+    def get_state(self, namespace: str, key: str, default: Any = None) -> Any:
+        """One JSON value of component state."""
+
+    @abstractmethod
+    def state_items(self, namespace: str) -> dict[str, Any]:
+        """All keys of a state namespace."""
+
+    def state_namespaces(self) -> list[str]:
+        """Every state namespace that holds a key (forgetting a scope drops the scope's own).
+
+        A store that cannot list them cannot forget a scope's state: implement it."""
+        raise NotImplementedError(f"{type(self).__name__} does not list its state namespaces")
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def size_bytes(self) -> int:
+        """On-disk size (0 for memory stores)."""
+        return 0
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release files and locks. Idempotent."""
+
+
+def plan_ops(batch: WriteBatch, memberships: dict[str, set[str]], link_sources: set[str]) -> list[tuple[str, str, OpKind]]:
+    """The ``(index, record_id, op)`` entries a batch logs, shared by every store.
+
+    ``memberships`` holds each involved id's indexes before the batch; ``link_sources``
+    are the ids of records that link to a record deleted by this batch. In order: removes
+    of deleted records, updates of records that lost a link, updates of rewritten members,
+    then the batch's membership removes and adds; an op is logged once, and never for an
+    index the batch drops.
+    """
+    state = {rid: set(ixs) for rid, ixs in memberships.items()}
+    dropped = set(batch.drop_indexes)
+    ops: list[tuple[str, str, OpKind]] = []
+    seen: set[tuple[str, str, str]] = set()  # only removes and updates can repeat: adds are checked against ``state``
+
+    def emit(index: str, rid: str, op: OpKind) -> None:
+        if index not in dropped and (index, rid, op) not in seen:
+            seen.add((index, rid, op))
+            ops.append((index, rid, op))
+
+    deleted = set(batch.deletes)
+    for rid in batch.deletes:
+        for index in sorted(state.get(rid, ())):
+            emit(index, rid, "remove")
+        state[rid] = set()
+    for rid in sorted(link_sources - deleted):
+        for index in sorted(state.get(rid, ())):
+            emit(index, rid, "update")
+    get = state.get
+    for record in batch.upserts:
+        indexes = get(record.id)
+        if indexes:
+            for index in sorted(indexes):
+                emit(index, record.id, "update")
+    for index, ids in batch.remove_membership.items():
+        for rid in ids:
+            if index in state.get(rid, ()):
+                state[rid].discard(index)
+                emit(index, rid, "remove")
+    append = ops.append
+    for index, ids in batch.add_membership.items():
+        logged = index not in dropped
+        for rid in ids:
+            indexes = get(rid)
+            if indexes is None:
+                state[rid] = {index}
+            elif index in indexes:
+                continue
+            else:
+                indexes.add(index)
+            if logged:
+                append((index, rid, "add"))
+    return ops
+
+
+_NEW = object.__new__
+_SETTERS = tuple(Op.__dict__[name].__set__ for name in ("seq", "index", "record_id", "op"))
+
+
+def make_ops(seq: int, planned: Iterable[tuple[str, str, OpKind]]) -> tuple[Op, ...]:
+    """``Op(seq, index, record_id, op)`` for each planned entry, built through the slots
+    directly (a frozen dataclass' ``__init__`` costs twice as much; one Op per record written)."""
+    set_seq, set_index, set_record, set_op = _SETTERS
+    out = []
+    for index, rid, op in planned:
+        entry = _NEW(Op)
+        set_seq(entry, seq)
+        set_index(entry, index)
+        set_record(entry, rid)
+        set_op(entry, op)
+        out.append(entry)
+    return tuple(out)
+
+
+def involved_ids(batch: WriteBatch) -> set[str]:
+    """Every record id a batch touches directly."""
+    ids = set(batch.deletes) | {r.id for r in batch.upserts}
+    for group in (batch.add_membership, batch.remove_membership):
+        for rids in group.values():
+            ids.update(rids)
+    return ids
