@@ -1,6 +1,8 @@
 """The documentation stays in step with the code.
 
-- every hook in ``memcore._plugins.hookspecs`` is documented with its exact signature;
+- every hook in ``memcore._plugins.hookspecs`` is documented with its exact signature: a section of
+  the plugin guide's overview and a page of its own (docs/plugins/hooks/<hook>.md) with
+  the factory, the config model, an example, the contract suite and the pitfalls;
 - every CLI command (and each of its options) is documented on the CLI page;
 - every builtin component (and each of its options) has a section on the settings page;
 - every exception and every log event of the core is on the errors page;
@@ -67,12 +69,29 @@ def test_hooks_found():
     assert len(hook_signatures()) >= 6
 
 
+def hook_page_sections(name: str) -> list[str]:
+    """The sections every hook's page has: a component hook's factory and config model, or
+    the hook's own signature (``register_commands``), then an example, a suite, pitfalls."""
+    component = name in {c.hook for c in hookspecs.COMPONENTS}
+    first = ["## Factory signature", "## Config model"] if component else ["## Hook signature"]
+    return [*first, "## A complete minimal example", "## Contract suite", "## Pitfalls"]
+
+
 @pytest.mark.parametrize("name", sorted(hook_signatures()))
 def test_every_hook_is_documented_with_its_signature(name):
     signature = hook_signatures()[name]
-    text = read("plugins/writing.md")
-    assert f"`{signature}`" in text, f"docs/plugins/writing.md does not document {signature}"
-    assert section(text, f"## `{signature}`"), f"docs/plugins/writing.md has no section '## `{signature}`'"
+    overview = read("plugins/writing.md")
+    assert section(overview, f"### `{signature}`"), f"docs/plugins/writing.md has no section '### `{signature}`'"
+    assert f"hooks/{name}.md" in section(overview, f"### `{signature}`"), f"docs/plugins/writing.md does not link to hooks/{name}.md"
+    page = read(f"plugins/hooks/{name}.md")
+    assert page.splitlines()[0] == f"# `{signature}`", f"docs/plugins/hooks/{name}.md does not start with '# `{signature}`'"
+    missing = [heading for heading in hook_page_sections(name) if not section(page, heading).strip()]
+    assert not missing, f"docs/plugins/hooks/{name}.md lacks the sections {missing}"
+
+
+def test_every_hook_page_is_a_hook():
+    pages = {p.stem for p in (DOCS / "plugins" / "hooks").glob("*.md")}
+    assert pages == set(hook_signatures())
 
 
 # -- CLI ---------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ plugin of the repository imports nothing else from memcore."""
 
 from __future__ import annotations
 
+
 import re
 import tomllib
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import memcore
+import memcore.plugin
 from memcore.testing import plugin_api_violations
 from memcore.testing.plugin_api import metadata as plugin_api_metadata
 from memcore.testing.plugin_api import dependency_packages, source_violations
@@ -24,12 +26,26 @@ def test_every_exported_name_exists():
     assert missing == []
 
 
-def test_the_api_table_in_the_docs_lists_exactly_the_plugin_face():
+def documented_faces() -> tuple[set[str], set[str]]:
+    """The names of the two tables of the guide's "What a plugin may import": what
+    ``memcore.plugin`` exports, then what ``memcore`` adds for applications."""
     text = (ROOT / "docs" / "plugins" / "writing.md").read_text(encoding="utf-8")
     section = text.split("## What a plugin may import", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Group")]
-    documented = {name for row in rows for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", row.split("|")[2])}
-    assert documented == set(memcore.plugin.__all__)
+    tables = re.findall(r"^(?:\|.*\n)+", section, re.MULTILINE)  # runs of table lines
+    assert len(tables) == 2, "two tables: memcore.plugin, then memcore"
+
+    def names(table: str) -> set[str]:
+        rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| Group")]
+        return {name for row in rows for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", row.split("|")[2])}
+
+    return names(tables[0]), names(tables[1])
+
+
+def test_the_api_tables_in_the_docs_list_exactly_the_exported_names():
+    plugin_face, application_face = documented_faces()
+    assert plugin_face == set(memcore.plugin.__all__)
+    assert application_face <= set(memcore.__all__)
+    assert set(memcore.__all__) <= plugin_face | application_face
 
 
 def _distribution(package: Path) -> str:

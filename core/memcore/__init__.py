@@ -78,6 +78,10 @@ __all__ = [
 
 _MOVED_TO_PLUGIN = frozenset(
     [
+        "Applied",
+        "Op",
+        "plan_ops",
+        "involved_ids",
         "AllowedIds",
         "CollectionView",
         "ComponentConfig",
@@ -137,8 +141,6 @@ _MOVED_TO_PLUGIN = frozenset(
     ]
 )
 """Names ``memcore`` exported before 0.2 that now live in :mod:`memcore.plugin`."""
-_MOVED_TO_STORE = frozenset({"Applied", "Op", "plan_ops", "involved_ids"})
-"""Store op-log internals ``memcore`` exported before 0.2 (no face exports them now)."""
 
 
 def __getattr__(name: str) -> Any:
@@ -148,11 +150,6 @@ def __getattr__(name: str) -> Any:
 
         warnings.warn(f"memcore.{name} moved to memcore.plugin.{name}; import it from there", DeprecationWarning, stacklevel=2)
         return getattr(face, name)
-    if name in _MOVED_TO_STORE:
-        from .stores import _store
-
-        warnings.warn(f"memcore.{name} is internal to the store and will be removed from memcore", DeprecationWarning, stacklevel=2)
-        return getattr(_store, name)
     raise AttributeError(f"module 'memcore' has no attribute {name!r}")
 
 

@@ -62,7 +62,7 @@ from .retrieval._hits import rescored, unique_hits
 from .retrieval._pipeline import Pipeline, PipelineContext, Stage
 from .retrieval._signals import minmax, term_overlap
 from .services._service import Service, hit_to_dict
-from .stores._store import Store, WriteBatch
+from .stores._store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 
 __all__ = [
     # -- interfaces --
@@ -129,7 +129,11 @@ __all__ = [
     "refactor_triple",
     "rule_triples",
     "triple_prompt",
-    # -- filters (store authors) --
+    # -- store helpers --
+    "Applied",
+    "Op",
+    "plan_ops",
+    "involved_ids",
     "Filter",
     "parse_filter",
     "matches",

@@ -56,7 +56,7 @@ class IndexContext:
       one query can carry the modes of several indexes. Empty when an index is built by hand;
     - ``vectors``: a :class:`~memcore.VectorReader` over the collection's store, so that
       ``save`` may leave out the vectors the store already keeps and ``load`` reads them
-      back (see docs/plugins/writing.md, "Vectors stored once"). None when the index is
+      back (see docs/plugins/hooks/register_indexes.md, "Vectors stored once"). None when the index is
       built by hand: then it must save its own copy.
     - ``directory``: the folder the index owns in its collection (``<collection>/indexes/<name>``,
       the folder ``save``/``load`` receive), or None (an in-memory collection, an index built

@@ -1,13 +1,16 @@
-"""Unit tests of the example ``keyword`` index, used directly (no collection needed)."""
+"""Unit tests of the example ``keyword`` index, used directly (no collection needed), its
+registration as an installed plugin, and the README's settings example end to end.
+
+Only memcore's public faces: ``memcore`` and ``memcore.testing``."""
 
 import json
 
 import pytest
 
-from memcore.errors import CorruptError, ValidationError
+import memcore
+from memcore import CorruptError, Hit, Query, Record, ValidationError
 from memcore.plugin import IndexContext
-from memcore._plugins._host import PluginHost
-from memcore import Hit, Query, Record
+from memcore.testing import PluginRegistrationContract
 from memcore_keyword_index import KeywordIndex, KeywordIndexConfig, tokenize
 
 
@@ -177,25 +180,28 @@ def test_load_corrupt_raises(tmp_path):
         make_index().load(tmp_path / "missing")
 
 
-def test_registered_through_the_plugin_host(monkeypatch):
+class TestKeywordRegistration(PluginRegistrationContract):
+    """The installed distribution: entry point, what it registers, light to load, public imports only."""
+
+    plugin = "keyword"
+    module = "memcore_keyword_index"
+    distribution = "memcore-keyword-index"
+    registers = {"indexes": {"keyword": (KeywordIndex, KeywordIndexConfig)}}
+    # the standard library counts: list its modules too
+    allowed_imports = {"__future__", "json", "math", "re", "pathlib", "typing", "memcore", "pydantic"}
+
+
+def test_the_registered_kind_builds_a_working_index(tmp_path, monkeypatch):
     monkeypatch.delenv("MEMCORE_PLUGINS", raising=False)
     monkeypatch.delenv("MEMCORE_DISABLE_PLUGINS", raising=False)
-    host = PluginHost()
-    info = host.infos["keyword"]
-    assert info.error is None
-    assert info.distribution == "memcore-keyword-index"
-    assert info.registers == {"indexes": ["keyword"]}
-    reg = host.registry.get("indexes", "keyword")
-    config = reg.config_model.model_validate({"kind": "keyword", "min_overlap": 1})
-    idx = reg.factory(config, IndexContext(name="notes"))
-    idx.add([rec("n1", "memcore plugins are found through entry points")])
-    assert ids(idx.search(Query(text="entry points"), k=1)) == ["n1"]
+    settings = {"indexes": {"vector": {"kind": "exact"}, "notes": {"kind": "keyword", "min_overlap": 1}}}
+    with memcore.open(settings, path=tmp_path) as memory:
+        rid = memory.insert("memcore plugins are found through entry points")
+        assert ids(memory.query("entry points", index="notes", k=1)) == [rid]
 
 
 def test_end_to_end_through_settings(tmp_path, monkeypatch):
     """The README's settings example: open, insert, filtered retrieve, reopen, rebuild."""
-    import memcore
-
     monkeypatch.delenv("MEMCORE_PLUGINS", raising=False)
     monkeypatch.delenv("MEMCORE_DISABLE_PLUGINS", raising=False)
     settings = tmp_path / "memcore.toml"
