@@ -28,7 +28,6 @@ from pathlib import Path
 
 import pytest
 
-import memcore
 from memcore.testing import register_plugin
 
 REPO = Path(__file__).resolve().parents[1]

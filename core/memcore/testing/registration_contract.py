@@ -40,7 +40,7 @@ _ENV = ("MEMCORE_PLUGINS", "MEMCORE_DISABLE_PLUGINS")
 # which heavy modules got imported.
 _PROBE = """
 import importlib, json, sys
-from memcore.plugins import PluginHost
+from memcore._plugins._host import PluginHost
 plugin, imports, heavy = json.loads(sys.argv[1])
 info = PluginHost().infos.get(plugin)
 for name in imports:
