@@ -57,7 +57,23 @@ from .service import Service, hit_to_dict
 from .settings import MemcoreSettings, load_settings
 from .stages.hits import rescored, unique_hits
 from .stages.signals import minmax, term_overlap
-from .stages.text import content_tokens, token_set, token_sets, tokenize
+from .stages.text import (
+    ASCII_WORD,
+    HYPHENATED_WORD,
+    LETTER_WORD,
+    NAME_WORD,
+    STOPWORDS,
+    STOPWORDS_EXTENDED,
+    STOPWORDS_KEYWORDS,
+    STOPWORDS_SHORT,
+    UTTERANCE_OPENERS,
+    WORD,
+    content_tokens,
+    token_set,
+    token_sets,
+    tokenize,
+    words,
+)
 from .store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 from .triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 from .vector_reader import VectorReader
@@ -156,6 +172,18 @@ __all__ = [
     "CorruptError",
     "IndexUpdateError",
     "BrokenIndexError",
+    # -- issue 21 tokens: every word pattern and stopword list (memcore.stages.text) --------
+    "WORD",
+    "ASCII_WORD",
+    "HYPHENATED_WORD",
+    "LETTER_WORD",
+    "NAME_WORD",
+    "words",
+    "STOPWORDS",
+    "STOPWORDS_EXTENDED",
+    "STOPWORDS_KEYWORDS",
+    "STOPWORDS_SHORT",
+    "UTTERANCE_OPENERS",
 ]
 """The plugin API: every name a plugin module may import from memcore (plus ``memcore.testing``)."""
 
