@@ -1,8 +1,8 @@
 """Entity names: how a surface form ("Alice's", "BANK of  America") becomes a matching key.
 
-A key is the word tokens of a name (:data:`memcore.NAME_WORD`), casefolded, possessive ``'s`` dropped, joined by one
-space. Records and queries go through the same function, so a name written in any case
-or spacing in a query finds the entity a record mentions.
+A key is the word tokens of a name (:data:`memcore.NAME_WORD`), casefolded, possessive
+``'s`` dropped, joined by one space. Records and queries go through the same function, so a
+name written in any case or spacing in a query finds the entity a record mentions.
 """
 
 from __future__ import annotations
