@@ -56,7 +56,23 @@ from .model._filters import Filter, matches, parse_filter
 from .model._hit import Contribution, Hit
 from .model._query import Query
 from .model._record import Link, Record, Scope
-from .model._text import content_tokens, token_set, token_sets, tokenize
+from .model._text import (
+    ASCII_WORD,
+    HYPHENATED_WORD,
+    LETTER_WORD,
+    NAME_WORD,
+    STOPWORDS,
+    STOPWORDS_EXTENDED,
+    STOPWORDS_KEYWORDS,
+    STOPWORDS_SHORT,
+    UTTERANCE_OPENERS,
+    WORD,
+    content_tokens,
+    token_set,
+    token_sets,
+    tokenize,
+    words,
+)
 from .retrieval._fusion import Fusion, distinct_ids, merge_provenance
 from .retrieval._hits import rescored, unique_hits
 from .retrieval._pipeline import Pipeline, PipelineContext, Stage
@@ -122,6 +138,17 @@ __all__ = [
     "content_tokens",
     "token_set",
     "token_sets",
+    "WORD",
+    "ASCII_WORD",
+    "HYPHENATED_WORD",
+    "LETTER_WORD",
+    "NAME_WORD",
+    "words",
+    "STOPWORDS",
+    "STOPWORDS_EXTENDED",
+    "STOPWORDS_KEYWORDS",
+    "STOPWORDS_SHORT",
+    "UTTERANCE_OPENERS",
     # -- LLM steps --
     "run_llm_step",
     "TRIPLE_FALLBACK",

@@ -7,7 +7,6 @@ without a model; use the ``minilm`` embedder (``memcore[embed]``) for real retri
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Sequence
 
 import numpy as np
@@ -15,8 +14,7 @@ from pydantic import Field
 
 from ._embedder import Embedder
 from .._plugins._registry import ComponentConfig
-
-_TOKEN = re.compile(r"\w+", re.UNICODE)
+from ..model._text import tokenize
 
 
 class HashingEmbedderConfig(ComponentConfig):
@@ -50,7 +48,7 @@ class HashingEmbedder(Embedder):
         """Hash each text into a unit vector (all-zero texts stay zero)."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
-            words = _TOKEN.findall(text.lower())
+            words = tokenize(text)
             features = words + ([f"{a} {b}" for a, b in zip(words, words[1:])] if self.config.bigrams else [])
             for feature in features:
                 col, sign = self._bucket(feature)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import ValidationError
+from ..model._text import tokenize
 
 __all__ = [
     "Turn",
@@ -253,8 +254,8 @@ def answer_f1(prediction: str, gold: str | None, category: int) -> float:
 def bleu1(prediction: str, gold: str | None) -> float:
     """Sentence BLEU-1: clipped unigram precision times the brevity penalty (lowercased word
     tokens; 0 for an empty prediction)."""
-    pred = re.findall(r"\w+", prediction.lower())
-    ref = re.findall(r"\w+", str(gold or "").lower())
+    pred = tokenize(prediction)
+    ref = tokenize(str(gold or ""))
     if not pred or not ref:
         return 0.0
     clipped = sum((Counter(pred) & Counter(ref)).values())

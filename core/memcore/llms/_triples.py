@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ValidationError
 from ._llm import run_llm_step
+from ..model._text import HYPHENATED_WORD, UTTERANCE_OPENERS, words
 
 if TYPE_CHECKING:
     from ._llm import LLM, StepReport
@@ -37,9 +38,7 @@ _EXAMPLE = (
 _PAREN = re.compile(r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*,\s*([^()]+?)\s*\)")
 _PAIR = re.compile(r"\(\s*([^(),]+?)\s*,\s*([^(),]+?)\s*\)")
 _SPEAKER_LINE = re.compile(r"^\s*(?:\([^)]*\))?\s*[A-Z][\w .'-]{0,40}:\s")
-_WORD = re.compile(r"[a-z0-9][a-z0-9'-]+")
 _FIRST_PERSON = {"i": None, "me": None, "my": "'s", "mine": "'s", "i'm": "is", "i've": "has", "we": None, "our": "'s"}
-_STOP_START = {"and", "but", "so", "oh", "well", "yeah", "yes", "no", "wow", "hey", "hi", "thanks", "thank"}
 
 
 def triple_prompt(dialogue: str) -> list[dict[str, str]]:
@@ -59,8 +58,8 @@ def triple_prompt(dialogue: str) -> list[dict[str, str]]:
 
 def _grounded(subject: str, source: str) -> bool:
     """Whether a word of ``subject`` occurs in ``source`` (case-insensitive)."""
-    words = set(_WORD.findall(source.casefold()))
-    return any(w in words for w in _WORD.findall(subject.casefold()))
+    said = set(words(source, HYPHENATED_WORD, fold=str.casefold))
+    return any(w in said for w in words(subject, HYPHENATED_WORD, fold=str.casefold))
 
 
 def parse_triples(reply: str, max_triples: int = 10, source: str | None = None) -> list[Triple]:
@@ -101,7 +100,7 @@ def rule_triples(speaker: str, text: str, max_triples: int = 10) -> list[Triple]
     out: list[Triple] = []
     for clause in _clauses(text):
         words = clause.split()
-        while words and words[0].lower().strip(",") in _STOP_START:
+        while words and words[0].lower().strip(",") in UTTERANCE_OPENERS:
             words = words[1:]
         if len(words) < 2:
             continue

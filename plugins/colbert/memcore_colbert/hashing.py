@@ -9,17 +9,14 @@ demos and machines without a model; use ``minilm`` (memcore[embed]) for real ret
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Sequence
 
 import numpy as np
 from pydantic import Field
 
-from memcore.plugin import ComponentConfig, Embedder, ValidationError, unit_token_rows
+from memcore.plugin import ComponentConfig, Embedder, ValidationError, tokenize, unit_token_rows
 
 __all__ = ["TokenHashingConfig", "TokenHashingEmbedder"]
-
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 
 class TokenHashingConfig(ComponentConfig):
@@ -55,7 +52,7 @@ class TokenHashingEmbedder(Embedder):
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise ValidationError(f"text {i} is a {type(text).__name__}, not a string")
-            words = _WORD.findall(text.lower())[:max_length] or [""]
+            words = tokenize(text)[:max_length] or [""]
             out.append(np.stack([self._word(w) for w in words]))
         return unit_token_rows(out)
 

@@ -21,9 +21,9 @@ import re
 import threading
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from memcore.plugin import LLM, ConfigError, ValidationError, run_llm_step
+from memcore.plugin import LLM, NAME_WORD, STOPWORDS_EXTENDED, ConfigError, ValidationError, run_llm_step
 
-from .names import MAX_NAME_TOKENS, WORD, name_key
+from .names import MAX_NAME_TOKENS, name_key
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -69,29 +69,6 @@ class NoExtractor(Extractor):
         return []
 
 
-# Words that are capitalised because they start a sentence (or are "I"), not because they
-# name something. A phrase loses them at its edges; a phrase made only of them is dropped.
-STOPWORDS = frozenset(
-    """
-    a about above after again against all also although always am an and another any anyway
-    are around as at be because been before being below besides between both but by can
-    cannot could did do does doing done down during each either else even ever every
-    everyone everything few first for from further had has have having he hello her here
-    hers herself hey hi him himself his how however i i'd i'll i'm i've if in indeed
-    instead into is it it's its itself just last later let let's like maybe me meanwhile
-    might mine more moreover most much must my myself never next no nobody none nor not
-    nothing now of off often oh ok okay on once one only or other others otherwise our ours
-    ourselves out over perhaps please quite rather really same says she should since so
-    some someone something sometimes soon still such sure than thank thanks that that's the
-    their theirs them themselves then there there's therefore these they they're this those
-    though through thus to today together tomorrow tonight too under unless until up upon
-    us usually very was we we're well were what what's when whenever where whether which
-    while who whoever whom whose why will with within without would yes yesterday yet you
-    you're your yours yourself yourselves dear great good nice wow yeah yep nope sorry
-    anyway btw lol
-    """.split()
-)
-
 # Lowercase words that may sit inside a name between capitalised words ("Bank of America").
 CONNECTORS = frozenset("of the de del der den di da du van von la le los las y al bin ibn".split())
 
@@ -133,14 +110,14 @@ def capitalised_phrases(text: str) -> list[str]:
             current.pop()
         words = list(current)
         current.clear()
-        while words and words[0].casefold() in STOPWORDS:
+        while words and words[0].casefold() in STOPWORDS_EXTENDED:
             words.pop(0)
-        while words and words[-1].casefold() in STOPWORDS:
+        while words and words[-1].casefold() in STOPWORDS_EXTENDED:
             words.pop()
         if words and len(words) <= MAX_NAME_TOKENS:
             phrases.append(" ".join(words))
 
-    for match in WORD.finditer(text):
+    for match in NAME_WORD.finditer(text):
         word = match.group()
         gap = text[prev_end : match.start()]
         prev_end = match.end()

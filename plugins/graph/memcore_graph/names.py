@@ -1,21 +1,18 @@
 """Entity names: how a surface form ("Alice's", "BANK of  America") becomes a matching key.
 
-A key is the word tokens of a name, casefolded, possessive ``'s`` dropped, joined by one
-space. Records and queries go through the same function, so a name written in any case
-or spacing in a query finds the entity a record mentions.
+A key is the word tokens of a name (:data:`memcore.NAME_WORD`), casefolded, possessive
+``'s`` dropped, joined by one space. Records and queries go through the same function, so a
+name written in any case or spacing in a query finds the entity a record mentions.
 """
 
 from __future__ import annotations
 
-import re
+from memcore.plugin import NAME_WORD
 
-__all__ = ["MAX_NAME_TOKENS", "WORD", "name_key", "word_tokens"]
+__all__ = ["MAX_NAME_TOKENS", "name_key", "word_tokens"]
 
 MAX_NAME_TOKENS = 8
 """Names longer than this many words are not entities (a sentence, not a name)."""
-
-WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
-"""A word: letters/digits, with inner apostrophes (``don't``, ``Alice's``)."""
 
 _POSSESSIVE = ("'s", "’s")
 
@@ -23,7 +20,7 @@ _POSSESSIVE = ("'s", "’s")
 def word_tokens(text: str) -> list[str]:
     """The casefolded word tokens of ``text``, possessive ``'s`` removed."""
     out = []
-    for match in WORD.finditer(text):
+    for match in NAME_WORD.finditer(text):
         token = match.group().casefold()
         if token.endswith(_POSSESSIVE) and len(token) > 2:
             token = token[:-2]

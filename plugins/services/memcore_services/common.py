@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import math
-import re
 import time
 from typing import Any, Iterable, Mapping
 
 import numpy as np
-from memcore.plugin import Collection, Hit, Record
+from memcore.plugin import ASCII_WORD, Collection, Hit, Record, words
 from pydantic import Field
 
 from memcore.plugin import ComponentConfig
 
 __all__ = ["record_result", "hit_result", "lexical", "HeatWeights", "heat", "now", "unit", "where_ids"]
-
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 def now() -> float:
@@ -39,7 +36,7 @@ def hit_result(hit: Hit) -> dict[str, Any]:
 
 
 def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
+    return set(words(text, ASCII_WORD))
 
 
 def lexical(query: str | None, text: str) -> float:

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from memcore.plugin import ComponentConfig, ValidationError
+from memcore.plugin import HYPHENATED_WORD, STOPWORDS_SHORT, ComponentConfig, ValidationError, words
 from pydantic import Field
 
 __all__ = ["DistillConfig", "Thought", "Plan", "DISTILL_FALLBACK", "distill_prompt", "parse_plan", "fallback_plan", "merged_metadata"]
@@ -47,8 +47,6 @@ _EXAMPLE = (
     "Thoughts:\n- Anna works at a bakery\n- John lives in Boston\n- Anna is a baker at the bakery",
     '{"to_delete": ["Anna works at a bakery", "Anna is a baker at the bakery"], "to_insert": ["Anna works as a baker at a bakery"]}',
 )
-_STOP = set("the a an and or but to of in on at for with is are was were be been has have had it its this that as by from".split())
-_WORDS = re.compile(r"[a-z0-9][a-z0-9'-]+")
 MIN_FACT_WORDS = 3
 """Content words a merged fact needs (SmolLM2 proposes fragments such as "Melanie said")."""
 COVERED = 0.5
@@ -106,7 +104,7 @@ def distill_prompt(group: Sequence[Thought]) -> list[dict[str, str]]:
 
 
 def _content(text: str) -> set[str]:
-    return {w for w in _WORDS.findall(str(text).casefold()) if w not in _STOP}
+    return {w for w in words(str(text), HYPHENATED_WORD, fold=str.casefold) if w not in STOPWORDS_SHORT}
 
 
 def _covers(words: set[str], texts: Sequence[set[str]]) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from memcore.plugin import LLM, Record, ValidationError
+from memcore.plugin import LLM, LETTER_WORD, STOPWORDS_KEYWORDS, Record, ValidationError, words
 
 from .common import unit
 
@@ -51,13 +51,6 @@ __all__ = [
     "parse_knowledge",
 ]
 
-_STOP = set(
-    "the a an and or but to of in on at for with is are was were be been i you he she it we they my your our his her "
-    "their me him them this that so just really very what do did does have has had not no yes oh too also can will would "
-    "about from as by if then than there here how when where why who which all any some more most like get got "
-    "i'm it's that's you're i've don't can't i'll thanks thank wow great good".split()
-)
-_WORD = re.compile(r"[a-z][a-z']+")
 _LINE = re.compile(r"^\s*(?:\((?P<date>[^)]*)\))?\s*(?P<speaker>[^:\n]{1,40}):\s*(?P<text>.*)$")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|i'll|me|my|mine|myself|we|we're|our|us)\b", re.IGNORECASE)
 
@@ -123,7 +116,7 @@ def pages_of(records: Iterable[Record | None]) -> list[Page]:
 def content_words(text: str) -> list[str]:
     """Lower-case content words (no stop words, 3+ letters), the speaker prefixes removed."""
     body = " ".join((m.group("text") if (m := _LINE.match(line)) else line) for line in text.splitlines())
-    return [w for w in _WORD.findall(body.lower()) if w not in _STOP and len(w) > 2]
+    return [w for w in words(body, LETTER_WORD) if w not in STOPWORDS_KEYWORDS and len(w) > 2]
 
 
 def _speaker(line: str) -> str | None:
