@@ -47,6 +47,7 @@ from .filters import Filter, matches, parse_filter
 from .fusion import Fusion, distinct_ids, merge_provenance
 from .hookspecs import hookimpl
 from .index import Index, IndexContext, Requirements, SpaceInfo
+from .indexes._payload import npy_bytes, read_json, read_json_object, read_npy, read_npz, write_npz
 from .llm import LLM, LLMs, StepReport, run_llm_step
 from .logging import get_logger
 from .pipeline import Pipeline, PipelineContext, Stage
@@ -133,6 +134,13 @@ __all__ = [
     "refactor_triple",
     "rule_triples",
     "triple_prompt",
+    # -- issue 21 payload helpers (an index reads/writes only its payload) ---------------
+    "read_json",
+    "read_json_object",
+    "read_npy",
+    "npy_bytes",
+    "write_npz",
+    "read_npz",
     # -- helpers for store authors --------------------------------------------------------
     "Applied",
     "Op",
