@@ -13,8 +13,8 @@ from pydantic import ValidationError as PydanticValidationError
 
 from memcore import ConfigError, CorruptError, IndexContext, Query, Record, ValidationError
 
-from memcore_fifo_kv.bm25 import BM25Config, BM25Index, auto_merge_threshold
-from memcore_fifo_kv.bm25_files import STATE_FILE
+from memcore_bm25.bm25 import BM25Config, BM25Index, auto_merge_threshold
+from memcore_bm25.bm25_files import STATE_FILE
 
 TEXTS = {
     "a": "Alice went running in the park every morning",

@@ -12,7 +12,7 @@ import pytest
 
 from memcore import IndexContext, Query, Record
 
-from memcore_fifo_kv.bm25 import BM25Config, BM25Index
+from memcore_bm25.bm25 import BM25Config, BM25Index
 
 SCIFACT = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "scifact"
 
