@@ -3,7 +3,7 @@
 Shared by the pipeline benches (``bench_presets.py``, ``bench_llm_rerank.py``): the corpus
 goes into an in-memory collection with a caller-given 384-d space ``default`` (or the
 ``minilm`` embedder when ``live``), an ``exact`` cosine index ``vector`` and a ``bm25``
-index ``bm25`` (memcore-fifo-kv: k1 1.2, b 0.75, English stopwords and stemmer).
+index ``bm25`` (memcore-bm25: k1 1.2, b 0.75, English stopwords and stemmer).
 """
 
 from __future__ import annotations

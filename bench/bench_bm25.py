@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The ``bm25`` index (memcore-fifo-kv) against raw bm25s, in the same process and run.
+"""The ``bm25`` index (memcore-bm25) against raw bm25s, in the same process and run.
 
 Two parts (``--parts scifact,interleaved``), reported as sections of ONE JSON object on
 stdout (progress on stderr):
@@ -24,7 +24,7 @@ interleaved  ``--n-base`` synthetic Zipfian documents, then ``--ops`` x (insert 
              and extrapolated to ``--ops`` (the JSON says so). The merge memcore does every
              ``merge_threshold`` inserts is timed apart and amortised.
 
-Run from the repository root (with memcore-fifo-kv installed)::
+Run from the repository root (with memcore-bm25 installed)::
 
     python bench/bench_bm25.py --quick              # ~10 s on 2 cores
     python bench/bench_bm25.py                      # 100k base documents, 30-75 s
@@ -46,12 +46,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from _common import SHARED, emit, finish_environment, header, log, use_checkout
 
-use_checkout("fifo-kv")
+use_checkout("bm25")
 
 from memcore.plugin import IndexContext
 from memcore import Query, Record
 
-from memcore_fifo_kv.bm25 import BM25Config, BM25Index  # noqa: E402
+from memcore_bm25 import BM25Config, BM25Index  # noqa: E402
 
 SCIFACT = SHARED / "data" / "scifact"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""BM25 index build: memcore's ``bm25`` index (memcore-fifo-kv) vs raw bm25s, same texts, same run.
+"""BM25 index build: memcore's ``bm25`` index (memcore-bm25) vs raw bm25s, same texts, same run.
 
 Corpus: BEIR SciFact (title + text of its 5,183 documents) from ``--scifact`` (default
 ``../shared/data/scifact``; ``MEMCORE_SHARED`` overrides the shared folder) when present,
@@ -39,14 +39,14 @@ from typing import Any, Callable
 
 from _common import SHARED, emit, finish_environment, header, log, package_version, use_checkout
 
-use_checkout("fifo-kv")
+use_checkout("bm25")
 
 from memcore import Collection, Query, Record
 from memcore.plugin import IndexContext
 from memcore._plugins._host import get_registry
 from memcore.stores._memory import MemoryStore
 
-from memcore_fifo_kv.bm25 import BM25Config, BM25Index  # noqa: E402
+from memcore_bm25 import BM25Config, BM25Index  # noqa: E402
 
 OPTIONS = {"k1": 1.2, "b": 0.75, "stopwords": "en", "stemmer": "english"}
 

@@ -8,7 +8,7 @@ record: id ``<sample_id>:<dia_id>`` (dia_id normalised), text ``"speaker: text"`
 ``caption`` appends ``" [image: <blip_caption>]"`` when the turn shared an image), metadata
 ``speaker``, ``session``, ``date_time``. Its space ``default`` embeds with MiniLM
 (memcore-embed) once, at insert; an ``exact`` cosine index ``vector`` and a ``bm25`` index
-``bm25`` (memcore-fifo-kv: k1 1.2, b 0.75, stopwords en, English stemmer) index every turn.
+``bm25`` (memcore-bm25: k1 1.2, b 0.75, stopwords en, English stemmer) index every turn.
 The questions of a conversation are embedded once (batched, through the collection's space)
 and retrieve from that conversation only, at depth ``--k`` (50), through
 ``Pipeline.from_config(spec, registry).run(collection, query, k=...)``.
@@ -444,7 +444,7 @@ def main() -> None:
     result = header(
         "bench_locomo_retrieval",
         args,
-        **{d: package_version(d) for d in ("bm25s", "PyStemmer", "torch", "sentence-transformers", "memcore-fifo-kv", "memcore-embed", "memcore-rrf")},
+        **{d: package_version(d) for d in ("bm25s", "PyStemmer", "torch", "sentence-transformers", "memcore-bm25", "memcore-embed", "memcore-rrf")},
     )
     result["environment"]["HF_HUB_OFFLINE"] = os.environ.get("HF_HUB_OFFLINE")
     names = list(VARIANTS) if args.variants == "all" else [n.strip() for n in args.variants.split(",") if n.strip()]

@@ -4,7 +4,7 @@
 Uses the precomputed all-MiniLM-L6-v2 vectors of ``../shared/data/scifact/minilm`` (no
 model is loaded): the corpus goes into an in-memory collection with a caller-given 384-d
 space ``default``, an ``exact`` cosine index ``vector`` and a ``bm25`` index ``bm25``
-(memcore-fifo-kv; stopwords en, English stemmer, k1 1.2, b 0.75), and every query carries
+(memcore-bm25; stopwords en, English stemmer, k1 1.2, b 0.75), and every query carries
 its precomputed vector. Each variant (a preset, a preset with overrides, or a stage list)
 runs every judged query of the split at depth 100 through ``Pipeline.run`` and is scored
 with :mod:`memcore.eval.metrics` (nDCG@10, recall@100, MRR@10).

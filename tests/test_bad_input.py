@@ -489,7 +489,7 @@ def test_unknown_index_kind_faiss_hints_the_extra(tmp_path, core_registry):
             assert "pip install" not in message
             assert info.value.extra == "faiss"
         assert "Did you mean 'faiss'?" in str(info.value)  # for the typo "fais"
-        with pytest.raises(UnknownComponentError, match=r"memcore-fifo-kv, which provides 'bm25', is installed"):
+        with pytest.raises(UnknownComponentError, match=r"memcore-bm25, which provides 'bm25', is installed"):
             c.create_index("kv", "bm25")
         assert state(c) == before
     finally:

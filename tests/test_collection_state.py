@@ -116,7 +116,7 @@ def test_unknown_known_plugin_name_does_not_suggest_itself():
     registry = PluginHost(load_entry_points=False).registry
     with pytest.raises(memcore.UnknownComponentError) as err:
         registry.get("indexes", "bm25")
-    assert "Did you mean" not in str(err.value) and "memcore-fifo-kv, which provides 'bm25'" in str(err.value)
+    assert "Did you mean" not in str(err.value) and "memcore-bm25, which provides 'bm25'" in str(err.value)
 
 
 def test_a_text_index_takes_an_extras_only_query_and_decides_itself():

@@ -1,7 +1,7 @@
 """BEIR figures that cannot go stale: every SciFact figure of the quality tables in
 docs/concepts.md (to the 3 decimals shown), of the relevance-vs-diversity table of
 docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals), the memcore BM25
-nDCG@10 of docs/plugins/fifo-kv.md and the rows of docs/plugins/embed.md's ``llm_rerank``
+nDCG@10 of docs/plugins/bm25.md and the rows of docs/plugins/embed.md's ``llm_rerank``
 table that need no model (``advanced``, the oracle reordering: ``bench/bench_llm_rerank.py``
 before it starts the model) is recomputed and compared.
 
@@ -11,7 +11,7 @@ them the way the bench does (SciFact train, 809 queries, the corpus's precompute
 vectors in an in-memory collection with an ``exact`` index and a ``bm25`` index). A row
 without a variant is an example file run with ``memcore eval beir`` (the builtin hashing
 file: no model). Needs the shared data (``MEMCORE_SHARED`` or ``../shared``) and
-memcore-fifo-kv; skips cleanly without them. Machine-dependent speed figures are not
+memcore-bm25; skips cleanly without them. Machine-dependent speed figures are not
 compared (the docs say where they come from, when and under which load; a test checks
 that every speed table names its command and the load).
 
@@ -91,8 +91,8 @@ def scifact():
     """The bench's SciFact memory: ``(memory, queries, qrels)``; the bench modules importable."""
     if not (SCIFACT / "minilm" / "corpus.npy").is_file():
         pytest.skip(f"no SciFact data with MiniLM vectors at {SCIFACT} (set MEMCORE_SHARED)")
-    if util.find_spec("memcore_fifo_kv") is None:
-        pytest.skip("memcore-fifo-kv (bm25) is not installed")
+    if util.find_spec("memcore_bm25") is None:
+        pytest.skip("memcore-bm25 is not installed")
     bench = str(REPO / "bench")
     sys.path.insert(0, bench)
     try:
@@ -164,7 +164,7 @@ def test_documented_figure_is_what_the_run_gives(row, variant, metric, figure, m
 
 CELLS = [
     # (page, the table row's first cell, which cell (0-based), variant, metric)
-    ("docs/plugins/fifo-kv.md", "nDCG@10 (BEIR definition)", 2, "bm25", "ndcg@10"),  # the memcore `bm25` column
+    ("docs/plugins/bm25.md", "nDCG@10 (BEIR definition)", 2, "bm25", "ndcg@10"),  # the memcore `bm25` column
 ]
 
 

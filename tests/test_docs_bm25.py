@@ -1,4 +1,4 @@
-"""The SciFact quality figures of docs/plugins/fifo-kv.md ("Benchmark") that cannot go
+"""The SciFact quality figures of docs/plugins/bm25.md ("Benchmark") that cannot go
 stale: raw bm25s's nDCG@10 and memcore's (the ``bm25`` index searched directly, after a
 merge), how many top-10 lists are identical, and the "between merges" paragraph (how many
 records were merged, inserted and deleted, both nDCG@10 figures, the top-10 overlap).
@@ -6,7 +6,7 @@ They are recomputed the way ``bench/bench_bm25.py`` (its ``scifact`` part) compu
 with its functions, and compared to the precision shown. The QPS and build rows are
 measurements (the page says when, how and under which load).
 
-Needs the shared data (``MEMCORE_SHARED`` or ``../shared``), bm25s and memcore-fifo-kv;
+Needs the shared data (``MEMCORE_SHARED`` or ``../shared``), bm25s and memcore-bm25;
 skips cleanly without them. Runtime: about 10 s of CPU (two indexes of 5,183 abstracts,
 809 queries each, 519 single inserts).
 """
@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGE = "docs/plugins/fifo-kv.md"
+PAGE = "docs/plugins/bm25.md"
 SHARED = Path(os.environ.get("MEMCORE_SHARED") or REPO.parent / "shared")
 SCIFACT = SHARED / "data" / "scifact"
 
 
 def benchmark_text() -> str:
     text = (REPO / PAGE).read_text(encoding="utf-8")
-    return text.split("### Benchmark", 1)[1].split("\n## ", 1)[0]
+    return text.split("## Benchmark", 1)[1].split("\n## ", 1)[0]
 
 
 def row(first: str) -> list[str]:
@@ -75,7 +75,7 @@ SHOWN = shown()
 def measured() -> dict[str, float]:
     if not (SCIFACT / "corpus.jsonl").is_file():
         pytest.skip(f"no SciFact at {SCIFACT} (set MEMCORE_SHARED)")
-    for module in ("bm25s", "memcore_fifo_kv"):
+    for module in ("bm25s", "memcore_bm25"):
         if util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed")
     bench = str(REPO / "bench")

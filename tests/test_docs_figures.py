@@ -151,7 +151,7 @@ def test_the_inventory_finds_the_known_figures():
         ("docs/concepts.md", "Pipeline, stages and presets"),
         ("docs/plugins/faiss.md", "Benchmark"),
         ("docs/plugins/lsh.md", "Choosing the parameters"),
-        ("docs/plugins/fifo-kv.md", "Benchmark"),
+        ("docs/plugins/bm25.md", "Benchmark"),
         ("docs/evaluation.md", "Figures on the dev file"),
         ("docs/plugins/mmr.md", "Relevance vs diversity on SciFact"),
     } <= where

@@ -50,8 +50,8 @@ def test_kind_of_a_plugin_that_failed_to_load_says_so():
 
 def test_known_provider_that_failed_is_named_as_the_provider():
     host = PluginHost(load_entry_points=False)
-    host.load("fifo-kv", lambda: (_ for _ in ()).throw(ImportError("No module named 'bm25s'")), distribution="memcore-fifo-kv")
-    with pytest.raises(UnknownComponentError, match=r"Plugin 'fifo-kv', which provides it, failed to load \(ImportError: No module named 'bm25s'\)"):
+    host.load("bm25", lambda: (_ for _ in ()).throw(ImportError("No module named 'bm25s'")), distribution="memcore-bm25")
+    with pytest.raises(UnknownComponentError, match=r"Plugin 'bm25', which provides it, failed to load \(ImportError: No module named 'bm25s'\)"):
         host.registry.get("indexes", "bm25")
 
 

@@ -81,3 +81,50 @@ def test_rebuild_fills_the_index_it_built_and_catch_up_applies_the_log(handle):
     store.apply(WriteBatch(remove_membership={"i": ["r0"]}))
     assert handle.catch_up(store) == 1 and len(handle.index) == 2
     assert handle.catch_up(store) == 0
+
+
+def _saved(handle, tmp_path):
+    handle.index.add(records(handle, ["a cat"]))
+    handle.save()
+    return tmp_path / "i" / MANIFEST
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"kind": "other"},
+        {"config": {"space": "other"}},
+        {"format_version": 99},
+    ],
+    ids=["kind", "config", "format_version"],
+)
+def test_a_manifest_of_another_kind_config_or_version_means_rebuild(handle, tmp_path, change):
+    """The header checks of every index's payload, done once by the core: plugins check none."""
+    manifest = _saved(handle, tmp_path)
+    meta = json.loads(manifest.read_text())
+    meta.update({k: ({**meta[k], **v} if isinstance(v, dict) else v) for k, v in change.items()})
+    manifest.write_text(json.dumps(meta))
+    fresh = IndexHandle("i", "exact", ExactIndexConfig(), handle.make(), handle.make, directory=tmp_path / "i")
+    assert fresh.load() is None and fresh.pristine
+
+
+class _ExactV3(ExactIndex):
+    format_version = 3
+    readable_versions = (1, 2)
+
+
+def test_readable_versions_are_loaded_others_rebuilt(handle, tmp_path):
+    """An index that still reads older formats (``readable_versions``, e.g. colbert's
+    migration) is loaded from them instead of rebuilt."""
+    manifest = _saved(handle, tmp_path)  # format_version 1
+    context = IndexContext("i", {"default": SpaceInfo("default", handle.embedder.dim, "hashing")}, kind="exact")
+
+    def make():
+        return _ExactV3(ExactIndexConfig(), context)
+
+    fresh = IndexHandle("i", "exact", ExactIndexConfig(), make(), make, directory=tmp_path / "i")
+    assert fresh.load() is not None and len(fresh.index) == 1
+    meta = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**meta, "format_version": 4}))  # newer than this index reads
+    fresh = IndexHandle("i", "exact", ExactIndexConfig(), make(), make, directory=tmp_path / "i")
+    assert fresh.load() is None

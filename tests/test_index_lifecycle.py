@@ -1,6 +1,6 @@
 """Indexes on existing data: populate on create, search-time vs build-time options, rebuild.
 
-Uses real plugins where they are installed (faiss, bm25 of memcore-fifo-kv); those cases
+Uses real plugins where they are installed (faiss, bm25 of memcore-bm25); those cases
 skip cleanly without them.
 """
 
@@ -17,7 +17,7 @@ from memcore.indexes._options import search_time_fields
 TEXTS = [f"turn {i}: Alice talks about topic {i % 7} and the weather number {i}" for i in range(40)]
 
 HAS_FAISS = importlib.util.find_spec("memcore_faiss") is not None
-HAS_BM25 = importlib.util.find_spec("memcore_fifo_kv") is not None
+HAS_BM25 = importlib.util.find_spec("memcore_bm25") is not None
 
 
 def open_with(path, indexes, **extra):
@@ -167,7 +167,7 @@ def test_unchanged_options_load_each_index_once(tmp_path, count_loads):
         assert dict(count_loads) == {"vector": 1}
 
 
-@pytest.mark.skipif(not HAS_BM25, reason="memcore-fifo-kv not installed")
+@pytest.mark.skipif(not HAS_BM25, reason="memcore-bm25 not installed")
 def test_bm25_merge_threshold_is_search_time_and_stemmer_build_time(tmp_path):
     with open_with(tmp_path, {"words": {"kind": "bm25"}}) as memory:
         memory.insert(TEXTS)

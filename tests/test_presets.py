@@ -201,7 +201,7 @@ def test_advanced_preset_with_an_override_end_to_end(tmp_path):
     assert first[2][0][0] == "t4"
 
 
-@pytest.mark.skipif(not has_index("bm25"), reason="the bm25 index (memcore-fifo-kv) is not installed")
+@pytest.mark.skipif(not has_index("bm25"), reason="the bm25 index (memcore-bm25) is not installed")
 def test_advanced_preset_with_bm25_end_to_end(tmp_path):
     settings = {"indexes": {"vector": {"kind": "exact"}, "bm25": {"kind": "bm25"}}, "pipeline": "advanced"}
     first = roundtrip(settings, tmp_path)

@@ -39,7 +39,8 @@ def test_each_plugin_declares_what_it_registers(plugin_dir, host):
 
 def test_hints_come_from_the_checkout():
     providers = known_providers()
-    assert providers["indexes"]["bm25"] == "fifo-kv"
+    assert providers["indexes"]["bm25"] == "bm25"  # its own extra, though the fifo-kv extra brings it too
+    assert providers["indexes"]["fifo"] == "fifo-kv"
     assert providers["stages"]["mmr"] == "mmr"
     assert providers["fusions"]["dbsf"] == "rrf"
     assert provider_of("indexes", "faiss") == "faiss"
@@ -69,9 +70,9 @@ def test_an_unknown_name_hints_the_extra_with_the_constraint_file(nothing_instal
     registry = PluginHost(load_entry_points=False).registry
     with pytest.raises(UnknownComponentError) as info:
         registry.get("indexes", "bm25", location="indexes.words.kind")
-    assert info.value.extra == "fifo-kv"
-    assert INSTALL_HINT.format(extra="fifo-kv") in str(info.value)
-    assert 'pip install -c constraints.txt "memcore[fifo-kv]"' in str(info.value)
+    assert info.value.extra == "bm25"
+    assert INSTALL_HINT.format(extra="bm25") in str(info.value)
+    assert 'pip install -c constraints.txt "memcore[bm25]"' in str(info.value)
     with pytest.raises(UnknownComponentError) as info:
         registry.get("stages", "mmrr")  # a typo of a plugin's name: the closest, and its extra
     assert info.value.closest == "mmr" and info.value.extra == "mmr"
@@ -116,12 +117,12 @@ def test_no_hint_ever_names_an_installed_distribution(category, name, extra):
 
 
 def test_a_failed_entry_point_of_an_installed_distribution_points_to_its_error():
-    if not is_installed("memcore-fifo-kv"):
-        pytest.skip("memcore-fifo-kv is not installed")
+    if not is_installed("memcore-bm25"):
+        pytest.skip("memcore-bm25 is not installed")
     host = PluginHost(load_entry_points=False)
-    host.load("fifo-kv", lambda: (_ for _ in ()).throw(ImportError("No module named 'bm25s'")), distribution="memcore-fifo-kv")
+    host.load("bm25", lambda: (_ for _ in ()).throw(ImportError("No module named 'bm25s'")), distribution="memcore-bm25")
     error = str(_message(host.registry, "indexes", "bm25"))
-    assert "Plugin 'fifo-kv', which provides it, failed to load (ImportError: No module named 'bm25s')" in error
+    assert "Plugin 'bm25', which provides it, failed to load (ImportError: No module named 'bm25s')" in error
     assert "pip install" not in error and "memcore plugins" in error
     error = str(_message(host.registry, "indexes", "bm26"))  # a typo of its kind: the closest, still no pip
     assert "Did you mean 'bm25'?" in error and "pip install" not in error

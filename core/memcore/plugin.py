@@ -46,6 +46,7 @@ from .errors import (
     ValidationError,
 )
 from .indexes._allowed import AllowedIds, GatheredRows, merge_sorted
+from .indexes._payload import npy_bytes, read_json, read_json_object, read_npy, read_npz, write_npz
 from .indexes._index import Index, IndexContext, Requirements, SpaceInfo
 from .indexes._query_modes import query_mode
 from .indexes._vector_reader import VectorReader
@@ -122,6 +123,12 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_with",
     "get_logger",
+    "read_json",
+    "read_json_object",
+    "read_npy",
+    "npy_bytes",
+    "write_npz",
+    "read_npz",
     # -- helpers for embedder authors --
     "build_embedder",
     "unit_token_rows",

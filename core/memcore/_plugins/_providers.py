@@ -75,7 +75,9 @@ def providers_from_tree(root: Path) -> dict[str, dict[str, str]]:
 
 
 def _extra_of(project: Mapping[str, Any]) -> dict[str, str]:
-    """``{distribution: the first extra (not 'all') that installs it}`` of the root extras."""
+    """``{distribution: its extra}`` of the root extras: the extra named after it
+    (``memcore-bm25`` -> ``bm25``, though ``fifo-kv`` brings it too), else the first one
+    (not 'all') that installs it."""
     extra_of: dict[str, str] = {}
     for extra, requirements in (project.get("optional-dependencies") or {}).items():
         if extra == "all":
@@ -83,13 +85,18 @@ def _extra_of(project: Mapping[str, Any]) -> dict[str, str]:
         for requirement in requirements:
             match = _REQUIREMENT_NAME.match(requirement)
             if match:
-                extra_of.setdefault(_normalise(match.group(1)), extra)
+                dist = _normalise(match.group(1))
+                if dist == f"memcore-{extra}":
+                    extra_of[dist] = extra
+                else:
+                    extra_of.setdefault(dist, extra)
     return extra_of
 
 
 def distributions_from_tree(root: Path) -> dict[str, str]:
     """``{extra: the plugin distribution it stands for}``: the distribution the hints map to
-    that extra (``services`` -> memcore-services, though the extra brings fifo-kv too)."""
+    that extra (``services`` -> memcore-services, though the extra brings fifo-kv too;
+    ``fifo-kv`` -> memcore-fifo-kv, though it brings memcore-bm25 too)."""
     extra_of = _extra_of(_read_toml(root / "pyproject.toml").get("project", {}))
     out: dict[str, str] = {}
     for dist, extra in extra_of.items():

@@ -251,8 +251,10 @@ class IndexHandle:
                 or build_time_part(saved_config, self.config) != build_time_part(self.definition()["config"], self.config)
             ):
                 raise CorruptError("saved kind/config differ from the collection's definition")
-            if meta.get("format_version") != self.index.format_version:
-                raise CorruptError(f"format version {meta.get('format_version')} != {self.index.format_version}")
+            saved_version = meta.get("format_version")
+            if saved_version != self.index.format_version and saved_version not in self.index.readable_versions:
+                readable = sorted({self.index.format_version, *self.index.readable_versions})
+                raise CorruptError(f"format version {saved_version} is not one this {self.kind} index reads ({', '.join(map(str, readable))})")
             for fname, digest in meta.get("files", {}).items():
                 if _sha256(directory / fname) != digest:
                     raise CorruptError(f"checksum mismatch in {fname}")

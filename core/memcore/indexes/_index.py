@@ -10,7 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection as AbstractSet, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Collection as AbstractSet, Sequence
 
 from ..model._hit import Hit
 from ..model._query import Query
@@ -100,7 +100,11 @@ class Index(ABC):
     - ``remove(ids)`` removes ids and ignores those it does not hold;
     - ``search(query, k, allowed)`` returns at most ``k`` hits, best first, scores higher
       is better, only ids in ``allowed`` when it is given;
-    - ``save(dir)``/``load(dir)`` persist to a directory the index owns, atomically;
+    - ``save(dir)``/``load(dir)`` persist to a directory the index owns, atomically; they
+      write and read only the index's payload: the core wraps it with ``index.json`` (kind,
+      config, format version, a checksum per file), an atomic save and ``.previous``
+      recovery, so ``load`` checks what its files mean, not their header (the helpers
+      ``read_json_object``, ``read_npy``, ``npy_bytes``, ``write_npz``, ``read_npz``);
     - ``len(index)`` is the number of ids held.
     """
 
@@ -108,8 +112,12 @@ class Index(ABC):
     score_name: str = "score"
     #: (low, high) bounds of converted scores; None where unbounded
     score_range: tuple[float | None, float | None] = (None, None)
-    #: bump when the on-disk format changes; load() refuses other versions
+    #: bump when the on-disk format changes; a saved index of another version is rebuilt
+    #: (the core checks it against ``index.json`` before calling ``load``)
     format_version: int = 1
+    #: older format versions ``load`` still reads (it migrates them; the next save writes
+    #: ``format_version``), accepted by the core's check besides ``format_version``
+    readable_versions: ClassVar[tuple[int, ...]] = ()
 
     requires: Requirements = Requirements()
 

@@ -29,6 +29,7 @@ class ColbertIndex(Index):
     score_name = "MaxSim / query tokens"
     score_range = (-1.0, 1.0)
     format_version = storage.FORMAT_VERSION
+    readable_versions = storage.READABLE_VERSIONS
     requires = Requirements(text=True)
 
     def __init__(self, config: ColbertIndexConfig, context: IndexContext):

@@ -9,11 +9,23 @@ with that many passages, else raises CorruptError so memcore rebuilds it from th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Sequence
 
-from memcore.plugin import CorruptError, Hit, Index, IndexContext, NotFoundError, Query, Record, Requirements, ValidationError, atomic_write_json, validate_k
+from memcore.plugin import (
+    CorruptError,
+    Hit,
+    Index,
+    IndexContext,
+    NotFoundError,
+    Query,
+    Record,
+    Requirements,
+    ValidationError,
+    atomic_write_json,
+    read_json_object,
+    validate_k,
+)
 
 from .client import ColbertClient
 from .config import QUERY_MODE_KEY, ColbertRemoteConfig, parse_query_mode
@@ -112,11 +124,11 @@ class ColbertRemoteIndex(Index):
 
     def load(self, directory: Path) -> None:
         where = f"colbert-remote index {self.name!r} in {directory}"
+        state = read_json_object(Path(directory) / STATE_FILE, where)
         try:
-            state = json.loads((Path(directory) / STATE_FILE).read_text(encoding="utf-8"))
             name, count = check_index_name(state["index_name"]), int(state["passages"])
-        except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
-            raise CorruptError(f"{where}: cannot read {STATE_FILE}: {exc}") from None
+        except (ValueError, KeyError, TypeError, ValidationError) as exc:
+            raise CorruptError(f"{where}: malformed {STATE_FILE}: {exc}") from None
         self.index_name = name
         held = len(self)
         if held != count:

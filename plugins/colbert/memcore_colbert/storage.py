@@ -16,26 +16,28 @@ Files, each written to a temp file beside it, fsynced and ``os.replace``-d in:
 - ``metadata.json``, written last: passage ids by slot, tombstoned slots, counts and the
   shape of every array file, so a mismatched set of files is refused with CorruptError.
 
-``.npy`` files are read with ``allow_pickle=False``; nothing is pickled. Format 4 (the
-``pca-vq`` transform and its ``codebooks.npy``) reads formats 1 to 3 (3: ``pca`` or no
-transform; 1 and 2: no transform; format 1's int32 codes are narrowed on load; the next
-save writes format 4); a directory of a newer format is refused
-with a CorruptError naming both versions. An index keeps the codec it was trained with
+``.npy`` files are read with ``allow_pickle=False`` (:func:`memcore.read_npy`); nothing is
+pickled. Format 4 (the ``pca-vq`` transform and its ``codebooks.npy``) reads formats 1 to 3
+(3: ``pca`` or no transform; 1 and 2: no transform; format 1's int32 codes are narrowed on
+load; the next save writes format 4): ``ColbertIndex.readable_versions``, so a collection
+loads them instead of rebuilding. In a collection the core checks the version, the config
+and a checksum of every file (``index.json``) before :func:`load_engine` runs; the versions
+in ``plan.json`` / ``metadata.json`` choose the migration, and a directory of a newer format
+(a colbert server's, which no ``index.json`` wraps) is refused with a CorruptError naming both
+versions. An index keeps the codec it was trained with
 (``buckets.json`` names its transform) even when ``residual_transform`` has changed since:
 the setting applies at its next training (or ``memcore index rebuild``).
 """
 
 from __future__ import annotations
 
-import io
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from memcore.plugin import CorruptError, atomic_write_bytes, atomic_write_json
+from memcore.plugin import CorruptError, atomic_write_bytes, atomic_write_json, npy_bytes, read_json, read_json_object, read_npy
 
 from .codec import ResidualCodec, code_dtype
 from .engine import Engine
@@ -55,12 +57,6 @@ CODEC_FILES = ("buckets.json", "avg_residual.json")
 ROTATION_FILE = "rotation.npy"
 CODEBOOKS_FILE = "codebooks.npy"
 TRANSFORMS = ("none", "pca", "pca-vq")
-
-
-def _npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    return buffer.getvalue()
 
 
 def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
@@ -96,7 +92,7 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
     else:
         arrays, names = {"tokens": engine.raw_tokens()}, RAW
     for key, array in arrays.items():
-        atomic_write_bytes(directory / {"rotation": ROTATION_FILE, "codebooks": CODEBOOKS_FILE}.get(key, names.get(key, "")), _npy_bytes(array))
+        atomic_write_bytes(directory / {"rotation": ROTATION_FILE, "codebooks": CODEBOOKS_FILE}.get(key, names.get(key, "")), npy_bytes(array))
         shapes[key] = list(array.shape)
     atomic_write_json(
         directory / METADATA_FILE,
@@ -124,39 +120,21 @@ def save_engine(engine: Engine, directory: Path, model_id: str = "") -> None:
         (directory / name).unlink(missing_ok=True)
 
 
-def _json(path: Path, where: str) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CorruptError(f"{where}: cannot read {path.name}: {exc}") from None
-
-
-def _npy(path: Path, where: str, shape: object, dtype: npt.DTypeLike) -> np.ndarray:
-    try:
-        array: np.ndarray = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CorruptError(f"{where}: cannot read {path.name}: {exc}") from None
-    if list(array.shape) != shape or array.dtype != np.dtype(dtype):
-        raise CorruptError(f"{where}: {path.name} holds {array.dtype}{list(array.shape)}, metadata.json says {dtype}{shape}")
-    return array
-
-
 def load_engine(engine: Engine, directory: Path, model_id: str | None = None) -> None:
     """Replace ``engine``'s contents with what :func:`save_engine` wrote; CorruptError if
     unreadable or saved with another token model (when ``model_id`` is given)."""
     directory = Path(directory)
     where = f"colbert index {engine.name!r} in {directory}"
-    plan = _json(directory / PLAN_FILE, where)
-    meta = _json(directory / METADATA_FILE, where)
-    if not isinstance(plan, dict) or not isinstance(meta, dict):
-        raise CorruptError(f"{where}: plan.json / metadata.json are not JSON objects")
+    plan = read_json_object(directory / PLAN_FILE, where)
+    meta = read_json_object(directory / METADATA_FILE, where)
+    # the version chooses the migration; checked here as well for a colbert server's directory (no index.json wraps it)
     version = plan.get("format_version")
     if version not in READABLE_VERSIONS or meta.get("format_version") != version:
         raise CorruptError(
             f"{where}: format version {version!r} (metadata.json: {meta.get('format_version')!r}); this memcore-colbert reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))} (a newer one wrote it: upgrade memcore-colbert, or rebuild the index)"
         )
-    expected: dict[str, Any] = {"dim": engine.dim, "nbits": engine.config.nbits}
+    expected: dict[str, Any] = {"dim": engine.dim}  # the token encoder's (nbits is config: the core compares it)
     if model_id is not None:
         expected["model_id"] = model_id
     for key, value in expected.items():
@@ -164,7 +142,7 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
             raise CorruptError(f"{where}: saved {key} {plan.get(key)!r} does not match {value!r}")
     try:
         pids = [str(p) for p in meta["pids"]]
-        doclens = np.asarray(_json(directory / DOCLENS_FILE, where), dtype=np.int32).reshape(-1)
+        doclens = np.asarray(read_json(directory / DOCLENS_FILE, where), dtype=np.int32).reshape(-1)
         dead = np.asarray(meta["deleted_slots"], dtype=np.int64)
         shapes = meta["shapes"]
         compressed = bool(meta["compressed"])
@@ -184,8 +162,8 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
     engine.reset()
     try:
         if compressed:
-            buckets = _json(directory / "buckets.json", where)
-            avg = _json(directory / "avg_residual.json", where)
+            buckets = read_json_object(directory / "buckets.json", where)
+            avg = read_json_object(directory / "avg_residual.json", where)
             if buckets.get("nbits") != engine.config.nbits or buckets.get("dim") != engine.dim:
                 raise CorruptError(f"{where}: buckets.json does not match nbits {engine.config.nbits} / dim {engine.dim}")
             transform = buckets.get("transform", "none")  # the codec it was trained with (a setting changed since applies at the next training)
@@ -193,30 +171,30 @@ def load_engine(engine: Engine, directory: Path, model_id: str | None = None) ->
                 raise CorruptError(f"{where}: unknown residual transform {transform!r} in buckets.json")
             codec: ResidualCodec | TransformCodec
             if transform in ("pca", "pca-vq"):
-                rotation = _npy(directory / ROTATION_FILE, where, [engine.dim, engine.dim], np.float32)
+                rotation = read_npy(directory / ROTATION_FILE, where, dtype=np.float32, shape=(engine.dim, engine.dim))
                 if transform == "pca-vq":
-                    books = _npy(directory / CODEBOOKS_FILE, where, shapes.get("codebooks"), np.float32)
+                    books = read_npy(directory / CODEBOOKS_FILE, where, dtype=np.float32, shape=shapes["codebooks"])
                     codec = VQTransformCodec.from_json({**buckets, **avg}, rotation, books)  # ValueError when the tables do not fit
                 else:
                     codec = TransformCodec.from_json({**buckets, **avg}, rotation)
             else:
                 codec = ResidualCodec.from_json({**buckets, **avg})
-            centroids = _npy(directory / COMPRESSED["centroids"], where, shapes.get("centroids"), np.float32)
+            centroids = read_npy(directory / COMPRESSED["centroids"], where, dtype=np.float32, shape=shapes["centroids"])
             narrow = code_dtype(len(centroids))
             if version > 1 and meta.get("codes_dtype") != narrow.name:
                 raise CorruptError(f"{where}: metadata.json says codes are {meta.get('codes_dtype')!r}, {len(centroids)} centroids need {narrow.name}")
             saved_dtype: npt.DTypeLike = np.int32 if version == 1 else narrow  # (version > 1: the dtype metadata.json names)
-            codes = _npy(directory / COMPRESSED["codes"], where, [total], saved_dtype)
-            residuals = _npy(directory / COMPRESSED["residuals"], where, [total, codec.bytes_per_token], np.uint8)
-            ivf_slots = _npy(directory / COMPRESSED["ivf"], where, shapes.get("ivf"), np.int64)
-            ivf_lengths = _npy(directory / COMPRESSED["ivf_lengths"], where, [len(centroids)], np.int64)
+            codes = read_npy(directory / COMPRESSED["codes"], where, dtype=saved_dtype, shape=(total,))
+            residuals = read_npy(directory / COMPRESSED["residuals"], where, dtype=np.uint8, shape=(total, codec.bytes_per_token))
+            ivf_slots = read_npy(directory / COMPRESSED["ivf"], where, dtype=np.int64, shape=shapes["ivf"])
+            ivf_lengths = read_npy(directory / COMPRESSED["ivf_lengths"], where, dtype=np.int64, shape=(len(centroids),))
             if centroids.shape[1:] != (engine.dim,) or (total and (codes.min() < 0 or codes.max() >= len(centroids))):
                 raise CorruptError(f"{where}: codes and centroids do not agree")
             if int(ivf_lengths.sum()) != len(ivf_slots) or (len(ivf_slots) and (ivf_slots.min() < 0 or ivf_slots.max() >= len(pids))):
                 raise CorruptError(f"{where}: ivf.pid.npy and ivf.lengths.npy do not agree")
             engine.centroids, engine.codec, engine.codes, engine.residuals, engine.raw = centroids, codec, codes.astype(narrow, copy=False), residuals, None
         else:
-            engine.raw = _npy(directory / RAW["tokens"], where, [total, engine.dim], np.float32)
+            engine.raw = read_npy(directory / RAW["tokens"], where, dtype=np.float32, shape=(total, engine.dim))
     except (KeyError, TypeError, ValueError) as exc:
         engine.reset()
         raise CorruptError(f"{where}: malformed index files ({exc})") from None

@@ -43,3 +43,30 @@ def test_minilm_token_vectors_are_semantic(kit):
     assert index.search(kit.query("my car has a flat battery"), 1)[0].id == "r0"
     assert index.search(kit.query("monetary policy and prices"), 1)[0].id == "r2"
     assert index.search(kit.query("flightless birds of Antarctica"), 1)[0].id == "r3"
+
+
+def test_an_older_format_in_a_collection_is_migrated_not_rebuilt(tmp_path):
+    """``ColbertIndex.readable_versions``: the core's index.json accepts format 3, so the
+    saved index is loaded (and migrated by ``load``) instead of rebuilt from the store."""
+    import hashlib
+    import json
+
+    config = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token-hashing"}, "residual_transform": "pca"}}}
+    with memcore.open(config, path=tmp_path) as memory:
+        memory.collection.insert([{"id": f"d{i}", "text": t} for i, t in enumerate(DOCS)], indexes=["late"])
+    folder = tmp_path / "indexes" / "late"
+    manifest = json.loads((folder / "index.json").read_text())
+    for name in ("plan.json", "metadata.json"):  # as format 3 wrote them (pca or no transform)
+        data = json.loads((folder / name).read_text())
+        (folder / name).write_text(json.dumps({**data, "format_version": 3}))
+        manifest["files"][name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    (folder / "index.json").write_text(json.dumps({**manifest, "format_version": 3}))
+    with memcore.open(config, path=tmp_path) as memory:
+        handle = memory.collection._indexes["late"]
+        assert handle.loaded_from_disk and handle.error is None
+        assert memory.collection.retrieve("chocolate birthday cake", index="late", k=1)[0].id == "d1"
+    manifest["format_version"] = 5  # newer than this memcore-colbert reads: rebuilt
+    (folder / "index.json").write_text(json.dumps(manifest))
+    with memcore.open(config, path=tmp_path) as memory:
+        assert not memory.collection._indexes["late"].loaded_from_disk
+        assert memory.collection.retrieve("chocolate birthday cake", index="late", k=1)[0].id == "d1"

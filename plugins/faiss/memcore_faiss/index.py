@@ -582,7 +582,7 @@ class FaissIndex(Index):
             "tombstone_count": len(self._labels.dead),
             "next_label": self._labels.next_label,
         }
-        storage.write_arrays(directory / storage.IDMAP_FILE, self._labels.to_arrays())
+        storage.write_idmap(directory, self._labels.to_arrays())
         files.add(storage.IDMAP_FILE)
         storage.write_state(directory, state)
         storage.remove_stale(directory, files)
@@ -591,10 +591,8 @@ class FaissIndex(Index):
         directory = Path(directory)
         where = f"faiss index {self.name!r} in {directory}"
         state = storage.read_state(directory, where)
-        expected = {"format_version": self.format_version, "kind": "faiss", "dim": self.dim, "metric": self.config.metric, "factory": self.config.factory}
-        for key, value in expected.items():
-            if state.get(key) != value:
-                raise CorruptError(f"{where}: saved {key} {state.get(key)!r} does not match {value!r}")
+        if state.get("dim") != self.dim:  # the space's (kind, config, format version: checked by the core's index.json)
+            raise CorruptError(f"{where}: saved dim {state.get('dim')!r} does not match {self.dim!r}")
         labels = self._read_labels(directory, state, where)
         if state.get("vectors", "own") == "store":
             self._load_from_store(directory, state, labels, where)
@@ -628,7 +626,7 @@ class FaissIndex(Index):
             return LabelMap.from_json(state, where)
         if state["id_map"] != storage.IDMAP_FILE:
             raise CorruptError(f"{where}: unknown id map file {state['id_map']!r}")
-        arrays = storage.read_arrays(directory / storage.IDMAP_FILE, ("labels", "offsets", "text", "tombstones"), where)
+        arrays = storage.read_idmap(directory, where)
         labels = LabelMap.from_arrays(arrays, state.get("next_label"), where)
         if state.get("size") != len(labels) or state.get("tombstone_count") != len(labels.dead):
             raise CorruptError(

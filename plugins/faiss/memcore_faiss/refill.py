@@ -21,13 +21,12 @@ pre-transforms, an untrained buffer) keeps its own copy, as without a reader.
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memcore.plugin import CorruptError, VectorReader, atomic_write_bytes
+from memcore.plugin import CorruptError, VectorReader, atomic_write_bytes, npy_bytes, read_npy
 
 from .container import Container
 from .labels import LabelMap
@@ -56,9 +55,7 @@ def write_tombstones(main: Container, labels: LabelMap, dim: int, path: Path) ->
         path.unlink(missing_ok=True)
         return False
     dead = np.asarray(sorted(labels.dead), dtype=np.int64)
-    buf = io.BytesIO()
-    np.save(buf, main.reconstruct(dead, dim), allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, npy_bytes(main.reconstruct(dead, dim)))
     return True
 
 
@@ -132,10 +129,4 @@ def load_flat(faiss: Any, index: Any, labels: LabelMap, reader: VectorReader, sp
 def _read_tombstones(path: Path, count: int, dim: int, where: str) -> np.ndarray:
     if not count:
         return np.zeros((0, dim), dtype=np.float32)
-    try:
-        vectors: np.ndarray = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise CorruptError(f"{where}: cannot read {path.name}: {exc}") from None
-    if vectors.dtype != np.float32 or vectors.shape != (count, dim):
-        raise CorruptError(f"{where}: {path.name} holds {vectors.shape} {vectors.dtype}, expected ({count}, {dim}) float32")
-    return vectors
+    return read_npy(path, where, dtype=np.float32, shape=(count, dim))

@@ -17,20 +17,19 @@ Files (all written to a temp file in the same directory, fsynced, then ``os.repl
   (``"vectors": "own"`` or ``"store"`` with ``store_layout`` and ``space``) and the expected ``ntotal`` of
   each faiss file, so a mismatched set of files is refused with CorruptError.
 
-No pickle anywhere.
+The core's ``index.json`` checks the kind, config and format version and a checksum of
+each file before ``load``; the sidecar's copies of them are informative, ``load`` compares
+only the dimension (the space's, not the config's). No pickle anywhere.
 """
 
 from __future__ import annotations
 
-import io
-import json
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from memcore.plugin import atomic_write_bytes, atomic_write_json, atomic_write_with, CorruptError
+from memcore.plugin import atomic_write_json, atomic_write_with, CorruptError, read_json_object, read_npz, write_npz
 
 __all__ = [
     "MAIN_FILE",
@@ -42,8 +41,8 @@ __all__ = [
     "read_faiss",
     "write_state",
     "read_state",
-    "write_arrays",
-    "read_arrays",
+    "write_idmap",
+    "read_idmap",
     "remove_stale",
 ]
 
@@ -52,6 +51,8 @@ PENDING_FILE = "pending.faiss"
 STATE_FILE = "state.json"
 TOMBSTONES_FILE = "tombstones.npy"
 IDMAP_FILE = "idmap.npz"
+IDMAP_ARRAYS = ("labels", "offsets", "text", "tombstones")
+"""The arrays of ``idmap.npz`` (:meth:`.labels.LabelMap.to_arrays`)."""
 
 
 def write_faiss(faiss: Any, index: Any, path: Path, flags: int = 0) -> None:
@@ -77,30 +78,17 @@ def write_state(directory: Path, state: dict[str, Any]) -> None:
 
 def read_state(directory: Path, where: str) -> dict[str, Any]:
     """Read the JSON sidecar; CorruptError when missing or not a JSON object."""
-    try:
-        state = json.loads((Path(directory) / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CorruptError(f"{where}: cannot read {STATE_FILE}: {exc}") from None
-    if not isinstance(state, dict):
-        raise CorruptError(f"{where}: {STATE_FILE} is not a JSON object")
-    return state
+    return read_json_object(Path(directory) / STATE_FILE, where)
 
 
-def write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Named arrays as one uncompressed ``.npz`` (``.npy`` members, no pickle), atomically."""
-    buf = io.BytesIO()
-    np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub: a key of **arrays could be its bool allow_pickle (absent before numpy 2.1)
-    atomic_write_bytes(Path(path), buf.getvalue())
+def write_idmap(directory: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Write the id map's arrays (:data:`IDMAP_ARRAYS`) as ``idmap.npz``, atomically, no pickle."""
+    write_npz(Path(directory) / IDMAP_FILE, arrays)
 
 
-def read_arrays(path: Path, names: tuple[str, ...], where: str) -> dict[str, np.ndarray]:
-    """The arrays ``names`` of an ``.npz`` written by :func:`write_arrays` (pickle refused);
-    CorruptError when the file is missing, unreadable or lacks one of them."""
-    try:
-        with np.load(Path(path), allow_pickle=False) as data:
-            return {name: data[name] for name in names}
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-        raise CorruptError(f"{where}: cannot read {Path(path).name}: {exc}") from None
+def read_idmap(directory: Path, where: str) -> dict[str, np.ndarray]:
+    """The arrays of ``idmap.npz``; CorruptError when it is missing, unreadable or lacks one."""
+    return read_npz(Path(directory) / IDMAP_FILE, where, IDMAP_ARRAYS)
 
 
 def remove_stale(directory: Path, keep: set[str]) -> None:

@@ -1,4 +1,4 @@
-"""memcore-fifo-kv: FIFO queue, sorted key-value and BM25 text indexes.
+"""memcore-fifo-kv: FIFO queue and sorted key-value indexes.
 
 Registered through memcore's ``register_indexes`` hook:
 
@@ -7,10 +7,10 @@ Registered through memcore's ``register_indexes`` hook:
   what lies beyond the capacity (:mod:`memcore_fifo_kv.fifo`)
 - index kind ``sorted``: records ordered by a metadata field, with ``range`` and ``top``
   query modes (:mod:`memcore_fifo_kv.sorted_index`)
-- index kind ``bm25``: BM25 text search (:mod:`memcore_fifo_kv.bm25`)
 
-The index modules use only the standard library and pydantic at import time; heavy
-libraries are imported lazily inside the indexes that need them.
+The ``bm25`` index moved to its own distribution, memcore-bm25 (``memcore_bm25``); the
+``fifo-kv`` extra of memcore still installs it for one release. Both indexes use only the
+standard library and pydantic.
 """
 
 from __future__ import annotations
@@ -30,6 +30,3 @@ def register_indexes(register: Register[IndexFactory]) -> None:
     """Register the index kinds of this plugin: ``register(name, factory, config_model)``."""
     register("fifo", FifoIndex, FifoIndexConfig)
     register("sorted", SortedIndex, SortedIndexConfig)
-    from .bm25 import BM25Config, BM25Index  # bm25s itself is imported lazily, by the index
-
-    register("bm25", BM25Index, BM25Config)

@@ -25,7 +25,6 @@ their sequence numbers (and creation times), and the next sequence number.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any, ClassVar, Collection as AbstractSet, Literal, Sequence
@@ -34,6 +33,7 @@ from pydantic import Field
 
 from memcore.plugin import (
     atomic_write_json,
+    read_json_object,
     ComponentConfig,
     CorruptError,
     Hit,
@@ -212,20 +212,16 @@ class FifoIndex(Index):
         atomic_write_json(Path(directory) / FILE, doc)
 
     def load(self, directory: Path) -> None:
-        path = Path(directory) / FILE
+        where = f"fifo index {self.name!r} in {directory}"
+        doc = read_json_object(Path(directory) / FILE, where)  # kind, order, format version: checked by the core (index.json)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
             queue, next_seq = self._parse(doc)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            raise CorruptError(f"fifo index {self.name!r}: cannot read {path}: {exc}") from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptError(f"{where}: malformed {FILE}: {exc}") from None
         self._queue = queue
         self._next_seq = next_seq
 
-    def _parse(self, doc: Any) -> tuple[OrderedIds, int]:
-        if not isinstance(doc, dict) or doc.get("kind") != "fifo" or doc.get("format_version") != self.format_version:
-            raise ValueError("not a fifo index file of this format version")
-        if doc["order"] != self.config.order:
-            raise ValueError(f"saved with order {doc['order']!r}, configured {self.config.order!r}")
+    def _parse(self, doc: dict[str, Any]) -> tuple[OrderedIds, int]:
         ids, seqs, next_seq = doc["ids"], doc["seqs"], doc["next_seq"]
         if not (isinstance(ids, list) and isinstance(seqs, list) and len(ids) == len(seqs)):
             raise ValueError("ids and seqs must be lists of the same length")

@@ -26,7 +26,6 @@ and values in order).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Any, Collection as AbstractSet, Literal, Sequence, Union
@@ -35,6 +34,7 @@ from pydantic import Field, model_validator
 
 from memcore.plugin import (
     atomic_write_json,
+    read_json_object,
     ComponentConfig,
     CorruptError,
     Hit,
@@ -296,20 +296,16 @@ class SortedIndex(Index):
         )
 
     def load(self, directory: Path) -> None:
-        path = Path(directory) / FILE
+        where = f"sorted index {self.name!r} in {directory}"
+        doc = read_json_object(Path(directory) / FILE, where)  # kind, field, format version: checked by the core (index.json)
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
             order, kind = self._parse(doc)
-        except (OSError, ValueError, TypeError, KeyError) as exc:
-            raise CorruptError(f"sorted index {self.name!r}: cannot read {path}: {exc}") from None
+        except (ValueError, TypeError, KeyError) as exc:
+            raise CorruptError(f"{where}: malformed {FILE}: {exc}") from None
         self._order = order
         self._type = kind
 
-    def _parse(self, doc: Any) -> tuple[OrderedIds, str | None]:
-        if not isinstance(doc, dict) or doc.get("kind") != "sorted" or doc.get("format_version") != self.format_version:
-            raise ValueError("not a sorted index file of this format version")
-        if doc["field"] != self.field:
-            raise ValueError(f"saved for field {doc['field']!r}, configured {self.field!r}")
+    def _parse(self, doc: dict[str, Any]) -> tuple[OrderedIds, str | None]:
         ids, values, kind = doc["ids"], doc["values"], doc["value_type"]
         if not (isinstance(ids, list) and isinstance(values, list) and len(ids) == len(values)):
             raise ValueError("ids and values must be lists of the same length")

@@ -452,7 +452,7 @@ class GraphIndex(Index):
     def _load(self, directory: Path) -> None:
         import networkx as nx
 
-        nodes, edges = read_node_link(directory, fingerprint=self._fingerprint(), name=self.name)
+        nodes, edges = read_node_link(directory, directed=self.config.directed, name=self.name)
         out: dict[str, dict[str, dict[str, float]]] = {}
         mentions: dict[str, set[str]] = {}
         entities: set[Any] = set()

@@ -5,8 +5,9 @@ The file is what ``networkx.node_link_data(graph, edges="edges")`` produces (and
 networkx directly; memcore reads it back itself, checking every edge against the links
 and entities of the nodes. Record nodes carry their links (all of them, pending ones included)
 and entity keys as attributes; entity node ids ``("entity", key)`` become JSON lists and
-are turned back into tuples on load. ``graph.memcore_graph`` holds a fingerprint of the
-settings that shape the graph; a file written with other settings is refused.
+are turned back into tuples on load. ``graph.memcore_graph`` records the format and the
+settings that shape the graph, for a reader of the file: the core's ``index.json`` checks
+the format version and the settings (and the file's checksum) before ``load``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from memcore.plugin import atomic_write_bytes, CorruptError
+from memcore.plugin import atomic_write_bytes, CorruptError, read_json
 
 __all__ = ["GRAPH_FILE", "FORMAT", "dump_graph", "read_node_link", "check_record_node"]
 
@@ -42,23 +43,17 @@ def _node_id(value: Any) -> Any:
     raise CorruptError(f"bad node id {value!r}")
 
 
-def read_node_link(directory: Path, *, fingerprint: dict[str, Any], name: str) -> tuple[list[tuple[Any, dict[str, Any]]], list[tuple[Any, Any]]]:
+def read_node_link(directory: Path, *, directed: bool, name: str) -> tuple[list[tuple[Any, dict[str, Any]]], list[tuple[Any, Any]]]:
     """Read ``graph.json``: its nodes ``(id, attributes)`` and edges ``(source, target)``, in file order.
 
-    Entity ids come back as tuples. CorruptError when the file is unreadable, is not
-    node-link JSON, or was written with other settings (``fingerprint``).
+    Entity ids come back as tuples. CorruptError when the file is unreadable or is not
+    node-link JSON of a (``directed``) graph without parallel edges.
     """
     path = Path(directory) / GRAPH_FILE
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError) as exc:
-        raise CorruptError(f"graph index {name!r}: cannot read {path}: {exc}") from None
+    data = read_json(path, f"graph index {name!r} in {Path(directory)}")
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list) or not isinstance(data.get("edges"), list):
         raise CorruptError(f"graph index {name!r}: {path} is not node-link JSON with 'nodes' and 'edges'")
-    saved = (data.get("graph") or {}).get("memcore_graph") if isinstance(data.get("graph"), dict) else None
-    if saved != fingerprint:
-        raise CorruptError(f"graph index {name!r}: {path} was written with other settings ({saved!r}, now {fingerprint!r})")
-    if data.get("directed") is not fingerprint["directed"] or data.get("multigraph") is not False:
+    if data.get("directed") is not directed or data.get("multigraph") is not False:
         raise CorruptError(f"graph index {name!r}: {path} has directed={data.get('directed')!r}, multigraph={data.get('multigraph')!r}")
     try:
         nodes = [(_node_id(node.pop("id")), node) for node in data["nodes"]]

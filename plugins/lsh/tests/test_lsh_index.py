@@ -460,9 +460,7 @@ def _saved(tmp_path: Path, **options) -> Path:
         (lambda d: (d / "lsh.json").unlink(), "cannot read lsh.json"),
         (lambda d: (d / "lsh.json").write_text("{not json"), "cannot read lsh.json"),
         (lambda d: (d / "lsh.json").write_text("[]"), "not a JSON object"),
-        (lambda d: _edit(d, format_version=99), "format version"),
-        (lambda d: _edit(d, bits=9), "configured with"),
-        (lambda d: _edit(d, seed=3), "configured with"),
+        (lambda d: _edit(d, dim=DIM + 1), "space has"),
         (lambda d: _edit(d, ids=["a"] * 30), "malformed id list"),
         (lambda d: _edit(d, count=31), "malformed id list"),
         (lambda d: (d / "codes.npy").write_bytes(b"garbage"), "cannot read codes.npy"),
@@ -491,9 +489,12 @@ def _edit(directory: Path, **changes) -> None:
 
 
 def test_store_vectors_mismatch_is_corrupt(tmp_path):
+    """(In a collection the core's index.json refuses the changed config before the files are read.)"""
     _saved(tmp_path, bits=8, tables=4, rerank=False, store_vectors=False)
-    with pytest.raises(CorruptError, match="configured with"):
+    with pytest.raises(CorruptError, match="vectors.npy"):
         make_index(bits=8, tables=4).load(tmp_path)
+    with pytest.raises(CorruptError, match="planes.npy"):  # files of other parameters do not fit
+        make_index(bits=6, tables=4, rerank=False, store_vectors=False).load(tmp_path)
 
 
 def test_stats():

@@ -10,7 +10,7 @@ through ``register_services``:
   optionally over two granularities (entries and windows of entries, the ``expand`` stage).
 
 They create their indexes by kind (``fifo`` of memcore-fifo-kv, ``lsh`` of memcore-lsh,
-``bm25`` and the ``rrf`` fusion...): ``pip install -c constraints.txt "memcore[services]"`` brings them.
+``bm25`` of memcore-bm25, the ``rrf`` fusion...): ``pip install -c constraints.txt "memcore[services]"`` brings them.
 """
 
 from __future__ import annotations

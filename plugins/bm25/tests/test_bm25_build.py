@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from memcore_fifo_kv.bm25_build import build_retriever
-from memcore_fifo_kv.bm25_scoring import Scorer
-from memcore_fifo_kv.bm25_tokenizer import doc_terms
+from memcore_bm25.bm25_build import build_retriever
+from memcore_bm25.bm25_scoring import Scorer
+from memcore_bm25.bm25_tokenizer import doc_terms
 
 
 @pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])

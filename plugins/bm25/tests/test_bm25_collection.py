@@ -14,7 +14,7 @@ from click.testing import CliRunner
 import memcore
 from memcore import Collection, ConfigError, ValidationError
 
-from memcore_fifo_kv.bm25_files import STATE_FILE
+from memcore_bm25.bm25_files import STATE_FILE
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "bm25.toml"

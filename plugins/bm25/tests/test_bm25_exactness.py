@@ -18,7 +18,7 @@ from memcore.plugin import IndexContext
 from memcore import Query, Record
 from memcore.testing.data import unique_word
 
-from memcore_fifo_kv.bm25 import BM25Config, BM25Index
+from memcore_bm25.bm25 import BM25Config, BM25Index
 
 ENGLISH = (
     "run running runs runner memory memories remember remembered garden gardens gardening "

@@ -1,6 +1,6 @@
-"""The ``bm25`` index kind of the fifo-kv plugin (its registration is checked by
-``test_fifo_kv_plugin.py``): its settings parse, and building an index is what imports
-bm25s and PyStemmer."""
+"""The ``bm25`` plugin is installed, loads through the plugin host and registers the ``bm25``
+index kind; its settings parse, and loading the plugin imports neither bm25s nor PyStemmer
+(building an index is what imports them)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,15 @@ import subprocess
 import sys
 
 from memcore._plugins._host import get_registry
+from memcore.testing import PluginRegistrationContract
 
-from memcore_fifo_kv.bm25 import BM25Config
+from memcore_bm25 import BM25Config, BM25Index
+
+
+class TestBM25Registration(PluginRegistrationContract):
+    plugin = "bm25"
+    registers = {"indexes": {"bm25": (BM25Index, BM25Config)}}
+    light_imports = ("memcore_bm25.bm25",)
 
 
 def test_bm25_settings_parse():
@@ -19,7 +26,7 @@ def test_bm25_settings_parse():
 
 def test_building_a_bm25_index_imports_bm25s():
     code = (
-        "import sys; from memcore import IndexContext; from memcore_fifo_kv.bm25 import BM25Config, BM25Index; "
+        "import sys; from memcore import IndexContext; from memcore_bm25.bm25 import BM25Config, BM25Index; "
         "assert 'bm25s' not in sys.modules; "
         "BM25Index(BM25Config(), IndexContext('kw')); print('bm25s' in sys.modules and 'Stemmer' in sys.modules)"
     )

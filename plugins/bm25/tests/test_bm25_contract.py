@@ -6,7 +6,7 @@ import pytest
 
 from memcore.testing import IndexContract
 
-from memcore_fifo_kv.bm25 import BM25Config, BM25Index
+from memcore_bm25.bm25 import BM25Config, BM25Index
 
 CONFIGS = {
     "default": {},

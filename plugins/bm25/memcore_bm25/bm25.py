@@ -366,22 +366,17 @@ class BM25Index(Index):
         remove_stale(directory, base.gen if base is not None else None)
 
     def load(self, directory: Path) -> None:
-        from .bm25_files import load_base, read_state
+        from .bm25_files import STATE_FILE, load_base, read_state
 
         directory = Path(directory)
-        state = read_state(directory)
-        if state.get("format") != FORMAT or state.get("format_version") != self.format_version:
-            raise CorruptError(
-                f"bm25 index {self.name!r}: {directory} has format {state.get('format')!r} v{state.get('format_version')}, expected {FORMAT!r} v{self.format_version}"
-            )
-        if state.get("settings") != self._settings():
-            raise CorruptError(f"bm25 index {self.name!r}: saved with settings {state.get('settings')}, now {self._settings()}")
+        where = f"bm25 index {self.name!r} in {directory}"
+        state = read_state(directory, where)  # format, version and settings: checked by the core (index.json)
         try:
-            base = load_base(directory, state["base"], self._scorer) if state["base"] is not None else None
+            base = load_base(directory, state["base"], self._scorer, where) if state["base"] is not None else None
             self._restore(state, base)
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             self._reset()
-            raise CorruptError(f"bm25 index {self.name!r}: {directory} is malformed: {exc}") from None
+            raise CorruptError(f"{where}: malformed {STATE_FILE}: {exc}") from None
 
     def _restore(self, state: dict[str, Any], base: BaseSegment | None) -> None:
         import numpy as np

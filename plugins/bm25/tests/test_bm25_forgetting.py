@@ -13,7 +13,7 @@ from memcore.plugin import IndexContext
 from memcore import Query, Record
 from memcore.testing import assert_no_bytes, check_scope_forgotten, find_bytes, make_texts
 
-from memcore_fifo_kv.bm25 import BM25Config, BM25Index
+from memcore_bm25.bm25 import BM25Config, BM25Index
 
 SETTINGS = {
     "indexes": {"keywords": {"kind": "bm25"}},

@@ -13,7 +13,7 @@ import pytest
 from memcore.plugin import IndexContext
 from memcore import Query, Record
 
-from memcore_fifo_kv.bm25 import BM25Config, BM25Index
+from memcore_bm25.bm25 import BM25Config, BM25Index
 
 SCIFACT = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "scifact"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memcore_fifo_kv.bm25_tokenizer import batch_doc_terms, doc_terms
+from memcore_bm25.bm25_tokenizer import batch_doc_terms, doc_terms
 
 
 def test_batch_counting_equals_per_document_counting():

@@ -15,8 +15,10 @@ A saved index is a flat directory:
   counts). Written last with :func:`memcore.indexes._index.atomic_write_json`; files of older
   generations are deleted after it.
 
-Loading checks the format version, the settings, and that the files agree with each other
-(shapes, vocabulary, ids); any mismatch is a :class:`memcore.CorruptError`.
+``bm25.json`` also records the format and the settings, for a reader of the files; the
+core's ``index.json`` checks the format version and the settings (and a checksum of every
+file) before ``load``. Loading checks that the files agree with each other (shapes,
+vocabulary, ids, bm25s's parameters); any mismatch is a :class:`memcore.CorruptError`.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from memcore.plugin import CorruptError
+from memcore.plugin import CorruptError, read_json, read_json_object, read_npy
 
 from .bm25_scoring import NONOCCURRENCE_METHODS, Scorer
 from .bm25_segments import BaseSegment
@@ -86,20 +88,20 @@ def save_base(directory: Path, base: BaseSegment, method: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_base(directory: Path, gen: str, scorer: Scorer) -> BaseSegment:
+def load_base(directory: Path, gen: str, scorer: Scorer, where: str) -> BaseSegment:
     """Read base generation ``gen`` (score matrix memory-mapped); CorruptError when inconsistent."""
     import bm25s
 
     try:
         retriever = bm25s.BM25.load(directory, **{k: _name(gen, v) for k, v in _BM25S_NAMES.items()}, mmap=True, allow_pickle=False, show_progress=False)
-        ids = json.loads((directory / _name(gen, _OWN_NAMES["ids"])).read_text(encoding="utf-8"))
-        arrays = {key: np.load(directory / _name(gen, _OWN_NAMES[key]), mmap_mode="r", allow_pickle=False) for key in _ARRAYS}
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptError(f"bm25 base segment {gen}: cannot read it: {exc}") from None
+        raise CorruptError(f"{where}: cannot read base segment {gen}: {exc}") from None
+    ids = read_json(directory / _name(gen, _OWN_NAMES["ids"]), where)
+    arrays = {key: read_npy(directory / _name(gen, _OWN_NAMES[key]), where, mmap=True) for key in _ARRAYS}
     params = (retriever.method, float(retriever.k1), float(retriever.b), float(retriever.delta))
-    if params != (scorer.method, scorer.k1, scorer.b, scorer.delta):
+    if params != (scorer.method, scorer.k1, scorer.b, scorer.delta):  # bm25s's own params.index.json against the settings
         raise CorruptError(
-            f"bm25 base segment {gen}: built with method/k1/b/delta {params}, the index uses {(scorer.method, scorer.k1, scorer.b, scorer.delta)}"
+            f"{where}: base segment {gen} was built with method/k1/b/delta {params}, the index uses {(scorer.method, scorer.k1, scorer.b, scorer.delta)}"
         )
     terms, tfs, offsets, tf_columns = (arrays[key] for key in _ARRAYS)
     scores = retriever.scores
@@ -119,20 +121,13 @@ def load_base(directory: Path, gen: str, scorer: Scorer) -> BaseSegment:
         and (terms.size == 0 or (int(terms.min()) >= 0 and int(terms.max()) < n_vocab and int(tfs.min()) >= 1))
     )
     if not ok:
-        raise CorruptError(f"bm25 base segment {gen}: its files do not agree with each other")
+        raise CorruptError(f"{where}: the files of base segment {gen} do not agree with each other")
     return BaseSegment(retriever, ids, terms, tfs, offsets, tf_columns, gen=gen)
 
 
-def read_state(directory: Path) -> dict[str, Any]:
-    """The parsed ``bm25.json`` (CorruptError when missing or unreadable)."""
-    path = directory / STATE_FILE
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CorruptError(f"bm25 index: cannot read {path}: {exc}") from None
-    if not isinstance(state, dict):
-        raise CorruptError(f"bm25 index: {path} is not a JSON object")
-    return state
+def read_state(directory: Path, where: str) -> dict[str, Any]:
+    """The parsed ``bm25.json`` (CorruptError when missing, unreadable or not a JSON object)."""
+    return read_json_object(directory / STATE_FILE, where)
 
 
 def remove_stale(directory: Path, keep_gen: str | None) -> None:

@@ -13,7 +13,7 @@
 
 Either way every score is the one a fresh bm25s index over the live documents gives.
 
-Both return candidates as ``(score, id)`` pairs; :mod:`memcore_fifo_kv.bm25` merges them.
+Both return candidates as ``(score, id)`` pairs; :mod:`memcore_bm25.bm25` merges them.
 """
 
 from __future__ import annotations
