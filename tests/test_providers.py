@@ -41,7 +41,7 @@ def test_hints_come_from_the_checkout():
     providers = known_providers()
     assert providers["indexes"]["bm25"] == "fifo-kv"
     assert providers["stages"]["mmr"] == "mmr"
-    assert providers["fusions"]["dbsf"] == "rrf"
+    assert providers["fusions"]["dbsf"] == providers["fusions"]["rrf"] == "rrf"
     assert provider_of("indexes", "faiss") == "faiss"
     assert provider_of("indexes", "no-such-kind") is None
 
