@@ -15,7 +15,7 @@ from memcore.hookspecs import hookimpl
 from memcore.plugins import DEFAULT_PLUGINS, PluginHost
 from memcore.registry import ComponentConfig
 
-MISSION_PLUGINS = ("faiss", "lsh", "fifo-kv", "graph", "poincare", "chroma", "colbert", "rrf", "mmr", "embed")
+MISSION_PLUGINS = ("faiss", "lsh", "fifo-kv", "graph", "poincare", "chroma", "colbert", "rrf", "mmr", "embed", "llm")
 
 
 @pytest.fixture(autouse=True)

@@ -62,6 +62,10 @@ from .store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 from .triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 from .vector_reader import VectorReader
 
+# -- issue 21 honest names (memcore-llm): the HTTP client memcore-embed and memcore-llm share --
+from .errors import EndpointError
+from .http_client import EndpointConfig, JsonHttpClient, RequestStats
+
 __all__ = [
     # -- using a memory -------------------------------------------------------------------
     "open",
@@ -156,6 +160,11 @@ __all__ = [
     "CorruptError",
     "IndexUpdateError",
     "BrokenIndexError",
+    # -- issue 21 honest names (memcore-llm): the HTTP client memcore-embed and memcore-llm share --
+    "EndpointConfig",
+    "JsonHttpClient",
+    "RequestStats",
+    "EndpointError",
 ]
 """The plugin API: every name a plugin module may import from memcore (plus ``memcore.testing``)."""
 
