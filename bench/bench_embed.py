@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 from _common import emit, finish_environment, header, log, package_version, use_checkout
 
-use_checkout("embed")
+use_checkout("embed", "llm")
 
 from memcore import ConfigError  # noqa: E402
 
@@ -188,7 +188,8 @@ def _raw_post(url: str, payload: dict[str, Any]) -> Any:
 
 
 def bench_openai(args: argparse.Namespace) -> dict[str, Any]:
-    from memcore_embed import ChatClient, OpenAIEmbedder, OpenAIEmbedderConfig
+    from memcore_embed import OpenAIEmbedder, OpenAIEmbedderConfig
+    from memcore_llm import ChatClient
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     httpd.daemon_threads = True

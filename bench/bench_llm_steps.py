@@ -2,7 +2,7 @@
 """The LLM steps of the memory services and the graph index against a REAL local model.
 
 A local llama.cpp server serving SmolLM2-135M-Instruct (the ``llama-server`` LLM kind of
-memcore-embed: ``[llms.default] kind = "llama-server"``, started on first use, stopped when
+memcore-llm: ``[llms.default] kind = "llama-server"``, started on first use, stopped when
 the memory closes) answers every LLM step of
 
 - ``memoryos``: ``examples/locomo/memoryos.toml`` with a small MTM (``--mtm-capacity``, so
@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 from _common import REPO, SHARED, emit, finish_environment, header, log, use_checkout
 
-use_checkout("embed", "services", "graph", "lsh", "fifo-kv")
+use_checkout("embed", "llm", "services", "graph", "lsh", "fifo-kv")
 
 from memcore import open as open_memory  # noqa: E402
 from memcore.eval.locomo import HEADLINE_CATEGORIES, Conversation, load_locomo, turn_text  # noqa: E402
@@ -90,7 +90,7 @@ class Recorder:
     """Wraps ``LlamaServerLLM.complete``: every prompt, reply (or error) and its seconds."""
 
     def __init__(self) -> None:
-        from memcore_embed.llama_llm import LlamaServerLLM
+        from memcore_llm.llama_llm import LlamaServerLLM
 
         self.calls: list[dict[str, Any]] = []
         self.prefixes = _prefixes()
@@ -246,7 +246,7 @@ def main() -> None:
     unknown = sorted(set(components) - set(COMPONENTS))
     if unknown:
         ap.error(f"unknown components {unknown}; choose from {COMPONENTS}")
-    from memcore_embed.llama_server import smollm2_gguf
+    from memcore_llm.llama_server import smollm2_gguf
 
     missing = (
         f"no LoCoMo data at {args.data}"

@@ -15,7 +15,7 @@ import pytest
 import memcore
 import memcore.plugin
 from memcore import Collection, hookimpl
-from memcore.default_plugins.fusions import ConcatConfig, Concatenate, ReciprocalRankFusion, RRFConfig
+from memcore.default_plugins.fusions import ConcatConfig, Concatenate
 from memcore.errors import CorruptError, PluginError, UnknownComponentError
 from memcore.plugin import Index, IndexContext, Requirements, atomic_write_json
 from memcore.indexes._exact import ExactIndex, ExactIndexConfig
@@ -141,12 +141,6 @@ class TestMemoryStore(StoreContract):
 # -- fusions ---------------------------------------------------------------------------------
 
 
-class TestRRF(FusionContract):
-    @pytest.fixture(params=[{}, {"k": 1.0, "weights": {"dense": 2.0, "sparse": 0.5}}], ids=["default", "weighted"])
-    def fusion(self, request):
-        return ReciprocalRankFusion(RRFConfig(**request.param))
-
-
 class TestConcat(FusionContract):
     @pytest.fixture
     def fusion(self):
@@ -154,11 +148,11 @@ class TestConcat(FusionContract):
 
 
 class TestRegisteredFusions(FusionContract):
-    """The same strategies built through the registry, as settings build them."""
+    """The builtin strategy built through the registry, as settings build it (``rrf``: memcore-rrf's tests)."""
 
-    @pytest.fixture(params=["rrf", "concat"])
-    def fusion(self, request):
-        return Collection.create().build_fusion(request.param)
+    @pytest.fixture
+    def fusion(self):
+        return Collection.create().build_fusion("concat")
 
 
 # -- stages ----------------------------------------------------------------------------------
@@ -173,9 +167,9 @@ class TestBuiltinStages(StageContract):
             {"kind": "limit"},
             {"kind": "threshold", "min_score": 0.1},
             {"kind": "filter", "where": {"parity": "odd"}},
-            {"kind": "fuse"},
+            {"kind": "fuse", "fusion": "concat"},
             {"kind": "fuse", "fusion": "concat", "k": 4},
-            {"kind": "fuse", "fusion": {"kind": "rrf", "k": 10}, "lists": ["seed_vector_l2"]},
+            {"kind": "fuse", "fusion": {"kind": "concat"}, "lists": ["seed_vector_l2"]},
         ],
         ids=lambda p: json.dumps(p, sort_keys=True),
     )

@@ -152,7 +152,7 @@ def builtin_registrations():
 
 def test_builtins_found():
     names = {reg.name for reg in builtin_registrations()}
-    assert {"sqlite", "memory", "hashing", "exact", "recall", "rrf", "default"} <= names
+    assert {"sqlite", "memory", "hashing", "exact", "recall", "concat", "default"} <= names
 
 
 @pytest.mark.parametrize("name", sorted({f"{r.category}:{r.name}" for r in builtin_registrations()}))

@@ -1,7 +1,7 @@
 """BEIR figures that cannot go stale: every SciFact figure of the quality tables in
 docs/concepts.md (to the 3 decimals shown), of the relevance-vs-diversity table of
 docs/plugins/mmr.md (``bench/bench_mmr_tradeoff.py``, 4 decimals), the memcore BM25
-nDCG@10 of docs/plugins/bm25.md and the rows of docs/plugins/embed.md's ``llm_rerank``
+nDCG@10 of docs/plugins/bm25.md and the rows of docs/plugins/llm.md's ``llm_rerank``
 table that need no model (``advanced``, the oracle reordering: ``bench/bench_llm_rerank.py``
 before it starts the model) is recomputed and compared.
 
@@ -299,9 +299,9 @@ def test_speed_figures_say_how_and_under_which_load_they_were_measured():
     assert not unlabelled, "speed tables without the measuring command or the load: " + ", ".join(unlabelled)
 
 
-# -- docs/plugins/embed.md: the rows of the llm_rerank table that need no LLM ------------------
+# -- docs/plugins/llm.md: the rows of the llm_rerank table that need no LLM ------------------
 
-EMBED_PAGE = REPO / "docs" / "plugins" / "embed.md"
+EMBED_PAGE = REPO / "docs" / "plugins" / "llm.md"
 EMBED_ROWS = {"`advanced` (no LLM)": "advanced", "oracle reordering of the first 10": "oracle"}
 
 
@@ -362,4 +362,4 @@ def llm_rerank_baseline(scifact) -> dict[str, dict[str, float]]:
 def test_llm_rerank_baseline_figure_is_what_the_run_gives(row, metric, shown, llm_rerank_baseline):
     decimals = len(shown.split(".")[1])
     actual = llm_rerank_baseline[row][metric]
-    assert abs(actual - float(shown)) <= 0.5 * 10**-decimals + 1e-9, f"docs/plugins/embed.md: {metric} of {row} is {actual:.4f}, the page says {shown}"
+    assert abs(actual - float(shown)) <= 0.5 * 10**-decimals + 1e-9, f"docs/plugins/llm.md: {metric} of {row} is {actual:.4f}, the page says {shown}"

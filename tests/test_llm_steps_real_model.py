@@ -1,6 +1,6 @@
 """Opt-in (``slow``): the LLM steps of ``vector_hash`` (triple extraction, TiM distillation)
 and of the graph index's ``entity_extraction = "llm"`` against the REAL SmolLM2-135M, through
-the ``llama-server`` LLM kind (memcore-embed starts the local llama.cpp server on first use
+the ``llama-server`` LLM kind (memcore-llm starts the local llama.cpp server on first use
 and stops it when the memory closes).
 
 Skips at import when ``llama_cpp`` (``llama-cpp-python[server]``, compiled by hand) or the
@@ -17,10 +17,10 @@ import pytest
 pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (optional, compiled from source)")
 pytest.importorskip("memcore_services")
 pytest.importorskip("memcore_graph")
-pytest.importorskip("memcore_embed")
+pytest.importorskip("memcore_llm")
 
 import memcore  # noqa: E402
-from memcore_embed.llama_server import smollm2_gguf  # noqa: E402
+from memcore_llm.llama_server import smollm2_gguf  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 

@@ -15,7 +15,7 @@ from memcore import hookimpl
 from memcore._plugins._host import DEFAULT_PLUGINS, PluginHost
 from memcore.plugin import ComponentConfig
 
-MISSION_PLUGINS = ("faiss", "lsh", "fifo-kv", "bm25", "graph", "poincare", "chroma", "colbert", "rrf", "mmr", "embed")
+MISSION_PLUGINS = ("faiss", "lsh", "fifo-kv", "bm25", "graph", "poincare", "chroma", "colbert", "rrf", "mmr", "embed", "llm")
 
 
 @pytest.fixture(autouse=True)

@@ -54,6 +54,43 @@ def test_core_presets_build_with_builtins_only(name):
     assert pipeline.preset == name and len(pipeline.stages) == len(PRESETS[name])
 
 
+@pytest.fixture
+def without_memcore_rrf(monkeypatch):
+    """The builtins only, on a machine where memcore-rrf is not installed (so the hint is pip)."""
+    from memcore._plugins import _providers as providers
+
+    monkeypatch.setattr(providers, "is_installed", lambda distribution: False)
+    registry = PluginHost(load_entry_points=False).registry
+    assert "rrf" not in registry.names("fusions") and "concat" in registry.names("fusions")
+    collection = memcore.Collection.create(registry=registry)
+    collection.create_index("vector", "exact")
+    collection.create_index("words", "exact", metric="l2")
+    yield registry, collection
+    collection.close()
+
+
+HINT_RRF = 'pip install -c constraints.txt "memcore[rrf]"'
+
+
+@pytest.mark.parametrize(
+    "pipeline",
+    [
+        [{"kind": "recall", "index": "vector"}, {"kind": "recall", "index": "words"}, {"kind": "fuse"}],  # the fuse stage's default fusion
+        {"preset": "advanced", "overrides": {"bm25": {"index": "words"}}},
+    ],
+    ids=["fuse-default", "advanced"],
+)
+def test_rrf_without_memcore_rrf_says_what_to_install(without_memcore_rrf, pipeline):
+    registry, collection = without_memcore_rrf
+    with pytest.raises(UnknownComponentError, match=r"unknown fusion kind 'rrf'") as info:
+        Pipeline.from_config(pipeline, registry).check(collection)
+    assert info.value.extra == "rrf" and HINT_RRF in str(info.value)
+    with pytest.raises(UnknownComponentError) as info:
+        collection.retrieve_multi({"vector": "cat", "words": "cat"})  # retrieve_multi's default fusion
+    assert HINT_RRF in str(info.value)
+    assert Pipeline.from_config([{"kind": "recall", "index": "vector"}, {"kind": "fuse", "fusion": "concat"}], registry).check(collection) is None
+
+
 def test_semantic_without_the_mmr_plugin_leaves_mmr_out():
     registry = PluginHost(load_entry_points=False).registry  # the builtins only: no memcore-mmr
     assert "mmr" not in registry.names("stages")

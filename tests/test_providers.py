@@ -42,7 +42,7 @@ def test_hints_come_from_the_checkout():
     assert providers["indexes"]["bm25"] == "bm25"  # its own extra, though the fifo-kv extra brings it too
     assert providers["indexes"]["fifo"] == "fifo-kv"
     assert providers["stages"]["mmr"] == "mmr"
-    assert providers["fusions"]["dbsf"] == "rrf"
+    assert providers["fusions"]["dbsf"] == providers["fusions"]["rrf"] == "rrf"
     assert provider_of("indexes", "faiss") == "faiss"
     assert provider_of("indexes", "no-such-kind") is None
 

@@ -23,6 +23,7 @@ from .errors import (
     CorruptError,
     DimensionError,
     DuplicateIdError,
+    EndpointError,
     FilterError,
     IndexUpdateError,
     LockedError,
@@ -73,6 +74,7 @@ __all__ = [
     "CorruptError",
     "IndexUpdateError",
     "BrokenIndexError",
+    "EndpointError",
 ]
 """What an application uses: :func:`open`, the data types, the errors (and ``hookimpl``)."""
 

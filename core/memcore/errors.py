@@ -22,6 +22,7 @@ __all__ = [
     "CorruptError",
     "IndexUpdateError",
     "BrokenIndexError",
+    "EndpointError",
 ]
 
 
@@ -135,3 +136,23 @@ class BrokenIndexError(CorruptError):
             f"index {name!r} is broken and cannot be searched: {reason}. The records are safe in the store; "
             f"rebuild it (memcore index rebuild {name} / Collection.rebuild_index) or drop it (memcore index drop {name})"
         )
+
+
+class EndpointError(MemcoreError):
+    """An OpenAI-compatible HTTP endpoint (embeddings or chat) failed.
+
+    Raised after the retries are used up (HTTP 429 / 5xx, timeouts, refused or reset
+    connections) or at once for a status that retrying cannot fix (400, 401, 403, 404, ...).
+    A reply that arrives but is malformed is a :class:`ValidationError` instead. Raised by
+    :class:`memcore.JsonHttpClient` (memcore-embed's ``openai`` embedder, memcore-llm's chat client).
+    memcore-embed still exports it as ``EmbeddingServiceError``, its former name.
+
+    Attributes: ``url``, ``status`` (the last HTTP status, ``None`` for a network error
+    or timeout) and ``attempts`` (requests sent).
+    """
+
+    def __init__(self, message: str, *, url: str, status: int | None = None, attempts: int = 1):
+        self.url = url
+        self.status = status
+        self.attempts = attempts
+        super().__init__(message)

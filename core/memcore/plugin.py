@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from ._plugins._registry import ComponentConfig
 from ._plugins.hookspecs import COMPONENTS, Register, hookimpl
+from ._util.http import EndpointConfig, JsonHttpClient, RequestStats
 from ._util.atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from ._util.log import get_logger
 from .collection._collection import Collection
@@ -35,6 +36,7 @@ from .errors import (
     CorruptError,
     DimensionError,
     DuplicateIdError,
+    EndpointError,
     FilterError,
     IndexUpdateError,
     LockedError,
@@ -129,6 +131,10 @@ __all__ = [
     "npy_bytes",
     "write_npz",
     "read_npz",
+    # -- an OpenAI-compatible HTTP client (embeddings, chat) --
+    "EndpointConfig",
+    "JsonHttpClient",
+    "RequestStats",
     # -- helpers for embedder authors --
     "build_embedder",
     "unit_token_rows",
@@ -193,6 +199,7 @@ __all__ = [
     "CorruptError",
     "IndexUpdateError",
     "BrokenIndexError",
+    "EndpointError",
 ]
 """Every name a plugin module may import from memcore (plus ``memcore.testing`` in its tests)."""
 

@@ -821,7 +821,8 @@ class Collection:
         scope: Scope | Mapping[str, Any] | None = None,
         with_records: bool = True,
     ) -> list[Hit]:
-        """Query several indexes (``depth`` hits each, default ``max(k, 50)``) and fuse the lists."""
+        """Query several indexes (``depth`` hits each, default ``max(k, 50)``) and fuse the lists
+        (``fusion`` default ``rrf``, from memcore-rrf; the core's own fusion is ``concat``)."""
         with self._lock:
             self._check_open()
             validate_k(k)

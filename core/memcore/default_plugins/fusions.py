@@ -1,20 +1,24 @@
-"""Registers the builtin fusion strategies ``rrf`` and ``concat`` (implementation: :mod:`memcore.retrieval._fusions`)."""
+"""Registers the builtin fusion strategy ``concat`` (implementation: :mod:`memcore.retrieval._fusions`).
+
+``rrf``, the default fusion of the ``fuse`` stage and of ``Collection.retrieve_multi``, is
+registered by memcore-rrf (``memcore[rrf]``): without it, naming ``rrf`` raises
+:class:`memcore.UnknownComponentError` with the ``pip install`` hint.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .._plugins.hookspecs import hookimpl
-from ..retrieval._fusions import RRFConfig, ReciprocalRankFusion, ConcatConfig, Concatenate
+from ..retrieval._fusions import ConcatConfig, Concatenate
 
 if TYPE_CHECKING:
     from ..plugin import FusionFactory, Register
 
-__all__ = ["RRFConfig", "ReciprocalRankFusion", "ConcatConfig", "Concatenate", "register_fusions"]
+__all__ = ["ConcatConfig", "Concatenate", "register_fusions"]
 
 
 @hookimpl
 def register_fusions(register: Register[FusionFactory]) -> None:
-    """Register rrf and concat."""
-    register("rrf", ReciprocalRankFusion, RRFConfig)
+    """Register concat."""
     register("concat", Concatenate, ConcatConfig)

@@ -14,7 +14,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from ..errors import ConfigError, ValidationError
+from ..errors import ConfigError, UnknownComponentError, ValidationError
 from ..collection._view import CollectionView
 from .._util.merge import merge_layers
 from ..model._hit import Hit
@@ -199,7 +199,8 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
 
 The core presets name no plugin's stage except with ``if_installed = true``, which any
 stage entry may carry: the stage is skipped (and listed in ``Pipeline.skipped``) when no
-installed plugin registers its kind.
+installed plugin registers its kind. ``advanced`` fuses with ``rrf`` (memcore-rrf) a ``bm25``
+index (memcore-fifo-kv): without those plugins it fails with the ``pip install`` hint.
 
 The options were chosen on two data sets (BEIR SciFact train, LoCoMo dev; see
 docs/concepts.md): RRF ``k = 10`` rather than the usual 60, and a keyword-overlap rerank
@@ -315,6 +316,8 @@ class Pipeline:
         for stage in self.stages:
             try:
                 stage.check(view)
+            except UnknownComponentError:
+                raise  # a kind no plugin registers (rrf without memcore-rrf): its install hint, as it is
             except ConfigError as exc:
                 if self.preset is None:
                     raise

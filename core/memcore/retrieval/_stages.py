@@ -77,7 +77,7 @@ class FuseConfig(ComponentConfig):
     """``fuse``: merge ranked lists through a fusion strategy."""
 
     kind: str = "fuse"
-    fusion: str | dict[str, Any] = Field("rrf", description="Fusion kind, or a table with kind and its options.")
+    fusion: str | dict[str, Any] = Field("rrf", description="Fusion kind (rrf: memcore-rrf; builtin: concat), or a table with kind and its options.")
     lists: list[str] | None = Field(None, description="Lists to fuse (default: every list so far).")
     k: int | None = Field(None, gt=0, description="Output depth (default: the fusion's default depth, the longest input list; every id for concat and union).")
     name: str = Field("fused", description="Name of the produced list.")

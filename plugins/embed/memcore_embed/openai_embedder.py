@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-from memcore.plugin import ComponentConfig, DimensionError, Embedder, ValidationError
+from memcore.plugin import ComponentConfig, DimensionError, Embedder, EndpointConfig, JsonHttpClient, RequestStats, ValidationError
 from pydantic import Field
 
-from .http import EndpointConfig, JsonHttpClient, RequestStats
 from .texts import check_texts
 
 __all__ = ["OpenAIEmbedderConfig", "OpenAIEmbedder", "parse_embeddings"]

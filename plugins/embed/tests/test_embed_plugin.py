@@ -1,12 +1,12 @@
 """The ``embed`` plugin is installed, loads through the plugin host and registers its embedders
-and its ``llm_rerank`` stage (whose config models parse settings as documented); loading it
-imports no torch."""
+(whose config models parse settings as documented); loading it imports no torch."""
 
 import pytest
 from memcore import ConfigError
 from memcore._plugins._host import get_registry
 from memcore.testing import PluginRegistrationContract
 
+import memcore
 import memcore_embed
 
 
@@ -16,11 +16,6 @@ class TestEmbedRegistration(PluginRegistrationContract):
         "embedders": {
             "minilm": (memcore_embed.MiniLMEmbedder, memcore_embed.MiniLMConfig),
             "openai": (memcore_embed.OpenAIEmbedder, memcore_embed.OpenAIEmbedderConfig),
-        },
-        "stages": {"llm_rerank": (memcore_embed.LLMRerankStage, memcore_embed.LLMRerankConfig)},
-        "llms": {
-            "openai": (memcore_embed.ChatClient, memcore_embed.ChatConfig),
-            "llama-server": (memcore_embed.LlamaServerLLM, memcore_embed.LlamaServerConfig),
         },
     }
     light_imports = ("memcore_embed:MiniLMEmbedder",)
@@ -39,9 +34,5 @@ def test_the_embedder_configs_parse_settings():
         openai.parse_config({"model": "m"}, "spaces.x.embedder")
 
 
-def test_the_stage_config_parses_settings():
-    stage = get_registry().get("stages", "llm_rerank")
-    config = stage.parse_config({"llm": "judge"}, "pipeline[1]")
-    assert (config.llm, config.top_n, config.batch, config.fallback, config.max_chars) == ("judge", 20, None, "keep", 500)
-    with pytest.raises(ConfigError, match=r"pipeline\[1\]\.llm"):
-        stage.parse_config({"llm": {"model": "m"}}, "pipeline[1]")
+def test_the_former_error_name_is_memcores_endpoint_error():
+    assert memcore_embed.EmbeddingServiceError is memcore.EndpointError

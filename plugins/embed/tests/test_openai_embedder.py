@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import memcore
-from memcore import DimensionError, ValidationError
+from memcore import ConfigError, DimensionError, ValidationError
+from memcore._plugins._registry import Registration
 
 from memcore_embed import EmbeddingServiceError, OpenAIEmbedder, OpenAIEmbedderConfig
 
@@ -155,3 +156,19 @@ def test_changing_the_model_of_a_space_is_refused(server, tmp_path):
         memory.insert("something")
     with pytest.raises(memcore.ConfigError, match="was created with"):
         memcore.open(settings("other-8"), path=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"base_url": "ftp://example.org/v1"}, "http:// or https://"),
+        ({"api_key_env": "sk-live-abcdef"}, "NAME of an environment variable"),
+        ({"timeout_s": 0}, "greater than 0"),
+        ({"max_retries": -1}, "greater than or equal to 0"),
+        ({"surprise": 1}, "surprise: unknown option; valid options"),
+    ],
+)
+def test_bad_endpoint_settings_are_config_errors(fields, message):
+    reg = Registration("embedders", "openai", OpenAIEmbedder, OpenAIEmbedderConfig, "embed")
+    with pytest.raises(ConfigError, match=message):
+        reg.parse_config({"model": "m", "dim": 4, **fields}, "spaces.default.embedder")

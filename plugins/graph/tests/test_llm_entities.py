@@ -1,44 +1,25 @@
 """``entity_extraction = "llm"``: the graph index's entity extractor as an LLM step on the
-memory's ``[llms.<name>]`` components, against the local fake OpenAI server of the embed
-plugin's tests (a real HTTP server on 127.0.0.1), with the ``rule`` fallback."""
+memory's ``[llms.<name>]`` components, against memcore's fake OpenAI server
+(:class:`memcore.testing.FakeOpenAIServer`, a real HTTP server on 127.0.0.1), with the ``rule`` fallback."""
 
 from __future__ import annotations
-
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 from memcore import ConfigError, ValidationError
 from memcore.plugin import IndexContext, LLMs
+from memcore.testing import FakeOpenAIServer
 
 import memcore
 from memcore_graph import GraphIndexConfig
 from memcore_graph.entities import ENTITY_FALLBACK, LLMExtractor, entity_messages, make_extractor, parse_entities
 from memcore_graph.index import GraphIndex
 
-pytest.importorskip("memcore_embed")  # the ``openai`` LLM kind (the chat client)
-
-_CONFTEST = Path(__file__).resolve().parents[2] / "embed" / "tests" / "conftest.py"
-
-
-def _server_module():
-    """The embed tests' conftest, loaded once under its own module name."""
-    name = "memcore_embed_tests_fake_openai"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _CONFTEST)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+pytest.importorskip("memcore_llm")  # the ``openai`` LLM kind (the chat client)
 
 
 @pytest.fixture
 def server():
-    if not _CONFTEST.exists():
-        pytest.skip("the embed plugin's fake OpenAI server is not in this tree")
-    with _server_module().ServerThread() as state:
+    with FakeOpenAIServer() as state:
         yield state
 
 
@@ -104,7 +85,7 @@ def test_no_llm_declared_means_the_rule_fallback_and_a_named_missing_llm_is_a_co
 
 
 def test_an_index_built_by_hand_gets_its_llm_from_the_context(server):
-    from memcore_embed import ChatClient, ChatConfig
+    from memcore_llm import ChatClient, ChatConfig
 
     server.chat_reply = "1. Alice\n2) Bob; Lisbon"
     client = ChatClient(ChatConfig(**{k: v for k, v in _llm(server).items() if k != "kind"}))

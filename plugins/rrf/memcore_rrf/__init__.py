@@ -1,8 +1,12 @@
-"""memcore-rrf: score fusion strategies for memcore.
+"""memcore-rrf: rank and score fusion strategies for memcore.
 
-Reciprocal rank fusion itself (``rrf``, with ``k`` and per-list ``weights``) is builtin in
-the core; this plugin adds, through the ``register_fusions`` hook:
+Registers, through the ``register_fusions`` hook:
 
+- ``rrf`` -- reciprocal rank fusion, ``sum over lists of weight / (k + rank)`` (``k``,
+  per-list ``weights``): the default fusion of the core's ``fuse`` stage,
+  ``Collection.retrieve_multi``, the ``advanced`` preset and the ``hybrid`` service, so
+  without this plugin they raise :class:`memcore.UnknownComponentError` with its
+  ``pip install`` hint (the core itself only has ``concat``);
 - ``weighted`` -- weighted score fusion, each list normalised on its own (minmax, zscore,
   dbsf or none), summed;
 - ``dbsf`` -- distribution-based score fusion (3-sigma normalisation per list), summed;
@@ -22,9 +26,12 @@ from memcore.plugin import FusionFactory, Register
 from .config import DBSFConfig, ScoreFusionConfig, UnionConfig, WeightedConfig
 from .fusions import DistributionBasedFusion, UnionFusion, WeightedFusion
 from .normalize import NORMALIZERS, NormalizeOptions
+from .rank_fusion import RRFConfig, ReciprocalRankFusion
 from .score_fusion import AGGREGATORS, ScoreFusion
 
 __all__ = [
+    "ReciprocalRankFusion",
+    "RRFConfig",
     "WeightedFusion",
     "WeightedConfig",
     "DistributionBasedFusion",
@@ -43,7 +50,8 @@ __version__ = "0.1.0"
 
 @memcore.hookimpl
 def register_fusions(register: Register[FusionFactory]) -> None:
-    """Register the fusion kinds ``weighted``, ``dbsf`` and ``union``."""
+    """Register the fusion kinds ``rrf``, ``weighted``, ``dbsf`` and ``union``."""
+    register("rrf", ReciprocalRankFusion, RRFConfig)
     register("weighted", WeightedFusion, WeightedConfig)
     register("dbsf", DistributionBasedFusion, DBSFConfig)
     register("union", UnionFusion, UnionConfig)

@@ -8,7 +8,16 @@ import pytest
 from memcore import Collection
 from memcore.testing import FusionContract, StageContract, build_stage
 
-from memcore_rrf import DBSFConfig, DistributionBasedFusion, UnionConfig, UnionFusion, WeightedConfig, WeightedFusion
+from memcore_rrf import (
+    DBSFConfig,
+    DistributionBasedFusion,
+    ReciprocalRankFusion,
+    RRFConfig,
+    UnionConfig,
+    UnionFusion,
+    WeightedConfig,
+    WeightedFusion,
+)
 
 WEIGHTED_OPTIONS = [
     {},
@@ -20,6 +29,12 @@ WEIGHTED_OPTIONS = [
 ]
 DBSF_OPTIONS = [{}, {"std": "sample"}, {"clip": True, "weights": {"dense": 2.0}}, {"normalize_weights": True}]
 UNION_OPTIONS = [{}, {"normalization": "none"}, {"normalization": "dbsf"}, {"normalization": "zscore", "weights": {"sparse": 2.0}}]
+
+
+class TestRRF(FusionContract):
+    @pytest.fixture(params=[{}, {"k": 1.0, "weights": {"dense": 2.0, "sparse": 0.5}}], ids=["default", "weighted"])
+    def fusion(self, request):
+        return ReciprocalRankFusion(RRFConfig(**request.param))
 
 
 class TestWeighted(FusionContract):
@@ -44,7 +59,7 @@ class TestRegisteredFusions(FusionContract):
     """The same strategies built through the registry, as settings and retrieve_multi build them."""
 
     @pytest.fixture(
-        params=["weighted", "dbsf", "union", {"kind": "weighted", "normalization": "dbsf", "weights": {"sparse": 2}}],
+        params=["rrf", "weighted", "dbsf", "union", {"kind": "weighted", "normalization": "dbsf", "weights": {"sparse": 2}}],
         ids=lambda p: json.dumps(p, sort_keys=True),
     )
     def fusion(self, request):
@@ -60,6 +75,8 @@ class TestFuseStageWithPluginFusions(StageContract):
 
     @pytest.fixture(
         params=[
+            {},
+            {"fusion": {"kind": "rrf", "k": 10}, "lists": ["seed_vector_l2"]},
             {"fusion": "weighted"},
             {"fusion": {"kind": "dbsf"}},
             {"fusion": {"kind": "union", "normalization": "none"}, "k": 4},

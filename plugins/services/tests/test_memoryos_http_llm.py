@@ -1,4 +1,4 @@
-"""``memoryos``'s seven LLM steps through a real ``openai``-kind LLM (memcore-embed's chat
+"""``memoryos``'s seven LLM steps through a real ``openai``-kind LLM (memcore-llm's chat
 client) talking HTTP to a local OpenAI-compatible server on 127.0.0.1 that answers each
 MemoryOS prompt deterministically (and, when told to, with a server error)."""
 
@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-pytest.importorskip("memcore_embed")
+pytest.importorskip("memcore_llm")
 
 PROFILE = "Alice is a bank employee who recently moved to Zurich and owns a cat named Pixel."
 REPLIES = {

@@ -63,7 +63,7 @@ __all__ = [
     "SYSTEM_PROMPT",
 ]
 
-log = get_logger("memcore_embed.llm_rerank")
+log = get_logger("memcore_llm.llm_rerank")
 
 SYSTEM_PROMPT = (
     "You rank passages by how well they answer a search query. "
@@ -148,7 +148,7 @@ def bare_ranking(text: str) -> list[int] | None:
 
 def read_reply(text: str) -> dict[str, Any]:
     """The reply as ``{"ranking": ...}``: its JSON object (see
-    :func:`memcore_embed.chat.parse_json_reply`), else ``{"ranking": [numbers]}`` from a
+    :func:`memcore_llm.chat.parse_json_reply`), else ``{"ranking": [numbers]}`` from a
     :func:`bare_ranking`. :class:`memcore.ValidationError` when it holds neither."""
     try:
         return parse_json_reply(text)
@@ -254,7 +254,7 @@ class LLMRerankStage(Stage):
             except ValidationError as exc:
                 log.warning("stage.llm_rerank_failed", stage=self.name, reason="invalid_reply", error=str(exc))
                 return None, "invalid_reply", calls
-            except MemcoreError as exc:  # EmbeddingServiceError, or any LLM kind's failure
+            except MemcoreError as exc:  # EndpointError, or any LLM kind's failure
                 log.warning("stage.llm_rerank_failed", stage=self.name, reason="service_error", error=str(exc))
                 return None, "service_error", calls
             try:

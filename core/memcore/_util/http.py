@@ -1,7 +1,8 @@
-"""The one HTTP helper of the plugin: JSON POSTs to an OpenAI-compatible server.
+"""JSON POSTs to an OpenAI-compatible server: the HTTP client plugins share.
 
-Standard library only (``urllib.request`` + ``json``). Shared by the ``openai`` embedder
-and :class:`memcore_embed.chat.ChatClient`, so both follow one policy:
+Standard library only (``urllib.request`` + ``json``), exported by :mod:`memcore` for
+plugins, which may not import each other: memcore-embed's ``openai`` embedder and
+memcore-llm's chat client (``openai`` LLM kind) use it, so both follow one policy:
 
 - the API key is read from the environment variable named by ``api_key_env`` at each
   request (never stored in settings); no variable or an unset one sends no
@@ -10,37 +11,34 @@ and :class:`memcore_embed.chat.ChatClient`, so both follow one policy:
   times with exponential backoff and jitter (``backoff_s * 2**attempt``, scaled by a
   random factor in [0.5, 1], capped at ``max_backoff_s``); a ``Retry-After`` header
   (seconds or an HTTP date) is honoured, up to ``max_backoff_s``;
-- other statuses fail at once; failures raise :class:`EmbeddingServiceError`, a 2xx
-  reply that is not JSON raises :class:`memcore.ValidationError`.
+- other statuses fail at once; failures raise :class:`EndpointError`, a 2xx reply that
+  is not JSON raises :class:`memcore.ValidationError`.
 """
 
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
 import os
 import random
 import re
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from memcore.plugin import get_logger, ValidationError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import EmbeddingServiceError
+from ..errors import EndpointError, ValidationError
+from .log import get_logger
 
 __all__ = ["EndpointConfig", "JsonHttpClient", "RequestStats", "parse_retry_after"]
 
-log = get_logger("memcore_embed.http")
+log = get_logger("memcore.http_client")
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_USER_AGENT = "memcore-embed/0.1 (+urllib)"
+_USER_AGENT = "memcore/0.1 (+urllib)"
 _EXCERPT = 300
 
 
@@ -173,10 +171,14 @@ class JsonHttpClient:
     def post(self, path: str, payload: dict[str, Any]) -> Any:
         """POST ``payload`` as JSON and return the decoded JSON reply.
 
-        Raises :class:`EmbeddingServiceError` when the server keeps failing (or fails in a
+        Raises :class:`EndpointError` when the server keeps failing (or fails in a
         way retrying cannot fix) and :class:`memcore.ValidationError` when a 2xx reply is
         not JSON.
         """
+        import http.client  # here, not at module level: ``import memcore`` need not load http/ssl
+        import urllib.error
+        import urllib.request
+
         url = f"{self.config.base_url}/{path.lstrip('/')}"
         body = json.dumps(payload, ensure_ascii=False, allow_nan=False).encode("utf-8")
         attempts = self.config.max_retries + 1
@@ -199,7 +201,7 @@ class JsonHttpClient:
                 problem = f"HTTP {status}: {_server_message(raw_error)}"
                 if status != 429 and status < 500:
                     self.stats._count(failure=True)
-                    raise EmbeddingServiceError(f"POST {url} failed with {problem}{self._hint(status)}", url=url, status=status, attempts=attempt + 1) from None
+                    raise EndpointError(f"POST {url} failed with {problem}{self._hint(status)}", url=url, status=status, attempts=attempt + 1) from None
                 retry_after = parse_retry_after(exc.headers.get("Retry-After") if exc.headers else None)
             except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, refused/reset connections
                 reason = getattr(exc, "reason", exc)
@@ -209,10 +211,10 @@ class JsonHttpClient:
                 return self._decode(raw, url)
             if attempt + 1 >= attempts:
                 self.stats._count(failure=True)
-                raise EmbeddingServiceError(f"POST {url} failed after {attempts} attempt(s): {problem}", url=url, status=status, attempts=attempts) from None
+                raise EndpointError(f"POST {url} failed after {attempts} attempt(s): {problem}", url=url, status=status, attempts=attempts) from None
             delay = self._delay(attempt, retry_after)
             self.stats._count(retry_delay=delay)
-            log.info("embed.http_retry", url=url, attempt=attempt + 1, problem=problem, delay_s=round(delay, 3))
+            log.info("http.retry", url=url, attempt=attempt + 1, problem=problem, delay_s=round(delay, 3))
             time.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -1,4 +1,5 @@
-"""The shared HTTP helper: retries, backoff, Retry-After, errors, against a real local server."""
+"""memcore's HTTP client (``memcore.http_client``, shared by memcore-embed's ``openai`` embedder
+and memcore-llm's chat client): retries, backoff, Retry-After, errors, against a real local server."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from memcore import ConfigError, ValidationError
-from memcore._plugins._registry import Registration
+from memcore.plugin import EndpointConfig, JsonHttpClient
+from memcore import EndpointError, ValidationError
+from memcore._util.http import parse_retry_after
+from memcore.testing import FakeOpenAIServer
 
-from memcore_embed import EmbeddingServiceError, EndpointConfig
-from memcore_embed.http import JsonHttpClient, parse_retry_after
+
+@pytest.fixture
+def server():
+    """A fresh deterministic OpenAI-compatible server; ``server.url`` ends in /v1."""
+    with FakeOpenAIServer() as state:
+        yield state
 
 
 def client(server, **kw) -> JsonHttpClient:
@@ -51,7 +58,7 @@ def test_retry_after_is_capped_by_max_backoff(server):
 def test_5xx_every_time_fails_after_max_retries(server):
     server.plan = [("status", 500)] * 10
     http = client(server, max_retries=2)
-    with pytest.raises(EmbeddingServiceError, match=r"after 3 attempt\(s\): HTTP 500: scripted 500") as info:
+    with pytest.raises(EndpointError, match=r"after 3 attempt\(s\): HTTP 500: scripted 500") as info:
         http.post("embeddings", PAYLOAD)
     assert (info.value.status, info.value.attempts) == (500, 3)
     assert server.count("/v1/embeddings") == 3
@@ -71,7 +78,7 @@ def test_backoff_grows_exponentially_with_jitter(server):
 def test_client_errors_are_not_retried(server):
     server.plan = [("status", 400)]
     http = client(server, max_retries=5)
-    with pytest.raises(EmbeddingServiceError, match="HTTP 400: scripted 400") as info:
+    with pytest.raises(EndpointError, match="HTTP 400: scripted 400") as info:
         http.post("embeddings", PAYLOAD)
     assert info.value.attempts == 1 and server.count("/v1/embeddings") == 1
 
@@ -80,13 +87,13 @@ def test_unauthorised_names_the_key_variable(server, monkeypatch):
     monkeypatch.delenv("MEMCORE_EMBED_TEST_KEY", raising=False)
     server.plan = [("status", 401)]
     http = JsonHttpClient(EndpointConfig(base_url=server.url, api_key_env="MEMCORE_EMBED_TEST_KEY"))
-    with pytest.raises(EmbeddingServiceError, match=r"\$MEMCORE_EMBED_TEST_KEY, which is NOT set"):
+    with pytest.raises(EndpointError, match=r"\$MEMCORE_EMBED_TEST_KEY, which is NOT set"):
         http.post("embeddings", PAYLOAD)
 
 
 def test_unknown_route_hints_at_base_url(server):
     http = JsonHttpClient(EndpointConfig(base_url=server.url.removesuffix("/v1"), api_key_env=None))
-    with pytest.raises(EmbeddingServiceError, match="usually ends in /v1") as info:
+    with pytest.raises(EndpointError, match="usually ends in /v1") as info:
         http.post("embeddings", PAYLOAD)
     assert info.value.status == 404
 
@@ -94,7 +101,7 @@ def test_unknown_route_hints_at_base_url(server):
 def test_timeout_is_an_error(server):
     server.plan = [("sleep", 2.0)]
     http = client(server, timeout_s=0.3, max_retries=0)
-    with pytest.raises(EmbeddingServiceError, match="timed out") as info:
+    with pytest.raises(EndpointError, match="timed out") as info:
         http.post("embeddings", PAYLOAD)
     assert info.value.status is None
 
@@ -111,7 +118,7 @@ def test_connection_refused_is_retried_then_fails():
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     http = JsonHttpClient(EndpointConfig(base_url=f"http://127.0.0.1:{port}/v1", api_key_env=None, max_retries=1, backoff_s=0.01))
-    with pytest.raises(EmbeddingServiceError, match="connection error") as info:
+    with pytest.raises(EndpointError, match="connection error") as info:
         http.post("embeddings", PAYLOAD)
     assert info.value.attempts == 2
 
@@ -133,24 +140,6 @@ def test_api_key_is_read_from_the_environment_at_call_time(server, monkeypatch):
     http.post("embeddings", PAYLOAD)
     assert server.requests[-1].headers["authorization"] == "Bearer sk-test-123"
     assert "sk-test-123" not in repr(http.config)
-
-
-@pytest.mark.parametrize(
-    "fields, message",
-    [
-        ({"base_url": "ftp://example.org/v1"}, "http:// or https://"),
-        ({"api_key_env": "sk-live-abcdef"}, "NAME of an environment variable"),
-        ({"timeout_s": 0}, "greater than 0"),
-        ({"max_retries": -1}, "greater than or equal to 0"),
-        ({"surprise": 1}, "surprise: unknown option; valid options"),
-    ],
-)
-def test_bad_endpoint_settings_are_config_errors(fields, message):
-    from memcore_embed import OpenAIEmbedder, OpenAIEmbedderConfig
-
-    reg = Registration("embedders", "openai", OpenAIEmbedder, OpenAIEmbedderConfig, "embed")
-    with pytest.raises(ConfigError, match=message):
-        reg.parse_config({"model": "m", "dim": 4, **fields}, "spaces.default.embedder")
 
 
 def test_base_url_trailing_slash_and_empty_key_env():

@@ -1,4 +1,4 @@
-"""``memcore_embed.llama_server.LlamaServer``'s lifetime: the server subprocess never outlives
+"""``memcore_llm.llama_server.LlamaServer``'s lifetime: the server subprocess never outlives
 the process that started it -- stopped at interpreter exit, and killed by the kernel when
 that process is killed (a killed bench left a busy llama.cpp server behind). A stand-in
 ``llama_cpp.server`` module (a real HTTP server on 127.0.0.1 answering ``/v1/models``) takes
@@ -38,7 +38,7 @@ http.server.HTTPServer(("127.0.0.1", args.port), H).serve_forever()
 PARENT = """
 import sys, time
 from pathlib import Path
-from memcore_embed.llama_server import LlamaServer
+from memcore_llm.llama_server import LlamaServer
 server = LlamaServer(Path("model.gguf"), startup_s=60).__enter__()
 print(server.proc.pid, flush=True)
 if sys.argv[1] == "exit":

@@ -16,10 +16,10 @@ from memcore import Contribution, Hit, Query
 from memcore.testing import StageContract, build_stage
 
 import memcore
-import memcore_embed.llm_rerank as llm_rerank_module
+import memcore_llm.llm_rerank as llm_rerank_module
 from memcore.plugin import LLMs
-from memcore_embed import ChatClient, LLMRerankConfig, LLMRerankStage, rerank_report
-from memcore_embed.llm_rerank import bare_ranking, parse_ranking, parse_reply, read_reply, truncate
+from memcore_llm import ChatClient, LLMRerankConfig, LLMRerankStage, rerank_report
+from memcore_llm.llm_rerank import bare_ranking, parse_ranking, parse_reply, read_reply, truncate
 
 TEXTS = {
     "a": "alpha apples grow on the orchard hill",
@@ -346,7 +346,7 @@ def test_the_event_reaches_memcore_logging(server, collection, capsys):
         configure_logging()  # back to the environment's choice
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
     event = next(e for e in lines if e["event"] == "stage.llm_rerank")
-    assert (event["used"], event["reason"], event["logger"]) == ("fallback", "invalid_reply", "memcore_embed.llm_rerank")
+    assert (event["used"], event["reason"], event["logger"]) == ("fallback", "invalid_reply", "memcore_llm.llm_rerank")
 
 
 # -- config ------------------------------------------------------------------------------------

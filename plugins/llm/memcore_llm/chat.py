@@ -3,9 +3,9 @@ summaries, answering): ``POST {base_url}/chat/completions``.
 
 It is the LLM kind ``openai`` (a :class:`memcore.plugin.LLM`), declared in settings as
 ``[llms.<name>] kind = "openai" base_url = "..." model = "..."`` and named by the services
-and stages that use it (``llm = "default"``). It shares the HTTP helper
-(:mod:`memcore_embed.http`) with the ``openai`` embedder: same key handling, retries,
-backoff and errors.
+and stages that use it (``llm = "default"``). It shares memcore's HTTP client
+(:class:`memcore.JsonHttpClient`) with memcore-embed's ``openai`` embedder: same key
+handling, retries, backoff and errors (:class:`memcore.EndpointError`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ import json
 import re
 from typing import Any, Literal, Mapping, Sequence
 
-from memcore.plugin import LLM, ComponentConfig, ConfigError, ValidationError
+from memcore.plugin import LLM, ComponentConfig, ConfigError, EndpointConfig, JsonHttpClient, RequestStats, ValidationError
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
-
-from .http import EndpointConfig, JsonHttpClient, RequestStats
 
 __all__ = ["ChatConfig", "ChatClient", "ChatMessage", "ChatOptions", "parse_json_reply"]
 

