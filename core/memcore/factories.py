@@ -17,7 +17,7 @@ config already validated by the config model it was registered with.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, TypeVar
 
 from .hookspecs import COMPONENTS
 
@@ -50,9 +50,10 @@ F = TypeVar("F", contravariant=True)
 class Register(Protocol[F]):
     """The ``register`` callback a ``register_<things>`` hook receives."""
 
-    def __call__(self, name: str, factory: F, config_model: type[ComponentConfig] | None = None, /) -> None:
+    def __call__(self, name: str, factory: F, config_model: type[ComponentConfig] | None = None, /, *, deprecated_names: Iterable[str] = ()) -> None:
         """Register ``factory`` under ``name`` (the settings' ``kind``), its options validated
-        by ``config_model`` (None: no options)."""
+        by ``config_model`` (None: no options). ``deprecated_names``: old spellings of
+        ``name`` that keep working, with a DeprecationWarning naming ``name``."""
 
 
 class StoreFactory(Protocol):

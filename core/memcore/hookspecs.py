@@ -5,7 +5,9 @@ Hooks are callbacks in the style of ``llm`` and ``datasette``: memcore calls
 ``register(name, factory, config_model)`` once per thing it provides.
 
 - ``name`` is the ``kind`` users write in settings (``[indexes.dense] kind = "exact"``);
-  it must be unique across all installed plugins.
+  lowercase letters, digits, ``_`` and ``.``, unique across all installed plugins.
+- ``deprecated_names=(...)`` (keyword, optional): old spellings of ``name`` that keep
+  resolving to it with a DeprecationWarning (a renamed kind: ``"token-hashing"``).
 - ``factory`` builds the component; what it receives is documented per hook below.
 - ``config_model`` is a pydantic model (a subclass of :class:`memcore.ComponentConfig`)
   that validates the component's settings entry; ``None`` means "no options".

@@ -10,7 +10,7 @@ Registers, through memcore's ``register_embedders`` hook:
 through ``register_llms``, the LLM kinds of the LLM steps:
 
 - ``openai``: :class:`memcore_embed.chat.ChatClient`, any OpenAI-compatible chat endpoint;
-- ``llama-server``: :class:`LlamaServerLLM`, a local llama.cpp server (SmolLM2-135M by
+- ``llama_server``: :class:`LlamaServerLLM`, a local llama.cpp server (SmolLM2-135M by
   default) started on first use, when ``llama-cpp-python`` is installed;
 
 and, through ``register_stages``, the pipeline stage ``llm_rerank`` (:class:`LLMRerankStage`):
@@ -70,6 +70,6 @@ def register_stages(register: Register[StageFactory]) -> None:
 
 @memcore.hookimpl
 def register_llms(register: Register[LLMFactory]) -> None:
-    """Register the LLM kinds ``openai`` (the chat client) and ``llama-server``."""
+    """Register the LLM kinds ``openai`` (the chat client) and ``llama_server`` (``llama-server``: deprecated)."""
     register("openai", ChatClient, ChatConfig)
-    register("llama-server", LlamaServerLLM, LlamaServerConfig)
+    register("llama_server", LlamaServerLLM, LlamaServerConfig, deprecated_names=("llama-server",))

@@ -3,6 +3,8 @@ and its ``llm_rerank`` stage (whose config models parse settings as documented);
 imports no torch."""
 
 import pytest
+
+import memcore
 from memcore import ConfigError
 from memcore.plugins import get_registry
 from memcore.testing import PluginRegistrationContract
@@ -20,7 +22,7 @@ class TestEmbedRegistration(PluginRegistrationContract):
         "stages": {"llm_rerank": (memcore_embed.LLMRerankStage, memcore_embed.LLMRerankConfig)},
         "llms": {
             "openai": (memcore_embed.ChatClient, memcore_embed.ChatConfig),
-            "llama-server": (memcore_embed.LlamaServerLLM, memcore_embed.LlamaServerConfig),
+            "llama_server": (memcore_embed.LlamaServerLLM, memcore_embed.LlamaServerConfig),
         },
     }
     light_imports = ("memcore_embed:MiniLMEmbedder",)
@@ -45,3 +47,11 @@ def test_the_stage_config_parses_settings():
     assert (config.llm, config.top_n, config.batch, config.fallback, config.max_chars) == ("judge", 20, None, "keep", 500)
     with pytest.raises(ConfigError, match=r"pipeline\[1\]\.llm"):
         stage.parse_config({"llm": {"model": "m"}}, "pipeline[1]")
+
+
+def test_the_old_spelling_llama_server_still_works_with_a_warning():
+    with pytest.warns(DeprecationWarning, match=r"llm kind 'llama-server' \(llms\.default\.kind\) is deprecated: write 'llama_server'"):
+        memory = memcore.open({"llms": {"default": {"kind": "llama-server", "max_tokens": 32}}})
+    with memory:
+        config = memory.llms._configs["default"]  # built on first use: the parsed settings entry
+        assert type(config) is memcore_embed.LlamaServerConfig and config.kind == "llama_server" and config.max_tokens == 32
