@@ -23,6 +23,7 @@ from .errors import NotFoundError, ValidationError
 from .record_input import coerce_ids
 from .llm import LLMs
 from .records import Hit, Record, Scope
+from .service import where_from_options
 
 if TYPE_CHECKING:
     from .collection import Collection
@@ -197,14 +198,16 @@ class Memory:
         return self.collection.count(where=where, scope=scope, index=index)
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **options: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **options: Any
     ) -> list[dict[str, Any]]:
         """Recall through the service: ``[{"id", "text", "score", "metadata"}]``.
 
-        ``metadata`` is a where filter; ``options`` (e.g. ``scope``) go to the service,
-        which rejects keywords it does not know.
+        ``where`` is a metadata filter (as for :meth:`get`, :meth:`count`, :meth:`query`;
+        ``metadata=``, its former name, works with a DeprecationWarning); ``options``
+        (e.g. ``scope``) go to the service, which rejects keywords it does not know.
         """
-        return self.service.retrieve(query, vector=vector, metadata=metadata, k=k, **options)
+        where = where_from_options(where, options)
+        return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
 
     def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: ScopeLike = None) -> list[Hit]:
         """Run the declared pipeline (or one index) and return hits with provenance."""
