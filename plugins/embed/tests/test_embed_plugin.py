@@ -49,9 +49,9 @@ def test_the_stage_config_parses_settings():
         stage.parse_config({"llm": {"model": "m"}}, "pipeline[1]")
 
 
-def test_the_old_spelling_llama_server_still_works_with_a_warning():
+def test_the_old_spelling_llama_server_still_works_with_a_warning(tmp_path):
     with pytest.warns(DeprecationWarning, match=r"llm kind 'llama-server' \(llms\.default\.kind\) is deprecated: write 'llama_server'"):
-        memory = memcore.open({"llms": {"default": {"kind": "llama-server", "max_tokens": 32}}})
+        memory = memcore.open({"llms": {"default": {"kind": "llama-server", "max_tokens": 32}}}, path=tmp_path)
     with memory:
         config = memory.llms._configs["default"]  # built on first use: the parsed settings entry
         assert type(config) is memcore_embed.LlamaServerConfig and config.kind == "llama_server" and config.max_tokens == 32
