@@ -589,7 +589,7 @@ def advanced(
     queries as the main measurement.
 
     The colbert index gets its token vectors from the caches through an embedder registered
-    for this run only (``bench-cached-tokens``), so nothing is re-encoded. With ``engine``
+    for this run only (``bench_cached_tokens``), so nothing is re-encoded. With ``engine``
     (the index measured above) the memory's colbert index is created empty and loads it
     (saved with the storage module, read back through ``Index.load``): no second k-means;
     without, it is populated from the store as a collection builds it."""
@@ -622,14 +622,14 @@ def advanced(
 
     @hookimpl
     def register_embedders(register):
-        register("bench-cached-tokens", Cached, None)
+        register("bench_cached_tokens", Cached, None)
 
     out: dict[str, Any] = {}
-    with register_plugin(SimpleNamespace(register_embedders=register_embedders), name="bench-cached-tokens"):
+    with register_plugin(SimpleNamespace(register_embedders=register_embedders), name="bench_cached_tokens"):
         memory, qrow, qvecs = subset_memory(args, data, docs, "advanced")
         log("adding the colbert index...")
         started = time.perf_counter()
-        options = {**config.model_dump(exclude={"kind"}), "embedder": {"kind": "bench-cached-tokens"}, "train_min_tokens": 4096, "exhaustive_below": 256}
+        options = {**config.model_dump(exclude={"kind"}), "embedder": {"kind": "bench_cached_tokens"}, "train_min_tokens": 4096, "exhaustive_below": 256}
         if engine is None:
             memory.collection.create_index("colbert", "colbert", populate=True, **options)
             out["colbert_index"] = "populated from the store (batches of 512)"

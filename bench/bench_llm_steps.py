@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The LLM steps of the memory services and the graph index against a REAL local model.
 
-A local llama.cpp server serving SmolLM2-135M-Instruct (the ``llama-server`` LLM kind of
-memcore-llm: ``[llms.default] kind = "llama-server"``, started on first use, stopped when
+A local llama.cpp server serving SmolLM2-135M-Instruct (the ``llama_server`` LLM kind of
+memcore-llm: ``[llms.default] kind = "llama_server"``, started on first use, stopped when
 the memory closes) answers every LLM step of
 
 - ``memoryos``: ``examples/locomo/memoryos.toml`` with a small MTM (``--mtm-capacity``, so
@@ -135,8 +135,8 @@ class Recorder:
 
 
 def llm_settings(args: argparse.Namespace) -> dict[str, Any]:
-    """``[llms.default]``: the llama-server kind."""
-    out: dict[str, Any] = {"kind": "llama-server", "n_ctx": args.n_ctx, "max_tokens": args.max_tokens, "timeout_s": args.timeout}
+    """``[llms.default]``: the llama_server kind."""
+    out: dict[str, Any] = {"kind": "llama_server", "n_ctx": args.n_ctx, "max_tokens": args.max_tokens, "timeout_s": args.timeout}
     if args.model:
         out["model_path"] = str(args.model)
     if args.threads:

@@ -47,10 +47,10 @@ class TaggingService(Service):
         return self.collection.insert([item], indexes=[ITEMS], state={("tagging", "inserted"): inserted + 1})[0]
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         self.reject_unknown("retrieve", kwargs)
-        q = self.make_query(query, vector, metadata, k)
+        q = self.make_query(query, vector, where, k)
         return [{**hit_to_dict(h), "via": "tagging"} for h in self.collection.retrieve(q, index=ITEMS, k=k)]
 
 

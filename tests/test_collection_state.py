@@ -51,7 +51,7 @@ def test_bad_state_keys(collection, key):
 
 
 class CappedConfig(ExactIndexConfig):
-    kind: str = "capped-test"
+    kind: str = "capped_test"
     capacity: int = 2
 
 
@@ -78,13 +78,13 @@ class CappedIndex(ExactIndex):
 class CappedPlugin:
     @memcore.hookimpl
     def register_indexes(self, register):
-        register("capped-test", CappedIndex, CappedConfig)
+        register("capped_test", CappedIndex, CappedConfig)
 
 
 def test_evict_takes_overflow_out_and_returns_it(tmp_path):
     with register_plugin(CappedPlugin(), name="capped-test-plugin"):
         with Collection.create(tmp_path) as coll:
-            coll.create_index("stm", "capped-test", capacity=2)
+            coll.create_index("stm", "capped_test", capacity=2)
             ids = coll.insert([{"id": f"t{i}", "text": f"turn {i}"} for i in range(4)])
             assert coll.evict("stm") == ids[:2]
             assert coll.ids(index="stm") == ids[2:] and coll.count() == 4  # records stay in the store
@@ -104,10 +104,10 @@ def test_register_accepts_keyword_arguments():
         def register_fusions(self, register):
             from memcore.default_plugins.fusions import ConcatConfig, Concatenate
 
-            register(name="concat-kw", factory=Concatenate, config_model=ConcatConfig)
+            register(name="concat_kw", factory=Concatenate, config_model=ConcatConfig)
 
     with register_plugin(KeywordPlugin(), name="kw-plugin") as info:
-        assert info.registers == {"fusions": ["concat-kw"]}
+        assert info.registers == {"fusions": ["concat_kw"]}
 
 
 def test_unknown_known_plugin_name_does_not_suggest_itself():

@@ -61,7 +61,7 @@ def test_an_index_factory_gets_its_kind(collection):
     contexts = []
 
     class AliasConfig(ExactIndexConfig):
-        kind: str = "alias-exact"
+        kind: str = "alias_exact"
 
     def factory(config, context):
         contexts.append(context)
@@ -69,8 +69,8 @@ def test_an_index_factory_gets_its_kind(collection):
 
     @hookimpl
     def register_indexes(register):
-        register("alias-exact", factory, AliasConfig)
+        register("alias_exact", factory, AliasConfig)
 
     with register_plugin(SimpleNamespace(register_indexes=register_indexes), name="alias"):
-        collection.create_index("aliased", "alias-exact", space="default")
-    assert [(c.name, c.kind) for c in contexts] == [("aliased", "alias-exact")]
+        collection.create_index("aliased", "alias_exact", space="default")
+    assert [(c.name, c.kind) for c in contexts] == [("aliased", "alias_exact")]

@@ -61,9 +61,9 @@ class TestExactIndexOtherSpace(IndexContract):
 
 
 class OverlapConfig(ComponentConfig):
-    """Settings of the in-test ``contract-overlap`` index."""
+    """Settings of the in-test ``contract_overlap`` index."""
 
-    kind: str = "contract-overlap"
+    kind: str = "contract_overlap"
 
 
 class OverlapIndex(Index):
@@ -107,7 +107,7 @@ class OverlapIndex(Index):
 
 @hookimpl
 def register_indexes(register):
-    register("contract-overlap", OverlapIndex, OverlapConfig)
+    register("contract_overlap", OverlapIndex, OverlapConfig)
 
 
 OVERLAP_PLUGIN = SimpleNamespace(register_indexes=register_indexes)
@@ -218,28 +218,28 @@ class TestDefaultServiceWithSettings(ServiceContract):
 
 
 def test_register_plugin_makes_an_index_kind_usable():
-    assert "contract-overlap" not in get_registry().names("indexes")
+    assert "contract_overlap" not in get_registry().names("indexes")
     with register_plugin(OVERLAP_PLUGIN, name="contract-test") as info:
         assert info.error is None
-        assert info.registers == {"indexes": ["contract-overlap"]}
+        assert info.registers == {"indexes": ["contract_overlap"]}
         assert get_host().infos["contract-test"] is info
         collection = Collection.create()
-        collection.create_index("words", "contract-overlap")
+        collection.create_index("words", "contract_overlap")
         collection.insert(["Alice works in Zurich", "Bob bakes bread", "Alice bakes cakes in Bern"])
         hits = collection.retrieve("alice zurich", index="words", k=2)
         assert [h.record.text for h in hits] == ["Alice works in Zurich", "Alice bakes cakes in Bern"]
         collection.close()
-    assert "contract-overlap" not in get_registry().names("indexes")
+    assert "contract_overlap" not in get_registry().names("indexes")
     assert "contract-test" not in get_host().infos
     with pytest.raises(UnknownComponentError):
-        Collection.create().create_index("words", "contract-overlap")
+        Collection.create().create_index("words", "contract_overlap")
 
 
 def test_register_plugin_cleans_up_after_an_exception():
     with pytest.raises(RuntimeError):
         with register_plugin(OVERLAP_PLUGIN):
             raise RuntimeError("boom")
-    assert "contract-overlap" not in get_registry().names("indexes")
+    assert "contract_overlap" not in get_registry().names("indexes")
     assert "test-plugin" not in get_host().infos
 
 
@@ -275,9 +275,9 @@ def test_register_plugin_refuses_a_loaded_name():
 
 def test_memcore_plugin_fixture(memcore_plugin):
     info = memcore_plugin(OVERLAP_PLUGIN)
-    assert info.registers == {"indexes": ["contract-overlap"]}
+    assert info.registers == {"indexes": ["contract_overlap"]}
     with Collection.create() as collection:
-        collection.create_index("words", "contract-overlap")
+        collection.create_index("words", "contract_overlap")
         collection.insert({"id": "x", "text": "fixture plugins work"})
         assert [h.id for h in collection.retrieve("plugins", index="words")] == ["x"]
 
@@ -291,10 +291,10 @@ def test_memcore_plugin_fixture_removes_its_plugins_at_teardown():
     generator = (fixture.obj if fixture is not None else pytest_plugin.memcore_plugin.__wrapped__)()
     register = next(generator)
     register(OVERLAP_PLUGIN)
-    assert "contract-overlap" in get_registry().names("indexes")
+    assert "contract_overlap" in get_registry().names("indexes")
     with pytest.raises(StopIteration):
         next(generator)  # the teardown
-    assert "contract-overlap" not in get_registry().names("indexes")
+    assert "contract_overlap" not in get_registry().names("indexes")
     assert "test-plugin" not in get_host().infos
 
 

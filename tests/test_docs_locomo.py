@@ -39,7 +39,7 @@ COLUMNS = {
     "adversarial": ("recall@10", "5 adversarial"),
 }
 """Table column -> (key of ``memcore eval locomo --json``, ``by_category`` entry or None)."""
-NEEDS_A_MODEL = re.compile(r'kind\s*=\s*"(minilm|llama-server|openai|chat)"')
+NEEDS_A_MODEL = re.compile(r'kind\s*=\s*"(minilm|llama_server|llama-server|openai|chat)"')
 
 
 def table() -> list[dict[str, str]]:

@@ -1,6 +1,6 @@
 """Opt-in (``slow``): the LLM steps of ``vector_hash`` (triple extraction, TiM distillation)
 and of the graph index's ``entity_extraction = "llm"`` against the REAL SmolLM2-135M, through
-the ``llama-server`` LLM kind (memcore-llm starts the local llama.cpp server on first use
+the ``llama_server`` LLM kind (memcore-llm starts the local llama.cpp server on first use
 and stops it when the memory closes).
 
 Skips at import when ``llama_cpp`` (``llama-cpp-python[server]``, compiled by hand) or the
@@ -28,7 +28,7 @@ TURNS = [
     "(8 May, 2023)Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
     "(8 May, 2023)Melanie: I painted that lake sunrise last year in Lisbon.",
 ]
-LLM = {"kind": "llama-server", "max_tokens": 96, "timeout_s": 600, "threads": 1}
+LLM = {"kind": "llama_server", "max_tokens": 96, "timeout_s": 600, "threads": 1}
 
 
 @pytest.fixture(autouse=True)

@@ -44,8 +44,8 @@ def register_indexes(register):
 
 @hookimpl
 def register_services(register):
-    register("needs-index", NeedsIndexService, DefaultServiceConfig)
-    register("needs-index-lambda", lambda config, collection, pipeline: NeedsIndexService(config, collection, pipeline), DefaultServiceConfig)
+    register("needs_index", NeedsIndexService, DefaultServiceConfig)
+    register("needs_index_lambda", lambda config, collection, pipeline: NeedsIndexService(config, collection, pipeline), DefaultServiceConfig)
 
 
 @pytest.fixture(autouse=True)
@@ -84,17 +84,17 @@ def test_a_rebuild_on_open_fills_the_index_it_built(tmp_path):
 
 
 def test_a_services_required_index_is_built_once(tmp_path):
-    with memcore.open(settings(tmp_path, "needs-index")) as memory:
+    with memcore.open(settings(tmp_path, "needs_index")) as memory:
         assert memory.collection.has_index("svc.recent")
     assert BUILDS == {"vector": 1, "other": 1, "svc.recent": 1}
     BUILDS.clear()
-    memcore.open(settings(tmp_path, "needs-index")).close()
+    memcore.open(settings(tmp_path, "needs_index")).close()
     assert BUILDS == {"vector": 1, "other": 1, "svc.recent": 1}
 
 
 def test_required_indexes_are_not_lost_behind_a_factory_function(tmp_path):
     with pytest.raises(PluginError, match="required_indexes"):
-        memcore.open(settings(tmp_path, "needs-index-lambda"))
+        memcore.open(settings(tmp_path, "needs_index_lambda"))
 
 
 def test_a_changed_definition_is_refused_without_building(tmp_path):

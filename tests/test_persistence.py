@@ -516,7 +516,7 @@ def test_reader_through_memcore_open_sees_later_writes(directory):
             writer.insert("a second memory written later", metadata={"n": 2})
             assert [h["text"] for h in r.retrieve("a second memory written later", k=1)] == ["a second memory written later"]
             assert [h.record.text for h in r.query("a second memory written later", k=1, index="vector")] == ["a second memory written later"]
-            assert [h["text"] for h in r.retrieve("memory", metadata={"n": 2}, k=5)] == ["a second memory written later"]
+            assert [h["text"] for h in r.retrieve("memory", where={"n": 2}, k=5)] == ["a second memory written later"]
             writer.collection.flush()
             writer.insert("a third memory after the flush")
             assert [h["text"] for h in r.retrieve("a third memory after the flush", k=1)] == ["a third memory after the flush"]

@@ -234,7 +234,7 @@ def test_hooks_run_through_pluggys_caller_wrappers_included():
             calls.append("wrapper before")
 
             def renamed(name, factory, config_model=None):
-                register(f"wrapped-{name}", factory, config_model)
+                register(f"wrapped_{name}", factory, config_model)
 
             # a new-style wrapper sees the result of the inner implementations
             result = yield
@@ -244,13 +244,13 @@ def test_hooks_run_through_pluggys_caller_wrappers_included():
         @hookimpl(trylast=True)
         def register_stages(self, register):
             calls.append("stages")
-            register("late-stage", lambda config: None, None)
+            register("late_stage", lambda config: None, None)
 
     host = PluginHost(load_entry_points=False)
     info = host.add("wrapping", Plugin())
     assert info.error is None
     assert calls == ["wrapper before", "wrapper after", "stages"]
-    assert info.registers == {"stages": ["late-stage"]}
+    assert info.registers == {"stages": ["late_stage"]}
 
 
 def test_one_plugins_wrapper_does_not_see_another_plugins_registrations():
@@ -264,13 +264,13 @@ def test_one_plugins_wrapper_does_not_see_another_plugins_registrations():
 
     @hookimpl
     def register_indexes(register):
-        register("other-index", lambda config, context: None, None)
+        register("other_index", lambda config, context: None, None)
 
     host = PluginHost(load_entry_points=False)
     assert host.add("watcher", Watcher()).error is None
     seen.clear()
     info = host.add("other", SimpleNamespace(register_indexes=register_indexes))
-    assert info.error is None and info.registers == {"indexes": ["other-index"]}
+    assert info.error is None and info.registers == {"indexes": ["other_index"]}
     assert seen == []  # isolated: each plugin's hooks are called for that plugin alone
 
 
@@ -279,12 +279,12 @@ def test_add_takes_a_plugin_object_and_load_a_loader():
 
     @hookimpl
     def register_fusions(register):
-        register("loaded-fusion", lambda config: None, None)
+        register("loaded_fusion", lambda config: None, None)
 
     module = SimpleNamespace(register_fusions=register_fusions)
-    assert host.load("via-loader", lambda: module).registers == {"fusions": ["loaded-fusion"]}
+    assert host.load("via-loader", lambda: module).registers == {"fusions": ["loaded_fusion"]}
     host.remove("via-loader")
-    assert host.add("via-object", module).registers == {"fusions": ["loaded-fusion"]}
+    assert host.add("via-object", module).registers == {"fusions": ["loaded_fusion"]}
 
 
 def test_two_distributions_with_one_entry_point_name_are_both_reported(monkeypatch):
@@ -299,7 +299,7 @@ def test_two_distributions_with_one_entry_point_name_are_both_reported(monkeypat
 
     @hookimpl
     def register_fusions(register):
-        register("twin-fusion", lambda config: None, None)
+        register("twin_fusion", lambda config: None, None)
 
     module = SimpleNamespace(register_fusions=register_fusions)
     eps = []

@@ -66,7 +66,7 @@ def trace(monkeypatch, memory):
 
 
 def test_a_retrieve_does_each_piece_of_work_once(memory, trace):
-    results = memory.retrieve("cats in the garden", metadata={"even": False}, k=5, scope={"user_id": "u1"})
+    results = memory.retrieve("cats in the garden", where={"even": False}, k=5, scope={"user_id": "u1"})
     assert len(results) == 5 and all(r["metadata"]["even"] is False for r in results)
     assert trace["query built"] == 1  # the scope goes into the one query, not a copy
     assert trace["filter parsed"] == 1  # two recall stages, one parse

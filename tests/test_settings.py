@@ -260,7 +260,7 @@ def test_open_builds_the_declared_memory(tmp_path):
         hits = mem.query("the cat sat on the mat", k=2)
         assert hits[0].id == rid
         assert {c.source for c in hits[0].provenance} == {"dense", "near"}
-        assert [h["metadata"]["n"] for h in mem.retrieve("dogs", metadata={"n": 2})] == [2]
+        assert [h["metadata"]["n"] for h in mem.retrieve("dogs", where={"n": 2})] == [2]
     assert (directory / "store.sqlite3").is_file()
     # reopening with the same file loads what is there
     with memcore.open(toml, path=directory) as mem:
@@ -326,13 +326,13 @@ def test_service_reserved_index_clash(tmp_path):
 
     @hookimpl
     def register_services(register):
-        register("keeps-recent", KeepsRecent, DefaultServiceConfig)
+        register("keeps_recent", KeepsRecent, DefaultServiceConfig)
 
     with register_plugin(SimpleNamespace(register_services=register_services), name="reserving"):
-        with memcore.open({"service": "keeps-recent"}, path=tmp_path / "ok") as memory:
+        with memcore.open({"service": "keeps_recent"}, path=tmp_path / "ok") as memory:
             assert memory.collection.has_index("recent.items") and memory.collection.has_index("vector")
-        clash = {"service": "keeps-recent", "indexes": {"vector": {"kind": "exact"}, "recent.items": {"kind": "exact"}}}
-        with pytest.raises(ConfigError, match=r"index name\(s\) \['recent.items'\] are reserved by service 'keeps-recent'") as info:
+        clash = {"service": "keeps_recent", "indexes": {"vector": {"kind": "exact"}, "recent.items": {"kind": "exact"}}}
+        with pytest.raises(ConfigError, match=r"index name\(s\) \['recent.items'\] are reserved by service 'keeps_recent'") as info:
             memcore.open(clash, path=tmp_path / "clash")
         assert info.value.location == "indexes"
         assert not (tmp_path / "clash").exists()  # refused before anything was created

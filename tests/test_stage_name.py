@@ -48,13 +48,13 @@ def test_given_names_win():
 
 @memcore.hookimpl
 def register_stages(register):
-    register("configless-probe", lambda config: NoConfig(), memcore.plugin.ComponentConfig)
+    register("configless_probe", lambda config: NoConfig(), memcore.plugin.ComponentConfig)
 
 
 def test_settings_name_a_configless_stage_by_its_registered_kind():
     with register_plugin(SimpleNamespace(register_stages=register_stages), name="stage-name-probe"):
-        pipeline = Pipeline.from_config([{"kind": "configless-probe"}, {"kind": "limit"}], get_registry())
-    assert [s.name for s in pipeline.stages] == ["configless-probe", "limit"]
+        pipeline = Pipeline.from_config([{"kind": "configless_probe"}, {"kind": "limit"}], get_registry())
+    assert [s.name for s in pipeline.stages] == ["configless_probe", "limit"]
 
 
 def test_the_trace_names_every_stage_of_a_pipeline_built_by_hand(tmp_path):

@@ -181,8 +181,8 @@ class PluginHost:
                 if hook not in implemented:
                     continue
 
-                def register(name: Any, factory: Any, config_model: Any = None, _c: str = category) -> None:
-                    staged.append(Registry.make_registration(_c, name, factory, config_model, plugin_name))
+                def register(name: Any, factory: Any, config_model: Any = None, *, deprecated_names: Any = (), _c: str = category) -> None:
+                    staged.append(Registry.make_registration(_c, name, factory, config_model, plugin_name, deprecated_names))
 
                 self.hook_of(plugin, hook)(register=register)
             problems = self.registry.conflicts(staged)
@@ -204,7 +204,7 @@ class PluginHost:
         if info:
             for category, names in info.registers.items():
                 for n in names:
-                    self.registry.entries[category].pop(n, None)
+                    self.registry.discard(category, n)
 
 
 def _hashable(plugin: object, name: str) -> object:

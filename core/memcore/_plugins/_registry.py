@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, cast
+import warnings
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, ClassVar, Iterable, Mapping, cast
 
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
@@ -22,7 +23,13 @@ __all__ = ["ComponentConfig", "Registration", "Registry", "CATEGORIES"]
 # CATEGORIES (re-exported): the kinds of component a plugin can register, one hook each
 # (``register_<category>``), computed from the declarations in :mod:`memcore._plugins.hookspecs`.
 
-NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_\-.]*$")
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_.]*$")
+"""A kind name: lowercase letters, digits, ``_`` and ``.``. One separator, ``_`` (as in TOML
+option keys and Python names): ``token_hashing``, never ``token-hashing``."""
+
+DEPRECATED_NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_\-.]*$")
+"""An old spelling a plugin keeps working as a deprecated alias (``deprecated_names=``):
+``-`` is still accepted there, so the kinds spelled with ``-`` before the rule keep working."""
 
 
 def unknown_key_message(key: str, valid: list[str]) -> str:
@@ -61,6 +68,12 @@ class Registration:
     factory: Callable[..., Any]
     config_model: type[ComponentConfig]
     plugin: str
+    deprecated_names: tuple[str, ...] = ()
+    """Old spellings of ``name`` that still resolve to it, with a DeprecationWarning."""
+    renames: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    """Every deprecated spelling of the registry it belongs to -> the current name (set by
+    :meth:`Registry.add_all`): ``kind`` values nested in a settings entry (colbert's
+    ``embedder = {kind = ...}``) are rewritten to the current name when parsed."""
 
     def parse_config(self, data: Any, location: str) -> ComponentConfig:
         """Validate a settings entry with this component's config model.
@@ -72,7 +85,8 @@ class Registration:
             return data
         if isinstance(data, BaseModel):
             data = data.model_dump()
-        data = {**dict(data or {}), "kind": self.name}
+        data = {k: v for k, v in dict(data or {}).items() if k != "kind"}  # the kind is this registration's name
+        data = {**canonical_kinds(data, self.renames, warn_at=location), "kind": self.name}
         try:
             return self.config_model.model_validate(data)
         except PydanticValidationError as exc:
@@ -90,14 +104,23 @@ class Registry:
     """All registered components, by category then name."""
 
     entries: dict[str, dict[str, Registration]] = field(default_factory=lambda: {c: {} for c in CATEGORIES})
+    aliases: dict[str, dict[str, str]] = field(default_factory=lambda: {c: {} for c in CATEGORIES})
+    """Deprecated spellings, by category: ``{"embedders": {"token-hashing": "token_hashing"}}``."""
+    renames: dict[str, str] = field(default_factory=dict)
+    """Every category's deprecated spellings -> current names, one dict shared with the
+    registrations (a spelling deprecated in two categories for two names is left out)."""
     failed: dict[str, tuple[str | None, str]] = field(default_factory=dict)
     """Plugins that failed to load: name -> (distribution, error), named by unknown-kind errors."""
 
     @staticmethod
-    def make_registration(category: str, name: Any, factory: Any, config_model: Any, plugin: str) -> Registration:
-        """Validate one ``register(...)`` call; raises PluginError when malformed."""
+    def make_registration(category: str, name: Any, factory: Any, config_model: Any, plugin: str, deprecated_names: Iterable[str] = ()) -> Registration:
+        """Validate one ``register(...)`` call; raises PluginError when malformed.
+
+        ``deprecated_names``: old spellings of ``name`` (``"token-hashing"`` for
+        ``"token_hashing"``) that keep resolving to it with a DeprecationWarning.
+        """
         if not isinstance(name, str) or not NAME_PATTERN.match(name):
-            raise PluginError(f"{category}: invalid name {name!r} (lowercase letters, digits, '_', '-', '.')")
+            raise PluginError(_bad_name(category, name))
         if not callable(factory):
             raise PluginError(f"{category} {name!r}: factory is not callable")
         if config_model is None:
@@ -109,38 +132,81 @@ class Registry:
         unknown = sorted(set(getattr(config_model, "search_time", ())) - set(config_model.model_fields))
         if unknown:
             raise PluginError(f"{category} {name!r}: search_time names {unknown}, which are not fields of {config_model.__name__}")
+        if isinstance(deprecated_names, str) or not all(isinstance(n, str) for n in deprecated_names):
+            raise PluginError(f"{category} {name!r}: deprecated_names must be a tuple of names, e.g. ({name.replace('_', '-')!r},)")
+        old = tuple(dict.fromkeys(deprecated_names))
+        bad = [n for n in old if n == name or not DEPRECATED_NAME_PATTERN.match(n)]
+        if bad:
+            raise PluginError(f"{category} {name!r}: invalid deprecated name(s) {bad} (an old spelling, other than the name)")
         # any pydantic model with a ``kind`` field is accepted, not only ComponentConfig subclasses
-        return Registration(category, name, factory, cast(type[ComponentConfig], config_model), plugin)
+        return Registration(category, name, factory, cast(type[ComponentConfig], config_model), plugin, old)
 
     def conflicts(self, registrations: list[Registration]) -> list[str]:
         """Messages for registrations whose names are already taken (or repeated)."""
         seen: set[tuple[str, str]] = set()
         problems = []
         for reg in registrations:
-            key = (reg.category, reg.name)
-            existing = self.entries[reg.category].get(reg.name)
-            if existing is not None:
-                problems.append(f"{reg.category} {reg.name!r} is already registered by {existing.plugin!r}")
-            elif key in seen:
-                problems.append(f"{reg.category} {reg.name!r} is registered twice")
-            seen.add(key)
+            for spelling in (reg.name, *reg.deprecated_names):
+                key = (reg.category, spelling)
+                owner = self.entries[reg.category].get(self.aliases[reg.category].get(spelling, spelling))
+                if owner is not None:
+                    problems.append(f"{reg.category} {spelling!r} is already registered by {owner.plugin!r}")
+                elif key in seen:
+                    problems.append(f"{reg.category} {spelling!r} is registered twice")
+                seen.add(key)
         return problems
 
     def add_all(self, registrations: list[Registration]) -> None:
         """Accept registrations (callers check :meth:`conflicts` first)."""
         for reg in registrations:
-            self.entries[reg.category][reg.name] = reg
+            self.entries[reg.category][reg.name] = replace(reg, renames=self.renames)
+            for old in reg.deprecated_names:
+                self.aliases[reg.category][old] = reg.name
+        self._update_renames()
+
+    def discard(self, category: str, name: str) -> None:
+        """Forget one registration and its deprecated spellings (a plugin being removed)."""
+        self.entries[category].pop(name, None)
+        self.aliases[category] = {old: new for old, new in self.aliases[category].items() if new != name}
+        self._update_renames()
+
+    def _update_renames(self) -> None:
+        targets: dict[str, set[str]] = {}
+        for aliases in self.aliases.values():
+            for old, new in aliases.items():
+                targets.setdefault(old, set()).add(new)
+        self.renames.clear()  # the dict the registrations share: updated in place
+        self.renames.update({old: new.pop() for old, new in targets.items() if len(new) == 1})
+
+    def canonical(self, category: str, name: str) -> str:
+        """The current name of a kind: ``name`` itself unless it is a deprecated spelling."""
+        return self.aliases[category].get(name, name)
+
+    def canonical_kinds(self, value: Any) -> Any:
+        """``value`` (a stored index definition, a space pin, a manifest) with every ``kind``
+        spelled the deprecated way replaced by its current name, silently: what a memory
+        recorded before a kind was renamed opens as if written with the new name."""
+        return canonical_kinds(value, self.renames)
 
     def names(self, category: str) -> list[str]:
         """Registered names of one category, sorted."""
         return sorted(self.entries[category])
 
     def get(self, category: str, name: str, *, location: str | None = None) -> Registration:
-        """Look a component up; unknown names raise :class:`UnknownComponentError` with hints."""
+        """Look a component up; unknown names raise :class:`UnknownComponentError` with hints.
+
+        A deprecated spelling (``deprecated_names=`` of its registration) returns the current
+        kind's registration and emits a DeprecationWarning naming the new spelling.
+        """
         try:
             return self.entries[category][name]
         except KeyError:
             pass
+        current = self.aliases[category].get(name) if isinstance(name, str) else None
+        if current is not None and current in self.entries[category]:
+            where = f" ({location})" if location else ""
+            warnings.warn(f"{SINGULAR.get(category, category)} kind {name!r}{where} is deprecated: write {current!r}", DeprecationWarning, stacklevel=2)
+            return self.entries[category][current]
         installed = self.names(category)
         known = known_providers().get(category, {})  # from the plugin distributions' metadata
         extra = provider_of(category, str(name))
@@ -180,6 +246,36 @@ class Registry:
             return None  # its provider is known and did not fail: the other failures are unrelated
         listed = "; ".join(f"{plugin!r} ({error})" for plugin, (_, error) in sorted(self.failed.items()))
         return f"plugin(s) that failed to load and may provide it: {listed}; see `memcore plugins`"
+
+
+def canonical_kinds(value: Any, renames: Mapping[str, str], *, warn_at: str | None = None) -> Any:
+    """``value`` with every ``"kind"`` entry of its mappings (at any depth) that is a key of
+    ``renames`` replaced by the current name. ``warn_at`` (a settings location): the value
+    is what a user wrote, so each replacement emits a DeprecationWarning; None: silent."""
+    if not renames:
+        return value
+    if isinstance(value, Mapping):
+        out = {key: canonical_kinds(item, renames, warn_at=f"{warn_at}.{key}" if warn_at else None) for key, item in value.items()}
+        kind = out.get("kind")
+        if isinstance(kind, str) and kind in renames:
+            if warn_at:
+                warnings.warn(f"kind {kind!r} ({warn_at}.kind) is deprecated: write {renames[kind]!r}", DeprecationWarning, stacklevel=2)
+            out["kind"] = renames[kind]
+        return out
+    if isinstance(value, list):
+        return [canonical_kinds(item, renames, warn_at=warn_at) for item in value]
+    return value
+
+
+def _bad_name(category: str, name: Any) -> str:
+    """Why ``name`` cannot be a kind name, with the fix."""
+    if isinstance(name, str) and "-" in name and DEPRECATED_NAME_PATTERN.match(name):
+        new = name.replace("-", "_")
+        return (
+            f"{category}: invalid name {name!r}: kind names use '_', not '-': register {new!r} "
+            f"(and keep the old spelling working with register({new!r}, ..., deprecated_names=({name!r},)))"
+        )
+    return f"{category}: invalid name {name!r} (lowercase letters, digits, '_', '.')"
 
 
 def _same_dist(a: str | None, b: str) -> bool:

@@ -5,7 +5,9 @@ Hooks are callbacks in the style of ``llm`` and ``datasette``: memcore calls
 ``register(name, factory, config_model)`` once per thing it provides.
 
 - ``name`` is the ``kind`` users write in settings (``[indexes.dense] kind = "exact"``);
-  it must be unique across all installed plugins.
+  lowercase letters, digits, ``_`` and ``.``, unique across all installed plugins.
+- ``deprecated_names=(...)`` (keyword, optional): old spellings of ``name`` that keep
+  resolving to it with a DeprecationWarning (a renamed kind: ``"token-hashing"``).
 - ``factory`` builds the component; what it receives is documented per hook below.
 - ``config_model`` is a pydantic model (a subclass of :class:`memcore.ComponentConfig`)
   that validates the component's settings entry; ``None`` means "no options".
@@ -27,7 +29,7 @@ of memcore, so any module may import it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, TypeVar
 
 import pluggy
 
@@ -45,9 +47,11 @@ class Register(Protocol[F]):
     """The ``register`` callback a ``register_<things>`` hook receives; ``F`` is the hook's
     factory protocol (``Register[IndexFactory]``, see :mod:`memcore.plugin`)."""
 
-    def __call__(self, name: str, factory: F, config_model: type[Any] | None = None, /) -> None:
+    def __call__(self, name: str, factory: F, config_model: type[Any] | None = None, /, *, deprecated_names: Iterable[str] = ()) -> None:
         """Register ``factory`` under ``name`` (the settings' ``kind``), its options validated
-        by ``config_model`` (a :class:`memcore.plugin.ComponentConfig` subclass; None: no options)."""
+        by ``config_model`` (a :class:`memcore.plugin.ComponentConfig` subclass; None: no options).
+        ``deprecated_names``: old spellings of ``name`` that keep working, with a
+        DeprecationWarning naming ``name``."""
 
 
 _Spec = TypeVar("_Spec", bound=Callable[..., None])

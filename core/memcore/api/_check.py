@@ -119,7 +119,7 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> CheckedSett
     for name, entry in settings.indexes.items():
         reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
         options = {k: v for k, v in entry.items() if k not in ("kind", "populate")}
-        indexes[name] = IndexDefinition(name, entry["kind"], reg.parse_config(options, f"indexes.{name}"), populate=_populate(name, entry))
+        indexes[name] = IndexDefinition(name, reg.name, reg.parse_config(options, f"indexes.{name}"), populate=_populate(name, entry))
     llms: dict[str, ComponentConfig] = {}
     for name, entry in settings.llms.items():
         reg = registry.get("llms", entry["kind"], location=f"llms.{name}.kind")
@@ -134,5 +134,5 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> CheckedSett
         raise ConfigError(f"index name(s) {clash} are reserved by service {service.kind!r}", location="indexes")
     for name, entry in required.items():
         reg = registry.get("indexes", entry["kind"], location=f"service.indexes.{name}.kind")
-        indexes[name] = IndexDefinition(name, entry["kind"], reg.parse_config(_without_kind(entry), f"indexes.{name}"), source="service")
+        indexes[name] = IndexDefinition(name, reg.name, reg.parse_config(_without_kind(entry), f"indexes.{name}"), source="service")
     return CheckedSettings(store, spaces, indexes, pipeline, service, llms, {"store": store_reg, "service": service_reg})

@@ -24,6 +24,7 @@ from ..collection._input import coerce_ids
 from ..llms._llm import LLMs
 from ..model._hit import Hit
 from ..model._record import Record, Scope
+from ..services._service import where_from_options
 
 if TYPE_CHECKING:
     from ..collection._collection import Collection
@@ -198,14 +199,16 @@ class Memory:
         return self.collection.count(where=where, scope=scope, index=index)
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **options: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **options: Any
     ) -> list[dict[str, Any]]:
         """Recall through the service: ``[{"id", "text", "score", "metadata"}]``.
 
-        ``metadata`` is a where filter; ``options`` (e.g. ``scope``) go to the service,
-        which rejects keywords it does not know.
+        ``where`` is a metadata filter (as for :meth:`get`, :meth:`count`, :meth:`query`;
+        ``metadata=``, its former name, works with a DeprecationWarning); ``options``
+        (e.g. ``scope``) go to the service, which rejects keywords it does not know.
         """
-        return self.service.retrieve(query, vector=vector, metadata=metadata, k=k, **options)
+        where = where_from_options(where, options)
+        return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
 
     def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: ScopeLike = None) -> list[Hit]:
         """Run the declared pipeline (or one index) and return hits with provenance."""

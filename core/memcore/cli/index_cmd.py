@@ -145,7 +145,7 @@ def rebuild_cmd(config: Path | None, path: Path, as_json: bool, name: str) -> No
             raise CliError(f"no index named {name!r} at {path}; indexes: {sorted(i['name'] for i in collection.list_indexes()) or '(none)'}")
         current = next(i for i in collection.list_indexes() if i["name"] == name)["kind"]
         declared.pop("populate", None)
-        declared_kind = declared.pop("kind", current)
+        declared_kind = collection.registry.canonical("indexes", declared.pop("kind", current))  # an old spelling is the same kind
         if declared_kind != current:
             raise CliError(f"index {name!r} is a {current!r} index, the settings declare {declared_kind!r}: `memcore index drop {name}` first")
         with use_progress(progress_bar):

@@ -80,7 +80,7 @@ def query(
         if explain:
             raise CliError(f"--explain needs hits with provenance: the {service!r} service's retrieve returns none; use --pipeline or --index")
         with open_memory(config, path, must_exist=True) as memory:
-            results = memory.retrieve(query_text, metadata=where, k=k, scope=scope)
+            results = memory.retrieve(query_text, where=where, k=k, scope=scope)
         show_results(results, as_json=as_json, width=width)
         return
     with open_memory(config, path, read_only=True) as memory:

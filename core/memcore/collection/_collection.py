@@ -93,7 +93,8 @@ class Collection:
         self._allowed_sets = AllowedCache()
         self._binding = ScopeBinding()
         self._pin_spaces()
-        for name, definition in store.state_items("indexes").items():
+        for name, stored in store.state_items("indexes").items():
+            definition = registry.canonical_kinds(stored)  # recorded before a kind was renamed: its current name
             wanted, changed = self._search_time_update(name, definition, (declared or {}).get(name))
             handle = self._indexes[name] = self._open_stored(name, wanted)
             if changed and handle.error is None:
@@ -135,14 +136,21 @@ class Collection:
         new = {}
         for name, space in self.spaces.items():
             if name in pinned:
-                space.check_pinned(pinned[name])
+                space.check_pinned(self._current_pin(pinned[name]))
             else:
                 new[("spaces", name)] = space.manifest()
         if new and not self.store.read_only:
             self.store.apply(WriteBatch(state=new))
 
+    def _current_pin(self, pin: Any) -> Any:
+        """A space pin with the embedder's current kind name (pinned before it was renamed)."""
+        if isinstance(pin, Mapping) and isinstance(pin.get("embedder"), str):
+            return {**pin, "embedder": self.registry.canonical("embedders", pin["embedder"])}
+        return pin
+
     def _make_handle(self, name: str, kind: str, options: Mapping[str, Any] | ComponentConfig) -> IndexHandle:
         reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
+        kind = reg.name  # a deprecated spelling: the current one (the key of the index's query modes)
         config = reg.parse_config(options, f"indexes.{name}")
         directory = self.path / "indexes" / name if self.path is not None else None
         context = IndexContext(
@@ -163,7 +171,7 @@ class Collection:
         index = make()
         for space in index.requires.spaces:
             context.space(space)  # raises ConfigError for an undeclared space
-        return IndexHandle(name, kind, config, index, make, directory=directory)
+        return IndexHandle(name, kind, config, index, make, directory=directory, canonical_kinds=self.registry.canonical_kinds)
 
     def _search_time_update(
         self, name: str, stored: Mapping[str, Any], declared: tuple[str, Mapping[str, Any] | ComponentConfig] | None
@@ -174,9 +182,9 @@ class Collection:
         options replaces the stored one; anything else (no declaration, an invalid or a
         build-time change) opens the stored definition, and :meth:`ensure_indexes` reports it.
         """
-        if declared is None or not isinstance(stored, Mapping) or declared[0] != stored.get("kind"):
+        if declared is None or not isinstance(stored, Mapping) or self.registry.canonical("indexes", declared[0]) != stored.get("kind"):
             return stored, []
-        kind, options = declared
+        kind, options = self.registry.canonical("indexes", declared[0]), declared[1]
         try:
             config = self.registry.get("indexes", kind).parse_config(options, f"indexes.{name}")
             changed = check_change(name, kind, stored.get("config") or {}, config)
@@ -301,7 +309,8 @@ class Collection:
                 definition = self._definition(name, kind, options)
                 if existing is not None and existing.definition() != definition:
                     config = self.registry.get("indexes", kind).parse_config(options, f"indexes.{name}")
-                    changed = check_change(name, kind, existing.definition()["config"], config, old_kind=existing.kind)
+                    current = self.registry.canonical("indexes", kind)
+                    changed = check_change(name, current, existing.definition()["config"], config, old_kind=existing.kind)
                     changes.append((existing, kind, options, changed))
             for existing, kind, options, changed in changes:
                 self._reconfigure(existing, kind, options, changed)
@@ -331,8 +340,9 @@ class Collection:
         """What the store would keep about this index (validated, nothing built)."""
         if not isinstance(name, str) or not INDEX_NAME.match(name):
             raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
-        config = self.registry.get("indexes", kind, location=f"indexes.{name}.kind").parse_config(options, f"indexes.{name}")
-        return {"kind": kind, "config": config.model_dump(mode="json")}
+        reg = self.registry.get("indexes", kind, location=f"indexes.{name}.kind")
+        config = reg.parse_config(options, f"indexes.{name}")
+        return {"kind": reg.name, "config": config.model_dump(mode="json")}
 
     def _add_handle(self, handle: IndexHandle) -> None:
         handle.set_aside()  # files the store does not know of are kept, never deleted

@@ -94,6 +94,10 @@ class IndexHandle:
     instead of building another one."""
     error: str | None = None
     """Why the index is broken (it could not be built, loaded or rebuilt); None when usable."""
+    canonical_kinds: Callable[[Any], Any] = field(default=lambda value: value, repr=False)
+    """Rewrites deprecated kind spellings in a saved ``index.json`` to the current names
+    (:meth:`memcore.registry.Registry.canonical_kinds`), so an index saved before its kind
+    was renamed loads instead of being rebuilt."""
 
     def definition(self) -> dict[str, Any]:
         """What the store keeps about this index."""
@@ -243,7 +247,7 @@ class IndexHandle:
                 log.warning("index.no_manifest", name=self.name)
             return None
         try:
-            meta = json.loads(manifest.read_text())
+            meta = self.canonical_kinds(json.loads(manifest.read_text()))
             saved_config = meta.get("config")
             if (
                 meta.get("kind") != self.kind

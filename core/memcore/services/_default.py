@@ -41,11 +41,11 @@ class DefaultService(Service):
         return self.collection.insert(items, indexes=self.config.indexes)
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
         if self.pipeline is None:
             raise ConfigError("no pipeline is configured", location="pipeline")
         self.reject_unknown("retrieve", kwargs)
-        q = self.make_query(query, vector, metadata, k, self.config.space, scope=self.scope)
+        q = self.make_query(query, vector, where, k, self.config.space, scope=self.scope)
         return [hit_to_dict(h) for h in self.pipeline.run(self.collection, q)]

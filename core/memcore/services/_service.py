@@ -4,8 +4,10 @@ A service decides what is inserted where, what migrates and what is forgotten. I
 the unified interface (docs/architecture.md §2):
 
 - ``insert(text, vector=None, metadata=None) -> id``
-- ``retrieve(query=None, vector=None, metadata=None, k=10) -> [{"id", "text", "score", "metadata"}]``
-  where ``metadata`` is a ``where`` filter.
+- ``retrieve(query=None, vector=None, where=None, k=10) -> [{"id", "text", "score", "metadata"}]``
+  where ``where`` is a metadata filter, as for every other verb (``Collection.retrieve``,
+  ``count``, ``ids``, the CLI's ``--where``). ``metadata=``, its former name, still works
+  with a DeprecationWarning: the base class maps it to ``where=`` before the service runs.
 
 Indexes a service needs are declared by ``required_indexes(config)`` on its class, named
 under its own prefix (``memoryos.stm``); :func:`memcore.open` creates the missing ones.
@@ -24,6 +26,7 @@ per-user record).
 from __future__ import annotations
 
 import functools
+import warnings
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
@@ -38,7 +41,7 @@ if TYPE_CHECKING:
     from ..collection._collection import Collection
     from ..retrieval._pipeline import Pipeline
 
-__all__ = ["Service", "hit_to_dict", "SCOPED_VERBS"]
+__all__ = ["Service", "hit_to_dict", "SCOPED_VERBS", "where_from_options"]
 
 T = TypeVar("T")
 
@@ -57,6 +60,34 @@ def _binds_scope(method: Callable[..., Any]) -> Callable[..., Any]:
             return method(self, *args, **kwargs)
 
     call.__memcore_binds_scope__ = True  # type: ignore[attr-defined]
+    return call
+
+
+def where_from_options(where: Any, options: dict[str, Any], *, stacklevel: int = 2) -> Any:
+    """The filter of a retrieve: ``where``, or a caller's ``metadata=`` (its deprecated name,
+    popped from ``options``) with a DeprecationWarning; both given is a ValidationError."""
+    if "metadata" not in options:
+        return where
+    metadata = options.pop("metadata")
+    if where is not None and metadata is not None:
+        raise ValidationError("retrieve got both where= and metadata= (the former name of where=); give where= only")
+    warnings.warn("retrieve(metadata=...) is deprecated: the filter is where=, as for every other verb", DeprecationWarning, stacklevel=stacklevel + 1)
+    return metadata if where is None else where
+
+
+def _maps_metadata(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a service's ``retrieve``: a caller's ``metadata=`` (the filter's former name)
+    reaches it as ``where=``, with a DeprecationWarning."""
+    if getattr(method, "__memcore_maps_metadata__", False):
+        return method
+
+    @functools.wraps(method)
+    def call(self: "Service", *args: Any, **kwargs: Any) -> Any:
+        if "metadata" in kwargs:
+            kwargs["where"] = where_from_options(kwargs.get("where"), kwargs, stacklevel=2)
+        return method(self, *args, **kwargs)
+
+    call.__memcore_maps_metadata__ = True  # type: ignore[attr-defined]
     return call
 
 
@@ -91,6 +122,8 @@ class Service(ABC):
             method = cls.__dict__.get(verb)
             if callable(method):
                 setattr(cls, verb, _binds_scope(method))
+        if callable(cls.__dict__.get("retrieve")):
+            cls.retrieve = _maps_metadata(cls.__dict__["retrieve"])  # type: ignore[method-assign]
 
     def __init__(self, config: ComponentConfig, collection: "Collection", pipeline: "Pipeline | None"):
         self.config = config
@@ -137,9 +170,11 @@ class Service(ABC):
 
     @abstractmethod
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
-        """Recall items for a query text and/or vector, filtered by ``metadata`` (a where filter)."""
+        """Recall items for a query text and/or vector, filtered by ``where`` (a metadata filter).
+
+        A caller's ``metadata=`` (the former name of ``where=``) arrives here as ``where``."""
 
     def insert_many(self, items: list[Any]) -> list[str]:
         """Remember many items (texts, dicts with ``text``, :class:`Record` objects); returns their ids.
@@ -228,20 +263,25 @@ class Service(ABC):
         self,
         query: str | None,
         vector: Any,
-        metadata: Mapping[str, Any] | None,
-        k: int,
+        where: Mapping[str, Any] | None = None,
+        k: int = 10,
         space: str | None = None,
         scope: Any = None,
         extras: Mapping[str, Any] | None = None,
+        **deprecated: Any,
     ) -> Query:
         """The one Query of a retrieve, from the unified arguments (give ``scope`` and
         ``extras`` here rather than to ``Pipeline.run``/``Collection.retrieve`` or
-        ``Query.evolve``, each of which builds a second query to add them)."""
+        ``Query.evolve``, each of which builds a second query to add them).
+        ``metadata=``, the former name of ``where``, works with a DeprecationWarning."""
+        where = where_from_options(where, deprecated)
+        self.reject_unknown("make_query", deprecated)
         if query is None and vector is None:
             raise ValidationError("retrieve needs a query text or a vector")
         vectors = {self.vector_space(space): vector} if vector is not None else {}
-        return Query(text=query, vectors=vectors, k=k, where=dict(metadata) if metadata else None, scope=scope, extras=dict(extras) if extras else {})
+        return Query(text=query, vectors=vectors, k=k, where=dict(where) if where else None, scope=scope, extras=dict(extras) if extras else {})
 
 
 for _verb in SCOPED_VERBS:
     setattr(Service, _verb, _binds_scope(getattr(Service, _verb)))
+Service.retrieve = _maps_metadata(Service.retrieve)  # type: ignore[method-assign]

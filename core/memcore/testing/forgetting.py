@@ -9,7 +9,7 @@ intact and still retrieved. A plugin's test runs it with its own settings::
     from memcore.testing import check_scope_forgotten
 
     def test_forgets_a_scope(tmp_path):
-        check_scope_forgotten(lambda path: memcore.open({"indexes": {"kw": {"kind": "my-index"}}}, path=path), tmp_path)
+        check_scope_forgotten(lambda path: memcore.open({"indexes": {"kw": {"kind": "my_index"}}}, path=path), tmp_path)
 """
 
 from __future__ import annotations

@@ -26,10 +26,10 @@ def register_plugin(obj: Any, name: str = "test-plugin") -> Iterator[PluginInfo]
 
         @hookimpl
         def register_indexes(register):
-            register("my-index", MyIndex, MyIndexConfig)
+            register("my_index", MyIndex, MyIndexConfig)
 
         with register_plugin(SimpleNamespace(register_indexes=register_indexes)):
-            collection.create_index("mine", "my-index")
+            collection.create_index("mine", "my_index")
     """
     host = get_host()
     if name in host.infos or host.pm.has_plugin(name):

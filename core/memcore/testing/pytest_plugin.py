@@ -13,7 +13,7 @@ Fixtures:
       def test_my_index(memcore_plugin):
           memcore_plugin(my_plugin_module)
           collection = memcore.Collection.create()
-          collection.create_index("mine", "my-index")
+          collection.create_index("mine", "my_index")
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -74,7 +75,8 @@ class PluginRegistrationContract:
     ``memcore-<plugin>``); the plugin host loads it without error, as a third-party plugin
     with the distribution's version; it implements exactly the hooks of the categories in
     ``registers`` (plus ``other_hooks``, such as ``register_commands``) and registers exactly those names, each owned by the plugin, with the
-    expected factory and config model, whose defaults validate; with
+    expected factory and config model, whose defaults validate; each of its
+    ``deprecated_names`` resolves to its kind with a DeprecationWarning; with
     ``MEMCORE_PLUGINS=<plugin>`` it is the only third-party plugin loaded. In a fresh
     interpreter, loading the plugin (and importing each of ``light_imports``: module
     names, or ``module:attribute``) imports none of ``heavy_modules`` (default
@@ -155,6 +157,14 @@ class PluginRegistrationContract:
                 defaults = reg.config_model.model_fields
                 if all(not field.is_required() for key, field in defaults.items() if key != "kind"):
                     assert reg.parse_config({}, f"{category}.{name}").kind == name
+
+    def test_deprecated_names_resolve_to_their_kind_with_a_warning(self, plugin_host: PluginHost) -> None:
+        plugin, _, _ = self._names()
+        for category, entries in plugin_host.registry.entries.items():
+            for reg in entries.values():
+                for old in reg.deprecated_names if reg.plugin == plugin else ():
+                    with pytest.warns(DeprecationWarning, match=re.escape(f"kind {old!r} is deprecated: write {reg.name!r}")):
+                        assert plugin_host.registry.get(category, old) is reg
 
     def test_the_allow_list_loads_only_this_plugin(self, monkeypatch: pytest.MonkeyPatch) -> None:
         plugin, _, _ = self._names()

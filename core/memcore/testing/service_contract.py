@@ -54,7 +54,7 @@ class ServiceContract:
         class TestMyService(ServiceContract):
             @pytest.fixture
             def open_memory(self):
-                return lambda path: memcore.open({"service": {"kind": "my-service"}}, path=path)
+                return lambda path: memcore.open({"service": {"kind": "my_service"}}, path=path)
 
     The suite calls it with a fresh temporary directory, and calls it again with the same
     directory after ``close()`` to check that the memory survives a restart. It closes every
@@ -196,13 +196,13 @@ class ServiceContract:
         topics = sorted({meta["topic"] for _, meta in self.items})
         for topic in topics:
             for text, _ in self.items[:3]:
-                results = memory.retrieve(text, metadata={"topic": topic}, k=len(self.items))
+                results = memory.retrieve(text, where={"topic": topic}, k=len(self.items))
                 self.check_results(results, len(self.items), inserted)
                 assert results, f"nothing retrieved for topic {topic!r}"
                 assert all(r["metadata"]["topic"] == topic for r in results)
-        results = memory.retrieve(self.items[0][0], metadata={"n": {"$gte": 5}}, k=len(self.items))
+        results = memory.retrieve(self.items[0][0], where={"n": {"$gte": 5}}, k=len(self.items))
         assert results and all(r["metadata"]["n"] >= 5 for r in results)
-        assert memory.retrieve(self.items[0][0], metadata={"topic": "no-such-topic"}, k=5) == []
+        assert memory.retrieve(self.items[0][0], where={"topic": "no-such-topic"}, k=5) == []
 
     def test_retrieve_needs_query_or_vector(self, service_memories: Callable[..., Memory]) -> None:
         memory = service_memories()
@@ -210,7 +210,7 @@ class ServiceContract:
         with pytest.raises(ValidationError):
             memory.retrieve()
         with pytest.raises(ValidationError):
-            memory.retrieve(None, vector=None, metadata={"topic": "work"})
+            memory.retrieve(None, vector=None, where={"topic": "work"})
 
     def test_state_survives_close_and_reopen(self, service_memories: Callable[..., Memory], tmp_path: Path) -> None:
         path = tmp_path / "reopened"
@@ -221,7 +221,7 @@ class ServiceContract:
         again = service_memories(path)
         assert again.collection.count() == count
         self.find_exact(again, inserted)
-        results = again.retrieve(self.items[1][0], metadata={"topic": "work"}, k=len(self.items))
+        results = again.retrieve(self.items[1][0], where={"topic": "work"}, k=len(self.items))
         assert results and all(r["metadata"]["topic"] == "work" for r in results)
         extra = again.insert("Gina collects vintage postcards from Lisbon", metadata={"topic": "hobby", "n": 9})
         assert isinstance(extra, str)

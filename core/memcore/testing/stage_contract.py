@@ -36,7 +36,7 @@ class StageContract:
         class TestMyStage(StageContract):
             @pytest.fixture
             def stage(self):
-                return build_stage("my-stage", index="vector")
+                return build_stage("my_stage", index="vector")
 
     The suite runs the stage on a :class:`memcore.PipelineContext` over a small in-memory
     collection (:meth:`make_collection`): ``n_records`` records with metadata

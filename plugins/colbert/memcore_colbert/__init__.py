@@ -6,9 +6,9 @@ Registers, through memcore's hooks:
   ColBERTv2 storage (k-means centroids, residuals compressed to 1/2/4 bits per dimension,
   inverted lists, doclens) searched with PLAID, over token vectors from a token embedder
   named in its settings (``minilm`` by default) and built through the registry;
-- index kind ``colbert-remote`` (:class:`ColbertRemoteIndex`): the same index behind the
+- index kind ``colbert_remote`` (:class:`ColbertRemoteIndex`): the same index behind the
   HTTP API server ``memcore colbert serve``;
-- embedder ``token-hashing``: deterministic per-word token vectors (tests, demos; not semantic);
+- embedder ``token_hashing``: deterministic per-word token vectors (tests, demos; not semantic);
 - the CLI group ``memcore colbert`` (``serve``), through ``register_commands``.
 
 Importing this module imports neither faiss, numpy-heavy code paths, FastAPI nor a model.
@@ -66,7 +66,7 @@ def _build_local(config: ColbertIndexConfig, context: memcore.plugin.IndexContex
 
 
 def _build_remote(config: ColbertRemoteConfig, context: memcore.plugin.IndexContext) -> memcore.plugin.Index:
-    """Factory of the ``colbert-remote`` index kind."""
+    """Factory of the ``colbert_remote`` index kind."""
     from .remote import ColbertRemoteIndex
 
     return ColbertRemoteIndex(config, context)
@@ -74,15 +74,17 @@ def _build_remote(config: ColbertRemoteConfig, context: memcore.plugin.IndexCont
 
 @memcore.hookimpl
 def register_indexes(register: Register[IndexFactory]) -> None:
-    """Register ``colbert`` (in process) and ``colbert-remote`` (HTTP client): ``register(name, factory, config_model)``."""
+    """Register ``colbert`` (in process) and ``colbert_remote`` (HTTP client; ``colbert-remote``, its old
+    spelling, still works with a DeprecationWarning)."""
     register("colbert", _build_local, ColbertIndexConfig)
-    register("colbert-remote", _build_remote, ColbertRemoteConfig)
+    register("colbert_remote", _build_remote, ColbertRemoteConfig, deprecated_names=("colbert-remote",))
 
 
 @memcore.hookimpl
 def register_embedders(register: Register[EmbedderFactory]) -> None:
-    """Register the ``token-hashing`` token embedder."""
-    register("token-hashing", TokenHashingEmbedder, TokenHashingConfig)
+    """Register the ``token_hashing`` token embedder (``token-hashing``, its old spelling, still works
+    with a DeprecationWarning)."""
+    register("token_hashing", TokenHashingEmbedder, TokenHashingConfig, deprecated_names=("token-hashing",))
 
 
 @memcore.hookimpl

@@ -1,4 +1,4 @@
-"""Settings of the ``colbert`` and ``colbert-remote`` indexes and their query modes.
+"""Settings of the ``colbert`` and ``colbert_remote`` indexes and their query modes.
 
 Plain pydantic models: importing this module imports neither faiss nor any model.
 """
@@ -40,7 +40,7 @@ class ColbertIndexConfig(ComponentConfig):
     embedder: dict[str, Any] = Field(
         default_factory=lambda: {"kind": "minilm"},
         description='Token embedder, built through the registry: {kind = "minilm"} or any embedder implementing '
-        'embed_document_tokens (e.g. the deterministic {kind = "token-hashing"}).',
+        'embed_document_tokens (e.g. the deterministic {kind = "token_hashing"}).',
     )
     doc_maxlen: int = Field(220, ge=1, le=8192, description="Tokens kept per passage (ColBERT default 220).")
     query_maxlen: int = Field(32, ge=1, le=8192, description="Tokens kept per query (ColBERT default 32).")
@@ -96,9 +96,9 @@ class ColbertIndexConfig(ComponentConfig):
 
 
 class ColbertRemoteConfig(ComponentConfig):
-    """Settings of ``colbert-remote``: a client of ``memcore colbert serve``."""
+    """Settings of ``colbert_remote``: a client of ``memcore colbert serve``."""
 
-    kind: str = "colbert-remote"
+    kind: str = "colbert_remote"
     url: str = Field(..., min_length=1, description="Base URL of the server, e.g. http://127.0.0.1:8893")
     index_name: str = Field(..., min_length=1, description="Server-side index name ({workspace}_{kb}_{table}).")
     timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request.")

@@ -34,7 +34,7 @@ class TokenEncoder:
         if not self.embedder.supports_tokens:
             raise ConfigError(
                 f"embedder {spec.get('kind')!r} gives no token vectors (it does not implement embed_document_tokens); "
-                "use 'minilm' (memcore[embed]), 'token-hashing' or another token embedder",
+                "use 'minilm' (memcore[embed]), 'token_hashing' or another token embedder",
                 location=location,
             )
         self.dim = int(self.embedder.dim)

@@ -1,4 +1,4 @@
-"""The ``token-hashing`` embedder: deterministic per-word token vectors, no model.
+"""The ``token_hashing`` embedder: deterministic per-word token vectors, no model.
 
 Each lowercase word becomes a fixed pseudo-random unit vector seeded by a hash of the
 word, so MaxSim late interaction over it is exact lexical matching (a query word scores 1
@@ -20,9 +20,9 @@ __all__ = ["TokenHashingConfig", "TokenHashingEmbedder"]
 
 
 class TokenHashingConfig(ComponentConfig):
-    """Settings of the ``token-hashing`` embedder."""
+    """Settings of the ``token_hashing`` embedder."""
 
-    kind: str = "token-hashing"
+    kind: str = "token_hashing"
     dim: int = Field(64, ge=8, le=4096, description="Dimension of every token vector (a multiple of 8 suits every nbits).")
 
 
@@ -32,7 +32,7 @@ class TokenHashingEmbedder(Embedder):
     def __init__(self, config: TokenHashingConfig | None = None):
         self.config = config or TokenHashingConfig()
         self.dim = self.config.dim
-        self.model_id = f"token-hashing-v1-{self.dim}"
+        self.model_id = f"token-hashing-v1-{self.dim}"  # pinned with the vectors: unchanged by the kind's rename to token_hashing
         self._cache: dict[str, np.ndarray] = {}
 
     def _word(self, word: str) -> np.ndarray:

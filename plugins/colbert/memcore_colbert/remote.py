@@ -1,4 +1,4 @@
-"""``colbert-remote``: a memcore index whose passages live on a ``memcore colbert serve`` server.
+"""``colbert_remote``: a memcore index whose passages live on a ``memcore colbert serve`` server.
 
 Records go to the server as ``pid\\ttext`` lines (pid = record id) with their metadata;
 the first add creates the index with ``config``. ``allowed`` id sets are sent with the
@@ -76,7 +76,7 @@ class ColbertRemoteIndex(Index):
     def _text(self, query: Query) -> str:
         """The query's text (ValidationError when it has none)."""
         if not (isinstance(query.text, str) and query.text.strip()):
-            raise ValidationError(f"index {self.name!r} (colbert-remote) searches text: the query text is empty")
+            raise ValidationError(f"index {self.name!r} (colbert_remote) searches text: the query text is empty")
         return query.text
 
     def add(self, records: Sequence[Record]) -> None:
@@ -123,7 +123,7 @@ class ColbertRemoteIndex(Index):
         atomic_write_json(Path(directory) / STATE_FILE, {"url": self.config.url, "index_name": self.index_name, "passages": len(self)})
 
     def load(self, directory: Path) -> None:
-        where = f"colbert-remote index {self.name!r} in {directory}"
+        where = f"colbert_remote index {self.name!r} in {directory}"
         state = read_json_object(Path(directory) / STATE_FILE, where)
         try:
             name, count = check_index_name(state["index_name"]), int(state["passages"])

@@ -22,7 +22,7 @@ def kit():
     from memcore_colbert.index import ColbertIndex
 
     def make(name: str = "cb", **options) -> ColbertIndex:
-        options.setdefault("embedder", {"kind": "token-hashing", "dim": 32})
+        options.setdefault("embedder", {"kind": "token_hashing", "dim": 32})
         options.setdefault("defer_training", False)  # train at the add that crosses train_min_tokens (test_deferred_training: the default)
         return ColbertIndex(ColbertIndexConfig(**options), IndexContext(name))
 

@@ -10,7 +10,7 @@ from memcore_colbert.index import ColbertIndex
 
 
 def maker(**options):
-    config = ColbertIndexConfig(embedder={"kind": "token-hashing", "dim": 32}, **options)
+    config = ColbertIndexConfig(embedder={"kind": "token_hashing", "dim": 32}, **options)
     return lambda context: ColbertIndex(config, context)
 
 
@@ -44,6 +44,6 @@ class TestColbertRegistration(PluginRegistrationContract):
     other_hooks = ("register_commands",)
     light_imports = ("memcore_colbert:ColbertIndex", "memcore_colbert:ColbertRemoteIndex", "memcore_colbert.cli")
     registers = {
-        "indexes": {"colbert": (None, ColbertIndexConfig), "colbert-remote": (None, ColbertRemoteConfig)},
-        "embedders": {"token-hashing": (None, TokenHashingConfig)},
+        "indexes": {"colbert": (None, ColbertIndexConfig), "colbert_remote": (None, ColbertRemoteConfig)},
+        "embedders": {"token_hashing": (None, TokenHashingConfig)},
     }

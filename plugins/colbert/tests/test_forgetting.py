@@ -21,5 +21,5 @@ def _clean_env(monkeypatch):
 
 @pytest.mark.parametrize("rounds", [1, 3])
 def test_colbert_forgets_a_scope(tmp_path, rounds):
-    settings = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token-hashing", "dim": 32}}}}
+    settings = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token_hashing", "dim": 32}}}}
     check_scope_forgotten(lambda path: memcore.open(settings, path=path), tmp_path, retrieve=retrieve_by_index("late"), rounds=rounds)

@@ -246,7 +246,7 @@ def test_plaid_parameters_by_k_settings_and_query_mode():
     from memcore_colbert import ColbertIndexConfig
     from memcore_colbert.config import ColbertQueryMode, resolve_params
 
-    config = ColbertIndexConfig(embedder={"kind": "token-hashing"})
+    config = ColbertIndexConfig(embedder={"kind": "token_hashing"})
     # ColBERT's by k, but ndocs 512 (not 256) for k <= 10: MiniLM's tokens sit far from their centroids
     assert resolve_params(config, 10, None).model_dump() == {"ncells": 1, "centroid_score_threshold": 0.5, "ndocs": 512, "exhaustive": False}
     assert resolve_params(config, 11, None).model_dump() == {"ncells": 2, "centroid_score_threshold": 0.45, "ndocs": 1024, "exhaustive": False}
@@ -263,7 +263,7 @@ def test_bad_settings_and_queries(kit):
     with pytest.raises(ConfigError, match="no token vectors"):
         kit.make(embedder={"kind": "hashing", "dim": 32})
     with pytest.raises(ValidationError, match="multiple of 8"):
-        kit.make(embedder={"kind": "token-hashing", "dim": 12}, nbits=1)
+        kit.make(embedder={"kind": "token_hashing", "dim": 12}, nbits=1)
     index = kit.make()
     index.add(kit.records(["hello world"]))
     with pytest.raises(ValidationError, match="query text is empty"):

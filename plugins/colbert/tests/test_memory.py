@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import sqlite3
+import warnings
 
 import pytest
 
@@ -23,7 +25,7 @@ DOCS = [
 
 
 def test_colbert_index_in_a_collection(tmp_path):
-    config = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token-hashing"}}}}
+    config = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token_hashing"}}}}
     with memcore.open(config, path=tmp_path) as memory:
         coll = memory.collection
         coll.insert([{"id": f"d{i}", "text": t} for i, t in enumerate(DOCS)], indexes=["late"])
@@ -51,7 +53,7 @@ def test_an_older_format_in_a_collection_is_migrated_not_rebuilt(tmp_path):
     import hashlib
     import json
 
-    config = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token-hashing"}, "residual_transform": "pca"}}}
+    config = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token_hashing"}, "residual_transform": "pca"}}}
     with memcore.open(config, path=tmp_path) as memory:
         memory.collection.insert([{"id": f"d{i}", "text": t} for i, t in enumerate(DOCS)], indexes=["late"])
     folder = tmp_path / "indexes" / "late"
@@ -70,3 +72,35 @@ def test_an_older_format_in_a_collection_is_migrated_not_rebuilt(tmp_path):
     with memcore.open(config, path=tmp_path) as memory:
         assert not memory.collection._indexes["late"].loaded_from_disk
         assert memory.collection.retrieve("chocolate birthday cake", index="late", k=1)[0].id == "d1"
+
+
+def as_recorded_before_the_rename(path, new: str, old: str) -> None:
+    """Spell ``new`` the old way wherever the memory at ``path`` recorded it (the store's
+    index definitions and the saved ``index.json``): a memory created before the rename."""
+    db = sqlite3.connect(path / "store.sqlite3")
+    with db:
+        db.execute("UPDATE state SET value = replace(value, ?, ?)", (f'"{new}"', f'"{old}"'))
+    db.close()
+    for manifest in path.glob("indexes/*/index.json"):
+        manifest.write_text(manifest.read_text().replace(f'"{new}"', f'"{old}"'))
+
+
+@pytest.mark.parametrize("spelling", ["token-hashing", "token_hashing"])
+def test_a_memory_created_with_token_hashing_reopens_with_either_spelling(tmp_path, spelling):
+    created = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": "token_hashing", "dim": 32}}}}
+    with memcore.open(created, path=tmp_path) as memory:
+        memory.collection.insert([{"id": f"d{i}", "text": t} for i, t in enumerate(DOCS)], indexes=["late"])
+    as_recorded_before_the_rename(tmp_path, "token_hashing", "token-hashing")
+    assert '"token-hashing"' in (tmp_path / "indexes" / "late" / "index.json").read_text()
+    settings = {"indexes": {"late": {"kind": "colbert", "embedder": {"kind": spelling, "dim": 32}}}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with memcore.open(settings, path=tmp_path) as memory:
+            (listed,) = memory.collection.list_indexes()
+            assert listed["status"] == "ok" and listed["config"]["embedder"] == {"kind": "token_hashing", "dim": 32}
+            assert memory.collection._indexes["late"].loaded_from_disk  # the saved index, not a rebuild
+            assert memory.collection.retrieve("penguins cannot fly", index="late", k=1)[0].id == "d3"
+    deprecated = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning) and "token-hashing" in str(w.message)]
+    assert bool(deprecated) == (spelling == "token-hashing"), deprecated  # warned only for what the user wrote
+    if deprecated:
+        assert "write 'token_hashing'" in deprecated[0]

@@ -1,5 +1,5 @@
 """The HTTP API server over real HTTP on 127.0.0.1 (uvicorn in a thread, and `memcore colbert serve`
-in a subprocess), and the colbert-remote index kind against it."""
+in a subprocess), and the colbert_remote index kind against it."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from memcore_colbert import ColbertRemoteConfig
 from memcore_colbert.client import ColbertClient
 from memcore_colbert.remote import ColbertRemoteIndex
 
-HASHING = {"embedder": {"kind": "token-hashing", "dim": 32}}
+HASHING = {"embedder": {"kind": "token_hashing", "dim": 32}}
 
 
 def free_port() -> int:
@@ -273,7 +273,7 @@ _names = itertools.count()
 
 
 class TestRemoteContract(IndexContract):
-    """colbert-remote against the thread server: the same contract as every index."""
+    """colbert_remote against the thread server: the same contract as every index."""
 
     @pytest.fixture
     def make_index(self, server):
@@ -299,7 +299,7 @@ def test_memcore_colbert_serve_subprocess_and_remote_memory(tmp_path):
             "--port",
             str(port),
             "--embedder",
-            "token-hashing",
+            "token_hashing",
             "--config",
             '{"nbits": 2}',
         ],
@@ -318,7 +318,7 @@ def test_memcore_colbert_serve_subprocess_and_remote_memory(tmp_path):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"server did not start: {proc.stderr.read().decode()[-2000:]}") from None
                 time.sleep(0.2)
-        config = {"indexes": {"late": {"kind": "colbert-remote", "url": url, "index_name": "ws_kb_turns"}}}
+        config = {"indexes": {"late": {"kind": "colbert_remote", "url": url, "index_name": "ws_kb_turns"}}}
         with memcore.open(config, path=tmp_path / "mem") as memory:
             memory.collection.insert(
                 [
@@ -334,3 +334,14 @@ def test_memcore_colbert_serve_subprocess_and_remote_memory(tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_old_spelling_colbert_remote_still_opens_with_a_warning(server, tmp_path):
+    config = {"indexes": {"late": {"kind": "colbert-remote", "url": server.url, "index_name": f"renamed_{os.getpid()}", "config": HASHING}}}
+    with pytest.warns(DeprecationWarning, match="index kind 'colbert-remote' .*is deprecated: write 'colbert_remote'"):
+        memory = memcore.open(config, path=tmp_path / "mem")
+    with memory:
+        (listed,) = memory.collection.list_indexes()
+        assert listed["kind"] == "colbert_remote" and listed["config"]["kind"] == "colbert_remote"
+        memory.collection.insert([{"id": "t1", "text": "Alice moved to Paris last spring"}], indexes=["late"])
+        assert memory.collection.retrieve("where did Alice move", index="late", k=1)[0].id == "t1"

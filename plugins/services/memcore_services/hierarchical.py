@@ -168,11 +168,11 @@ class HierarchicalMemory(Service):
             tier = nxt
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """Search every tier of the bound scope, weight by tier, count a visit on each returned entry."""
         self.reject_unknown("retrieve", kwargs)
-        q = self.make_query(query, vector, metadata, k, self.config.space)
+        q = self.make_query(query, vector, where, k, self.config.space)
         results = []
         for tier in self.tiers:
             index = f"{NS}.{tier}"

@@ -230,12 +230,12 @@ class HybridService(Service):
         return [w for w in candidates if w is not None and ids & {str(m) for m in w.metadata.get(MEMBERS, [])}]
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
         self.reject_unknown("retrieve", kwargs)
         depth = 2 * k if self.config.speaker_boost else k  # room for boosted entries to move up
-        q = self.make_query(query, vector, metadata, depth, self.config.space, scope=self.scope)
+        q = self.make_query(query, vector, where, depth, self.config.space, scope=self.scope)
         hits = self.own.run(self.collection, q)
         results = [r for r in self._entries([hit_result(h) for h in hits]) if r["text"] is not None]  # a deleted window member
         if self.config.speaker_boost and query:

@@ -542,15 +542,15 @@ class MemoryOS(EventClock, Service):
             cache.update(signature=signature, keys=keys, matrix=matrix)
         return cache["keys"], cache["matrix"]
 
-    def _mtm(self, qv: np.ndarray, metadata: Mapping[str, Any] | None, k: int, chain: bool) -> list[dict[str, Any]]:
+    def _mtm(self, qv: np.ndarray, where: Mapping[str, Any] | None, k: int, chain: bool) -> list[dict[str, Any]]:
         segments = self.state.prefixed("s:")
         if not segments:
             return []
         keys, matrix = self._centroid_matrix(segments)
         sims = matrix @ qv
         allowed: set[str] | None = None
-        if metadata:  # a where filter: only segments holding a matching page compete
-            allowed = set(self.collection.ids(index=MTM, where=dict(metadata)))
+        if where:  # only segments holding a matching page compete
+            allowed = set(self.collection.ids(index=MTM, where=dict(where)))
             sims = np.where([any(p in allowed for p in segments[key]["pages"]) for key in keys], sims, -np.inf)
         order = [i for i in np.argsort(-sims, kind="stable")[: self.config.top_segments] if sims[i] >= self.config.segment_min_sim]
         owner = {p: keys[i] for i in order for p in segments[keys[i]]["pages"] if allowed is None or p in allowed}
@@ -579,7 +579,7 @@ class MemoryOS(EventClock, Service):
         return {**result, "chain": {"prev": page.get("prev"), "next": page.get("next"), "meta": meta} if page else None}
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """STM recent + MTM (segments, then pages) + profile + knowledge; visits the segments that answered.
 
@@ -588,15 +588,15 @@ class MemoryOS(EventClock, Service):
         """
         self.reject_unknown("retrieve", kwargs, ("chain",))
         chain = bool(kwargs.get("chain", False))
-        q = self.make_query(query, vector, metadata, k, self.config.space)
+        q = self.make_query(query, vector, where, k, self.config.space)
         w = self.config.weights
         results: list[dict[str, Any]] = []
-        stm_ids = self.collection.ids(index=STM, where=dict(metadata) if metadata else None)
+        stm_ids = self.collection.ids(index=STM, where=dict(where) if where else None)
         stm = [r for r in self.collection.get_many(stm_ids) if r is not None]
         for i, r in enumerate(stm):  # word overlap, newest first on ties
             results.append(self._with_chain(record_result(r, w.get("stm", 1.0) * (lexical(query, r.text) + (i + 1) / (1000.0 * (len(stm) + 1)))), chain))
         qv = unit(self.collection.query_vector(q, self.config.space))
-        results += self._mtm(qv, metadata, max(k, 1), chain)
+        results += self._mtm(qv, where, max(k, 1), chain)
         for tier, index in LTM.items():
             if not self.collection.count(index=index):
                 continue

@@ -96,14 +96,14 @@ class ShortTermMemory(Service):
         return [h.id for h in self.collection.search_index(WINDOW, Query(k=n, extras={"fifo": {"mode": "newest"}}), n)]
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """The window's entries, best word overlap first (newest first on ties)."""
         self.reject_unknown("retrieve", kwargs)
-        self.make_query(query, vector, metadata, k)  # validates the arguments
+        self.make_query(query, vector, where, k)  # validates the arguments
         window = self._newest(self.config.max_dialog)[::-1]  # oldest first
-        if metadata:
-            matching = set(self.collection.ids(index=WINDOW, where=dict(metadata)))
+        if where:
+            matching = set(self.collection.ids(index=WINDOW, where=dict(where)))
             window = [i for i in window if i in matching]
         records = [r for r in self.collection.get_many(window) if r is not None]
         n = len(records)

@@ -112,11 +112,11 @@ class VectorHashMemory(Service):
         return source
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, metadata: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
     ) -> list[dict[str, Any]]:
         """The thoughts most similar to the query (text embedded, or the given vector)."""
         self.reject_unknown("retrieve", kwargs)
-        q = self.make_query(query, vector, metadata, k, self.config.space)
+        q = self.make_query(query, vector, where, k, self.config.space)
         return [hit_result(h) for h in self.collection.retrieve(q, index=INDEX)]
 
     def upsert(self, items: Any) -> list[str]:
