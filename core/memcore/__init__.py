@@ -62,6 +62,9 @@ from .store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 from .triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 from .vector_reader import VectorReader
 
+# -- issue 21 VectorIndex --
+from .indexes._vector import VectorIndex
+
 __all__ = [
     # -- using a memory -------------------------------------------------------------------
     "open",
@@ -100,6 +103,8 @@ __all__ = [
     "LLMs",
     "StepReport",
     "run_llm_step",
+    # -- issue 21 VectorIndex --
+    "VectorIndex",
     "Register",
     "StoreFactory",
     "EmbedderFactory",
