@@ -63,13 +63,13 @@ class ChromaIndex(VectorIndex):
     def validate(self, records: Sequence[Record]) -> None:
         self._matrix(records)
 
-    def _matrix(self, records: Sequence[Record]) -> np.ndarray:
-        """The records' vectors, checked (:meth:`record_matrix`) and ready for Chroma (cosine:
-        normalised), as one float32 matrix; zero norms (cosine) and squares float32 cannot
-        hold (ip/l2) refused in one array pass (the first bad record named)."""
-        _, x = self.record_matrix(records)
+    def _matrix(self, records: Sequence[Record]) -> tuple[list[str], np.ndarray]:
+        """The records' ids and vectors, checked (:meth:`record_matrix`) and ready for Chroma
+        (cosine: normalised), as one float32 matrix; zero norms (cosine) and squares float32
+        cannot hold (ip/l2) refused in one array pass (the first bad record named)."""
+        ids, x = self.record_matrix(records)
         if not len(x):
-            return x
+            return ids, x
         cosine = self.config.metric == "cosine"
         with np.errstate(over="ignore", invalid="ignore"):
             # cosine vectors are normalised (in float64); ip/l2 ones reach Chroma's float32 arithmetic as they are
@@ -77,15 +77,14 @@ class ChromaIndex(VectorIndex):
             square: np.ndarray = np.einsum("ij,ij->i", x64, x64) if x64 is not None else np.einsum("ij,ij->i", x, x)
         bad = ~np.isfinite(square)  # finite values (checked), squares past float32 (ip/l2)
         if bad.any():
-            r = records[int(np.argmax(bad))]
-            raise ValidationError(f"index {self.name!r}: the vector of record {r.id!r} has values too large for float32 arithmetic")
+            raise ValidationError(f"index {self.name!r}: the vector of record {ids[int(np.argmax(bad))]!r} has values too large for float32 arithmetic")
         if x64 is None:
-            return np.ascontiguousarray(x)
+            return ids, np.ascontiguousarray(x)
         zero = square == 0.0
         if zero.any():
-            raise ValidationError(f"index {self.name!r}: the vector of record {records[int(np.argmax(zero))].id!r} is all zeros: it has no cosine direction")
+            raise ValidationError(f"index {self.name!r}: the vector of record {ids[int(np.argmax(zero))]!r} is all zeros: it has no cosine direction")
         unit: np.ndarray = (x64 / np.sqrt(square)[:, None]).astype(np.float32)
-        return unit
+        return ids, unit
 
     def validate_query(self, query: Query) -> None:
         self._prepare_query(self.query_vector(query))
@@ -112,10 +111,10 @@ class ChromaIndex(VectorIndex):
     def add(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        matrix = self._matrix(records)  # every record is checked, even one a later repeat replaces
-        last = {r.id: i for i, r in enumerate(records)}  # a repeated id: the last one wins
-        ids = list(last)
-        vectors = matrix if len(ids) == len(records) else matrix[list(last.values())]
+        ids, vectors = self._matrix(records)  # every record is checked, even one a later repeat replaces
+        last = {rid: i for i, rid in enumerate(ids)}  # a repeated id: the last one wins
+        if len(last) != len(ids):
+            ids, vectors = list(last), vectors[list(last.values())]
         collection = self.home.collection
         for sl in chunks(range(len(ids)), self.home.batch_size):
             collection.upsert(ids=ids[sl.start : sl.stop], embeddings=vectors[sl.start : sl.stop])
