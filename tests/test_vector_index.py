@@ -225,3 +225,18 @@ def test_two_indexes_of_two_kinds_read_their_own_modes_from_one_query():
     q = query(np.ones(DIM), extras={"brute": {"scale": 2}, "brute-b": {"scale": 5}})
     assert first.mode(q, BruteMode).scale == 2.0 and second.mode(q, BruteMode).scale == 5.0
     assert first.mode(q, BruteMode).scale == 2.0
+
+
+def test_a_query_vector_is_checked_once_per_query_and_again_when_replaced():
+    index = make()
+    index.add([rec("a", [1, 0, 0, 0])])
+    q = query([1, 0, 0, 0])
+    index.validate_query(q)
+    assert q._checked == {"v": q.vectors["v"]}  # search finds it checked: no second check
+    assert [h.id for h in index.search(q, 1)] == ["a"]
+    q.vectors["v"] = np.array([np.nan, 0, 0, 0], dtype=np.float32)  # another vector: checked again
+    with pytest.raises(ValidationError, match="NaN"):
+        index.search(q, 1)
+    q.vectors["v"] = np.ones(DIM + 1, dtype=np.float32)
+    with pytest.raises(DimensionError):
+        index.search(q, 1)

@@ -457,6 +457,8 @@ class Query:
     _parsed_where: Any = field(default=_UNPARSED, init=False, repr=False, compare=False)
     #: the indexes' parsed query modes, by (mode key, model): see :meth:`memcore.Index.mode`
     _modes: dict[tuple[str, int], Any] | None = field(default=None, init=False, repr=False, compare=False)
+    #: vectors a vector index checked already, by space: see :meth:`memcore.VectorIndex.query_vector`
+    _checked: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # runs for every query: the common shapes are checked without a call each (a positive

@@ -106,10 +106,19 @@ class VectorIndex(Index):
 
     def query_vector(self, query: Query) -> np.ndarray:
         """The query's vector in ``config.space``, checked (:class:`DimensionError` when it
-        is missing or of another shape, :class:`ValidationError` when not finite)."""
-        v = query.vectors.get(self.config.space)
+        is missing or of another shape, :class:`ValidationError` when not finite).
+
+        Checked once per query: ``validate_query`` and ``search`` both ask, the second
+        finds the same vector object marked as checked on the query (a vector replaced in
+        ``query.vectors`` is checked again).
+        """
+        space = self.config.space
+        v = query.vectors.get(space)
         if v is None:
-            raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
+            raise DimensionError(f"index {self.name!r}: the query has no vector in space {space!r}")
+        checked = query._checked
+        if checked is not None and checked.get(space) is v and v.shape == (self.dim,):
+            return v  # checked by validate_query (or an earlier search) of this query
         if getattr(v, "shape", None) != (self.dim,):
             raise DimensionError(f"index {self.name!r}: query vector of shape {getattr(v, 'shape', None)}, expected dimension {self.dim}")
         try:
@@ -117,7 +126,11 @@ class VectorIndex(Index):
         except RuntimeWarning:  # overflow, with warnings turned into errors
             square = math.inf
         if not math.isfinite(square) and not np.isfinite(v).all():
-            raise ValidationError(f"index {self.name!r}: the query vector in space {self.config.space!r} contains NaN or infinite values")
+            raise ValidationError(f"index {self.name!r}: the query vector in space {space!r} contains NaN or infinite values")
+        if checked is None:
+            query._checked = {space: v}
+        else:
+            checked[space] = v
         return v
 
     def query_matrix(self, queries: Sequence[Query]) -> np.ndarray:
