@@ -50,6 +50,7 @@ from .errors import (
 from .indexes._allowed import AllowedIds, GatheredRows, merge_sorted
 from .indexes._payload import npy_bytes, read_json, read_json_object, read_npy, read_npz, write_npz
 from .indexes._index import Index, IndexContext, Requirements, SpaceInfo
+from .indexes._vector import VectorIndex
 from .indexes._query_modes import query_mode
 from .indexes._vector_reader import VectorReader
 from .llms._llm import LLM, LLMs, StepReport, run_llm_step
@@ -86,6 +87,7 @@ from .stores._store import Applied, Op, Store, WriteBatch, involved_ids, plan_op
 __all__ = [
     # -- interfaces --
     "Index",
+    "VectorIndex",
     "IndexContext",
     "Requirements",
     "SpaceInfo",

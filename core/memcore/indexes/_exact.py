@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Sequence as SequenceABC
 from itertools import repeat
-from operator import attrgetter, neg
+from operator import neg
 from pathlib import Path
 from typing import Any, Collection as AbstractSet, Literal, Sequence
 
@@ -21,16 +21,15 @@ from pydantic import Field
 from ._allowed import GATHER_MAX, AllowedIds, GatheredRows, merge_sorted
 from ..errors import CorruptError, DimensionError
 from .._util.atomic import atomic_write_bytes, atomic_write_json
-from ._index import Index, IndexContext, Requirements
+from ._index import IndexContext
 from ..model._hit import Hit
 from ..model._query import Query
 from ..model._record import Record
-from ..model._checks import check_finite_vectors, validate_k
+from ..model._checks import check_finite_vectors
+from ._vector import VectorIndex
 from .._plugins._registry import ComponentConfig
 
 __all__ = ["ExactIndex", "ExactIndexConfig", "top_k", "top_columns"]
-
-_shape = attrgetter("shape")
 
 
 class ExactIndexConfig(ComponentConfig):
@@ -95,14 +94,13 @@ class _RowIds(SequenceABC[str]):
         return self._ids[int(self._rows[i])]
 
 
-class ExactIndex(Index):
+class ExactIndex(VectorIndex):
     """A float32 matrix with one row per id; search is one matrix-vector product."""
 
+    config: ExactIndexConfig
+
     def __init__(self, config: ExactIndexConfig, context: IndexContext):
-        self.config = config
-        self.name = context.name
-        self.dim = context.space(config.space).dim
-        self.requires = Requirements(spaces=(config.space,))
+        super().__init__(config, context)
         self.score_name = {"cosine": "cosine similarity", "ip": "inner product", "l2": "negative squared L2 distance"}[config.metric]
         self.score_range = {"cosine": (-1.0, 1.0), "ip": (None, None), "l2": (None, 0.0)}[config.metric]
         self._matrix = np.zeros((0, self.dim), dtype=np.float32)
@@ -133,47 +131,18 @@ class ExactIndex(Index):
             vectors = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
         return vectors
 
-    def validate(self, records: Sequence[Record]) -> None:
-        if self._column(records) is None:  # some record lacks the vector or has another shape: name the first
-            for r in records:
-                v = r.vectors.get(self.config.space)
-                if v is None or v.shape != (self.dim,):
-                    raise DimensionError(f"record {r.id!r} needs a {self.dim}-d vector in space {self.config.space!r}")
-
-    def _column(self, records: Sequence[Record]) -> list[np.ndarray] | None:
-        """The records' vectors of the index's space when every one has shape ``(dim,)``
-        (checked once over the column); None otherwise."""
-        space = self.config.space
-        try:
-            column = [r.vectors[space] for r in records]
-            return column if {*map(_shape, column)} == {(self.dim,)} else None
-        except (KeyError, AttributeError):
-            return None
-
     def add(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        column = self._column(records)
-        if column is None:
-            self.validate(records)
-            raise DimensionError(f"index {self.name!r} expects {self.dim}-d vectors in space {self.config.space!r}")
         # a batch may repeat an id: the last one wins (rows in order of first appearance, as before)
-        latest = {r.id: i for i, r in enumerate(records)}
-        if len(latest) != len(records):
-            column = [column[i] for i in latest.values()]
+        latest, vectors = self.record_matrix(records, latest=True)
+        check_finite_vectors(vectors, f"index {self.name!r}: vectors")  # norms float32 arithmetic handles
         start, count = self._n, len(latest)
         self._reserve(start + count)
-        # the vectors go straight into the spare rows past the held ones: nothing held changes
-        # until they are checked (an overflowing row is never normalised to zeros)
+        # the checked vectors are normalised where they are, then go into the spare rows past
+        # the held ones (an overflowing row is never normalised to zeros)
         block = self._matrix[start : start + count]
-        if block.flags.c_contiguous:  # then its flat reshape is a view: one copy of the vectors, no temporary
-            np.concatenate(column, out=block.reshape(-1))
-        else:
-            block[...] = np.stack(column)
-        check_finite_vectors(block, f"index {self.name!r}: vectors")
-        prepared = self._prepare(block, in_place=True)
-        if prepared is not block:  # normalised as a copy (a matrix without C order)
-            block[...] = prepared
+        block[...] = self._prepare(vectors, in_place=True)
         if not self._rows.keys().isdisjoint(latest):  # some ids are held already: replaced
             self.remove([rid for rid in latest if rid in self._rows])  # moves held rows only, all below ``start``
             if self._n != start:
@@ -218,10 +187,8 @@ class ExactIndex(Index):
         product: np.ndarray = queries @ matrix.T
         return product
 
-    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        # runs for every query: the common case (a positive int k, no allowed set) without a call each
-        if type(k) is not int or k <= 0:
-            k = validate_k(k)
+    def _search(self, query: Query, q: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[Hit]:
+        # runs for every query: the common case (no allowed set) without a call
         rows: np.ndarray | None
         ids: Sequence[str]
         if allowed is None:
@@ -230,11 +197,6 @@ class ExactIndex(Index):
             rows, ids = self._rows_of(allowed)
         if not ids:
             return []
-        q = query.vectors.get(self.config.space)
-        if q is None:
-            q = self._query_vector(query)  # raises
-        if q.shape != (self.dim,):
-            raise DimensionError(f"index {self.name!r} expects dimension {self.dim}, got shape {(1, *q.shape)}")
         metric = self.config.metric
         if metric == "l2":
             scores = self._scores(rows, q.reshape(1, -1))[0]
@@ -309,11 +271,8 @@ class ExactIndex(Index):
         rows = merge_sorted(old[0], drop, add)
         return rows, _RowIds(ids, rows)
 
-    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
-        k = validate_k(k)
-        if not queries:
-            return []
-        q = self._prepare(np.stack([self._query_vector(query) for query in queries]))
+    def _search_batch(self, queries: Sequence[Query], matrix: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
+        q = self._prepare(matrix)
         rows, ids = self._rows_of(allowed)
         if not ids:
             return [[] for _ in queries]
@@ -326,12 +285,6 @@ class ExactIndex(Index):
         rows = rows[rows >= 0]
         rows.sort()
         return rows, _RowIds(self._ids, rows)
-
-    def _query_vector(self, query: Query) -> np.ndarray:
-        v = query.vectors.get(self.config.space)
-        if v is None:
-            raise DimensionError(f"query has no vector in space {self.config.space!r}")
-        return v
 
     def __len__(self) -> int:
         return self._n

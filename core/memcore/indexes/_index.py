@@ -10,8 +10,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Collection as AbstractSet, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Collection as AbstractSet, Mapping, Sequence
 
+from ._query_modes import query_mode
 from ..model._hit import Hit
 from ..model._query import Query
 from ..model._record import Record
@@ -52,8 +53,9 @@ class IndexContext:
     - ``name``: the index's name in the collection (``[indexes.<name>]``);
     - ``spaces``: the declared embedding spaces (dimension, embedder), see :meth:`space`;
     - ``kind``: the registered kind it is built as -- the key of its query modes in
-      ``Query.extras`` (``query_mode(query.extras, context.kind, Model, context.name)``), so
-      one query can carry the modes of several indexes. Empty when an index is built by hand;
+      ``Query.extras`` (:attr:`Index.mode_key`, read by :meth:`Index.mode`), so one query
+      can carry the modes of several indexes. Empty when an index is built by hand (the
+      key is then the config's ``kind``);
     - ``vectors``: a :class:`~memcore.VectorReader` over the collection's store, so that
       ``save`` may leave out the vectors the store already keeps and ``load`` reads them
       back (see docs/plugins/hooks/register_indexes.md, "Vectors stored once"). None when the index is
@@ -120,6 +122,43 @@ class Index(ABC):
     readable_versions: ClassVar[tuple[int, ...]] = ()
 
     requires: Requirements = Requirements()
+
+    #: the index's name in its collection (``IndexContext.name``); set by :meth:`__init__`
+    name: str = ""
+    #: the key of this index's query modes in ``Query.extras``: the kind it is registered as
+    #: (``IndexContext.kind``, else its config's ``kind``); set by :meth:`__init__`
+    mode_key: str = ""
+
+    def __init__(self, config: Any, context: IndexContext) -> None:
+        """Keep what every index takes from its context: :attr:`name` and :attr:`mode_key`.
+
+        Subclasses call ``super().__init__(config, context)`` first; ``config`` is only read
+        for its ``kind`` (the mode key of an index built by hand, without a registered kind).
+        """
+        self.name = context.name
+        self.mode_key = context.kind or str(getattr(config, "kind", "") or "")
+
+    def mode(self, query: Query, model: Any, *, defaults: Mapping[str, Any] | None = None, label: str | None = None) -> Any:
+        """This index's query mode: ``query.extras[self.mode_key]`` validated by ``model``,
+        parsed once per query (``validate_query`` and ``search`` share it).
+
+        The arguments and errors are those of :func:`memcore.query_mode`: None when the
+        entry is absent (with ``defaults``: the default mode), :class:`ValidationError`
+        naming ``extras.<key>.<field>`` when malformed. The parsed mode is kept on the query
+        under (key, model): an index passes the same ``defaults`` for a model every time.
+        """
+        extras = query.extras
+        if not extras and defaults is None:  # the common case: no modes at all
+            return None
+        memo = query._modes
+        slot = (self.mode_key, id(model))
+        if memo is not None and slot in memo:
+            return memo[slot]
+        parsed = query_mode(extras, self.mode_key, model, self.name, defaults=defaults, label=label)
+        if memo is None:
+            memo = query._modes = {}
+        memo[slot] = parsed
+        return parsed
 
     def validate(self, records: Sequence[Record]) -> None:
         """Raise a ValidationError for records this index cannot take (before the store commits)."""

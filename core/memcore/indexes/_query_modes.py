@@ -18,8 +18,6 @@ __all__ = ["query_mode"]
 ModeT = TypeVar("ModeT")
 
 _TAG_ERRORS = frozenset({"union_tag_invalid", "union_tag_not_found"})
-_MODE_CACHE: dict[tuple[Any, ...], Any] = {}
-_MODE_CACHE_SIZE = 512
 
 
 @overload
@@ -60,9 +58,8 @@ def query_mode(
 
     Non-dict ``extras``, a non-dict entry, or an entry ``model`` rejects raise
     :class:`ValidationError` naming ``extras.<key>.<field>`` and the fields allowed there
-    (for a union: in the mode given). Modes of frozen models are cached by content (value
-    types included, so ``True`` is never taken for ``1``) when every value is a plain
-    scalar: an index searched again with the same modes skips the validation.
+    (for a union: in the mode given). An index reads its mode with :meth:`memcore.Index.mode`,
+    which parses it once per query.
     """
     if extras is None:
         raw = None
@@ -82,20 +79,11 @@ def query_mode(
         who = label or f"index {index_name!r} ({key})"
         raise ValidationError(f"{who}: bad query extras: extras.{key} must be a dict of query modes ({spec.describe()}), got {type(raw).__name__}")
     data = {**defaults, **raw} if defaults else dict(raw)
-    cache_key = _mode_cache_key(spec, data)
-    cached = _MODE_CACHE.get(cache_key) if cache_key is not None else None
-    if cached is not None:
-        return cached
     try:
-        parsed = spec.adapter.validate_python(data)
+        return spec.adapter.validate_python(data)
     except PydanticValidationError as exc:
         who = label or f"index {index_name!r} ({key})"
         raise ValidationError(f"{who}: bad query extras: {spec.explain(key, data, exc)}") from None
-    if cache_key is not None:
-        if len(_MODE_CACHE) >= _MODE_CACHE_SIZE:
-            _MODE_CACHE.clear()
-        _MODE_CACHE[cache_key] = parsed
-    return parsed
 
 
 class _ModeSpec:
@@ -116,7 +104,6 @@ class _ModeSpec:
             for cls in self.classes:
                 for value in get_args(cls.model_fields[self.tag].annotation):
                     self.choices[value] = cls
-        self.frozen = all(c.model_config.get("frozen") for c in self.classes)
 
     def describe(self) -> str:
         """The allowed fields (one model) or modes (a union), for messages."""
@@ -140,7 +127,6 @@ class _ModeSpec:
 
 
 _SPECS: dict[int, tuple[Any, _ModeSpec]] = {}  # by id(model) (hashing an Annotated union is slow); the model kept alive
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _mode_spec(model: Any) -> _ModeSpec:
@@ -148,17 +134,3 @@ def _mode_spec(model: Any) -> _ModeSpec:
     if entry is None or entry[0] is not model:
         entry = _SPECS[id(model)] = (model, _ModeSpec(model))
     return entry[1]
-
-
-def _mode_cache_key(spec: _ModeSpec, data: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """A hashable key of a frozen mode's entry, or None when a value is not a plain scalar."""
-    if not spec.frozen:
-        return None
-    items = []
-    for name, value in data.items():
-        kind = type(value)
-        if kind not in _SCALARS or type(name) is not str:
-            return None
-        items.append((name, kind, value))
-    items.sort()
-    return (id(spec), *items)

@@ -35,6 +35,10 @@ class Query:
     scope: Scope | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     _parsed_where: Any = field(default=_UNPARSED, init=False, repr=False, compare=False)
+    #: the indexes' parsed query modes, by (mode key, model): see :meth:`memcore.plugin.Index.mode`
+    _modes: dict[tuple[str, int], Any] | None = field(default=None, init=False, repr=False, compare=False)
+    #: vectors a vector index checked already, by space: see :meth:`memcore.plugin.VectorIndex.query_vector`
+    _checked: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # runs for every query: the common shapes are checked without a call each (a positive
@@ -84,7 +88,10 @@ class Query:
     def evolve(self, **changes: Any) -> "Query":
         """A copy with some fields replaced (validated again)."""
         # what dataclasses.replace does, without its walk over the fields' metadata (a seventh of the cost)
-        return Query(**{"text": self.text, "vectors": self.vectors, "k": self.k, "where": self.where, "scope": self.scope, "extras": self.extras, **changes})
+        copy = Query(**{"text": self.text, "vectors": self.vectors, "k": self.k, "where": self.where, "scope": self.scope, "extras": self.extras, **changes})
+        if self._modes is not None and "extras" not in changes:  # the same extras: their parsed modes still hold
+            copy._modes = self._modes
+        return copy
 
     def parsed_where(self) -> Filter | None:
         """The ``where`` filter parsed (:class:`FilterError` when malformed), once per query:

@@ -34,7 +34,6 @@ from memcore.plugin import (
     Index,
     IndexContext,
     Query,
-    query_mode,
     Record,
     Requirements,
     validate_k,
@@ -46,16 +45,13 @@ from .bm25_tokenizer import STOPWORD_LISTS, DocTerms
 if TYPE_CHECKING:
     from .bm25_segments import BaseSegment, QueryTerms
 
-__all__ = ["BM25Config", "BM25Index", "BM25QueryModes", "QUERY_MODES_KEY", "auto_merge_threshold"]
+__all__ = ["BM25Config", "BM25Index", "BM25QueryModes", "auto_merge_threshold"]
 
 
 def auto_merge_threshold(base_size: int) -> int:
     """The default merge threshold: max(1000, 1% of the base segment's live documents)."""
     return max(1000, base_size // 100)
 
-
-QUERY_MODES_KEY = "bm25"
-"""``Query.extras`` key under which this index reads its query modes."""
 
 FORMAT = "memcore-bm25"
 
@@ -126,9 +122,8 @@ class BM25Index(Index):
     def __init__(self, config: BM25Config, context: IndexContext):
         from .bm25_scoring import Scorer
 
+        super().__init__(config, context)
         self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODES_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.score_name = f"BM25 ({config.method})"
         self._scorer = Scorer(config.method, config.k1, config.b, config.delta)
         self._reset()
@@ -183,7 +178,8 @@ class BM25Index(Index):
     def _checked_modes(self, query: Query) -> BM25QueryModes:
         """The query's modes, after checking it has text (ValidationError otherwise)."""
         self._query_text(query)
-        return query_mode(query.extras, self.mode_key, BM25QueryModes, self.name, defaults={})
+        modes: BM25QueryModes = self.mode(query, BM25QueryModes, defaults={})
+        return modes
 
     # -- writing ------------------------------------------------------------------------
 

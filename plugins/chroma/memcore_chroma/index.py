@@ -25,7 +25,7 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore.plugin import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
+from memcore.plugin import Hit, IndexContext, Query, Record, ValidationError, VectorIndex
 
 from .config import ChromaIndexConfig
 from memcore_chroma_support import CollectionHome, chunks
@@ -39,16 +39,14 @@ _SCORES = {
 }
 
 
-class ChromaIndex(Index):
+class ChromaIndex(VectorIndex):
     """Vector search in a Chroma collection (embedded or on a Chroma server)."""
 
     format_version = 1
+    config: ChromaIndexConfig
 
     def __init__(self, config: ChromaIndexConfig, context: IndexContext):
-        self.config = config
-        self.name = context.name
-        self.dim = context.space(config.space).dim
-        self.requires = Requirements(spaces=(config.space,))
+        super().__init__(config, context)
         self.score_name, self.score_range = _SCORES[config.metric]
         safe = re.sub(r"[^a-zA-Z0-9._-]", "-", context.name)[:200]
         self.home = CollectionHome(
@@ -65,77 +63,58 @@ class ChromaIndex(Index):
     def validate(self, records: Sequence[Record]) -> None:
         self._matrix(records)
 
-    def _matrix(self, records: Sequence[Record]) -> np.ndarray:
-        """The records' vectors, checked and ready for Chroma (cosine: normalised), as one
-        float32 matrix: shapes per record, then finiteness and zero norms in one array pass
-        (the first bad record named)."""
-        space = self.config.space
-        rows = []
-        for r in records:
-            v = r.vectors.get(space)
-            if v is None:
-                raise DimensionError(f"index {self.name!r}: record {r.id!r} has no vector in space {space!r}")
-            if getattr(v, "shape", None) != (self.dim,):
-                raise DimensionError(
-                    f"index {self.name!r}: the vector of record {r.id!r}: expected a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}"
-                )
-            rows.append(v)
-        if not rows:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        x = np.asarray(rows, dtype=np.float32)
+    def _matrix(self, records: Sequence[Record]) -> tuple[list[str], np.ndarray]:
+        """The records' ids and vectors, checked (:meth:`record_matrix`) and ready for Chroma
+        (cosine: normalised), as one float32 matrix; zero norms (cosine) and squares float32
+        cannot hold (ip/l2) refused in one array pass (the first bad record named)."""
+        ids, x = self.record_matrix(records)
+        if not len(x):
+            return ids, x
         cosine = self.config.metric == "cosine"
         with np.errstate(over="ignore", invalid="ignore"):
             # cosine vectors are normalised (in float64); ip/l2 ones reach Chroma's float32 arithmetic as they are
             x64 = x.astype(np.float64) if cosine else None
             square: np.ndarray = np.einsum("ij,ij->i", x64, x64) if x64 is not None else np.einsum("ij,ij->i", x, x)
-        bad = ~np.isfinite(square)
+        bad = ~np.isfinite(square)  # finite values (checked), squares past float32 (ip/l2)
         if bad.any():
-            r = records[int(np.argmax(bad))]
-            raise ValidationError(f"index {self.name!r}: the vector of record {r.id!r} contains NaN or infinite values (or values too large for float32)")
+            raise ValidationError(f"index {self.name!r}: the vector of record {ids[int(np.argmax(bad))]!r} has values too large for float32 arithmetic")
         if x64 is None:
-            return np.ascontiguousarray(x)
+            return ids, np.ascontiguousarray(x)
         zero = square == 0.0
         if zero.any():
-            raise ValidationError(f"index {self.name!r}: the vector of record {records[int(np.argmax(zero))].id!r} is all zeros: it has no cosine direction")
+            raise ValidationError(f"index {self.name!r}: the vector of record {ids[int(np.argmax(zero))]!r} is all zeros: it has no cosine direction")
         unit: np.ndarray = (x64 / np.sqrt(square)[:, None]).astype(np.float32)
-        return unit
+        return ids, unit
 
     def validate_query(self, query: Query) -> None:
-        self._query_vector(query)
+        self._prepare_query(self.query_vector(query))
 
-    def _check_vector(self, v: Any, what: str) -> np.ndarray:
-        """The query vector as float32 (1, dim), normalised (in float64) for cosine: ip/l2
-        ones reach Chroma's float32 arithmetic as they are."""
-        if getattr(v, "shape", None) != (self.dim,):
-            raise DimensionError(f"{what}: expected a {self.dim}-d vector in space {self.config.space!r}, got shape {getattr(v, 'shape', None)}")
+    def _prepare_query(self, v: np.ndarray) -> np.ndarray:
+        """A checked query vector as float32 (1, dim), normalised (in float64) for cosine:
+        ip/l2 ones reach Chroma's float32 arithmetic as they are."""
+        what = f"index {self.name!r}: query vector"
         x = np.asarray(v, dtype=np.float32)
         cosine = self.config.metric == "cosine"
         x64 = x.astype(np.float64) if cosine else None
         with np.errstate(over="ignore", invalid="ignore"):
             square = float(np.dot(x64, x64) if x64 is not None else np.dot(x, x))
         if not math.isfinite(square):
-            raise ValidationError(f"{what} contains NaN or infinite values (or values too large for float32)")
+            raise ValidationError(f"{what} has values too large for float32 arithmetic")
         if x64 is None:
             return np.ascontiguousarray(x).reshape(1, -1)
         if square == 0.0:
             raise ValidationError(f"{what} is all zeros: it has no cosine direction")
         return (x64 / math.sqrt(square)).astype(np.float32).reshape(1, -1)
 
-    def _query_vector(self, query: Query) -> np.ndarray:
-        v = query.vectors.get(self.config.space)
-        if v is None:
-            raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
-        return self._check_vector(v, f"index {self.name!r}: query vector")
-
     # -- writing ---------------------------------------------------------------------------
 
     def add(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        matrix = self._matrix(records)  # every record is checked, even one a later repeat replaces
-        last = {r.id: i for i, r in enumerate(records)}  # a repeated id: the last one wins
-        ids = list(last)
-        vectors = matrix if len(ids) == len(records) else matrix[list(last.values())]
+        ids, vectors = self._matrix(records)  # every record is checked, even one a later repeat replaces
+        last = {rid: i for i, rid in enumerate(ids)}  # a repeated id: the last one wins
+        if len(last) != len(ids):
+            ids, vectors = list(last), vectors[list(last.values())]
         collection = self.home.collection
         for sl in chunks(range(len(ids)), self.home.batch_size):
             collection.upsert(ids=ids[sl.start : sl.stop], embeddings=vectors[sl.start : sl.stop])
@@ -162,17 +141,13 @@ class ChromaIndex(Index):
             out.extend(self.home.collection.get(ids=list(part), include=[])["ids"])
         return out
 
-    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        k = validate_k(k)
-        return self._search(self._query_vector(query), k, allowed)[0]
+    def _search(self, query: Query, vector: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[Hit]:
+        return self._query(self._prepare_query(vector), k, allowed)[0]
 
-    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
-        if not queries:
-            return []
-        k = validate_k(k)
-        return self._search(np.concatenate([self._query_vector(q) for q in queries]), k, allowed)
+    def _search_batch(self, queries: Sequence[Query], matrix: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
+        return self._query(np.concatenate([self._prepare_query(v) for v in matrix]), k, allowed)
 
-    def _search(self, x: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
+    def _query(self, x: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
         empty: list[list[Hit]] = [[] for _ in range(len(x))]
         if not self.home.opened:
             return empty

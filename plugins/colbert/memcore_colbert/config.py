@@ -9,23 +9,18 @@ from typing import Any, Literal, Mapping, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memcore.plugin import ComponentConfig, query_mode
+from memcore.plugin import ComponentConfig
 
 __all__ = [
     "ColbertIndexConfig",
     "ColbertRemoteConfig",
     "ColbertQueryMode",
     "SearchParams",
-    "QUERY_MODE_KEY",
-    "parse_query_mode",
     "plaid_defaults",
     "SMALL_K_NDOCS",
 ]
 
 _T = TypeVar("_T")
-
-QUERY_MODE_KEY = "colbert"
-"""The key of ``Query.extras`` holding per-query settings of both colbert index kinds."""
 
 
 class ColbertIndexConfig(ComponentConfig):
@@ -176,8 +171,3 @@ def resolve_params(config: ColbertIndexConfig, k: int, mode: ColbertQueryMode | 
 def _first(default: _T, *values: _T | None) -> _T:
     """The first of ``values`` that is not None (``default`` when all are)."""
     return next((v for v in values if v is not None), default)
-
-
-def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> ColbertQueryMode | None:
-    """The mode in ``extras[key]`` (the index's kind, ``"colbert"`` by default; None when absent); ValidationError when malformed."""
-    return query_mode(extras, key, ColbertQueryMode, index_name)

@@ -16,7 +16,7 @@ import numpy as np
 from memcore.plugin import AllowedIds, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
 
 from . import storage
-from .config import QUERY_MODE_KEY, ColbertIndexConfig, ColbertQueryMode, parse_query_mode, resolve_params
+from .config import ColbertIndexConfig, ColbertQueryMode, resolve_params
 from .encoder import TokenEncoder
 from .engine import Engine
 
@@ -33,9 +33,8 @@ class ColbertIndex(Index):
     requires = Requirements(text=True)
 
     def __init__(self, config: ColbertIndexConfig, context: IndexContext):
+        super().__init__(config, context)
         self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.encoder = TokenEncoder(config.embedder, config.doc_maxlen, config.query_maxlen, f"indexes.{context.name}.embedder")
         self.engine = Engine(config, self.encoder.dim, context.name)
 
@@ -60,7 +59,8 @@ class ColbertIndex(Index):
         return query.text
 
     def _mode(self, query: Query) -> ColbertQueryMode | None:
-        return parse_query_mode(query.extras, self.name, self.mode_key) if query.extras else None
+        mode: ColbertQueryMode | None = self.mode(query, ColbertQueryMode)
+        return mode
 
     # -- writing -----------------------------------------------------------------------
 

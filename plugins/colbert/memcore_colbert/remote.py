@@ -28,7 +28,7 @@ from memcore.plugin import (
 )
 
 from .client import ColbertClient
-from .config import QUERY_MODE_KEY, ColbertRemoteConfig, parse_query_mode
+from .config import ColbertQueryMode, ColbertRemoteConfig
 from .names import check_index_name
 
 __all__ = ["ColbertRemoteIndex"]
@@ -44,9 +44,8 @@ class ColbertRemoteIndex(Index):
     requires = Requirements(text=True)
 
     def __init__(self, config: ColbertRemoteConfig, context: IndexContext):
+        super().__init__(config, context)
         self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.index_name = check_index_name(config.index_name)
         self.client = ColbertClient(config.url, config.timeout)
 
@@ -69,9 +68,12 @@ class ColbertRemoteIndex(Index):
                 raise ValidationError(f"index {self.name!r}: record {r.id!r} has no text")
 
     def validate_query(self, query: Query) -> None:
-        if query.extras:
-            parse_query_mode(query.extras, self.name, self.mode_key)
+        self._mode(query)
         self._text(query)
+
+    def _mode(self, query: Query) -> ColbertQueryMode | None:
+        mode: ColbertQueryMode | None = self.mode(query, ColbertQueryMode)
+        return mode
 
     def _text(self, query: Query) -> str:
         """The query's text (ValidationError when it has none)."""
@@ -110,7 +112,7 @@ class ColbertRemoteIndex(Index):
         self.validate_query(query)
         if allowed is not None and not allowed:
             return []
-        mode = parse_query_mode(query.extras, self.name, self.mode_key) if query.extras else None
+        mode = self._mode(query)
         try:
             topk = self.client.search(
                 self.index_name, self._text(query), k, sorted(allowed) if allowed is not None else None, exhaustive=bool(mode and mode.exhaustive)

@@ -5,15 +5,15 @@ Both are plain pydantic models: importing this module never imports faiss.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Mapping
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memcore.plugin import ComponentConfig, query_mode
+from memcore.plugin import ComponentConfig
 
 from .grammar import parse_factory
 
-__all__ = ["FaissIndexConfig", "FaissQueryMode", "QUERY_MODE_KEY", "parse_query_mode"]
+__all__ = ["FaissIndexConfig", "FaissQueryMode"]
 
 MAX_EF = 4096
 """Upper bound of ef_search / ef_construction (10**9 took 41 s and 7.7 GB on 200 records)."""
@@ -21,9 +21,6 @@ MAX_NPROBE = 65536
 """Upper bound of nprobe (the largest nlist the factory grammar allows)."""
 MAX_PARAM = 65536.0
 """Upper bound of the values in ``params`` (efSearch-like knobs of nested quantizers)."""
-
-QUERY_MODE_KEY = "faiss"
-"""The key of ``Query.extras`` that holds this index kind's query modes."""
 
 
 class FaissIndexConfig(ComponentConfig):
@@ -138,8 +135,3 @@ class FaissQueryMode(BaseModel):
     nprobe: int | None = Field(None, ge=1, le=MAX_NPROBE)
     exact: bool = False
     score_threshold: float | None = Field(None, allow_inf_nan=False)
-
-
-def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> FaissQueryMode | None:
-    """The query mode in ``extras[key]`` (the index's kind; None when absent); ValidationError when malformed."""
-    return query_mode(extras, key, FaissQueryMode, index_name)

@@ -25,22 +25,19 @@ from memcore.plugin import (
     GatheredRows,
     merge_sorted,
     CorruptError,
-    DimensionError,
     get_logger,
     Hit,
-    Index,
     IndexContext,
     Query,
     Record,
-    Requirements,
-    validate_k,
     ValidationError,
+    VectorIndex,
 )
 
 from . import refill, storage
 from .build import Layout, make_layout
 from .container import Container
-from .config import QUERY_MODE_KEY, FaissIndexConfig, FaissQueryMode, parse_query_mode
+from .config import FaissIndexConfig, FaissQueryMode
 from .defaults import auto_ef_search
 from .gather import GatherBudget
 from .labels import LabelMap
@@ -60,17 +57,14 @@ log = get_logger("memcore.faiss")
 _EMPTY: frozenset[int] = frozenset()
 
 
-class FaissIndex(Index):
+class FaissIndex(VectorIndex):
     """Vector search on faiss (Flat, HNSW, IVF, PQ... any ``index_factory`` string)."""
 
     format_version = 1
+    config: FaissIndexConfig
 
     def __init__(self, config: FaissIndexConfig, context: IndexContext):
-        self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
-        self.dim = context.space(config.space).dim
-        self.requires = Requirements(spaces=(config.space,))
+        super().__init__(config, context)
         self._reader = context.vectors  # the store's vectors: save() leaves out what it can read back
         self._layout: Layout = make_layout(config, self.dim, self.name)
         self._faiss = self._layout.faiss
@@ -127,25 +121,12 @@ class FaissIndex(Index):
 
     # -- validation --------------------------------------------------------------------
 
-    def validate(self, records: Sequence[Record]) -> None:
-        space = self.config.space
-        for r in records:
-            v = r.vectors.get(space)
-            if v is None:
-                raise DimensionError(f"index {self.name!r}: record {r.id!r} has no vector in space {space!r}")
-            if getattr(v, "shape", None) != (self.dim,):
-                raise DimensionError(
-                    f"index {self.name!r}: record {r.id!r} needs a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}"
-                )
-            if not np.isfinite(v).all():
-                raise ValidationError(f"index {self.name!r}: the vector of record {r.id!r} contains NaN or infinite values")
-
     def validate_query(self, query: Query) -> None:
         self._mode(query)
-        self._query_matrix(query)
+        self._prepare_query(self.query_vector(query))
 
     def _mode(self, query: Query) -> FaissQueryMode | None:
-        mode = parse_query_mode(query.extras, self.name, self.mode_key) if query.extras else None
+        mode: FaissQueryMode | None = self.mode(query, FaissQueryMode)
         if mode is not None:
             family = self._layout.family
             if mode.ef_search is not None and family != "hnsw":
@@ -154,22 +135,17 @@ class FaissIndex(Index):
                 raise ValidationError(f"index {self.name!r} ({self.config.factory}): nprobe applies to IVF indexes only")
         return mode
 
-    def _query_matrix(self, query: Query) -> np.ndarray:
-        v = query.vectors.get(self.config.space)
-        if v is None:
-            raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
-        return self._scoring.prepare_one(v, f"index {self.name!r}: query vector")
+    def _prepare_query(self, vector: np.ndarray) -> np.ndarray:
+        """A checked query vector as faiss takes it: a (1, dim) float32 matrix, unit for cosine."""
+        return self._scoring.prepare_one(vector, f"index {self.name!r}: query vector")
 
     # -- writing -----------------------------------------------------------------------
 
     def add(self, records: Sequence[Record]) -> None:
         if not records:
             return
-        self.validate(records)
-        latest = {r.id: r for r in records}  # a repeated id: the last one wins
-        ids = list(latest)
-        space = self.config.space
-        vectors = self._scoring.prepare(np.stack([np.asarray(latest[i].vectors[space], dtype=np.float32) for i in ids]), f"index {self.name!r}: records")
+        ids, matrix = self.record_matrix(records, latest=True)  # a repeated id: the last one wins
+        vectors = self._scoring.prepare(matrix, f"index {self.name!r}: records")
         self.remove([i for i in ids if i in self._labels.label_of])
         labels = self._labels.assign(ids)
         with faiss_settings(self._faiss, threads=self.config.omp_threads, blas_threshold=None):
@@ -239,31 +215,17 @@ class FaissIndex(Index):
 
     # -- reading -----------------------------------------------------------------------
 
-    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        k = validate_k(k)
+    def _search(self, query: Query, vector: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[Hit]:
         mode = self._mode(query) if query.extras else None
-        return self._search(self._query_matrix(query), k, allowed, mode)[0]
+        return self._search_prepared(self._prepare_query(vector), k, allowed, mode)[0]
 
-    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
-        if not queries:
-            return []
-        k = validate_k(k)
+    def _search_batch(self, queries: Sequence[Query], matrix: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
         modes = [self._mode(q) if q.extras else None for q in queries]
         if any(m != modes[0] for m in modes):  # different per-query settings: one call each
-            return [self._search(self._query_matrix(q), k, allowed, m)[0] for q, m in zip(queries, modes)]
-        space = self.config.space
-        vectors = []
-        for q in queries:
-            v = q.vectors.get(space)
-            if v is None:
-                raise DimensionError(f"index {self.name!r}: a query has no vector in space {space!r}")
-            if getattr(v, "shape", None) != (self.dim,):
-                raise DimensionError(f"index {self.name!r}: query vector of shape {getattr(v, 'shape', None)}, expected ({self.dim},)")
-            vectors.append(v)
-        matrix = self._scoring.prepare(np.asarray(vectors, dtype=np.float32), f"index {self.name!r}: query vectors")
-        return self._search(matrix, k, allowed, modes[0])
+            return [self._search_prepared(self._prepare_query(v), k, allowed, m)[0] for v, m in zip(matrix, modes)]
+        return self._search_prepared(self._scoring.prepare(matrix, f"index {self.name!r}: query vectors"), k, allowed, modes[0])
 
-    def _search(self, x: np.ndarray, k: int, allowed: AbstractSet[str] | None, mode: FaissQueryMode | None) -> list[list[Hit]]:
+    def _search_prepared(self, x: np.ndarray, k: int, allowed: AbstractSet[str] | None, mode: FaissQueryMode | None) -> list[list[Hit]]:
         nq = x.shape[0]
         if not self._labels.label_of:
             return [[] for _ in range(nq)]

@@ -86,9 +86,8 @@ class Scoring:
                 part /= norms[:, None]
 
     def prepare_one(self, vector: np.ndarray, what: str) -> np.ndarray:
-        """:meth:`prepare` for one query vector, returned as a (1, dim) matrix (the hot path)."""
-        if vector.shape != (self.dim,):
-            raise DimensionError(f"{what}: expected dimension {self.dim}, got shape {vector.shape}")
+        """:meth:`prepare` for one query vector, its shape checked already
+        (:meth:`memcore.VectorIndex.query_vector`), returned as a (1, dim) matrix (the hot path)."""
         square = float(vector.dot(vector))
         if not math.isfinite(square):
             kind = "NaN or infinite values" if not np.isfinite(vector).all() else "values too large for float32 arithmetic"

@@ -41,7 +41,6 @@ from memcore.plugin import (
     IndexContext,
     NotFoundError,
     Query,
-    query_mode,
     Record,
     Requirements,
     validate_k,
@@ -51,12 +50,9 @@ from memcore.plugin import (
 from .ordered import OrderedIds
 from .query_modes import ModeModel
 
-__all__ = ["FifoIndex", "FifoIndexConfig", "FifoQuery", "QUERY_MODES_KEY"]
+__all__ = ["FifoIndex", "FifoIndexConfig", "FifoQuery"]
 
 FILE = "fifo.json"
-
-QUERY_MODES_KEY = "fifo"
-"""``Query.extras`` key under which this index reads its query modes."""
 
 
 class FifoIndexConfig(ComponentConfig):
@@ -94,9 +90,8 @@ class FifoIndex(Index):
     score_range = (None, None)
 
     def __init__(self, config: FifoIndexConfig, context: IndexContext):
+        super().__init__(config, context)
         self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODES_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.capacity = config.capacity
         self.by_created = config.order == "created_at"
         self.score_name = (
@@ -120,7 +115,8 @@ class FifoIndex(Index):
         self._mode(query)
 
     def _mode(self, query: Query) -> FifoQuery:
-        return query_mode(query.extras, self.mode_key, FifoQuery, self.name, defaults=_DEFAULT_MODE)
+        mode: FifoQuery = self.mode(query, FifoQuery, defaults=_DEFAULT_MODE)
+        return mode
 
     # -- writing ----------------------------------------------------------------------
 

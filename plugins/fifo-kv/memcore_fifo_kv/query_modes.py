@@ -6,11 +6,11 @@ for a sorted index -- and ignores every other key, so one ``Query`` can carry th
 of several indexes of a pipeline. No entry (or ``None``) is the default mode.
 
 Each index of this plugin declares its modes as pydantic models (:class:`ModeModel`:
-``extra="forbid"``, frozen, strict) and parses them with :func:`memcore.plugin.query_mode` in
-``validate_query`` and ``search``; a bad mode (an unknown key inside the index's own
-entry, a bad value, an entry that is not a dict) becomes a :class:`memcore.ValidationError`
-naming the index and the offending key (``extras.fifo.mode``), before anything is
-searched. Frozen modes are cached by content there, so repeating a mode skips the validation.
+``extra="forbid"``, frozen, strict) and parses them with :meth:`memcore.plugin.Index.mode` in
+``validate_query`` and ``search`` (once per query: the parsed mode is kept on it); a bad
+mode (an unknown key inside the index's own entry, a bad value, an entry that is not a
+dict) becomes a :class:`memcore.ValidationError` naming the index and the offending key
+(``extras.fifo.mode``), before anything is searched.
 """
 
 from __future__ import annotations

@@ -42,7 +42,6 @@ from memcore.plugin import (
     IndexContext,
     NotFoundError,
     Query,
-    query_mode,
     Record,
     Requirements,
     validate_k,
@@ -52,12 +51,10 @@ from memcore.plugin import (
 from .ordered import OrderedIds
 from .query_modes import ModeModel
 
-__all__ = ["SortedIndex", "SortedIndexConfig", "TopQuery", "RangeQuery", "QUERY_MODES_KEY", "value_type"]
+__all__ = ["SortedIndex", "SortedIndexConfig", "TopQuery", "RangeQuery", "value_type"]
 
 FILE = "sorted.json"
 
-QUERY_MODES_KEY = "sorted"
-"""``Query.extras`` key under which this index reads its query modes."""
 
 Bound = Any
 """A range bound: a finite number (not bool) or a string, checked by :class:`RangeQuery`."""
@@ -137,9 +134,8 @@ class SortedIndex(Index):
     score_name = "field value (desc) or minus it (asc); strings: rank in the index"
 
     def __init__(self, config: SortedIndexConfig, context: IndexContext):
+        super().__init__(config, context)
         self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODES_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         self.field = config.field
         self._order = OrderedIds()
         self._type: str | None = None  # "number" | "string" while the index holds anything
@@ -191,7 +187,7 @@ class SortedIndex(Index):
         self._mode(query)
 
     def _mode(self, query: Query) -> TopQuery | RangeQuery:
-        mode: TopQuery | RangeQuery = query_mode(query.extras, self.mode_key, SortedQuery, self.name, defaults=_DEFAULT_MODE)
+        mode: TopQuery | RangeQuery = self.mode(query, SortedQuery, defaults=_DEFAULT_MODE)
         held = self.value_type
         for name, bound in mode.bounds().items():
             if held is not None and value_type(bound) != held:
@@ -235,7 +231,7 @@ class SortedIndex(Index):
 
     def top(self, n: int, order: Literal["asc", "desc"] = "desc", allowed: AbstractSet[str] | None = None) -> list[str]:
         """The ids of the ``n`` largest (``desc``) or smallest (``asc``) values."""
-        mode = query_mode({QUERY_MODES_KEY: {"order": order}}, QUERY_MODES_KEY, SortedQuery, self.name, defaults=_DEFAULT_MODE)
+        mode = self._mode(Query(extras={self.mode_key: {"order": order}}))
         return [rid for _, _, rid in self._select(mode, validate_k(n), allowed)]
 
     def between(

@@ -25,7 +25,7 @@ from memcore.plugin import CorruptError, Hit, Index, IndexContext, Query, Record
 
 from .config import GraphIndexConfig
 from .entities import LLMExtractor, make_extractor
-from .modes import QUERY_MODE_KEY, ExpandMode, PathMode, TextMode, TraverseMode, _Mode, parse_mode
+from .modes import DEFAULT_MODE, ExpandMode, GraphMode, PathMode, TextMode, TraverseMode, _Mode
 from .names import name_key
 from .persistence import FORMAT, check_record_node, dump_graph, read_node_link
 from .seeds import text_seeds
@@ -95,9 +95,8 @@ class GraphIndex(Index):
     requires = Requirements(links=True)
 
     def __init__(self, config: GraphIndexConfig, context: IndexContext):
+        super().__init__(config, context)
         self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
         llm = None
         if config.entity_extraction == "llm" and context.llms is not None:
             llm = context.llms.resolve(config.llm, f"indexes.{context.name}.llm")
@@ -296,7 +295,7 @@ class GraphIndex(Index):
         self._parse(query)
 
     def _parse(self, query: Query) -> _Mode:
-        mode = parse_mode(query.extras, self.name, self.mode_key)
+        mode: _Mode = self.mode(query, GraphMode, defaults=DEFAULT_MODE, label=f"graph index {self.name!r}")
         if isinstance(mode, TextMode) and not (query.text and query.text.strip()):
             raise ValidationError(
                 f'graph index {self.name!r}: the query has no text; give text (names to start from) or a mode in extras["graph"] (traverse, expand, path)'

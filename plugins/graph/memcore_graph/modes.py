@@ -13,16 +13,16 @@ Each mode knows how to run itself against a :class:`~memcore_graph.index.GraphIn
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Collection as AbstractSet, Literal, Mapping, Union
+from typing import TYPE_CHECKING, Annotated, Any, Collection as AbstractSet, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
-from memcore.plugin import Hit, query_mode
+from memcore.plugin import Hit
 
 if TYPE_CHECKING:
     from .index import GraphIndex
 
-__all__ = ["QUERY_MODE_KEY", "TraverseMode", "ExpandMode", "PathMode", "TextMode", "GraphMode", "parse_mode"]
+__all__ = ["QUERY_MODE_KEY", "TraverseMode", "ExpandMode", "PathMode", "TextMode", "GraphMode", "DEFAULT_MODE"]
 
 QUERY_MODE_KEY = "graph"
 """The key of ``Query.extras`` that holds this index kind's query mode."""
@@ -116,15 +116,5 @@ class TextMode(_Walk):
 
 
 GraphMode = Annotated[Union[TraverseMode, ExpandMode, PathMode, TextMode], Field(discriminator="mode")]
-_DEFAULT_MODE = {"mode": "text"}
-
-
-def parse_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> _Mode:
-    """Validate ``extras[key]`` (the index's kind, ``"graph"`` by default) into a mode (``text`` when absent or without ``mode``).
-
-    Every other key of ``extras`` is ignored (it belongs to other indexes or stages).
-    ValidationError (from :func:`memcore.plugin.query_mode`) when ``extras`` or ``extras["graph"]``
-    is not a dict or the mode is malformed.
-    """
-    mode: _Mode = query_mode(extras, key, GraphMode, index_name, defaults=_DEFAULT_MODE, label=f"graph index {index_name!r}")
-    return mode
+DEFAULT_MODE = {"mode": "text"}
+"""The entry a query without ``mode`` (or without ``extras["graph"]``) stands for: a text query."""

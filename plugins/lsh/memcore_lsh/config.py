@@ -6,24 +6,19 @@ Both are plain pydantic models; importing this module imports nothing heavy.
 from __future__ import annotations
 
 from math import comb
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from memcore.plugin import ComponentConfig, query_mode
+from memcore.plugin import ComponentConfig
 
 __all__ = [
     "LSHIndexConfig",
     "LSHQueryMode",
-    "QUERY_MODE_KEY",
     "MAX_PROBE_MASKS",
     "check_probe_radius",
-    "parse_query_mode",
     "probe_mask_count",
 ]
-
-QUERY_MODE_KEY = "lsh"
-"""The key of ``Query.extras`` that holds this index kind's query modes."""
 
 MAX_PROBE_MASKS = 4096
 """Upper bound on the bucket perturbations (codes within the probe radius) per table."""
@@ -99,8 +94,3 @@ class LSHQueryMode(BaseModel):
     max_candidates: int | None = Field(None, ge=1, le=10_000_000)
     fallback_exact: bool | None = None
     exact: bool = False
-
-
-def parse_query_mode(extras: Mapping[str, Any] | None, index_name: str, key: str = QUERY_MODE_KEY) -> LSHQueryMode | None:
-    """The query mode in ``extras[key]`` (the index's kind; None when absent); ValidationError when malformed."""
-    return query_mode(extras, key, LSHQueryMode, index_name)

@@ -15,10 +15,10 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore.plugin import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
+from memcore.plugin import Hit, IndexContext, Query, Record, ValidationError, VectorIndex
 
 from .candidates import CandidateLists, bucket_candidates, single_list
-from .config import QUERY_MODE_KEY, LSHIndexConfig, check_probe_radius, parse_query_mode
+from .config import LSHIndexConfig, LSHQueryMode, check_probe_radius
 from .hashing import Hyperplanes, ProbePlan, normalize_rows
 from .rows import Slots
 from .scoring import CosineScorer, HammingScorer, Scorer, best_k
@@ -51,18 +51,15 @@ class _Filter:
     scan: bool
 
 
-class LSHIndex(Index):
+class LSHIndex(VectorIndex):
     """SimHash tables (``tables`` x ``bits`` hyperplanes) with multi-probe lookup and exact re-ranking."""
 
     format_version = 1
     score_range = (-1.0, 1.0)
+    config: LSHIndexConfig
 
     def __init__(self, config: LSHIndexConfig, context: IndexContext):
-        self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
-        self.dim = context.space(config.space).dim
-        self.requires = Requirements(spaces=(config.space,))
+        super().__init__(config, context)
         self._planes = Hyperplanes.random(self.dim, config.tables, config.bits, config.seed)
         self._rows = Slots(self.dim, config.tables, -(-config.tables * config.bits // 64), config.store_vectors)
         self._tables = make_tables(config.tables, config.bits)
@@ -73,51 +70,13 @@ class LSHIndex(Index):
 
     # -- validation ------------------------------------------------------------------------
 
-    def validate(self, records: Sequence[Record]) -> None:
-        """Every record needs a finite vector of the index's dimension in its space."""
-        space = self.config.space
-        for record in records:
-            vector = record.vectors.get(space)
-            if vector is None:
-                raise DimensionError(f"index {self.name!r}: record {record.id!r} has no vector in space {space!r}")
-            self._check_vector(vector, f"vector {space!r} of record {record.id!r}")
-
     def validate_query(self, query: Query) -> None:
-        """Check ``extras["lsh"]`` and, when present, the query vector."""
+        """Check ``extras["lsh"]`` and the query vector."""
         self._mode(query)
-        vector = query.vectors.get(self.config.space)
-        if vector is not None:
-            self._check_vector(vector, f"query vector {self.config.space!r}")
-
-    def _check_vector(self, vector: Any, what: str) -> np.ndarray:
-        array = np.asarray(vector, dtype=np.float32)
-        if array.shape != (self.dim,):
-            raise DimensionError(f"index {self.name!r}: {what} has shape {array.shape}, expected ({self.dim},)")
-        if not np.isfinite(array).all():
-            raise ValidationError(f"index {self.name!r}: {what} contains NaN or infinite values")
-        return array
-
-    def _query_vector(self, query: Query) -> np.ndarray:
-        vector = query.vectors.get(self.config.space)
-        if vector is None:
-            raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
-        return self._check_vector(vector, f"query vector {self.config.space!r}")
-
-    def _query_vectors(self, queries: Sequence[Query]) -> np.ndarray:
-        """The ``(q, dim)`` float32 query vectors, checked like :meth:`_query_vector` (finiteness in one pass)."""
-        space, shape = self.config.space, (self.dim,)
-        rows = [query.vectors.get(space) for query in queries]
-        good = [row for row in rows if row is not None and np.shape(row) == shape]
-        if len(good) == len(rows):
-            stacked = np.asarray(good[0], dtype=np.float32)[None, :] if len(good) == 1 else np.asarray(np.stack(good), dtype=np.float32)
-            if np.isfinite(stacked).all():
-                return stacked
-        for query in queries:  # something is wrong: the error of the first bad query, as one by one
-            self._query_vector(query)
-        raise AssertionError("unreachable: a query vector failed the batch check but passed alone")  # pragma: no cover
+        super().validate_query(query)
 
     def _mode(self, query: Query) -> _Mode:
-        mode = parse_query_mode(query.extras, self.name, self.mode_key)
+        mode: LSHQueryMode | None = self.mode(query, LSHQueryMode)
         if mode is None:
             return self._default_mode
         base = self._default_mode
@@ -141,10 +100,8 @@ class LSHIndex(Index):
         """Hash and insert records (a held id is replaced; in a batch the last copy wins)."""
         if not records:
             return
-        self.validate(records)
-        latest = {record.id: record for record in records}  # a repeated id: the last one wins
-        ids = list(latest)
-        vectors = normalize_rows(np.stack([latest[rid].vectors[self.config.space] for rid in ids]))
+        ids, matrix = self.record_matrix(records, latest=True)  # a repeated id: the last one wins
+        vectors = normalize_rows(matrix)
         self._discard(self._rows.slots_of(ids))
         codes = self._planes.hash(vectors)
         slots = self._rows.append(ids, codes, self._planes.pack(codes), vectors if self.config.store_vectors else None)
@@ -164,17 +121,14 @@ class LSHIndex(Index):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        """``search_batch`` of one query."""
-        return self.search_batch([query], k, allowed)[0]
+    def _search(self, query: Query, vector: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[Hit]:
+        """``_search_batch`` of one query."""
+        return self._search_batch([query], vector[None, :], k, allowed)[0]
 
-    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+    def _search_batch(self, queries: Sequence[Query], matrix: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
         """Hash all queries at once, then look up, score and rank them by group of equal query mode."""
-        if not queries:
-            return []
-        k = validate_k(k)
         modes = [self._mode(q) for q in queries]
-        vectors = normalize_rows(self._query_vectors(queries))
+        vectors = normalize_rows(np.asarray(matrix, dtype=np.float32))
         results: list[list[Hit]] = [[] for _ in queries]
         if self._rows.live == 0:
             return results

@@ -24,9 +24,9 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore.plugin import DimensionError, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, query_mode, validate_k
+from memcore.plugin import Hit, IndexContext, Query, Record, ValidationError, VectorIndex
 
-from .config import QUERY_MODE_KEY, PoincareIndexConfig, PoincareQueryMode
+from .config import PoincareIndexConfig, PoincareQueryMode
 from .mirror import ParticleMirror
 from .snapshot import MirrorSnapshot
 from memcore_chroma_support import CollectionHome, chunks
@@ -41,19 +41,16 @@ def _number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating)) and math.isfinite(value)
 
 
-class PoincareIndex(Index):
+class PoincareIndex(VectorIndex):
     """Hyperbolic emotional memory as an index (cone -> shell -> neighbourhood -> aggregate)."""
 
     format_version = 1
     score_name = "negative Poincaré distance"
     score_range = (None, 0.0)
+    config: PoincareIndexConfig
 
     def __init__(self, config: PoincareIndexConfig, context: IndexContext):
-        self.config = config
-        self.name = context.name
-        self.mode_key = context.kind or QUERY_MODE_KEY  # the key of its query modes in Query.extras: the kind it is registered as
-        self.dim = context.space(config.space).dim
-        self.requires = Requirements(spaces=(config.space,), links=True)
+        super().__init__(config, context, links=True)
         self.projector = ParticleProjector(config.curvature, config.scaling_factor, TimePhysics(config.f, config.g))
         self.retrieval = HyperAmyRetrieval(self, self.projector, cone=config.cone)
         safe = re.sub(r"[^a-zA-Z0-9._-]", "-", context.name)[:200]
@@ -106,17 +103,10 @@ class PoincareIndex(Index):
 
     def _points(self, records: Sequence[Record]) -> tuple[list[str], np.ndarray, list[dict[str, Any]]]:
         """Ids, unit directions and Chroma metadatas of ``records`` (typed errors first)."""
-        cfg, space = self.config, self.config.space
-        rows, metas = [], []
+        cfg = self.config
+        ids, matrix = self.record_matrix(records)
+        metas = []
         for r in records:
-            v = r.vectors.get(space)
-            if v is None:
-                raise DimensionError(f"index {self.name!r}: record {r.id!r} has no vector in space {space!r}")
-            if getattr(v, "shape", None) != (self.dim,):
-                raise DimensionError(
-                    f"index {self.name!r}: record {r.id!r} needs a {self.dim}-d vector in space {space!r}, got shape {getattr(v, 'shape', None)}"
-                )
-            rows.append(np.asarray(v, dtype=np.float64))
             values = {}
             for key, default in ((cfg.v_key, cfg.default_v), (cfg.T_key, cfg.default_T), (cfg.born_key, r.created_at)):
                 value = r.metadata.get(key, default) if r.metadata else default
@@ -128,28 +118,22 @@ class PoincareIndex(Index):
             links = list(dict.fromkeys(link.target for link in r.links))
             updated = r.updated_at or r.created_at or None
             metas.append(Point(r.id, None, values[cfg.v_key], values[cfg.T_key], values[cfg.born_key], updated, links).to_metadata())
-        if not rows:
-            return [], np.zeros((0, self.dim), dtype=np.float32), []
-        x = np.stack(rows)
-        finite = np.isfinite(x).all(axis=1)
-        if not finite.all():
-            raise ValidationError(f"index {self.name!r}: the vector of record {records[int(np.argmin(finite))].id!r} contains NaN or infinite values")
+        if not ids:
+            return [], matrix, []
+        x = matrix.astype(np.float64)
         zero = ~np.any(x != 0, axis=1)
         if zero.any():
             raise ValidationError(f"index {self.name!r}: the vector of record {records[int(np.argmax(zero))].id!r} is all zeros (it has no direction)")
         directions = unit_directions(x, f"index {self.name!r}: records")
-        return [r.id for r in records], directions, metas
+        return ids, directions, metas
 
     def _mode(self, query: Query) -> PoincareQueryMode:
-        return query_mode(query.extras, self.mode_key, PoincareQueryMode, self.name, defaults={})
+        mode: PoincareQueryMode = self.mode(query, PoincareQueryMode, defaults={})
+        return mode
 
-    def _query_point(self, query: Query) -> tuple[Point, PoincareQueryMode, float]:
+    def _query_point(self, query: Query, v: np.ndarray) -> tuple[Point, PoincareQueryMode, float]:
+        """The query particle of ``query`` at its (checked) vector ``v``, its mode, its ``t_now``."""
         mode = self._mode(query)
-        v = query.vectors.get(self.config.space)
-        if v is None:
-            raise DimensionError(f"index {self.name!r}: the query has no vector in space {self.config.space!r}")
-        if getattr(v, "shape", None) != (self.dim,):
-            raise DimensionError(f"index {self.name!r}: query vector of shape {getattr(v, 'shape', None)}, expected ({self.dim},)")
         t_now = mode.t_now if mode.t_now is not None else time.time()
         point = Point(
             "query",
@@ -161,7 +145,8 @@ class PoincareIndex(Index):
         return point, mode, t_now
 
     def validate_query(self, query: Query) -> None:
-        point, _, t_now = self._query_point(query)
+        self._mode(query)
+        point, _, t_now = self._query_point(query, self.query_vector(query))
         self.retrieval.query_state(point, t_now)
 
     # -- writing ---------------------------------------------------------------------------
@@ -188,15 +173,14 @@ class PoincareIndex(Index):
 
     # -- reading ---------------------------------------------------------------------------
 
-    def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
-        return self.search_batch([query], k, allowed)[0]
+    def _search(self, query: Query, vector: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[Hit]:
+        return self._search_batch([query], vector[None, :], k, allowed)[0]
 
-    def search_batch(self, queries: Sequence[Query], k: int, allowed: AbstractSet[str] | None = None) -> list[list[Hit]]:
+    def _search_batch(self, queries: Sequence[Query], matrix: np.ndarray, k: int, allowed: AbstractSet[str] | None) -> list[list[Hit]]:
         """Queries with the same ``cone_width``/``max_neighbors``/``neighbor_penalty`` share
         one Chroma cone query (:meth:`HyperAmyRetrieval.search_many`); each keeps its own
         particle (v, T, born) and ``t_now``."""
-        k = validate_k(k)
-        prepared = [self._query_point(q) for q in queries]
+        prepared = [self._query_point(q, v) for q, v in zip(queries, matrix)]
         if not self.home.opened:
             for point, _, t_now in prepared:
                 self.retrieval.query_state(point, t_now)  # still validate the queries
