@@ -11,6 +11,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 import memcore
+import memcore.plugin
 from memcore.plugin import ComponentConfig, IndexContext, SpaceInfo, VectorIndex
 from memcore import DimensionError, Hit, Query, Record, ValidationError
 from memcore.testing import IndexContract
@@ -101,7 +102,7 @@ def test_the_base_keeps_name_dim_space_and_mode_key():
     index = make("dense", kind="brute-2")
     assert (index.name, index.dim, index.requires.spaces, index.mode_key) == ("dense", DIM, ("v",), "brute-2")
     assert make().mode_key == "brute"  # built by hand, without a registered kind: the config's kind
-    assert "VectorIndex" in memcore.__all__
+    assert "VectorIndex" in memcore.plugin.__all__
     with pytest.raises(memcore.ConfigError, match="not declared"):
         Brute(BruteConfig(space="w"), IndexContext("b", {"v": SpaceInfo("v", DIM, "none")}))
 
@@ -179,7 +180,7 @@ def test_a_batch_is_checked_in_one_pass_and_raises_the_error_of_its_first_bad_qu
 
 
 def test_mode_is_parsed_once_per_query_and_shared_by_validate_query_and_search(monkeypatch):
-    import memcore.index as index_module
+    import memcore.indexes._index as index_module
 
     calls = []
     real = index_module.query_mode
