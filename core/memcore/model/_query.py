@@ -35,6 +35,8 @@ class Query:
     scope: Scope | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     _parsed_where: Any = field(default=_UNPARSED, init=False, repr=False, compare=False)
+    _checked: Any = field(default=None, init=False, repr=False, compare=False)
+    """Who checked this query (set only by ``CollectionReader.request``; a copy starts unchecked)."""
 
     def __post_init__(self) -> None:
         # runs for every query: the common shapes are checked without a call each (a positive
@@ -85,6 +87,13 @@ class Query:
         """A copy with some fields replaced (validated again)."""
         # what dataclasses.replace does, without its walk over the fields' metadata (a seventh of the cost)
         return Query(**{"text": self.text, "vectors": self.vectors, "k": self.k, "where": self.where, "scope": self.scope, "extras": self.extras, **changes})
+
+    @property
+    def checked(self) -> bool:
+        """True when a collection checked this query (``CollectionReader.request``): its k,
+        vectors, filter and scope are trusted by every layer below; :meth:`evolve` gives an
+        unchecked copy."""
+        return self._checked is not None
 
     def parsed_where(self) -> Filter | None:
         """The ``where`` filter parsed (:class:`FilterError` when malformed), once per query:
