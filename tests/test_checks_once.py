@@ -112,3 +112,29 @@ def test_a_checked_query_is_trusted_and_a_copy_is_not(memory):
     copy = q.evolve(k=3)
     assert not copy.checked and collection.request(copy).checked
     assert not memcore.Query(text="cats").checked
+
+
+@pytest.mark.parametrize("reopen", [False, True], ids=["fresh", "reopened"])
+def test_open_asks_the_registry_once_per_component_and_parses_each_config_once(tmp_path, monkeypatch, reopen):
+    from memcore._plugins._registry import Registration, Registry
+
+    if reopen:
+        memcore.open(path=tmp_path).close()
+    visits: Counter[tuple[str, str]] = Counter()
+    parses: Counter[str] = Counter()
+    get, parse = Registry.get, Registration.parse_config
+
+    def counted_get(self: Registry, category: str, name: str, **kwargs: Any) -> Registration:
+        visits[(category, name)] += 1
+        return get(self, category, name, **kwargs)
+
+    def counted_parse(self: Registration, data: Any, location: str) -> Any:
+        if not isinstance(data, self.config_model):  # a config already validated is not parsed again
+            parses[location] += 1
+        return parse(self, data, location)
+
+    monkeypatch.setattr(Registry, "get", counted_get)
+    monkeypatch.setattr(Registration, "parse_config", counted_parse)
+    memcore.open(path=tmp_path).close()  # defaults: sqlite, hashing, exact "vector", basic preset, default service
+    assert set(visits.values()) == {1} and len(visits) == 7, visits
+    assert set(parses.values()) == {1} and parses["indexes.vector"] == 1, parses

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from .._plugins._registry import Registry
+from .._plugins._registry import Registration, Registry
 from .._util.log import get_logger
 from ..embedders._space import Space, fill_vectors
 from ..errors import BrokenIndexError, NotFoundError, ValidationError
@@ -41,7 +41,7 @@ class CollectionState:
     the collection (``indexes`` changes in place), so each part may keep references to them.
     """
 
-    __slots__ = ("store", "spaces", "registry", "path", "llms", "indexes", "lock", "binding", "allowed_sets", "closed")
+    __slots__ = ("store", "spaces", "registry", "path", "llms", "indexes", "lock", "binding", "allowed_sets", "closed", "index_kinds")
 
     def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: Path | None, llms: "LLMs | None") -> None:
         self.store = store
@@ -55,6 +55,8 @@ class CollectionState:
         self.allowed_sets = AllowedCache()
         """The ids each filter and scope allow, per store sequence (see :mod:`memcore.indexes._allowed`)."""
         self.closed = False
+        self.index_kinds: dict[str, Registration] = {}
+        """Index kinds already looked up by the caller (``memcore.open``): not asked again."""
 
 
 class CollectionBase:

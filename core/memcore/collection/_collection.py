@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .._plugins._host import get_registry
-from .._plugins._registry import Registry
+from .._plugins._registry import Registration, Registry
 from ..embedders._space import Space
 from ..stores._store import Store
 from ._base import CollectionState
@@ -42,12 +42,16 @@ class Collection(IndexLifecycle, Writes, CollectionReader):
         path: str | Path | None = None,
         declared: Mapping[str, tuple[str, IndexOptions]] | None = None,
         llms: "LLMs | None" = None,
+        index_kinds: Mapping[str, Registration] | None = None,
     ):
         """``declared``: the indexes the settings declare (``{name: (kind, options)}``); a
         stored index whose declared options differ only in search-time fields is loaded once,
         with the declared ones (:meth:`ensure_indexes` then finds nothing to change).
-        ``llms``: the memory's LLMs, handed to the indexes (``IndexContext.llms``)."""
+        ``llms``: the memory's LLMs, handed to the indexes (``IndexContext.llms``).
+        ``index_kinds``: the registrations of index kinds the caller already looked up
+        (``memcore.open``: those of the settings), so the registry is asked once per kind."""
         state = CollectionState(store, spaces, registry, Path(path) if path is not None else None, llms)
+        state.index_kinds.update(index_kinds or {})
         super().__init__(state)
         self._reader = CollectionReader(state)
         self._pin_spaces()

@@ -12,7 +12,7 @@ import re
 import time
 from typing import Any, Callable, Iterable, Mapping
 
-from .._plugins._registry import ComponentConfig, Registration
+from .._plugins._registry import ComponentConfig
 from .._util.log import get_logger
 from .._util.progress import progress_for
 from ..errors import BrokenIndexError, ConfigError, ValidationError
@@ -50,26 +50,30 @@ class IndexLifecycle(CollectionBase):
             store.apply(WriteBatch(state=new))
 
     def _open_declared(self, declared: Mapping[str, tuple[str, IndexOptions]]) -> None:
-        """Open every stored index; one whose declared options differ only in search-time
-        fields is opened once, with the declared ones."""
-        for name, definition in self._store.state_items("indexes").items():
-            wanted, changed = self._search_time_update(name, definition, declared.get(name))
-            handle = self._indexes[name] = self._open_stored(name, wanted)
+        """Open every stored index; one that is declared too is opened once, with the declared
+        config when it changes no build-time option (its search-time options then apply)."""
+        for name, stored in self._store.state_items("indexes").items():
+            config, changed = self._declared_config(name, stored, declared.get(name))
+            wanted = {"kind": stored["kind"], "config": config.model_dump(mode="json")} if changed and config is not None else stored
+            handle = self._indexes[name] = self._open_stored(name, wanted, config)
             if changed and handle.error is None:
                 self._record_reconfigured(handle, changed)
 
-    def _config(self, name: str, kind: str, options: IndexOptions) -> tuple[Registration, ComponentConfig]:
-        """The one parse of an index definition: the name checked, the kind looked up, the
-        options validated by its config model (a config that model already validated is
-        taken as it is). Every step below takes the config returned here."""
+    def _config(self, name: str, kind: str, options: IndexOptions) -> ComponentConfig:
+        """The one parse of an index definition: the name checked, the options validated by
+        the config model of ``kind``. A config of that kind the registry already validated
+        (the settings ``memcore.open`` checked) is taken as it is, without a lookup. Every
+        step below takes the config returned here."""
         if not isinstance(name, str) or not INDEX_NAME.match(name):
             raise ValidationError(f"bad index name {name!r}: letters, digits, '_', '.', '-' (max 128)")
-        reg = self._state.registry.get("indexes", kind, location=f"indexes.{name}.kind")
-        return reg, reg.parse_config(options, f"indexes.{name}")
+        if isinstance(options, ComponentConfig) and options.kind == kind:
+            return options
+        return self._state.registry.get("indexes", kind, location=f"indexes.{name}.kind").parse_config(options, f"indexes.{name}")
 
     def _new_handle(self, name: str, kind: str, options: IndexOptions) -> IndexHandle:
         """Build index ``name`` (its factory called once) with the spaces it requires checked."""
-        reg, config = self._config(name, kind, options)
+        config = self._config(name, kind, options)
+        reg = self._state.index_kinds.get(kind) or self._state.registry.get("indexes", kind, location=f"indexes.{name}.kind")  # the factory
         directory = self._directory(name)
         context = IndexContext(
             name=name,
@@ -91,24 +95,25 @@ class IndexLifecycle(CollectionBase):
             context.space(space)  # raises ConfigError for an undeclared space
         return IndexHandle(name, kind, config, index, make, directory=directory)
 
-    def _search_time_update(self, name: str, stored: Mapping[str, Any], declared: tuple[str, IndexOptions] | None) -> tuple[Mapping[str, Any], list[str]]:
-        """The definition to open a stored index with, and the search-time options that change.
+    def _declared_config(self, name: str, stored: Mapping[str, Any], declared: tuple[str, IndexOptions] | None) -> tuple[ComponentConfig | None, list[str]]:
+        """The declared config to open a stored index with (None: open the stored one), and
+        the search-time options it changes.
 
         Only a declared definition of the same kind that changes nothing but search-time
-        options replaces the stored one; anything else (no declaration, an invalid or a
-        build-time change) opens the stored definition, and :meth:`ensure_indexes` reports it.
+        options is used; anything else (no declaration, an invalid or a build-time change)
+        opens the stored definition, and :meth:`ensure_indexes` reports it.
         """
         if declared is None or not isinstance(stored, Mapping) or declared[0] != stored.get("kind"):
-            return stored, []
+            return None, []
         kind, options = declared
         try:
-            config = self._config(name, kind, options)[1]
+            config = self._config(name, kind, options)
             changed = check_change(name, kind, stored.get("config") or {}, config)
         except Exception:  # noqa: BLE001 - reported by ensure_indexes with the settings' location
-            return stored, []
-        if not changed:
-            return stored, []
-        return {"kind": kind, "config": config.model_dump(mode="json")}, changed
+            return None, []
+        if changed or config.model_dump(mode="json") == stored.get("config"):
+            return config, changed
+        return None, []
 
     def _record_reconfigured(self, handle: IndexHandle, changed: list[str]) -> None:
         """Store the new search-time values of ``handle`` (its manifest follows on the next save)."""
@@ -117,10 +122,11 @@ class IndexLifecycle(CollectionBase):
         handle.dirty = True
         log.info("index.reconfigured", name=handle.name, options=changed)
 
-    def _open_stored(self, name: str, definition: Mapping[str, Any]) -> IndexHandle:
-        """Build, load and catch up a stored index; a failure gives a broken handle, never a failed open."""
+    def _open_stored(self, name: str, definition: Mapping[str, Any], config: ComponentConfig | None = None) -> IndexHandle:
+        """Build (with ``config`` when given, else the stored one), load and catch up a stored
+        index; a failure gives a broken handle, never a failed open."""
         try:
-            handle = self._new_handle(name, definition["kind"], definition["config"])
+            handle = self._new_handle(name, definition["kind"], config if config is not None else definition["config"])
             self._open_handle(handle)
             return handle
         except Exception as exc:  # noqa: BLE001 - any plugin failure: the memory still opens
@@ -205,7 +211,7 @@ class IndexLifecycle(CollectionBase):
                 if existing is None and not self._store.read_only:
                     new.append(self._new_handle(name, kind, options))  # the one build: checks the spaces too
                     continue
-                config = self._config(name, kind, options)[1]
+                config = self._config(name, kind, options)
                 if existing is not None and existing.definition() != {"kind": kind, "config": config.model_dump(mode="json")}:
                     changed = check_change(name, kind, existing.definition()["config"], config, old_kind=existing.kind)
                     changes.append((existing, kind, config, changed))

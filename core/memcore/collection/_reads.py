@@ -75,13 +75,13 @@ class CollectionReader(CollectionBase):
         """
         if type(query) is Query and query._checked is self._state and k is None and where is None and scope is None and vectors is None and extras is None:
             return query
-        overrides = {n: v for n, v in (("k", k), ("where", where), ("vectors", vectors), ("extras", extras)) if v is not None}
+        overrides: dict[str, Any] = {n: v for n, v in (("k", k), ("where", where), ("vectors", vectors), ("extras", extras)) if v is not None}
         if type(query) is str or (query is None and (vectors or extras)):  # a text: one Query built with the overrides
             q = Query(text=query, **overrides)
         elif isinstance(query, Query):
             q = query.evolve(**overrides) if overrides else query
         else:
-            q = Query.coerce({**query, **overrides} if isinstance(query, Mapping) else query)  # raises for anything else
+            q = Query.coerce({**query, **overrides} if isinstance(query, Mapping) else query)  # type: ignore[arg-type]  # raises for anything else
         validate_k(q.k)
         if q.vectors:
             spaces = self._spaces

@@ -6,7 +6,7 @@ Registered by :mod:`memcore.default_plugins.stages`.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -18,9 +18,6 @@ from ._pipeline import CUTS, RUNS_ALONE, PipelineContext, Stage
 from ..model._hit import Hit
 from ..model._query import Query
 from .._plugins._registry import ComponentConfig
-
-if TYPE_CHECKING:
-    from ..collection._collection import Collection
 
 
 class RecallConfig(ComponentConfig):

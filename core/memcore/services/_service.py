@@ -243,7 +243,9 @@ class Service(ABC):
         if query is None and vector is None:
             raise ValidationError("retrieve needs a query text or a vector")
         vectors = {self.vector_space(space): vector} if vector is not None else None
-        return self.collection.request(query, k=k, where=dict(metadata) if metadata else None, scope=scope, vectors=vectors, extras=dict(extras) if extras else None)
+        return self.collection.request(
+            query, k=k, where=dict(metadata) if metadata else None, scope=scope, vectors=vectors, extras=dict(extras) if extras else None
+        )
 
 
 for _verb in SCOPED_VERBS:
