@@ -30,6 +30,7 @@ from memcore import (
 )
 from memcore._plugins._host import PluginHost
 from memcore.model._checks import MAX_TEXT_CHARS
+from memcore.testing import fused
 
 DIM = 256
 
@@ -100,7 +101,7 @@ def test_non_finite_query_vectors(coll, bad):
     with rejected(coll, ValidationError, "NaN or infinite"):
         coll.retrieve({"vectors": {"default": vec(bad)}}, index="a")
     with rejected(coll, ValidationError):
-        coll.retrieve_multi({"a": {"vectors": {"default": vec(bad)}}})
+        fused(coll, ["a"], {"vectors": {"default": vec(bad)}})
     with pytest.raises(ValidationError):
         Query(vectors={"default": vec(bad)})
 
@@ -173,7 +174,7 @@ def test_empty_and_whitespace_text(coll, bad):
     with rejected(coll, ValidationError):
         coll.retrieve(bad, index="a")
     with rejected(coll, ValidationError):
-        coll.retrieve_multi({"a": bad, "b": "cat"})
+        fused(coll, ["a", "b"], bad)
 
 
 def test_text_over_the_limit(coll):
@@ -224,7 +225,7 @@ def test_unknown_index_name(coll):
     with rejected(coll, NotFoundError):
         coll.retrieve("cat", index="nope")
     with rejected(coll, NotFoundError):
-        coll.retrieve_multi({"a": "cat", "nope": "cat"})
+        fused(coll, ["a", "nope"], "cat")
     with rejected(coll, NotFoundError):
         coll.insert_to_index("nope", "r1")
     with rejected(coll, NotFoundError):
@@ -289,7 +290,7 @@ def test_bad_k(coll, k):
     with rejected(coll, ValidationError, "k must be a positive integer"):
         coll.retrieve({"text": "cat", "k": k}, index="a")
     with rejected(coll, ValidationError, "k must be a positive integer"):
-        coll.retrieve_multi({"a": "cat"}, k=k)
+        fused(coll, ["a"], "cat", k=k)
     with pytest.raises(ValidationError):
         Query(text="cat", k=k)
 
@@ -331,7 +332,7 @@ def test_bad_filter(coll, where):
     with rejected(coll, FilterError):
         coll.retrieve("cat", index="a", where=where)
     with rejected(coll, FilterError):
-        coll.retrieve_multi({"a": "cat"}, where=where)
+        fused(coll, ["a"], "cat", where=where)
     with rejected(coll, FilterError):
         coll.count(where=where)
     with rejected(coll, FilterError):

@@ -26,6 +26,7 @@ from memcore import (
     ValidationError,
 )
 from memcore.plugin import matches, parse_filter
+from memcore.testing import fused
 
 TEXTS = [
     "the cat sat on the mat",
@@ -497,18 +498,18 @@ def test_scope_isolation_in_retrieve(coll):
     # scope inside a Query
     q = Query(text="cats", k=10, scope=Scope(user_id="bob"))
     assert set(ids_of(coll.retrieve(q, index="a"))) == set(bob)
-    # scope with a where filter, and in retrieve_multi
-    got = coll.retrieve_multi({"a": "cats", "b": "cats"}, k=10, scope={"user_id": "alice"})
+    # scope with a where filter, and in a fused retrieval
+    got = fused(coll, ["a", "b"], "cats", k=10, scope={"user_id": "alice"})
     assert set(ids_of(got)) == set(alice)
     assert coll.count(scope={"user_id": "alice"}) == 2
 
 
-# -- retrieve_multi --------------------------------------------------------------------
+# -- fused retrieval over several indexes (memcore.testing.fused: recall stages + fuse) --
 
 
-def test_retrieve_multi_rrf(coll):
+def test_fused_rrf(coll):
     ids = coll.insert(TEXTS[:3], indexes="a") + coll.insert(TEXTS[3:], indexes="b") + coll.insert(["the cat is everywhere"])
-    hits = coll.retrieve_multi({"a": "the cat", "b": "the cat"}, fusion="rrf", k=10)
+    hits = fused(coll, ["a", "b"], "the cat", fusion="rrf", k=10)
     assert set(ids_of(hits)) == set(ids)
     assert all(h.source == "rrf" for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -526,40 +527,40 @@ def test_retrieve_multi_rrf(coll):
         assert "<-" in h.explain()
     # in both lists (ranks <= 4 each), it beats every record found by one list only
     assert hits[0].id == ids[-1]
-    assert len(coll.retrieve_multi({"a": "the cat", "b": "the cat"}, k=2)) == 2
+    assert len(fused(coll, ["a", "b"], "the cat", k=2)) == 2
     # a weighted config dict
-    weighted = coll.retrieve_multi({"a": "the cat", "b": "the cat"}, fusion={"kind": "rrf", "weights": {"b": 0.0}}, k=10)
+    weighted = fused(coll, ["a", "b"], "the cat", fusion={"kind": "rrf", "weights": {"b": 0.0}}, k=10)
     assert {h.id for h in weighted if h.score > 0} == set(ids[:3]) | {ids[-1]}
 
 
-def test_retrieve_multi_concat(coll):
+def test_fused_concat(coll):
     coll.insert(TEXTS[:3], indexes="a")
     coll.insert(TEXTS[3:], indexes="b")
     la = ids_of(coll.retrieve("the stock cat", index="a", k=10))
     lb = ids_of(coll.retrieve("the stock cat", index="b", k=10))
-    hits = coll.retrieve_multi({"a": "the stock cat", "b": "the stock cat"}, fusion="concat", k=10)
+    hits = fused(coll, ["a", "b"], "the stock cat", fusion="concat", k=10)
     assert ids_of(hits) == la + lb
     assert [h.score for h in hits] == [-float(i) for i in range(len(hits))]
     for h in hits:
         assert len(h.provenance) == 1
         assert h.provenance[0].source == ("a" if h.id in la else "b")
     # depth cuts each list before concatenation, in the order the indexes are given
-    hits = coll.retrieve_multi({"b": "the stock cat", "a": "the stock cat"}, fusion="concat", k=3, depth=1)
+    hits = fused(coll, ["b", "a"], "the stock cat", fusion="concat", k=3, depth=1)
     assert ids_of(hits) == lb[:1] + la[:1]
 
 
-def test_retrieve_multi_errors(coll):
+def test_fused_errors(coll):
     coll.insert(TEXTS)
     with pytest.raises(ValidationError):
-        coll.retrieve_multi({}, k=3)
+        fused(coll, [], "cat", k=3)
     with pytest.raises(NotFoundError):
-        coll.retrieve_multi({"a": "cat", "nope": "cat"})
+        fused(coll, ["a", "nope"], "cat")
     with pytest.raises(UnknownComponentError):
-        coll.retrieve_multi({"a": "cat"}, fusion="rrff")
+        fused(coll, ["a"], "cat", fusion="rrff")
     with pytest.raises(ValidationError):
-        coll.retrieve_multi({"a": "cat"}, k=0)
+        fused(coll, ["a"], "cat", k=0)
     with pytest.raises(ValidationError):
-        coll.retrieve_multi({"a": "cat"}, depth=0)
+        fused(coll, ["a"], "cat", depth=0)
 
 
 # -- links -----------------------------------------------------------------------------
@@ -718,7 +719,7 @@ def test_memory_and_sqlite_agree(tmp_path, make_spaces):
         for name in ("a", "b"):
             for q in ("the cat", "dog", "market"):
                 out.append([(h.id, round(h.score, 5)) for h in c.retrieve(q, index=name, k=4, where={"i": {"$lte": 4}})])
-        out.append([(h.id, round(h.score, 6)) for h in c.retrieve_multi({"a": "cat", "b": "cat"}, k=5)])
+        out.append([(h.id, round(h.score, 6)) for h in fused(c, ["a", "b"], "cat", k=5)])
         out.append(c.ids())
         out.append([(r.id, r.text, r.metadata, r.links) for r in c.get_many(c.ids())])
         results.append(out)

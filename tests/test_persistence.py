@@ -22,6 +22,7 @@ from memcore import Collection, ConfigError, LockedError, ValidationError
 from memcore._util.log import configure_logging
 from memcore._plugins._host import get_registry
 from memcore.stores._sqlite import SQLiteStore, SQLiteStoreConfig
+from memcore.testing import fused
 
 CORE = Path(__file__).resolve().parents[1] / "core"
 
@@ -482,7 +483,7 @@ def test_reader_sees_later_writes(directory):
         assert [h.id for h in r.retrieve("inserted then flushed", index="b", k=1)] == ["after-flush"]
         assert [h.id for h in r.retrieve("inserted after the flush", index="a", k=1)] == ["after-flush-2"]
         same_results(results(r), results(writer))
-        assert r.retrieve_multi({"a": "inserted after the flush", "b": "inserted after the flush"}, k=1)[0].id == "after-flush-2"
+        assert fused(r, ["a", "b"], "inserted after the flush", k=1)[0].id == "after-flush-2"
     finally:
         r.close()
         writer.close()

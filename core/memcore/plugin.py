@@ -19,6 +19,7 @@ factory receives its config already validated by the config model it was registe
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,7 +29,7 @@ from ._util.http import EndpointConfig, JsonHttpClient, RequestStats
 from ._util.atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from ._util.log import get_logger
 from .collection._collection import Collection
-from .collection._view import CollectionView
+from .collection._reads import CollectionReader
 from .embedders._embedder import Embedder, build_embedder, unit_token_rows
 from .errors import (
     BrokenIndexError,
@@ -97,7 +98,7 @@ __all__ = [
     "Stage",
     "Pipeline",
     "PipelineContext",
-    "CollectionView",
+    "CollectionReader",
     "Collection",
     "Service",
     "Store",
@@ -258,3 +259,11 @@ class LLMFactory(Protocol):
 FACTORY_PROTOCOLS: dict[str, type] = {c.category: globals()[c.factory] for c in COMPONENTS}
 """The factory protocol of each registry category (``register_<category>``), as named by
 its declaration in the hookspecs (``memcore._plugins.hookspecs``)."""
+
+
+def __getattr__(name: str) -> Any:
+    """``CollectionView``: the former name of :class:`CollectionReader`, for one release (with a warning)."""
+    if name == "CollectionView":
+        warnings.warn("memcore.plugin.CollectionView is now memcore.plugin.CollectionReader; import it by that name", DeprecationWarning, stacklevel=2)
+        return CollectionReader
+    raise AttributeError(f"module 'memcore.plugin' has no attribute {name!r}")

@@ -52,7 +52,8 @@ class CheckedSettings:
     llms: dict[str, ComponentConfig] = field(default_factory=dict)
     """The config of each ``[llms.<name>]`` entry."""
     registrations: dict[str, Registration] = field(default_factory=dict, repr=False)
-    """The registration of ``store`` and ``service`` (their factories)."""
+    """The registration of ``store``, ``service``, each embedder (``spaces.<name>``) and each
+    index (``indexes.<name>``): the factories ``memcore.open`` builds with, looked up once."""
 
     def __getitem__(self, key: str) -> Any:
         """Mapping-style access (``checked["store"]``), as the older dict result offered."""
@@ -110,14 +111,15 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> CheckedSett
     store_reg = registry.get("stores", store_entry["kind"], location="store.kind")
     store = store_reg.parse_config(_without_kind(store_entry), "store")
     spaces: dict[str, ComponentConfig] = {}
+    registrations = {"store": store_reg}
     for name, space in settings.spaces.items():
         emb = space.get("embedder")
         if emb is not None:
-            reg = registry.get("embedders", emb["kind"], location=f"spaces.{name}.embedder.kind")
+            reg = registrations[f"spaces.{name}"] = registry.get("embedders", emb["kind"], location=f"spaces.{name}.embedder.kind")
             spaces[name] = reg.parse_config(_without_kind(emb), f"spaces.{name}.embedder")
     indexes: dict[str, IndexDefinition] = {}
     for name, entry in settings.indexes.items():
-        reg = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
+        reg = registrations[f"indexes.{name}"] = registry.get("indexes", entry["kind"], location=f"indexes.{name}.kind")
         options = {k: v for k, v in entry.items() if k not in ("kind", "populate")}
         indexes[name] = IndexDefinition(name, reg.name, reg.parse_config(options, f"indexes.{name}"), populate=_populate(name, entry))
     llms: dict[str, ComponentConfig] = {}
@@ -133,6 +135,6 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> CheckedSett
     if clash:
         raise ConfigError(f"index name(s) {clash} are reserved by service {service.kind!r}", location="indexes")
     for name, entry in required.items():
-        reg = registry.get("indexes", entry["kind"], location=f"service.indexes.{name}.kind")
+        reg = registrations[f"indexes.{name}"] = registry.get("indexes", entry["kind"], location=f"service.indexes.{name}.kind")
         indexes[name] = IndexDefinition(name, reg.name, reg.parse_config(_without_kind(entry), f"indexes.{name}"), source="service")
-    return CheckedSettings(store, spaces, indexes, pipeline, service, llms, {"store": store_reg, "service": service_reg})
+    return CheckedSettings(store, spaces, indexes, pipeline, service, llms, {**registrations, "service": service_reg})

@@ -12,7 +12,6 @@ from ..errors import ConfigError
 from ..llms._llm import LLMs
 from .._plugins._host import get_registry
 from ._memory import Memory
-from .._plugins._registry import Registry
 from ..services._service import Service
 from ..settings import MemcoreSettings, load_settings
 from ._check import CheckedSettings, check_built_service, check_settings
@@ -21,14 +20,14 @@ from ..embedders._space import Space
 __all__ = ["open", "Memory"]
 
 
-def _build_spaces(settings: MemcoreSettings, checked: CheckedSettings, registry: Registry) -> dict[str, Space]:
+def _build_spaces(settings: MemcoreSettings, checked: CheckedSettings) -> dict[str, Space]:
     spaces = {}
     for name, entry in settings.spaces.items():
         config = checked.spaces.get(name)
         if config is None:
             spaces[name] = Space(name, int(entry["dim"]), None, "none")
             continue
-        embedder = registry.get("embedders", config.kind).factory(config)
+        embedder = checked.registrations[f"spaces.{name}"].factory(config)  # looked up once, by check_settings
         if not isinstance(embedder, Embedder):
             raise ConfigError(f"embedder {config.kind!r} built a {type(embedder).__name__}, not a memcore.Embedder", location=f"spaces.{name}")
         if entry.get("dim") is not None and entry["dim"] != embedder.dim:
@@ -70,12 +69,13 @@ def open(
     registry = get_registry()
     checked = check_settings(resolved, registry)  # every entry validated before anything opens
     directory = Path(path) if path is not None else (Path(resolved.path) if resolved.path else None)
-    spaces = _build_spaces(resolved, checked, registry)
+    spaces = _build_spaces(resolved, checked)
     llms = LLMs(checked.llms, registry)  # each built on first use; indexes with an LLM step get them too
     store = checked.registrations["store"].factory(checked.store, directory)
     try:
         declared = {name: (d.kind, d.config) for name, d in checked.indexes.items()}
-        collection = Collection(store, spaces, registry, directory, declared=declared, llms=llms)  # search-time changes: one load
+        kinds = {d.kind: checked.registrations[f"indexes.{name}"] for name, d in checked.indexes.items()}
+        collection = Collection(store, spaces, registry, directory, declared=declared, llms=llms, index_kinds=kinds)  # search-time changes: one load
         collection.ensure_indexes(
             declared,
             populate=[name for name, d in checked.indexes.items() if d.populate],

@@ -99,7 +99,11 @@ class ScopeBinding:
     @contextmanager
     def bind(self, scope: Scope | Mapping[str, Any] | None) -> Iterator[Scope | None]:
         """Restrict what runs inside to ``scope`` (narrowed with what is already bound)."""
-        bound = narrow(self._var.get(), Scope.coerce(scope))
+        current = self._var.get()
+        if scope is None or scope is current:  # nothing new to bind (a checked query carries the bound scope itself)
+            yield current
+            return
+        bound = narrow(current, scope if type(scope) is Scope else Scope.coerce(scope))
         token = self._var.set(bound)
         try:
             yield bound

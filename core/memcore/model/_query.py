@@ -39,6 +39,8 @@ class Query:
     _modes: dict[tuple[str, int], Any] | None = field(default=None, init=False, repr=False, compare=False)
     #: vectors a vector index checked already, by space: see :meth:`memcore.plugin.VectorIndex.query_vector`
     _checked: dict[str, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
+    _checked_by: Any = field(default=None, init=False, repr=False, compare=False)
+    """Who checked this query (set only by ``CollectionReader.request``; a copy starts unchecked)."""
 
     def __post_init__(self) -> None:
         # runs for every query: the common shapes are checked without a call each (a positive
@@ -92,6 +94,13 @@ class Query:
         if self._modes is not None and "extras" not in changes:  # the same extras: their parsed modes still hold
             copy._modes = self._modes
         return copy
+
+    @property
+    def checked(self) -> bool:
+        """True when a collection checked this query (``CollectionReader.request``): its k,
+        vectors, filter and scope are trusted by every layer below; :meth:`evolve` gives an
+        unchecked copy."""
+        return self._checked_by is not None
 
     def parsed_where(self) -> Filter | None:
         """The ``where`` filter parsed (:class:`FilterError` when malformed), once per query:

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import ConfigError, UnknownComponentError, ValidationError
-from ..collection._view import CollectionView
+from ..collection._reads import CollectionReader
 from .._util.merge import merge_layers
 from ..model._hit import Hit
 from ..model._query import Query
@@ -48,10 +48,10 @@ class PipelineContext:
     about its run (which path it took, a fallback and why...), see :meth:`note`.
     """
 
-    def __init__(self, collection: "Collection | CollectionView", query: Query, *, with_records: bool = False):
-        self.collection = CollectionView(collection)
-        """What the stages may touch of the collection: a read-only view."""
-        self._source = self.collection._collection
+    def __init__(self, collection: "Collection | CollectionReader", query: Query, *, with_records: bool = False):
+        self.collection = collection.reader
+        """What the stages may touch of the collection: its reader (built once per collection)."""
+        self._source = self.collection
         self.query = query
         self.with_records = with_records
         """The run ends by attaching records: :meth:`texts` then reads whole records, so the
@@ -91,9 +91,8 @@ class PipelineContext:
         if missing and self.with_records:  # the records are read anyway: one read for both
             self.records(missing)
         elif missing:
-            hidden = set(self._source.outside_scope(missing))
-            for rid, text in zip(missing, self._source.store.texts(missing)):
-                if text is not None and rid not in hidden:
+            for rid, text in zip(missing, self._source.texts(missing)):  # None outside the bound scope
+                if text is not None:
                     self._texts[rid] = text
         return [self._texts.get(i) for i in ids]
 
@@ -103,11 +102,7 @@ class PipelineContext:
         first = not cached  # the common case (records read once, at the end of the run): no cache to consult
         missing = ids if first else [i for i in ids if i not in cached]
         if missing:
-            got = list(self._source.store.get(missing, with_vectors=False))
-            hidden = self._source.outside_scope(missing)
-            if hidden:  # ids a stage found elsewhere (links...) that the caller's scope does not see
-                hidden_set = set(hidden)
-                got = [None if r is not None and r.id in hidden_set else r for r in got]
+            got = self._source.records(missing)  # None outside the bound scope
             for rec in got:
                 if rec is not None:
                     cached[rec.id] = rec
@@ -153,11 +148,11 @@ class Stage(ABC):
     def run(self, ctx: PipelineContext) -> None:
         """Read and update ``ctx`` (add lists, replace ``ctx.current``)."""
 
-    def check(self, collection: CollectionView) -> None:
+    def check(self, collection: CollectionReader) -> None:
         """Raise :class:`ConfigError` when the stage cannot run on this collection.
 
         Called once when the memory is built (:meth:`Pipeline.check`), before any query.
-        It may: read ``collection`` (a read-only :class:`CollectionView`: its indexes,
+        It may: read ``collection`` (a :class:`CollectionReader`, read-only: its indexes,
         spaces, records), resolve and remember defaults (the index to search when the
         settings name none, a fusion built once), and raise ``ConfigError`` naming what is
         wrong. It must not write to the collection, embed, or call a model or the network;
@@ -308,11 +303,11 @@ class Pipeline:
         except (KeyError, TypeError):
             raise ConfigError(f"unknown preset {name!r}; presets: {sorted(PRESETS)}", location=location) from None
 
-    def check(self, collection: "Collection | CollectionView") -> None:
+    def check(self, collection: "Collection | CollectionReader") -> None:
         """Check every stage against the collection (indexes exist, spaces declared...)."""
         if not self.stages:
             raise ConfigError("the pipeline has no stages", location="pipeline")
-        view = CollectionView(collection)
+        view = collection.reader
         for stage in self.stages:
             try:
                 stage.check(view)
@@ -359,7 +354,7 @@ class Pipeline:
         with_records: bool = True,
     ) -> list[Hit]:
         """Retrieve: run the stages, cut to ``k``, attach records."""
-        q = collection.make_query(query, k=k, where=where, scope=scope)
+        q = collection.request(query, k=k, where=where, scope=scope)  # a query the collection checked is returned as it is
         with collection.scoped(q.scope):  # every read of the run, stages included, sees only the query's scope
             return self._run(collection, q, with_records)
 

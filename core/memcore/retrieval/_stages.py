@@ -6,11 +6,11 @@ Registered by :mod:`memcore.default_plugins.stages`.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field, field_validator
 
-from ..collection._view import CollectionView
+from ..collection._reads import CollectionReader
 from ..errors import ConfigError
 from ..model._filters import matches, parse_filter
 from ._fusion import Fusion
@@ -18,9 +18,6 @@ from ._pipeline import CUTS, RUNS_ALONE, PipelineContext, Stage
 from ..model._hit import Hit
 from ..model._query import Query
 from .._plugins._registry import ComponentConfig
-
-if TYPE_CHECKING:
-    from ..collection._collection import Collection
 
 
 class RecallConfig(ComponentConfig):
@@ -41,7 +38,7 @@ class Recall(Stage):
         self.index = config.index
         self.name = config.name or config.index or "recall"
 
-    def check(self, collection: CollectionView) -> None:
+    def check(self, collection: CollectionReader) -> None:
         names = [i["name"] for i in collection.list_indexes()]
         if self.index is None:
             if len(names) == 1:
@@ -58,12 +55,12 @@ class Recall(Stage):
         hits = self.search(ctx._source, ctx.query)  # the collection itself, not the stage's view: a builtin recall runs for every query
         ctx.add_list(self.name, hits)
 
-    def search(self, collection: Collection, query: Query) -> list[Hit]:
+    def search(self, collection: CollectionReader, query: Query) -> list[Hit]:
         """The list this stage adds for ``query``: its index searched to its depth (also
         what :meth:`Pipeline.run` calls when the recall is the whole pipeline, see
         :data:`memcore.retrieval._pipeline.RUNS_ALONE`)."""
         if self.index is None:
-            self.check(CollectionView(collection))
+            self.check(collection.reader)
         assert self.index is not None  # check() names the index or raises
         config = self.config
         depth = config.k or (query.k if config.over_fetch == 1.0 else math.ceil(query.k * config.over_fetch))
@@ -91,7 +88,7 @@ class Fuse(Stage):
         self.name = config.name
         self._fusion: Fusion | None = None
 
-    def check(self, collection: CollectionView) -> None:
+    def check(self, collection: CollectionReader) -> None:
         self._fusion = collection.build_fusion(self.config.fusion)
 
     def run(self, ctx: PipelineContext) -> None:

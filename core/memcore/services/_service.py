@@ -270,16 +270,19 @@ class Service(ABC):
         extras: Mapping[str, Any] | None = None,
         **deprecated: Any,
     ) -> Query:
-        """The one Query of a retrieve, from the unified arguments (give ``scope`` and
-        ``extras`` here rather than to ``Pipeline.run``/``Collection.retrieve`` or
-        ``Query.evolve``, each of which builds a second query to add them).
-        ``metadata=``, the former name of ``where``, works with a DeprecationWarning."""
+        """The one Query of a retrieve, from the unified arguments, checked once by the
+        collection (:meth:`memcore.plugin.CollectionReader.request`: k, the vector's space and
+        dimension, the filter, the scope narrowed with the bound one); ``Pipeline.run`` and
+        the searches below trust it. Give ``scope`` and ``extras`` here rather than to
+        ``Pipeline.run``/``Collection.retrieve`` or ``Query.evolve``, each of which builds a
+        second query to add them. ``metadata=``, the former name of ``where``, works with a
+        DeprecationWarning."""
         where = where_from_options(where, deprecated)
         self.reject_unknown("make_query", deprecated)
         if query is None and vector is None:
             raise ValidationError("retrieve needs a query text or a vector")
-        vectors = {self.vector_space(space): vector} if vector is not None else {}
-        return Query(text=query, vectors=vectors, k=k, where=dict(where) if where else None, scope=scope, extras=dict(extras) if extras else {})
+        vectors = {self.vector_space(space): vector} if vector is not None else None
+        return self.collection.request(query, k=k, where=dict(where) if where else None, scope=scope, vectors=vectors, extras=dict(extras) if extras else None)
 
 
 for _verb in SCOPED_VERBS:

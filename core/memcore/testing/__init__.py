@@ -5,7 +5,8 @@ fixture — see each class docstring):
 
 - :class:`IndexContract` — fixture ``make_index``: ``callable(IndexContext) -> Index``;
 - :class:`StoreContract` — fixture ``store``: a fresh, empty store;
-- :class:`FusionContract` — fixture ``fusion``: the Fusion under test;
+- :class:`FusionContract` — fixture ``fusion``: the Fusion under test (and :func:`fused`: the
+  fused hits of several indexes, through a pipeline of recall stages and a fuse stage);
 - :class:`StageContract` — fixture ``stage``: the Stage under test (:func:`build_stage`);
 - :class:`ServiceContract` — fixture ``open_memory``: ``callable(path) -> memcore.Memory``;
 - :class:`PluginRegistrationContract` — no fixture, class attributes: an installed plugin
@@ -58,6 +59,7 @@ _CONTRACTS = {
     "StoreContract": "store_contract",
     "FusionContract": "fusion_contract",
     "make_ranked_lists": "fusion_contract",
+    "fused": "fusion_contract",
     "StageContract": "stage_contract",
     "build_stage": "stage_contract",
     "ServiceContract": "service_contract",

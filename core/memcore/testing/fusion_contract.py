@@ -4,15 +4,48 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 import pytest
 
+from ..errors import ValidationError
+from ..model._checks import validate_k
 from ..retrieval._fusion import Fusion
 from ..model._hit import Contribution, Hit
+from ..model._query import Query
+from ..model._record import Scope
+from ..retrieval._pipeline import Pipeline
 
-__all__ = ["FusionContract", "make_ranked_lists"]
+if TYPE_CHECKING:
+    from ..collection._collection import Collection
+
+__all__ = ["FusionContract", "make_ranked_lists", "fused"]
+
+
+def fused(
+    collection: "Collection",
+    indexes: Sequence[str],
+    query: Query | str | Mapping[str, Any],
+    *,
+    fusion: str | Mapping[str, Any] = "rrf",
+    k: int = 10,
+    depth: int | None = None,
+    where: Mapping[str, Any] | None = None,
+    scope: Scope | Mapping[str, Any] | None = None,
+    with_records: bool = True,
+) -> list[Hit]:
+    """The fused hits of several indexes for one query: a :class:`memcore.Pipeline` of one
+    ``recall`` stage per index (``depth`` hits each, default ``max(k, 50)``, each list named
+    after its index) then a ``fuse`` stage (``fusion``: a registered kind or a table), cut to
+    ``k`` -- what the ``advanced`` preset runs, for tests of a fusion or an index."""
+    depth = validate_k(depth if depth is not None else max(validate_k(k), 50))
+    if not indexes:
+        raise ValidationError("fused needs at least one index")
+    stages: list[dict[str, Any]] = [{"kind": "recall", "index": name, "k": depth} for name in indexes]
+    stages.append({"kind": "fuse", "fusion": fusion if isinstance(fusion, str) else dict(fusion), "k": k})
+    pipeline = Pipeline.from_config(stages, collection.registry)
+    return pipeline.run(collection, query, k=k, where=where, scope=scope, with_records=with_records)
 
 
 def make_ranked_lists(seed: int = 0, sizes: tuple[int, ...] = (8, 6, 10), pool: int = 16) -> dict[str, list[Hit]]:

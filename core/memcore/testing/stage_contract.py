@@ -7,7 +7,6 @@ from typing import Any, ClassVar, Iterator, Mapping
 import pytest
 
 from ..collection._collection import Collection
-from ..collection._view import CollectionView
 from ..retrieval._pipeline import Pipeline, PipelineContext, Stage
 from .._plugins._host import get_registry
 from ..model._hit import Contribution, Hit
@@ -109,7 +108,7 @@ class StageContract:
 
     def run_stage(self, stage: Stage, collection: Collection, query: Query, *, empty: bool = False) -> PipelineContext:
         """Check, seed, run, and check the invariants; returns the context."""
-        stage.check(CollectionView(collection))
+        stage.check(collection.reader)
         ctx = self.make_context(collection, query, empty=empty)
         before = _snapshot({n: h for n, h in ctx.lists.items() if n.startswith("seed_")})
         stage.run(ctx)

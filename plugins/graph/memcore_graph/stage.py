@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from memcore.plugin import CollectionView, ComponentConfig, ConfigError, Hit, PipelineContext, Query, Stage
+from memcore.plugin import CollectionReader, ComponentConfig, ConfigError, Hit, PipelineContext, Query, Stage
 
 from .modes import QUERY_MODE_KEY
 
@@ -76,11 +76,11 @@ class GraphRecall(Stage):
         self.name = config.name
         self.index = config.index
 
-    def check(self, collection: CollectionView) -> None:
+    def check(self, collection: CollectionReader) -> None:
         """The graph index exists (or there is exactly one to default to)."""
         self.index = self._graph_index(collection)
 
-    def _graph_index(self, collection: CollectionView) -> str:
+    def _graph_index(self, collection: CollectionReader) -> str:
         """The name of the graph index to expand on (ConfigError when there is none to use)."""
         indexes: dict[str, str] = {i["name"]: i["kind"] for i in collection.list_indexes()}
         if self.config.index is None:

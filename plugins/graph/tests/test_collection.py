@@ -11,6 +11,7 @@ import pytest
 
 import memcore
 from memcore import Collection, Query, ValidationError
+from memcore.testing import fused
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "graph.toml"
@@ -159,8 +160,8 @@ def test_the_index_reads_only_extras_graph(coll):
 def test_one_query_carries_modes_for_several_indexes(coll):
     coll.insert([{"id": "a", "text": "Alice wrote", "links": ["b"]}, {"id": "b", "text": "a reply"}, {"id": "c", "text": "Carol"}])
     query = Query(text="carol", extras={"graph": {"mode": "traverse", "start": ["a"]}, "faiss": {"nprobe": 4}}, k=5)
-    fused = coll.retrieve_multi({"g": query, "vec": query}, k=5, with_records=False)
-    sources = {h.id: {c.source for c in h.provenance} for h in fused}
+    hits = fused(coll, ["g", "vec"], query, k=5, with_records=False)
+    sources = {h.id: {c.source for c in h.provenance} for h in hits}
     assert sources["a"] >= {"g"} and sources["b"] >= {"g"}  # the graph walked from a
     assert "vec" in sources["c"]  # the vector index searched the text
 

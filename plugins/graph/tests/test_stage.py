@@ -79,13 +79,13 @@ def test_where_filter_and_source_list(linked):
 
 def test_the_expand_query_goes_in_extras_graph(linked, monkeypatch):
     sent = []
-    search_index = linked.search_index
+    search_index = linked.reader.search_index  # what stages search through: the collection's reader
 
     def spy(name, query, k, **kw):
         sent.append((name, query))
         return search_index(name, query, k, **kw)
 
-    monkeypatch.setattr(linked, "search_index", spy)
+    monkeypatch.setattr(linked.reader, "search_index", spy)
     stage = build_stage("graph_recall", seeds=2, max_depth=2, relations=["related"], direction="both", include_seeds=False)
     stage.check(linked)
     # the pipeline query carries modes of other indexes (and its own graph mode): none reach the stage's query

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from memcore.plugin import CollectionView, ConfigError, Hit, minmax, PipelineContext, Stage, unique_hits, ValidationError
+from memcore.plugin import CollectionReader, ConfigError, Hit, minmax, PipelineContext, Stage, unique_hits, ValidationError
 
 from .config import MMRConfig
 from .select import mmr_select
@@ -26,7 +26,7 @@ class MMRStage(Stage):
     def __init__(self, config: MMRConfig | None = None):
         self.config = config or MMRConfig()
 
-    def check(self, collection: CollectionView) -> None:
+    def check(self, collection: CollectionReader) -> None:
         """The space must be declared in the collection."""
         if self.config.space not in collection.spaces:
             raise ConfigError(f"mmr stage: no embedding space {self.config.space!r}; spaces: {sorted(collection.spaces)}", location="pipeline")

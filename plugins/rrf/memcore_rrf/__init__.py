@@ -13,9 +13,8 @@ Registers, through the ``register_fusions`` hook:
 - ``union`` -- the union of the lists, each id scored by its best normalised score.
 
 Every fused hit keeps its rank and score in each input list in ``Hit.provenance``; ties
-are broken by id. Usable wherever a fusion is named: ``Collection.retrieve_multi(...,
-fusion="weighted")`` and the ``fuse`` pipeline stage (``{kind = "fuse", fusion = {kind =
-"dbsf"}}``). Only numpy is needed (it comes with memcore).
+are broken by id. Usable wherever a fusion is named: the ``fuse`` pipeline stage
+(``{kind = "fuse", fusion = {kind = "dbsf"}}``). Only numpy is needed (it comes with memcore).
 """
 
 from __future__ import annotations

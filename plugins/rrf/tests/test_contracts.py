@@ -56,7 +56,7 @@ class TestUnion(FusionContract):
 
 
 class TestRegisteredFusions(FusionContract):
-    """The same strategies built through the registry, as settings and retrieve_multi build them."""
+    """The same strategies built through the registry, as settings and the fuse stage build them."""
 
     @pytest.fixture(
         params=["rrf", "weighted", "dbsf", "union", {"kind": "weighted", "normalization": "dbsf", "weights": {"sparse": 2}}],

@@ -1,4 +1,4 @@
-"""The fusions through a real SQLite-backed collection: retrieve_multi, the fuse stage of a
+"""The fusions through a real SQLite-backed collection: fused recalls (memcore.testing.fused), the fuse stage of a
 pipeline declared in settings, close and reopen (identical results)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import pytest
 
 import memcore
 from memcore import Collection, Contribution
+from memcore.testing import fused
 
 TEXTS = [
     "Alice booked a flight to Lisbon for her summer vacation",
@@ -34,17 +35,17 @@ def run_all(collection: Collection) -> list:
     out = []
     for fusion in FUSIONS:
         for q in QUERIES:
-            out.append(key(collection.retrieve_multi({"cos": q, "l2": q}, fusion=fusion, k=5, depth=8)))
+            out.append(key(fused(collection, ["cos", "l2"], q, fusion=fusion, k=5, depth=8)))
     return out
 
 
-def test_retrieve_multi_on_sqlite_then_reopen(tmp_path):
+def test_fused_on_sqlite_then_reopen(tmp_path):
     collection = Collection.create(tmp_path)
     collection.create_index("cos", "exact", space="default", metric="cosine")
     collection.create_index("l2", "exact", space="default", metric="l2")
     collection.insert(ITEMS)
     before = run_all(collection)
-    hits = collection.retrieve_multi({"cos": "flight to Lisbon", "l2": "flight to Lisbon"}, fusion="dbsf", k=3, depth=8)
+    hits = fused(collection, ["cos", "l2"], "flight to Lisbon", fusion="dbsf", k=3, depth=8)
     assert hits[0].record is not None and "Lisbon" in hits[0].record.text
     assert all(h.source == "dbsf" for h in hits)
     for hit in hits:  # both lists saw every hit (same space): one contribution each, ranks consistent
@@ -61,13 +62,13 @@ def test_retrieve_multi_on_sqlite_then_reopen(tmp_path):
 
 def dbsf_by_hand(lists: dict[str, list]) -> dict[str, float]:
     """(s - (mean - 3 sigma)) / (6 sigma) per list (population sigma), summed per id."""
-    fused: dict[str, float] = {}
+    totals: dict[str, float] = {}
     for hits in lists.values():
         s = np.array([h.score for h in hits], dtype=np.float64)
         mu, sigma = s.mean(), s.std()
         for hit, value in zip(hits, (s - (mu - 3 * sigma)) / (6 * sigma)):
-            fused[hit.id] = fused.get(hit.id, 0.0) + float(value)
-    return fused
+            totals[hit.id] = totals.get(hit.id, 0.0) + float(value)
+    return totals
 
 
 SETTINGS = {

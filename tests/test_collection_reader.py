@@ -1,4 +1,4 @@
-"""Stages see a read-only view of the collection; index factories see their kind."""
+"""Stages read through the collection's reader (read-only, built once); index factories see their kind."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 import memcore
-from memcore.plugin import CollectionView, Stage
+from memcore.plugin import CollectionReader, Stage
 from memcore import hookimpl
 from memcore.indexes._exact import ExactIndex, ExactIndexConfig
 from memcore import Pipeline
@@ -27,8 +27,8 @@ def collection():
     c.close()
 
 
-def test_the_view_reads_and_searches_but_cannot_write(collection):
-    view = CollectionView(collection)
+def test_the_reader_reads_and_searches_but_cannot_write(collection):
+    view = CollectionReader(collection)
     assert [i["name"] for i in view.list_indexes()] == ["vector"] and view.has_index("vector")
     assert view.count() == 2 and len(view.ids()) == 2
     assert view.search_index("vector", Query(text="cat", k=1), 1)[0].record is None
@@ -37,10 +37,19 @@ def test_the_view_reads_and_searches_but_cannot_write(collection):
         view.spaces["x"] = None  # type: ignore[index]
     for name in WRITES:
         assert not hasattr(view, name), name
-    assert CollectionView(view)._collection is collection
+    assert CollectionReader(view)._state is collection._state
+    assert collection.reader._state is collection._state and collection.reader is collection.reader  # built once
 
 
-def test_stages_get_the_view_in_check_and_run(collection):
+def test_collection_view_is_the_readers_former_name():
+    import memcore.plugin
+
+    with pytest.warns(DeprecationWarning, match="CollectionReader"):
+        assert memcore.plugin.CollectionView is CollectionReader
+    assert "CollectionView" not in memcore.plugin.__all__ and "CollectionReader" in memcore.plugin.__all__
+
+
+def test_stages_get_the_reader_in_check_and_run(collection):
     seen = []
 
     class Spy(Stage):
@@ -53,8 +62,8 @@ def test_stages_get_the_view_in_check_and_run(collection):
     pipeline = Pipeline([Spy()])
     pipeline.check(collection)
     pipeline.run(collection, "cat", k=1)
-    assert seen == [("check", CollectionView), ("run", CollectionView)]
-    assert isinstance(PipelineContext(collection, Query(text="x")).collection, CollectionView)
+    assert seen == [("check", CollectionReader), ("run", CollectionReader)]
+    assert PipelineContext(collection, Query(text="x")).collection is collection.reader
 
 
 def test_an_index_factory_gets_its_kind(collection):

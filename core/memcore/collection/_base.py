@@ -1,0 +1,176 @@
+"""What the parts of a collection share: its state, and the helpers every path uses.
+
+A :class:`memcore.Collection` is one :class:`CollectionState` (the store, the spaces, the
+live index handles, the scope binding, the lock...) seen through three parts that never
+import each other: the index lifecycle (:mod:`._indexes`), the write path (:mod:`._writes`)
+and the read path (:mod:`._reads`, whose :class:`CollectionReader` is what stages get).
+Each part derives from :class:`CollectionBase`, which holds the state and the helpers below.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+from .._plugins._registry import Registration, Registry
+from .._util.log import get_logger
+from ..embedders._space import Space, fill_vectors
+from ..errors import BrokenIndexError, NotFoundError, ValidationError
+from ..indexes._allowed import AllowedCache
+from ..indexes._broken import StoredConfig, UnavailableIndex, describe_failure, saved_seq
+from ..indexes._handle import IndexHandle
+from ..indexes._index import Index
+from ..model._binding import ScopeBinding
+from ..model._filters import filter_key
+from ..model._record import Record
+from ..stores._store import Store, WriteBatch
+
+if TYPE_CHECKING:
+    from ..llms._llm import LLMs
+
+__all__ = ["CollectionBase", "CollectionState"]
+
+log = get_logger("memcore.collection")
+
+
+class CollectionState:
+    """The one mutable state of a collection, shared by its parts and its reader.
+
+    Only ``closed`` is ever rebound; the other fields keep the same objects for the life of
+    the collection (``indexes`` changes in place), so each part may keep references to them.
+    """
+
+    __slots__ = ("store", "spaces", "registry", "path", "llms", "indexes", "lock", "binding", "allowed_sets", "closed", "index_kinds")
+
+    def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: Path | None, llms: "LLMs | None") -> None:
+        self.store = store
+        self.spaces = dict(spaces)
+        self.registry = registry
+        self.path = path
+        self.llms = llms
+        self.indexes: dict[str, IndexHandle] = {}
+        self.lock = threading.RLock()
+        self.binding = ScopeBinding()
+        self.allowed_sets = AllowedCache()
+        """The ids each filter and scope allow, per store sequence (see :mod:`memcore.indexes._allowed`)."""
+        self.closed = False
+        self.index_kinds: dict[str, Registration] = {}
+        """Index kinds already looked up by the caller (``memcore.open``): not asked again."""
+
+
+class CollectionBase:
+    """A view of a :class:`CollectionState` with the helpers the three paths share."""
+
+    def __init__(self, state: CollectionState) -> None:
+        self._state = state
+        self._store = state.store
+        self._spaces = state.spaces
+        self._indexes = state.indexes
+        self._lock = state.lock
+        self._binding = state.binding
+        self._allowed_sets = state.allowed_sets
+
+    def _check_open(self) -> None:
+        if self._state.closed:
+            raise ValidationError("this collection is closed")
+
+    def _sync(self) -> None:
+        """Readers catch their indexes up with what the writer process committed."""
+        if self._store.read_only:
+            for handle in self._indexes.values():
+                if handle.error is None:
+                    self._catch_up(handle)
+
+    def _catch_up(self, handle: IndexHandle) -> None:
+        """Apply the logged ops the index has not seen; rebuild when the log no longer has them."""
+        if handle.catch_up(self._store) is None:  # log start and ops are read in one snapshot
+            handle.rebuild(self._store, self._fill_for(handle))
+
+    def _handle(self, name: str, *, usable: bool = True) -> IndexHandle:
+        """The handle of index ``name``; with ``usable`` a broken one raises BrokenIndexError."""
+        self._check_open()
+        try:
+            handle = self._indexes[name]
+        except KeyError:
+            raise NotFoundError(f"no index named {name!r}; indexes: {sorted(self._indexes) or '(none)'}") from None
+        if handle.stale and handle.error is None:
+            try:
+                handle.rebuild(self._store, self._fill_for(handle, persist=not self._store.read_only))
+            except Exception as exc:  # noqa: BLE001 - reported as a broken index, never a raw failure
+                handle = self._indexes[name] = self._broken(name, handle.definition(), exc)
+        if usable and handle.error is not None:
+            raise BrokenIndexError(name, handle.error)
+        return handle
+
+    def _only_index(self) -> IndexHandle:
+        if len(self._indexes) == 1:
+            return next(iter(self._indexes.values()))
+        raise ValidationError(f"name the index to search (index=...); indexes: {sorted(self._indexes) or '(none)'}")
+
+    def _targets(self, indexes: str | Iterable[str] | None) -> list[IndexHandle]:
+        if indexes is None:
+            return list(self._indexes.values())
+        if isinstance(indexes, str):
+            indexes = [indexes]
+        return [self._handle(n) for n in dict.fromkeys(indexes)]
+
+    def _spaces_of(self, handles: Iterable[IndexHandle]) -> list[str]:
+        return list(dict.fromkeys(s for h in handles for s in h.index.requires.spaces))
+
+    def _fill_for(self, handle: IndexHandle, persist: bool = False) -> Callable[[list[Record]], list[Record]]:
+        spaces = self._spaces_of([handle])
+
+        def fill(records: list[Record]) -> list[Record]:
+            changed = fill_vectors(self._spaces, records, spaces)
+            if changed and persist:
+                self._store.apply(WriteBatch(upserts=changed))
+            return records
+
+        return fill
+
+    def _broken(self, name: str, definition: Mapping[str, Any], exc: BaseException) -> IndexHandle:
+        """A handle for an index that cannot be used; reported, searchable only after a rebuild."""
+        reason = describe_failure(exc)
+        kind = str(definition.get("kind", "?")) if isinstance(definition, Mapping) else "?"
+        raw = definition.get("config") if isinstance(definition, Mapping) else None
+        config = StoredConfig.model_validate({**(raw if isinstance(raw, Mapping) else {}), "kind": kind})
+        directory = self._directory(name)
+
+        def make() -> Index:
+            raise BrokenIndexError(name, reason)
+
+        handle = IndexHandle(name, kind, config, UnavailableIndex(name, reason), make, directory=directory, error=reason)
+        handle.applied_seq = saved_seq(directory, self._store.last_seq())
+        log.error("index.broken", name=name, kind=kind, error=reason)
+        return handle
+
+    def _directory(self, name: str) -> Path | None:
+        """Where index ``name`` keeps its files (None in memory)."""
+        path = self._state.path
+        return path / "indexes" / name if path is not None else None
+
+    def _invisible(self, ids: Sequence[str]) -> list[str]:
+        """The ids among ``ids`` the bound scope does not see (none when unbound)."""
+        bound = self._binding.scope
+        if bound is None or not ids:
+            return []
+        store = self._store
+        key = (filter_key(None), tuple(bound.as_dict().items()))
+        visible = self._allowed_sets.get(store.last_seq(), key, lambda: store.ids(where=None, scope=bound), None, bound)
+        return [i for i in ids if i not in visible]
+
+    def _get_many(self, ids: Sequence[str]) -> list[Record]:
+        """The records of ``ids`` the bound scope sees; NotFoundError naming the others."""
+        self._check_open()
+        found = self._store.get(list(ids))
+        if self._binding.scope is not None:
+            found = [r if r is not None and self._binding.covers(r) else None for r in found]
+        missing = [i for i, r in zip(ids, found) if r is None]
+        if missing:
+            raise NotFoundError(f"no record(s) {missing[:5]}")
+        return found  # type: ignore[return-value]
+
+    if TYPE_CHECKING:  # one path calls another through the collection that composes them
+
+        def insert_to_index(self, index: str, ids: str | Iterable[str], *, state: Mapping[tuple[str, str], Any] | None = None) -> None: ...

@@ -1,0 +1,314 @@
+"""The read path of a collection: :class:`CollectionReader`, what stages and services read through.
+
+A request is checked once, by :meth:`CollectionReader.request`, into a :class:`Query` that
+every layer below trusts (:attr:`Query.checked`): its ``k``, its vectors (finite, of a
+declared space, of its dimension), its ``where`` filter (parsed and kept on the query), its
+scope (narrowed with the bound one). :meth:`CollectionReader.search_index` then only embeds
+what the index needs, resolves the filter and scope to allowed ids, and searches.
+
+The reader has no write and no raw access (no ``store``, no ``index(name)``): those are the
+:class:`memcore.Collection`'s. A collection builds its reader once (``collection.reader``).
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, ContextManager, Mapping, Sequence
+
+from ..embedders._space import Space, query_vector
+from ..errors import ValidationError
+from ..indexes._allowed import AllowedIds
+from ..model._binding import narrow
+from ..model._checks import validate_k
+from ..model._filters import Filter, filter_key, parse_filter
+from ..model._hit import Hit, attach_batch, rank_hits
+from ..model._query import Query
+from ..model._record import Record, Scope
+from ._base import CollectionBase, CollectionState
+from ._input import coerce_ids
+
+__all__ = ["CollectionReader"]
+
+
+class CollectionReader(CollectionBase):
+    """The read path of a collection: searches and reads, no writes (what stages get).
+
+    ``CollectionReader(collection)`` reads the same state as ``collection`` (so does
+    ``collection.reader``, built once with the collection).
+    """
+
+    def __init__(self, source: "CollectionState | CollectionBase") -> None:
+        super().__init__(source if isinstance(source, CollectionState) else source._state)
+
+    @property
+    def reader(self) -> "CollectionReader":
+        """This reader (a :class:`memcore.Collection` answers its own, built once)."""
+        return self
+
+    @property
+    def spaces(self) -> Mapping[str, Space]:
+        """The embedding spaces by name (read-only)."""
+        return MappingProxyType(self._spaces)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._state.path or 'in memory'})"
+
+    # -- the request ---------------------------------------------------------------------
+
+    def request(
+        self,
+        query: Query | str | Mapping[str, Any] | None,
+        *,
+        k: int | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        vectors: Mapping[str, Any] | None = None,
+        extras: Mapping[str, Any] | None = None,
+    ) -> Query:
+        """The one check of a request: a :class:`Query` every layer below trusts.
+
+        ``query`` is a text (``None``: vectors or extras only), a dict of Query fields or a
+        Query; the keywords override its fields. Checked here, once: ``k``; each vector
+        (finite, of a declared space, of its dimension); ``where`` (parsed, kept on the
+        query); the scope (narrowed with the one bound on the collection: never wider).
+        A query this reader already checked, without overrides, is returned as it is.
+        """
+        if type(query) is Query and query._checked_by is self._state and k is None and where is None and scope is None and vectors is None and extras is None:
+            return query
+        overrides: dict[str, Any] = {n: v for n, v in (("k", k), ("where", where), ("vectors", vectors), ("extras", extras)) if v is not None}
+        if type(query) is str or (query is None and (vectors or extras)):  # a text: one Query built with the overrides
+            q = Query(text=query, **overrides)
+        elif isinstance(query, Query):
+            q = query.evolve(**overrides) if overrides else query
+        else:
+            q = Query.coerce({**query, **overrides} if isinstance(query, Mapping) else query)  # type: ignore[arg-type]  # raises for anything else
+        validate_k(q.k)
+        if q.vectors:
+            spaces = self._spaces
+            for space, vector in q.vectors.items():  # caller-given vectors: declared space, right dimension
+                declared = spaces.get(space)
+                if declared is None:
+                    raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(spaces)}")
+                declared.check_query_vector(vector)
+        q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
+        wanted = q.scope if scope is None else scope if type(scope) is Scope else Scope.coerce(scope)
+        bound = self._binding.scope
+        narrowed = wanted if bound is None else bound if wanted is None or wanted is bound else narrow(bound, wanted)
+        if narrowed is not q.scope:
+            if q is query and narrowed != q.scope:  # never change the caller's query: one copy, rescoped
+                return self._rescoped(q, narrowed)
+            q.scope = narrowed
+        q._checked_by = self._state
+        return q
+
+    def _rescoped(self, query: Query, scope: Scope | None) -> Query:
+        """A copy of the checked ``query`` with a narrower ``scope`` (its filter not parsed again)."""
+        q = query.evolve(scope=scope)
+        q._parsed_where = query._parsed_where
+        q._checked_by = self._state
+        return q
+
+    make_query = request
+    """The former name of :meth:`request` (kept for one release)."""
+
+    def scoped(self, scope: Scope | Mapping[str, Any] | None) -> ContextManager[Scope | None]:
+        """Bind ``scope`` for what runs inside the ``with`` block (this thread or task): every
+        read sees only its records, writes stamp it on new records and keep component state
+        per scope (see :mod:`memcore.model._binding`). ``None`` binds nothing new."""
+        return self._binding.bind(scope)
+
+    @property
+    def bound_scope(self) -> Scope | None:
+        """The scope the current call is bound to (None: unrestricted)."""
+        return self._binding.scope
+
+    def outside_scope(self, ids: Sequence[str]) -> list[str]:
+        """The ids among ``ids`` the bound scope does not see (none when unbound): what a
+        stage or service that holds ids from elsewhere (links, its own state) must drop."""
+        return self._invisible(ids)
+
+    # -- searches ------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        query: Query | str | Mapping[str, Any],
+        *,
+        index: str | None = None,
+        k: int | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        with_records: bool = True,
+    ) -> list[Hit]:
+        """The best ``k`` hits of one index for a query (text, vectors or a :class:`Query`)."""
+        with self._lock:
+            self._check_open()
+            q = self.request(query, k=k, where=where, scope=scope)
+            self._sync()
+            handle = self._handle(index) if index is not None else self._only_index()
+            hits = self.search_index(handle.name, q, q.k)
+            return self.attach_records(hits) if with_records else hits
+
+    def search_index(self, name: str, query: Query, k: int, *, list_name: str | None = None) -> list[Hit]:
+        """Embed what the index needs, resolve filters to ``allowed``, and search.
+
+        ``query`` is trusted when this reader checked it (:meth:`request`), else checked
+        here. Each hit's provenance is its rank and score in this list (named ``list_name``,
+        default the index name).
+        """
+        with self._lock:
+            handle = self._handle(name)
+            if self._store.read_only:  # pipelines search through here: readers catch up first
+                self._catch_up(handle)
+            if type(k) is not int or k <= 0:  # the depth a stage asks for: the common case without a call
+                validate_k(k)
+            if query._checked_by is not self._state:
+                query = self.request(query)
+            else:
+                bound = self._binding.scope
+                if bound is not None and bound is not query.scope:  # bound after the check: narrowed, never widened
+                    scope = narrow(bound, query.scope)
+                    if scope != query.scope:
+                        query = self._rescoped(query, scope)
+            index = handle.index
+            requires = index.requires
+            if requires.text and not query.extras and not (query.text and query.text.strip()):
+                raise ValidationError("this index searches text: the query text is empty")
+            for space in requires.spaces:
+                if space not in query.vectors:
+                    query_vector(self._spaces, query, space)  # embedded once, kept on the query
+            index.validate_query(query)
+            if query.where is None and query.scope is None:  # neither filter nor scope: nothing to resolve
+                allowed = None
+            else:
+                allowed = self._allowed(query)
+                if allowed is not None and not allowed:
+                    return []
+            hits = index.search(query, k, allowed)
+            rank_hits(hits, list_name or name, name)  # each hit's rank and score here (its Contribution built on first read), its index when it names none
+            return hits
+
+    def build_fusion(self, fusion: str | Mapping[str, Any] | Any) -> Any:
+        """A fusion strategy (a :class:`memcore.plugin.Fusion`) from a registered name or a
+        config dict; anything else is taken to be a fusion already."""
+        if not isinstance(fusion, (str, Mapping)):
+            return fusion
+        data = {"kind": fusion} if isinstance(fusion, str) else dict(fusion)
+        kind = data.pop("kind", None)
+        reg = self._state.registry.get("fusions", str(kind), location="fusion")
+        return reg.factory(reg.parse_config(data, "fusion"))
+
+    def query_vector(self, query: Query, space: str) -> Any:
+        """The query's vector in ``space`` (embedded once and cached on the query)."""
+        return query_vector(self._spaces, query, space)
+
+    def _allowed(self, query: Query, index: str | None = None) -> AllowedIds | None:
+        """The ids the query's filter and scope allow, resolved once per store sequence and
+        shared by every index (see :mod:`memcore.indexes._allowed`); None when the query has neither."""
+        where = query.parsed_where()
+        scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
+        if where is None and scope is None:
+            return None
+        key = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
+        return self._allowed_sets.get(self._store.last_seq(), key, lambda: self._resolve_allowed(where, scope), where, scope)
+
+    def _resolve_allowed(self, where: Filter | None, scope: Scope | None) -> list[str]:
+        # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it
+        # holds), so the store skips the membership join: measured at 100k records it was the
+        # costlier half of the query, and it can only shrink a set whose size is paid in SQL anyway.
+        return self._store.ids(where=where, scope=scope)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def list_indexes(self) -> list[dict[str, Any]]:
+        """Each index: name, kind, config, size, score name and requirements."""
+        with self._lock:
+            self._sync()
+            return [
+                {
+                    "name": h.name,
+                    "kind": h.kind,
+                    "config": h.config.model_dump(mode="json"),
+                    "size": len(h.index),
+                    "score": h.index.score_name,
+                    "requires": {"spaces": list(h.index.requires.spaces), "text": h.index.requires.text, "links": h.index.requires.links},
+                    "status": "ok" if h.error is None else "broken",
+                    **({"error": h.error} if h.error is not None else {}),
+                }
+                for h in self._indexes.values()
+            ]
+
+    def has_index(self, name: str) -> bool:
+        """True when an index of that name exists."""
+        return name in self._indexes
+
+    def get(self, id: str) -> Record:
+        """One record (NotFoundError when absent)."""
+        return self._get_many([id])[0]
+
+    def get_many(self, ids: Sequence[str]) -> list[Record | None]:
+        """Records by id in order, None for unknown ids."""
+        with self._lock:
+            self._check_open()
+            found = self._store.get(coerce_ids(ids))
+            if self._binding.scope is None:
+                return found
+            return [r if r is not None and self._binding.covers(r) else None for r in found]
+
+    def records(self, ids: Sequence[str]) -> list[Record | None]:
+        """Records by id in order, without their vectors; None for unknown ids and ids the
+        bound scope does not see."""
+        got = self._store.get(ids, with_vectors=False)
+        hidden = self._invisible(ids)
+        if hidden:  # ids a stage found elsewhere (links...) that the caller's scope does not see
+            hidden_set = set(hidden)
+            return [None if r is not None and r.id in hidden_set else r for r in got]
+        return list(got)
+
+    def texts(self, ids: Sequence[str]) -> list[str | None]:
+        """The stored texts of ``ids`` in order; None for unknown ids and ids the bound scope
+        does not see (lighter than :meth:`records`)."""
+        texts = self._store.texts(ids)
+        hidden = self._invisible(ids)
+        if hidden:
+            hidden_set = set(hidden)
+            return [None if rid in hidden_set else text for rid, text in zip(ids, texts)]
+        return list(texts)
+
+    def count(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> int:
+        """Number of records (in one index, matching a filter and scope)."""
+        with self._lock:
+            self._check_open()
+            if index is not None:
+                self._handle(index)
+            return self._store.count(where=parse_filter(where), scope=self._binding.effective(scope), index=index)
+
+    def ids(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
+        """Ids in insertion order (in one index, matching a filter and scope)."""
+        with self._lock:
+            self._check_open()
+            if index is not None:
+                self._handle(index)
+            return self._store.ids(where=parse_filter(where), scope=self._binding.effective(scope), index=index)
+
+    def attach_records(self, hits: list[Hit]) -> list[Hit]:
+        """Attach each hit's record (without vectors); hits whose record vanished are dropped.
+
+        The records are read now and each is built on first access of ``hit.record`` (see
+        :mod:`memcore.model._record_batch`)."""
+        if self._binding.scope is not None:
+            hidden = set(self._invisible([h.id for h in hits]))
+            hits = [h for h in hits if h.id not in hidden] if hidden else hits
+        return attach_batch(hits, self._store.get_batch([h.id for h in hits]))
+
+    def vectors(self, ids: Sequence[str], space: str) -> tuple[Any, Any]:
+        """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)`` (records outside
+        the bound scope are absent: zero rows, mask False)."""
+        ids = list(ids)
+        matrix, present = self._store.vectors(ids, space)
+        hidden = set(self._invisible(ids))
+        if hidden:
+            for row, rid in enumerate(ids):
+                if rid in hidden:
+                    matrix[row] = 0
+                    present[row] = False
+        return matrix, present
