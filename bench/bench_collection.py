@@ -53,7 +53,7 @@ import memcore  # noqa: E402
 from memcore import Collection
 from memcore._plugins._host import get_registry
 from memcore import Query
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.stores._sqlite import SQLiteStore
 
 CORE = REPO / "core"

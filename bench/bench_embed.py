@@ -3,7 +3,7 @@
 Parts (``--parts``, default all):
 
 - ``minilm``: ``MiniLMEmbedder.embed_documents`` and the collection's path
-  (``memcore.embedders._space.Space.embed_documents``: shape and finiteness checks on top) against
+  (``memcore.embedders._embedder.Space.embed_documents``: shape and finiteness checks on top) against
   ``SentenceTransformer.encode`` on the SAME model object, texts/s; ``embed_tokens``
   against ``encode(output_value="token_embeddings")``. Also: constructing the embedder
   (no model load) and the one-time model load.
@@ -100,7 +100,7 @@ def alternate(paths: dict[str, Callable[[list[str]], Any]], texts: list[str], ch
 
 
 def bench_minilm(args: argparse.Namespace) -> dict[str, Any]:
-    from memcore.embedders._space import Space
+    from memcore.embedders._embedder import Space
 
     from memcore_embed import MiniLMConfig, MiniLMEmbedder
 

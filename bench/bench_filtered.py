@@ -45,7 +45,7 @@ use_checkout("faiss")
 from memcore import Collection
 from memcore._plugins._host import get_registry
 from memcore import Query
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.stores._sqlite import SQLiteStore
 
 LEVELS = {"1%": ("u", 100), "10%": ("g", 10), "50%": ("h", 2)}

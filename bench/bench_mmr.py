@@ -41,7 +41,7 @@ use_checkout("mmr")
 
 from memcore import Collection, Query
 from memcore.plugin import PipelineContext
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 
 
 def raw_mmr(matrix: np.ndarray, rows: np.ndarray, q: np.ndarray, top_n: int, lam: float, floor: bool = True) -> list[int]:

@@ -61,7 +61,7 @@ from memcore.default_plugins.embedders import HashingEmbedder  # noqa: E402
 from memcore import Pipeline
 from memcore._plugins._host import get_registry
 from memcore import Query
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.stores._memory import MemoryStore
 from memcore.stores._sqlite import SQLiteStore
 

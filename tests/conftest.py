@@ -6,8 +6,7 @@ from typing import Callable
 
 import pytest
 
-from memcore.embedders._hashing import HashingEmbedder, HashingEmbedderConfig
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import HashingEmbedder, HashingEmbedderConfig, Space
 
 
 def _two_spaces() -> dict[str, Space]:

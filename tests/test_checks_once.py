@@ -19,7 +19,7 @@ import pytest
 
 import memcore
 from memcore.collection._reads import CollectionReader
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.model import _checks, _filters
 from memcore.model._record import Scope
 

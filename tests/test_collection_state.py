@@ -121,7 +121,7 @@ def test_unknown_known_plugin_name_does_not_suggest_itself():
 
 def test_a_text_index_takes_an_extras_only_query_and_decides_itself():
     from memcore.plugin import Requirements
-    from memcore.embedders._space import prepare_query
+    from memcore.embedders._embedder import prepare_query
 
     needs_text = Requirements(text=True)
     with pytest.raises(ValidationError, match="query text is empty"):

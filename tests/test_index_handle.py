@@ -8,7 +8,7 @@ import json
 import pytest
 
 from memcore.plugin import IndexContext, SpaceInfo, WriteBatch
-from memcore.embedders._hashing import HashingEmbedder
+from memcore.embedders._embedder import HashingEmbedder
 from memcore.indexes._handle import MANIFEST, IndexHandle, fold_ops
 from memcore.indexes._exact import ExactIndex, ExactIndexConfig
 from memcore import Record

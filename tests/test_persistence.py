@@ -31,7 +31,7 @@ HELPERS = textwrap.dedent(
     """
     from memcore import Collection
     from memcore.default_plugins.embedders import HashingEmbedder, HashingEmbedderConfig
-    from memcore.embedders._space import Space
+    from memcore.embedders._embedder import Space
 
     TEXTS = [
         "the cat sat on the mat",
@@ -245,7 +245,7 @@ def test_dropped_index_stays_dropped(directory):
 
 def test_reopen_with_another_embedder_is_refused(directory):
     from memcore.default_plugins.embedders import HashingEmbedder, HashingEmbedderConfig
-    from memcore.embedders._space import Space
+    from memcore.embedders._embedder import Space
 
     c = open_collection(directory)
     populate(c)

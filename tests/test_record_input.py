@@ -12,7 +12,7 @@ import pytest
 from memcore.collection import _input as record_input
 from memcore.errors import DimensionError, DuplicateIdError, MemcoreError, ValidationError
 from memcore.collection._input import coerce_records
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 
 DIM = 8
 SPACES = {"a": Space("a", DIM), "b": Space("b", 3)}

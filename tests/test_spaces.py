@@ -7,8 +7,7 @@ import pytest
 
 from memcore import ConfigError, DimensionError, Query, Record, ValidationError
 from memcore.plugin import Embedder, Requirements
-from memcore.embedders._hashing import HashingEmbedder
-from memcore.embedders._space import Space, fill_vectors, prepare_query, query_vector
+from memcore.embedders._embedder import HashingEmbedder, Space, fill_vectors, prepare_query, query_vector
 
 
 class CountingEmbedder(Embedder):

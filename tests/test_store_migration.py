@@ -21,7 +21,7 @@ from memcore import Collection
 from memcore.errors import CorruptError, ValidationError
 from memcore._plugins._host import get_registry
 from memcore import Query, Record
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.plugin import WriteBatch
 from memcore.stores import _sqlite_schema as sqlite_schema
 from memcore.stores._sqlite import SCHEMA_VERSION, SQLiteStore, SQLiteStoreConfig

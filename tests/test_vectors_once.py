@@ -13,7 +13,7 @@ from memcore import Collection, CorruptError, Query
 from memcore.plugin import VectorReader, WriteBatch
 from memcore._plugins._host import get_registry
 from memcore import Record
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.stores import _sqlite as sqlite_module
 from memcore.stores._memory import MemoryStore
 from memcore.stores._sqlite import SQLiteStore

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..collection._collection import Collection
-from ..embedders._embedder import Embedder
+from ..embedders._embedder import Embedder, Space
 from ..errors import ConfigError
 from ..llms._llm import LLMs
 from .._plugins._host import get_registry
@@ -15,7 +15,6 @@ from ._memory import Memory
 from ..services._service import Service
 from ..settings import MemcoreSettings, load_settings
 from ._check import CheckedSettings, check_built_service, check_settings
-from ..embedders._space import Space
 
 __all__ = ["open", "Memory"]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from .._plugins._registry import Registration, Registry
 from .._util.log import get_logger
-from ..embedders._space import Space, fill_vectors
+from ..embedders._embedder import Space, fill_vectors
 from ..errors import BrokenIndexError, NotFoundError, ValidationError
 from ..indexes._allowed import AllowedCache
 from ..indexes._broken import StoredConfig, UnavailableIndex, describe_failure, saved_seq

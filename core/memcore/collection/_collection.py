@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from .._plugins._host import get_registry
 from .._plugins._registry import Registration, Registry
-from ..embedders._space import Space
+from ..embedders._embedder import Space
 from ..stores._store import Store
 from ._base import CollectionState
 from ._indexes import IndexLifecycle, IndexOptions

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import DuplicateIdError, ValidationError
 from ..model._checks import _FAST_HIGH, _FAST_LOW, MAX_ID_CHARS, MAX_TEXT_CHARS
 from ..model._record import Record, Scope, _flat_copy
-from ..embedders._space import Space
+from ..embedders._embedder import Space
 
 __all__ = ["RecordInput", "coerce_records", "coerce_ids"]
 

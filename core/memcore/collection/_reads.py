@@ -15,7 +15,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, ContextManager, Mapping, Sequence
 
-from ..embedders._space import Space, query_vector
+from ..embedders._embedder import Space, query_vector
 from ..errors import ValidationError
 from ..indexes._allowed import AllowedIds
 from ..model._binding import narrow

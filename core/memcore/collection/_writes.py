@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from .._util.log import get_logger
-from ..embedders._space import fill_vectors
+from ..embedders._embedder import fill_vectors
 from ..errors import DuplicateIdError, IndexUpdateError, NotFoundError, ValidationError
 from ..indexes._handle import IndexHandle
 from ..model._binding import ScopeBinding, namespace_scope

@@ -1,11 +1,11 @@
-"""Registers the builtin ``hashing`` embedder (implementation: :mod:`memcore.embedders._hashing`)."""
+"""Registers the builtin ``hashing`` embedder (implementation: :mod:`memcore.embedders._embedder`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .._plugins.hookspecs import hookimpl
-from ..embedders._hashing import HashingEmbedderConfig, HashingEmbedder
+from ..embedders._embedder import HashingEmbedderConfig, HashingEmbedder
 
 if TYPE_CHECKING:
     from ..plugin import EmbedderFactory, Register

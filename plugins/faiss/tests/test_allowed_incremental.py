@@ -11,7 +11,7 @@ import pytest
 
 from memcore.plugin import AllowedIds
 from memcore import Collection, Query
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.plugin import GatheredRows as Gathered
 
 

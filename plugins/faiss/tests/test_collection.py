@@ -9,7 +9,7 @@ import pytest
 
 import memcore
 from memcore import Collection, Query
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa".split()
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 from memcore import Collection
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.testing import StageContract, build_stage, make_texts
 
 OPTIONS = [

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from memcore import Collection, ConfigError, Contribution, Hit, Query, ValidationError
 from memcore.plugin import PipelineContext
-from memcore.embedders._space import Space
+from memcore.embedders._embedder import Space
 from memcore.testing import build_stage
 
 from memcore_mmr import CandidateSimilarity, MMRConfig, MMRStage, TokenSets, mmr_select, tokenize
