@@ -1,5 +1,5 @@
 """A recall pipeline, maybe cut by limit stages: :meth:`Pipeline.run` searches without a
-context (``memcore.retrieval._pipeline.RUNS_ALONE`` and ``CUTS``) and must answer exactly what the
+context (the public :meth:`Stage.alone` and :meth:`Stage.cut`) and must answer exactly what the
 context path answers (issue 14, small memories)."""
 
 from __future__ import annotations
@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from memcore import Collection, Pipeline, Query
-from memcore.retrieval._pipeline import CUTS, RUNS_ALONE
-from memcore.plugin import PipelineContext
+from memcore.plugin import CollectionReader, Hit, PipelineContext, Stage
 from memcore._plugins._host import get_registry
 from memcore.retrieval._stages import Limit, LimitConfig, Recall, RecallConfig
 
@@ -40,8 +39,9 @@ def facts(hits):
 @pytest.mark.parametrize("where", [None, {"even": True}], ids=["all", "filtered"])
 def test_run_alone_equals_the_context_path(col, stages, where):
     pipe = Pipeline.from_config(stages, get_registry())
-    assert type(pipe.stages[0]) is Recall and type(pipe.stages[0]) in RUNS_ALONE
-    assert all(type(stage) in CUTS for stage in pipe.stages[1:])
+    probe = col.make_query("apples", k=5, where=where)
+    assert type(pipe.stages[0]) is Recall and pipe.stages[0].alone(col.reader, probe) is not None
+    assert all(stage.cut(probe) is not None for stage in pipe.stages[1:])
     for text in ["apples 4", "pears 2 note", "note 17"]:
         q = col.make_query(text, k=5, where=where)
         ctx = pipe.run_context(col, q)
@@ -95,3 +95,45 @@ def test_bad_queries_fail_alike_on_the_direct_path(col):
         pipe.run(col, "   ")
     with pytest.raises(ValidationError):
         pipe.run(col, Query(text="apples"), k=0)
+
+
+def test_a_plugin_stage_can_answer_alone_and_cut(col):
+    """The shortcuts are public: a stage of any plugin uses them like the builtins."""
+    seen: list[str] = []
+
+    class Newest(Stage):
+        def run(self, ctx: PipelineContext) -> None:
+            seen.append("run")
+            ctx.add_list("newest", self.alone(ctx.collection, ctx.query))
+
+        def alone(self, collection: CollectionReader, query: Query) -> list[Hit]:
+            seen.append("alone")
+            return [Hit(rid, 1.0 / (i + 1)) for i, rid in enumerate(reversed(collection.ids()))]
+
+    class FirstTwo(Stage):
+        def run(self, ctx: PipelineContext) -> None:
+            ctx.current = ctx.current[: self.cut(ctx.query)]
+
+        def cut(self, query: Query) -> int:
+            return 2
+
+    hits = Pipeline([Newest(), FirstTwo()]).run(col, "apples", k=5)
+    assert [h.id for h in hits] == ["r29", "r28"] and seen == ["alone"]
+    assert all(h.record is not None for h in hits)
+    seen.clear()
+    ctx = Pipeline([Newest(), FirstTwo()]).run_context(col, col.make_query("apples", k=5))
+    assert [h.id for h in ctx.current] == ["r29", "r28"] and seen == ["run", "alone"]
+    seen.clear()
+    assert [h.id for h in Pipeline([Newest(), Limit(LimitConfig(k=3))]).run(col, "apples", k=5)] == ["r29", "r28", "r27"]
+    assert seen == ["alone"]
+
+
+def test_a_stage_without_shortcuts_takes_the_context_path(col):
+    class Passthrough(Stage):
+        def run(self, ctx: PipelineContext) -> None:
+            pass
+
+    recall = Recall(RecallConfig(index="vec"))
+    assert Stage.alone(recall, col.reader, col.make_query("apples")) is None and Passthrough().cut(col.make_query("apples")) is None
+    ctx = Pipeline([recall, Passthrough()]).run_context(col, col.make_query("apples", k=2))
+    assert len(Pipeline([recall, Passthrough()]).run(col, "apples", k=2)) == 2 and [t["stage"] for t in ctx.trace] == ["vec", "passthrough"]

@@ -8,8 +8,7 @@ import memcore
 import memcore.plugin
 from memcore import Pipeline
 from memcore._plugins._host import get_registry
-from memcore.retrieval._stages import Fuse, FuseConfig, Limit, LimitConfig, Recall, RecallConfig, Threshold, ThresholdConfig
-from memcore.retrieval._rerank import RerankConfig, RerankStage
+from memcore.retrieval._stages import Fuse, FuseConfig, Limit, LimitConfig, Recall, RecallConfig, RerankConfig, RerankStage, Threshold, ThresholdConfig
 from memcore.testing import register_plugin
 
 

@@ -12,7 +12,7 @@ from memcore import Collection, ConfigError, ValidationError
 from memcore.plugin import PipelineContext
 from memcore import Contribution, Hit, Query
 from memcore.plugin import minmax, term_overlap
-from memcore.retrieval._signals import parse_time, recency_decay
+from memcore.retrieval._stages import parse_time, recency_decay
 from memcore.testing import StageContract, build_stage
 
 

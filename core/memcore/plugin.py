@@ -79,9 +79,8 @@ from .model._text import (
     words,
 )
 from .retrieval._fusion import Fusion, distinct_ids, merge_provenance
-from .retrieval._hits import rescored, unique_hits
 from .retrieval._pipeline import Pipeline, PipelineContext, Stage
-from .retrieval._signals import minmax, term_overlap
+from .retrieval._stages import minmax, rescored, term_overlap, unique_hits
 from .services._service import Service, hit_to_dict
 from .stores._store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
 

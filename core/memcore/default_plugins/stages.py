@@ -1,6 +1,6 @@
 """Registers the builtin pipeline stages: recall, fuse, filter, threshold, limit, rerank, intent.
 
-The implementations live in :mod:`memcore.retrieval` (``basic``, ``rerank``, ``intent``).
+The implementations live in :mod:`memcore.retrieval._stages` and :mod:`memcore.retrieval._intent` (``intent``).
 """
 
 from __future__ import annotations
@@ -8,9 +8,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._plugins.hookspecs import hookimpl
-from ..retrieval._stages import Fuse, FuseConfig, Limit, LimitConfig, MetadataFilter, FilterConfig, Recall, RecallConfig, Threshold, ThresholdConfig
+from ..retrieval._stages import (
+    Fuse,
+    FuseConfig,
+    Limit,
+    LimitConfig,
+    MetadataFilter,
+    FilterConfig,
+    Recall,
+    RecallConfig,
+    RerankConfig,
+    RerankStage,
+    Threshold,
+    ThresholdConfig,
+)
 from ..retrieval._intent import IntentConfig, IntentStage
-from ..retrieval._rerank import RerankConfig, RerankStage
 
 if TYPE_CHECKING:
     from ..plugin import StageFactory, Register

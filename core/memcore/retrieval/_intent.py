@@ -30,9 +30,8 @@ from ..errors import ValidationError
 from ._pipeline import PipelineContext, Stage
 from ..model._hit import Hit
 from .._plugins._registry import ComponentConfig
-from ._hits import rescored, unique_hits
 from ._intent_rules import INTENTS, QueryIntent, classify
-from ._signals import RecencyMode, minmax, parse_time, phrase_fraction, recency_decay, reference_time
+from ._stages import RecencyMode, minmax, parse_time, phrase_fraction, recency_decay, reference_time, rescored, unique_hits
 from ..model._text import token_sets
 
 __all__ = ["IntentAction", "IntentConfig", "IntentStage", "DEFAULT_ACTIONS", "INTENT_KEY"]

@@ -12,7 +12,7 @@ import inspect
 import re
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import ConfigError, UnknownComponentError, ValidationError
 from ..collection._reads import CollectionReader
@@ -28,17 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Stage", "Pipeline", "PipelineContext", "PRESETS"]
 
-RUNS_ALONE: dict[type, Callable[[Any, "Collection", Query], list[Hit]]] = {}
-"""Stage classes (exact types, not their subclasses) that can start a pipeline without a
-:class:`PipelineContext`: class -> ``fn(stage, collection, query)`` giving the list the
-stage would leave as ``ctx.current``. When every later stage is a cut (:data:`CUTS`),
-:meth:`Pipeline.run` calls it directly; it returns only the hits, so nothing it skips (the
-context, the trace) is seen. :meth:`Pipeline.run_context` always runs the stages over a context."""
-
-CUTS: dict[type, Callable[[Any, Query], int]] = {}
-"""Stage classes (exact types) that only keep the first hits of the working list: class ->
-``fn(stage, query)`` giving how many (see :data:`RUNS_ALONE`)."""
-
 
 class PipelineContext:
     """What stages read and write: the query, every ranked list by name, the working list.
@@ -51,7 +40,6 @@ class PipelineContext:
     def __init__(self, collection: "Collection | CollectionReader", query: Query, *, with_records: bool = False):
         self.collection = collection.reader
         """What the stages may touch of the collection: its reader (built once per collection)."""
-        self._source = self.collection
         self.query = query
         self.with_records = with_records
         """The run ends by attaching records: :meth:`texts` then reads whole records, so the
@@ -78,11 +66,11 @@ class PipelineContext:
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[Any, Any]:
         """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)``, batched."""
-        return self._source.vectors(ids, space)
+        return self.collection.vectors(ids, space)
 
     def query_vector(self, space: str) -> Any:
         """The query's vector in ``space``, embedded once per pipeline run."""
-        return self._source.query_vector(self.query, space)
+        return self.collection.query_vector(self.query, space)
 
     def texts(self, ids: Sequence[str]) -> list[str | None]:
         """The stored texts of ``ids`` (``None`` for unknown ids), cached for the run; lighter
@@ -91,7 +79,7 @@ class PipelineContext:
         if missing and self.with_records:  # the records are read anyway: one read for both
             self.records(missing)
         elif missing:
-            for rid, text in zip(missing, self._source.texts(missing)):  # None outside the bound scope
+            for rid, text in zip(missing, self.collection.texts(missing)):
                 if text is not None:
                     self._texts[rid] = text
         return [self._texts.get(i) for i in ids]
@@ -102,7 +90,7 @@ class PipelineContext:
         first = not cached  # the common case (records read once, at the end of the run): no cache to consult
         missing = ids if first else [i for i in ids if i not in cached]
         if missing:
-            got = self._source.records(missing)  # None outside the bound scope
+            got = self.collection.records(missing)
             for rec in got:
                 if rec is not None:
                     cached[rec.id] = rec
@@ -161,6 +149,29 @@ class Stage(ABC):
 
     def bind_llms(self, llms: "LLMs") -> None:
         """Receive the memory's declared LLMs (stages with an LLM step resolve theirs here)."""
+
+    # -- shortcuts: a pipeline may skip building a context ------------------------------------
+
+    def alone(self, collection: CollectionReader, query: Query) -> list[Hit] | None:
+        """The list :meth:`run` would leave as ``ctx.current`` when this stage is the first
+        one, computed without a :class:`PipelineContext`; ``None`` (the default): the stage
+        needs the context.
+
+        :meth:`Pipeline.run` calls it when this stage is first and every later stage is a
+        :meth:`cut`; then nothing else of the run (the context, its lists, the trace) is
+        seen, so the answer must be exactly what ``run`` would leave (the builtin ``recall``
+        answers its index's list). A subclass that overrides :meth:`run` but not ``alone``
+        is never run this way (its ``run`` could do more).
+        """
+        return None
+
+    def cut(self, query: Query) -> int | None:
+        """How many of the working list's first hits this stage keeps, when that is all it
+        does (the builtin ``limit``); ``None`` (the default): it does something else.
+
+        Used with :meth:`alone` (and under the same rule for subclasses overriding :meth:`run`).
+        """
+        return None
 
 
 PRESETS: dict[str, list[dict[str, Any]]] = {
@@ -355,6 +366,8 @@ class Pipeline:
     ) -> list[Hit]:
         """Retrieve: run the stages, cut to ``k``, attach records."""
         q = collection.request(query, k=k, where=where, scope=scope)  # a query the collection checked is returned as it is
+        if q.scope is None:  # nothing new to bind: binding None keeps what is bound
+            return self._run(collection, q, with_records)
         with collection.scoped(q.scope):  # every read of the run, stages included, sees only the query's scope
             return self._run(collection, q, with_records)
 
@@ -362,13 +375,8 @@ class Pipeline:
         """:meth:`run` with the query built and its scope bound."""
         if q.text is not None and not q.text.strip() and not q.vectors and not q.extras:
             raise ValidationError("the query is empty")
-        stages = self.stages
-        alone = RUNS_ALONE.get(type(stages[0])) if stages and type(self).run_context is Pipeline.run_context else None
-        if alone is not None and (len(stages) == 1 or all(type(stage) in CUTS for stage in stages[1:])):
-            # a recall, maybe cut by limit stages: its list is the answer, no context needed
-            hits = alone(stages[0], collection, q)
-            for stage in stages[1:]:
-                hits = hits[: CUTS[type(stage)](stage, q)]
+        hits = self._alone(collection, q) if type(self).run_context is Pipeline.run_context else None
+        if hits is not None:  # a stage answering alone, maybe cut by the later stages: no context needed
             hits = hits[: q.k]
             return collection.attach_records(hits) if with_records else hits
         ctx = self.run_context(collection, q, with_records=with_records)
@@ -376,10 +384,45 @@ class Pipeline:
         if not with_records:
             return hits
         if not ctx._records:  # no stage read records: read them now, each built when first asked for
-            return ctx._source.attach_records(hits)
+            return collection.attach_records(hits)
         out = []
         for hit, record in zip(hits, ctx.records([h.id for h in hits])):  # read once, shared with the stages
             if record is not None:  # a record deleted meanwhile is dropped, as attach_records does
                 hit.record = record
                 out.append(hit)
         return out
+
+    def _alone(self, collection: "Collection", q: Query) -> list[Hit] | None:
+        """The answer of a first stage that runs :meth:`Stage.alone` with only cuts after it
+        (:meth:`Stage.cut`), else None (the stages run over a context)."""
+        stages = self.stages
+        if not stages or not _trusted(type(stages[0]), "alone"):
+            return None
+        keep = []
+        for stage in stages[1:]:
+            n = stage.cut(q) if _trusted(type(stage), "cut") else None
+            if n is None:
+                return None
+            keep.append(n)
+        hits = stages[0].alone(collection.reader, q)
+        if hits is not None:
+            for n in keep:
+                hits = hits[:n]
+        return hits
+
+
+_TRUSTED: dict[tuple[type, str], bool] = {}
+
+
+def _trusted(cls: type, shortcut: str) -> bool:
+    """Whether a stage class's ``shortcut`` (:meth:`Stage.alone` or :meth:`Stage.cut`) may
+    stand for its :meth:`Stage.run`: the class defining the shortcut is not the base
+    :class:`Stage` and is the class defining ``run`` or a subclass of it (a subclass that
+    overrides ``run`` alone takes the context path). Decided once per class."""
+    key = (cls, shortcut)
+    found = _TRUSTED.get(key)
+    if found is None:
+        owner = next(k for k in cls.__mro__ if shortcut in vars(k))
+        runner = next(k for k in cls.__mro__ if "run" in vars(k))
+        found = _TRUSTED[key] = owner is not Stage and issubclass(owner, runner)
+    return found

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Iterator, Mapping
 import pytest
 
 from ..collection._collection import Collection
-from ..retrieval._pipeline import Pipeline, PipelineContext, Stage
+from ..retrieval._pipeline import Pipeline, PipelineContext, Stage, _trusted
 from .._plugins._host import get_registry
 from ..model._hit import Contribution, Hit
 from ..model._query import Query
@@ -50,7 +50,10 @@ class StageContract:
     (unique ids in the working list); every hit keeps a provenance whose contributions
     point at the lists it came from (``ctx.lists[source][rank - 1].id == hit.id``); the
     seeded lists and their provenance are left untouched; a filtered query's hits match
-    the filter; running twice gives the same result.
+    the filter; running twice gives the same result. A stage offering the shortcuts
+    :meth:`Stage.alone` / :meth:`Stage.cut` (the pipeline then skips its ``run``) answers
+    exactly what its ``run`` leaves: ``alone`` the list a first stage leaves on an empty
+    context, ``cut`` how many of the working list's first hits it keeps.
     """
 
     n_records: ClassVar[int] = 24
@@ -158,3 +161,32 @@ class StageContract:
         first = self.run_stage(stage, stage_collection, self.make_query(stage_collection))
         second = self.run_stage(stage, stage_collection, self.make_query(stage_collection))
         assert [(h.id, float(h.score)) for h in first.current] == [(h.id, float(h.score)) for h in second.current]
+
+    def test_alone_answers_what_run_leaves(self, stage: Stage, stage_collection: Collection) -> None:
+        if not _trusted(type(stage), "alone"):
+            return  # no shortcut: the pipeline always runs the stage over a context
+        view = stage_collection.reader
+        stage.check(view)
+        for where in (None, {"parity": "even"}):
+            query = self.make_query(stage_collection, where)
+            alone = stage.alone(view, query)
+            if alone is None:
+                continue  # declined for this query: the pipeline takes the context path
+            ctx = PipelineContext(stage_collection, self.make_query(stage_collection, where))
+            stage.run(ctx)
+            assert [(h.id, float(h.score), h.provenance) for h in alone] == [(h.id, float(h.score), h.provenance) for h in ctx.current], (
+                "alone() answers another list than run() leaves on an empty context"
+            )
+
+    def test_cut_keeps_what_run_keeps(self, stage: Stage, stage_collection: Collection) -> None:
+        if not _trusted(type(stage), "cut"):
+            return
+        stage.check(stage_collection.reader)
+        query = self.make_query(stage_collection)
+        keep = stage.cut(query)
+        if keep is None:
+            return
+        ctx = self.make_context(stage_collection, query)
+        before = [h.id for h in ctx.current]
+        stage.run(ctx)
+        assert [h.id for h in ctx.current] == before[:keep], f"cut() says {keep} first hits are kept; run() left another list"
