@@ -316,7 +316,7 @@ def test_service_reserved_index_clash(tmp_path):
     from types import SimpleNamespace
 
     from memcore import hookimpl
-    from memcore.services._default import DefaultService, DefaultServiceConfig
+    from memcore.services._service import DefaultService, DefaultServiceConfig
     from memcore.testing import register_plugin
 
     class KeepsRecent(DefaultService):

@@ -15,7 +15,7 @@ from .._util.jsonl import read_jsonl
 from ..model._record import Record, Scope
 from ..model._binding import stamp_scope
 from ..services._service import Service
-from ..services._default import DefaultService
+from ..services._service import DefaultService
 from ._common import config_option, path_option, scope_option, CliError, echo_json, note, open_memory, progress
 
 RECORD_FIELDS = frozenset({"id", "text", "metadata", "scope", "links", "vectors"})

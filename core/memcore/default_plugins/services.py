@@ -1,11 +1,11 @@
-"""Registers the builtin ``default`` service (implementation: :mod:`memcore.services._default`)."""
+"""Registers the builtin ``default`` service (implementation: :mod:`memcore.services._service`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .._plugins.hookspecs import hookimpl
-from ..services._default import DefaultServiceConfig, DefaultService
+from ..services._service import DefaultServiceConfig, DefaultService
 
 if TYPE_CHECKING:
     from ..plugin import ServiceFactory, Register

@@ -21,6 +21,9 @@ only that scope's records, what it writes (derived records included) carries the
 and its component state is kept per scope. A service never sees ``scope`` in its keyword
 arguments; :attr:`Service.scope` tells it the bound scope when it needs it (e.g. to name a
 per-user record).
+
+The builtin ``default`` service (:class:`DefaultService`: no policy, retrieval is the
+pipeline) lives here too, at the end.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ import warnings
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
-from ..errors import ValidationError
+from pydantic import Field
+
+from ..errors import ConfigError, ValidationError
 from ..llms._llm import LLM, LLMs, StepCounter, run_llm_step
 from ..model._hit import Hit
 from ..model._query import Query
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
     from ..collection._collection import Collection
     from ..retrieval._pipeline import Pipeline
 
-__all__ = ["Service", "hit_to_dict", "SCOPED_VERBS", "where_from_options"]
+__all__ = ["Service", "hit_to_dict", "SCOPED_VERBS", "where_from_options", "DefaultService", "DefaultServiceConfig"]
 
 T = TypeVar("T")
 
@@ -56,6 +61,8 @@ def _binds_scope(method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def call(self: "Service", *args: Any, scope: Any = None, **kwargs: Any) -> Any:
+        if scope is None:  # nothing new to bind: binding None keeps what is bound
+            return method(self, *args, **kwargs)
         with self.collection.scoped(scope):
             return method(self, *args, **kwargs)
 
@@ -93,11 +100,12 @@ def _maps_metadata(method: Callable[..., Any]) -> Callable[..., Any]:
 
 def hit_to_dict(hit: Hit) -> dict[str, Any]:
     """The unified result shape: id, text, score, metadata."""
+    record = hit.record
     return {
         "id": hit.id,
-        "text": hit.record.text if hit.record else None,
+        "text": record.text if record else None,
         "score": hit.score,
-        "metadata": hit.record.metadata if hit.record else {},
+        "metadata": record.metadata if record else {},
     }
 
 
@@ -288,3 +296,46 @@ class Service(ABC):
 for _verb in SCOPED_VERBS:
     setattr(Service, _verb, _binds_scope(getattr(Service, _verb)))
 Service.retrieve = _maps_metadata(Service.retrieve)  # type: ignore[method-assign]
+
+
+# -- the builtin default service ------------------------------------------------------------
+
+
+class DefaultServiceConfig(ComponentConfig):
+    """Settings of the ``default`` service."""
+
+    kind: str = "default"
+    indexes: list[str] | None = Field(None, description="Indexes new items go to (default: all).")
+    space: str | None = Field(None, description="Space of a bare vector argument (default: the only space).")
+
+
+class DefaultService(Service):
+    """No policy: every item goes to the configured indexes; retrieval is the pipeline."""
+
+    config: DefaultServiceConfig
+
+    def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+        """Insert one item (``id``, ``links``, ``vectors`` may be passed as keywords; ``scope``
+        is bound by the base class)."""
+        self.reject_unknown("insert", kwargs, ("id", "links", "vectors"))
+        item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **{k: v for k, v in kwargs.items() if v is not None}}
+        if vector is not None:
+            space = self.vector_space(self.config.space)
+            if space in item.get("vectors", {}):
+                raise ValidationError(f"the vector of space {space!r} is given twice (vector= and vectors=)")
+            item["vectors"] = {**item.get("vectors", {}), space: vector}
+        return self.collection.insert([item], indexes=self.config.indexes)[0]
+
+    def insert_many(self, items: list[Any]) -> list[str]:
+        """Insert many items in one transaction (texts, dicts, Records); returns their ids."""
+        return self.collection.insert(items, indexes=self.config.indexes)
+
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """Run the pipeline; returns ``[{"id", "text", "score", "metadata"}]``."""
+        if self.pipeline is None:
+            raise ConfigError("no pipeline is configured", location="pipeline")
+        self.reject_unknown("retrieve", kwargs)
+        q = self.make_query(query, vector, where, k, self.config.space, scope=self.scope)
+        return [hit_to_dict(h) for h in self.pipeline.run(self.collection, q)]
