@@ -15,7 +15,7 @@ from memcore import Collection, Contribution, Hit, Pipeline, Query
 from memcore.model._hit import rank_hits
 from memcore._plugins._host import get_registry
 from memcore.model._record_batch import RecordBatch
-from memcore.stores._sqlite_rows import RowCache
+from memcore.stores._sqlite import RowCache
 
 
 @pytest.fixture(params=["sqlite", "memory"])

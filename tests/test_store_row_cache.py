@@ -20,7 +20,7 @@ from memcore import Link, Record, Scope
 from memcore.plugin import WriteBatch
 from memcore.stores._memory import MemoryStore
 from memcore.stores._sqlite import SQLiteStore, SQLiteStoreConfig
-from memcore.stores._sqlite_rows import FORGET_UP_TO, RowCache
+from memcore.stores._sqlite import FORGET_UP_TO, RowCache
 
 POOL = [f"r{i}" for i in range(16)]
 SCOPES = [None, Scope("u1"), Scope("u2", "a1"), Scope("u1", None, "run")]

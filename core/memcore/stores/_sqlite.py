@@ -1,60 +1,68 @@
 """The SQLite store: one file per collection, WAL, atomic batches, one writer process.
 
-Tables (schema version 2, see :mod:`.sqlite_schema`): ``records`` (insertion order is the
+Tables (schema version 2, see :mod:`._sqlite_schema`): ``records`` (insertion order is the
 rowid; ``member_of`` holds the record's index membership), one ``vectors_<slot>`` table per
 space (float32 blobs keyed by the record's rowid), ``links``, ``oplog`` (one row per batch
 and index, sequence-numbered), ``state`` (JSON per namespace/key) and ``meta`` (schema
 version, last sequence). Older files are migrated when a writer opens them.
+
+This module holds :class:`SQLiteStore` (opening, reads, the op log, state) with what every
+read goes through; the write path is :class:`~._sqlite_writes.SQLiteWrites`, the writer's
+lock :class:`~._sqlite_writes.WriterLock`.
+
+**The row cache** (:class:`RowCache`): the rows behind ``SQLiteStore.get(...,
+with_vectors=False)``, cached between writes. Every retrieval attaches the records of its hits: on a small memory (hundreds of items,
+an agent's conversation) that ``SELECT`` is the largest fixed cost of a query. The store
+keeps the rows it read (text, metadata, scope, times, links -- never vectors). The writer
+(the only process that writes) forgets in each ``apply`` the rows that batch can change
+(:meth:`RowCache.forget`: the records it writes, deletes or gives links to a deleted record;
+everything for a batch dropping indexes or touching more than :data:`FORGET_UP_TO` ids); a
+reader forgets every row whenever the store's sequence number moved. Callers get new
+:class:`~memcore.model.Record` objects built from the cached row each time, so nothing
+they change can reach the cache: flat metadata (every value a string, number, boolean or
+null: the common case) is kept parsed and copied with ``dict()``, nested metadata is kept as
+its JSON text and parsed again for each caller.
+
+**Safety at the store boundary.** :func:`guard_methods` wraps every public store method so
+that SQLite failures (``DatabaseError``, "attempt to write a readonly database", undecodable
+UTF-8, malformed JSON or numbers) surface as :class:`CorruptError` naming the file;
+:func:`check_store_file` refuses a missing or empty database in a directory that holds index
+folders: that is a damaged collection, not a new one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
 import threading
 import time
-from operator import attrgetter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
+from typing import Any, Callable, Collection, Iterator, Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
 from pydantic import Field, field_validator
 
-from ..errors import ConfigError, CorruptError, NotFoundError, ValidationError
+from ..errors import ConfigError, CorruptError, FilterError, LockedError, MemcoreError, NotFoundError
 from ..model._filters import Filter, filter_fields, to_sql
 from .._util.log import get_logger
 from ..model._record_batch import RecordBatch
 from ..model._record import Link, Record, Scope
 from ..model._checks import check_finite_vectors
 from .._plugins._registry import ComponentConfig
-from ._store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, make_ops, plan_ops
-from ._sqlite_safety import WriterLock, check_store_file, guard_methods
+from ._store import LogRead, Op, Store
 from ._sqlite_fields import FieldIndexes
-from ._sqlite_rows import Row, RowCache, cached_row, row_record
-from ._sqlite_schema import (
-    SCHEMA_VERSION,
-    json_text as _json_text,
-    member_text as _member_text,
-    member_text_of,
-    members as _members,
-    open_schema,
-    pack_adds,
-    pack_ops,
-    unpack_ops,
-)
+from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, members as _members, open_schema, unpack_ops
 from ._sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
+from ._sqlite_writes import SQLiteWrites, WriterLock
 
-__all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION"]
+__all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION", "FORGET_UP_TO", "RowCache", "guard_methods", "check_store_file"]
 
 log = get_logger("memcore.store")
 
-_CHUNK = 500  # SQLite host-parameter batches
-_F32 = np.dtype(np.float32)
-_dtype = attrgetter("dtype")
-_ndim = attrgetter("ndim")
-_c_contiguous = attrgetter("flags.c_contiguous")
+T = TypeVar("T")
 _SCAN_FROM = SCAN_FROM
 """``vectors()`` of at least this many ids scans the space once instead of looking ids up."""
 PAGE_SIZE = 8192
@@ -86,49 +94,166 @@ class SQLiteStoreConfig(ComponentConfig):
     )
 
 
-def _chunks(seq: Sequence[Any]) -> list[Sequence[Any]]:
-    return [seq[i : i + _CHUNK] for i in range(0, len(seq), _CHUNK)]
+# -- the row cache ------------------------------------------------------------------------
+
+Row = tuple[Any, ...]
+"""``(id, text, metadata, scope, created_at, updated_at, links)``; metadata as
+:func:`parsed_metadata` left it, scope a (frozen, shareable) :class:`~memcore.model.Scope` or None."""
+
+_SCALARS = (str, int, float, bool, type(None))
+FORGET_UP_TO = 1_000
+"""A write involving more ids than this forgets every cached row (cheaper than sorting them out)."""
 
 
-def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[str, str]) -> Iterator[tuple[Any, ...]]:
-    """The ``records`` row of each new record, made as ``executemany`` binds it (one tuple
-    per record, nothing else, and none of them kept alive: this runs for every record inserted)."""
-    for r in fresh:
-        scope, rid = r.scope, r.id
-        yield (
-            rid,
-            r.text,
-            _json_text(r.metadata),
-            None if scope is None else scope.user_id,
-            None if scope is None else scope.agent_id,
-            None if scope is None else scope.run_id,
-            created[rid] if created else r.created_at,
-            r.updated_at,
-            member.get(rid, "|"),
+def parsed_metadata(text: str) -> dict[str, Any] | str:
+    """Stored metadata JSON as a dict when it is flat (a shallow copy is then a full copy),
+    else the JSON text itself (each caller parses its own copy)."""
+    meta = json.loads(text)
+    if type(meta) is dict and all(type(v) in _SCALARS for v in meta.values()):
+        return meta
+    return text
+
+
+def cached_row(row: list[Any]) -> Row:
+    """The cached form of a ``records`` row ``(id, text, metadata, user_id, agent_id,
+    run_id, created_at, updated_at, links)``: metadata parsed once, the scope built once."""
+    rid, text, metadata, user_id, agent_id, run_id, created_at, updated_at, links = row
+    scope = None if user_id is None and agent_id is None and run_id is None else Scope(user_id, agent_id, run_id)
+    return (rid, text, parsed_metadata(metadata), scope, created_at, updated_at, links)
+
+
+def row_record(row: Row) -> Record:
+    """A new :class:`Record` (without vectors) from a cached row; nothing it holds is shared
+    with the cache but immutable values."""
+    meta = row[2]
+    return Record(row[0], row[1], dict(meta) if type(meta) is dict else json.loads(meta), {}, row[6], row[3], row[4], row[5])
+
+
+class RowCache:
+    """Record rows by id, valid for one store sequence number; at most ``limit`` rows.
+
+    ``rows`` is replaced, never emptied in place: a dict handed out earlier stays a snapshot
+    of one sequence number (rows are only added to it while no write happened since it was
+    made), what a :class:`~memcore.model._record_batch.RecordBatch` relies on. After a write that
+    changed none of its rows (:meth:`forget`), the dict stays current but is *shared*: the
+    next :meth:`put` copies it first, so a snapshot never gains a row read after a write."""
+
+    def __init__(self, limit: int = 20_000):
+        self.limit = limit
+        self.rows: dict[str, Row] = {}
+        self.seq: int | None = None
+        self._shared = False
+
+    def valid_for(self, seq: int) -> None:
+        """Forget every row when the store moved past the sequence they were read at."""
+        if seq != self.seq:
+            self.clear()
+            self.seq = seq
+
+    def put(self, rows: dict[str, Row]) -> bool:
+        """Remember rows (everything is forgotten first when the limit would be passed).
+        True when ``self.rows`` holds every row it held before and the new ones."""
+        kept = len(self.rows) + len(rows) <= self.limit and len(rows) <= self.limit
+        if not kept:
+            self.rows = {}
+        elif self._shared:
+            self.rows = dict(self.rows)
+        self._shared = False
+        if len(rows) <= self.limit:
+            self.rows.update(rows)
+        return kept
+
+    def forget(self, ids: Collection[str]) -> None:
+        """Before a write that changes the rows of ``ids`` and no others: the other rows
+        stay (in a new dict when some of ``ids`` were held, else in the same dict, shared);
+        more than :data:`FORGET_UP_TO` ids forget everything."""
+        rows = self.rows
+        if len(ids) > FORGET_UP_TO:
+            self.clear()
+            return
+        stale = [rid for rid in ids if rid in rows]
+        if not stale:
+            self._shared = True
+            return
+        kept = rows.copy()
+        for rid in stale:
+            del kept[rid]
+        self.rows = kept
+        self._shared = False
+
+    def clear(self) -> None:
+        """Forget every row."""
+        self.rows = {}
+        self.seq = None
+        self._shared = False
+
+
+# -- safety at the store boundary -----------------------------------------------------------
+
+
+def _typed(file: Path, exc: BaseException) -> MemcoreError:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if isinstance(exc, sqlite3.OperationalError):
+        low = text.lower()
+        if "database is locked" in low or "database is busy" in low:
+            return LockedError(f"{file}: {text}; another connection holds it, retry later")
+        if "too large" in low or "too many" in low or "stack overflow" in low:
+            return FilterError(f"the filter is too large for SQLite ({text}); split it")
+    return CorruptError(f"{file}: {type(exc).__name__}: {text} (check it with `memcore info --check`)")
+
+
+def guard_methods(*parts: type, skip: frozenset[str] = frozenset({"close", "size_bytes"})) -> Callable[[type[T]], type[T]]:
+    """A class decorator: wrap each public method of the class, and of the ``parts`` it is
+    assembled from (mixins), so raw SQLite and decoding failures become typed errors."""
+
+    def wrap(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def guarded(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            except MemcoreError:
+                raise
+            except (sqlite3.DatabaseError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise _typed(self.file, exc) from exc
+            except (ValueError, KeyError, IndexError) as exc:  # malformed numbers / rows in the file
+                raise CorruptError(f"{self.file}: unreadable stored value ({type(exc).__name__}: {exc})") from exc
+
+        return guarded
+
+    def decorate(cls: type[T]) -> type[T]:
+        own = vars(cls)
+        methods = {name: value for part in parts for name, value in vars(part).items() if name not in own} | dict(own)
+        for name, value in methods.items():
+            if callable(value) and not name.startswith("_") and name not in skip:
+                setattr(cls, name, wrap(value))
+        return cls
+
+    return decorate
+
+
+def check_store_file(directory: Path, file: Path) -> None:
+    """A missing or empty database beside index folders is damage, never a fresh start.
+
+    memcore does not delete files it cannot account for: the caller must restore the
+    database (or move the directory away) before a new collection is created there.
+    """
+    if file.is_file() and file.stat().st_size > 0:
+        return
+    indexes = directory / "indexes"
+    leftovers = sorted(p.name for p in indexes.iterdir()) if indexes.is_dir() else []
+    wal = [p.name for p in (file.with_name(file.name + "-wal"),) if p.exists() and p.stat().st_size > 0]
+    if leftovers or wal:
+        state = "is empty" if file.is_file() else "is missing"
+        raise CorruptError(
+            f"{file} {state} but {directory} holds {'index folders ' + str(leftovers[:5]) if leftovers else ''}"
+            f"{' and ' if leftovers and wal else ''}{'a write-ahead log ' + str(wal) if wal else ''}: the store was "
+            "deleted or truncated. Restore it from a backup, or move the directory away to start a new collection; "
+            "memcore deletes nothing it cannot account for"
         )
 
 
-def _blobs(vectors: list[Any]) -> Iterable[Any]:
-    """What ``executemany`` binds as each vector's blob: the arrays themselves when every one
-    is a C-contiguous, non-empty 1-d float32 array (sqlite3 reads an object's buffer and
-    copies it: the float32 bytes, with no bytes object made per vector), else ``tobytes``."""
-    if (
-        {*map(type, vectors)} == {np.ndarray}
-        and {*map(id, map(_dtype, vectors))} == {id(_F32)}
-        and {*map(_ndim, vectors)} == {1}
-        and all(map(_c_contiguous, vectors))
-        and all(map(len, vectors))
-    ):
-        return vectors
-    return [v.tobytes() if type(v) is np.ndarray and v.dtype is _F32 else np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors]
-
-
-def _scope_row(scope: Scope | None) -> tuple[str | None, str | None, str | None]:
-    return (None, None, None) if scope is None else (scope.user_id, scope.agent_id, scope.run_id)
-
-
-@guard_methods
-class SQLiteStore(Store):
+@guard_methods(SQLiteWrites)
+class SQLiteStore(SQLiteWrites, Store):
     """Records in one SQLite file with WAL; see the module docstring for the tables."""
 
     def __init__(self, path: str | os.PathLike[str], config: SQLiteStoreConfig | None = None):
@@ -174,6 +299,8 @@ class SQLiteStore(Store):
             self.close()
             raise
 
+    _rows: RowCache
+
     def _open_schema(self) -> None:
         """Create the tables of a new file, migrate an older one (writers only), refuse a newer one."""
         started = time.perf_counter()
@@ -184,236 +311,6 @@ class SQLiteStore(Store):
             except sqlite3.Error as exc:  # a full disk: the file is migrated and sound, only larger
                 log.warning("store.vacuum_failed", path=str(self.file), error=str(exc))
             log.info("store.migrated", path=str(self.file), version=version, to=SCHEMA_VERSION, seconds=round(time.perf_counter() - started, 3))
-
-    # -- writes --------------------------------------------------------------------------
-
-    def apply(self, batch: WriteBatch) -> Applied:
-        if self.read_only:
-            raise ValidationError("this store is open read-only")
-        for index in (*batch.add_membership, *batch.remove_membership, *batch.drop_indexes):
-            if not isinstance(index, str) or not index or "|" in index:
-                raise ValidationError(f"index names are non-empty strings without '|', got {index!r}")
-        with self._mutex:
-            cur = self.db.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            probe, self._probe = self._probe, None
-            try:
-                applied = self._apply(cur, batch, probe)
-                cur.execute("COMMIT")
-                self._seq = applied.seq
-                return applied
-            except BaseException:
-                self._seq = None  # read again
-                cur.execute("ROLLBACK")
-                self._spaces.forget()  # a space created by the failed batch is gone again
-                raise
-
-    def _stored_rows(
-        self, cur: sqlite3.Cursor, ids: Sequence[str], probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
-    ) -> dict[str, tuple[int, str]]:
-        """``id -> (rowid, member_of)`` of the stored ones among ``ids``.
-
-        ``probe``: what the writer's last :meth:`get` read. While the sequence number has
-        not moved since (only this process writes, every write moves it) it is still true,
-        and only the ids it did not cover are looked up: ``Collection.insert`` reads its
-        ids to compare contents just before writing them, the store does not read them twice."""
-        out: dict[str, tuple[int, str]] = {}
-        if probe is not None and probe[0] == self._seq:
-            known = probe[1]
-            unknown = []
-            for rid in ids:
-                if rid in known:
-                    row = known[rid]
-                    if row is not None:
-                        out[rid] = row
-                else:
-                    unknown.append(rid)
-            ids = unknown
-        for chunk in _chunks(ids):
-            for rid, rowid, member_of in cur.execute(f"SELECT id, rowid, member_of FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk):
-                out[rid] = (rowid, member_of)
-        return out
-
-    def _apply(self, cur: sqlite3.Cursor, batch: WriteBatch, probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None) -> Applied:
-        seq = self.last_seq() + 1
-        deletes = list(dict.fromkeys(batch.deletes))
-        link_sources: set[str] = set()
-        for chunk in _chunks(deletes):
-            link_sources.update(r[0] for r in cur.execute(f"SELECT source FROM links WHERE target IN ({','.join('?' * len(chunk))})", chunk))
-        involved = involved_ids(batch) | link_sources
-        # the cached rows this batch can change (before anything is written; the mutex keeps
-        # readers of this store from caching a row again until the batch is committed):
-        # the records it writes or deletes, those that lose a link to a deleted record, and,
-        # to keep it simple, those whose membership changes (not part of a cached row)
-        if batch.drop_indexes:
-            self._rows.clear()
-        else:
-            self._rows.forget(involved)
-        stored = self._stored_rows(cur, list(involved), probe)
-        if not stored and not deletes and not batch.remove_membership and not batch.drop_indexes:
-            inserted = self._insert_new(cur, batch, seq)
-            if inserted is not None:
-                return inserted
-        before = {rid: _members(m) for rid, (_, m) in stored.items()}
-        ops = plan_ops(batch, before, link_sources)
-        upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
-        self._check_references(cur, batch, stored, upserts)
-
-        # membership after the batch, for the records it involves (deletes first, as in plan_ops)
-        after = {rid: set(names) for rid, names in before.items()}
-        for rid in deletes:
-            after[rid] = set()
-        for index, rids in batch.remove_membership.items():
-            for rid in rids:
-                after.get(rid, set()).discard(index)
-        for index, rids in batch.add_membership.items():
-            for rid in rids:
-                after.setdefault(rid, set()).add(index)
-        dropped = set(batch.drop_indexes)
-        if dropped:
-            for names in after.values():
-                names -= dropped
-
-        if deletes:
-            gone = [stored.pop(rid)[0] for rid in deletes if rid in stored]
-            self._delete_vectors(cur, gone)
-            for chunk in _chunks(deletes):
-                marks = ",".join("?" * len(chunk))
-                cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", [*chunk, *chunk])
-            for chunk in _chunks(gone):
-                cur.execute(f"DELETE FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
-        if upserts:
-            member = {rid: _member_text(after[rid]) for rid in upserts if after.get(rid)}
-            self._write_records(cur, batch.upserts, upserts, stored, member)
-        changed = [(_member_text(after[rid]), rowid) for rid, (rowid, m) in stored.items() if rid not in upserts and _members(m) != after[rid]]
-        cur.executemany("UPDATE records SET member_of=? WHERE rowid=?", changed)
-        for index in dropped:
-            cur.execute("UPDATE records SET member_of = replace(member_of, ?, '|') WHERE instr(member_of, ?) > 0", (f"|{index}|", f"|{index}|"))
-            cur.execute("DELETE FROM oplog WHERE index_name=?", (index,))
-        by_index: dict[str, list[tuple[str, str]]] = {}
-        for index, rid, op in ops:
-            by_index.setdefault(index, []).append((rid, op))
-        self._finish(cur, batch, seq, [(index, pack_ops(entries)) for index, entries in by_index.items()])
-        return Applied(seq, make_ops(seq, ops))
-
-    def _finish(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int, logged: list[tuple[str, str]]) -> None:
-        """The end of every batch: its state changes, one oplog row per index (``(index, packed ops)``), the new sequence number."""
-        for (namespace, key), value in batch.state.items():
-            if value is None:
-                cur.execute("DELETE FROM state WHERE namespace=? AND key=?", (namespace, key))
-            else:
-                cur.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
-        cur.executemany("INSERT INTO oplog (seq, index_name, ops) VALUES (?, ?, ?)", [(seq, index, ops) for index, ops in logged])
-        cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
-
-    def _insert_new(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int) -> Applied | None:
-        """:meth:`_apply` for the common batch: records none of which is stored, each added
-        to indexes (membership only for records of the batch), nothing deleted or removed.
-        What it logs is what :func:`~memcore.stores._store.plan_ops` plans for such a batch -- per
-        index, an ``add`` for the first occurrence of each id -- without its general
-        bookkeeping. None when some id given membership is not in the batch (the general
-        path then raises the error that names it)."""
-        upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
-        adds = {index: list(dict.fromkeys(rids)) for index, rids in batch.add_membership.items() if rids}
-        if any(not upserts.keys() >= set(rids) for rids in adds.values()):
-            return None
-        self._check_link_targets(cur, set(), upserts)
-        if len(adds) == 1:
-            ((index, rids),) = adds.items()
-            member = dict.fromkeys(rids, member_text_of(index))
-        else:
-            names: dict[str, set[str]] = {}
-            for index, rids in adds.items():
-                for rid in rids:
-                    names.setdefault(rid, set()).add(index)
-            member = {rid: _member_text(indexes) for rid, indexes in names.items()}
-        if upserts:
-            self._write_records(cur, batch.upserts, upserts, {}, member)
-        self._finish(cur, batch, seq, [(index, pack_adds(rids)) for index, rids in adds.items()])
-        return Applied(seq, make_ops(seq, ((index, rid, "add") for index, rids in adds.items() for rid in rids)))
-
-    def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch, stored: dict[str, tuple[int, str]], upserts: dict[str, Record]) -> None:
-        """Ids given membership and link targets must exist after the batch (before anything is written)."""
-        deleted = set(batch.deletes)
-
-        def alive(rid: str) -> bool:
-            return rid in upserts or (rid in stored and rid not in deleted)
-
-        for rids in batch.add_membership.values():
-            for rid in rids:
-                if not alive(rid):
-                    raise NotFoundError(f"record {rid!r} does not exist")
-        self._check_link_targets(cur, deleted, upserts)
-
-    def _check_link_targets(self, cur: sqlite3.Cursor, deleted: set[str], upserts: dict[str, Record]) -> None:
-        """The records ``upserts`` link to exist after the batch (``deleted``: ids it deletes)."""
-        targets = sorted({l.target for r in upserts.values() for l in r.links} - upserts.keys())
-        for rid in targets:
-            if rid in deleted:
-                raise NotFoundError(f"link target {rid!r} does not exist")
-        for chunk in _chunks(targets):
-            found = {row[0] for row in cur.execute(f"SELECT id FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk)}
-            missing = [rid for rid in chunk if rid not in found]
-            if missing:
-                raise NotFoundError(f"link target {missing[0]!r} does not exist")
-
-    def _write_records(
-        self, cur: sqlite3.Cursor, records: Sequence[Record], last: dict[str, Record], stored: dict[str, tuple[int, str]], member: dict[str, str]
-    ) -> None:
-        """Insert new records and rewrite stored ones, with one ``executemany`` per table.
-
-        ``last`` maps each id to its last occurrence in ``records`` (its content wins; a new
-        record keeps its first occurrence's ``created_at`` and position); ``member`` holds
-        the ``member_of`` text of each record after the batch (absent: none). New rows get
-        consecutive rowids from the table's sequence (checked after the insert)."""
-        fresh = [r for r in last.values() if r.id not in stored]
-        old = [r for r in last.values() if r.id in stored]
-        created: dict[str, float] = {}
-        if len(last) != len(records):
-            for r in reversed(records):
-                created[r.id] = r.created_at
-        rowids: dict[str, int] = {rid: rowid for rid, (rowid, _) in stored.items() if rid in last}
-        if old:
-            self._delete_vectors(cur, [rowids[r.id] for r in old])
-            cur.executemany("DELETE FROM links WHERE source=?", [(r.id,) for r in old])
-            cur.executemany(
-                "UPDATE records SET text=?, metadata=?, user_id=?, agent_id=?, run_id=?, updated_at=?, member_of=? WHERE rowid=?",
-                [(r.text, _json_text(r.metadata), *_scope_row(r.scope), r.updated_at, member.get(r.id, "|"), rowids[r.id]) for r in old],
-            )
-        if fresh:
-            row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
-            base = int(row[0]) if row else 0
-            cur.executemany(
-                "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                _record_rows(fresh, created, member),
-            )
-            row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
-            if row is not None and int(row[0]) == base + len(fresh):
-                rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))
-            else:  # someone else's rowids in the sequence: look them up
-                rowids.update((rid, rowid) for rid, (rowid, _) in self._stored_rows(cur, [r.id for r in fresh]).items())
-        by_space: dict[str, tuple[list[int], list[Any]]] = {}
-        for r in last.values():
-            rowid = rowids[r.id]
-            for space, v in r.vectors.items():
-                column = by_space.get(space)
-                if column is None:
-                    column = by_space[space] = ([], [])
-                column[0].append(rowid)
-                column[1].append(v)
-        for space, (vector_rids, vectors) in by_space.items():
-            table = self._spaces.table(space, create=cur)
-            cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", zip(vector_rids, _blobs(vectors)))
-        links = [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links]
-        if links:
-            cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", links)
-
-    def _delete_vectors(self, cur: sqlite3.Cursor, rowids: Sequence[int]) -> None:
-        if not rowids:
-            return
-        for table in self._spaces.tables():
-            for chunk in _chunks(rowids):
-                cur.execute(f"DELETE FROM {table} WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -468,7 +365,7 @@ class SQLiteStore(Store):
             return [found.get(i) for i in ids]
 
     def _get_cached(self, ids: Sequence[str]) -> list[Record | None]:
-        """Records without vectors, from rows cached until the next write (see :mod:`.sqlite_rows`)."""
+        """Records without vectors, from rows cached until the next write (see :class:`RowCache`)."""
         rows = self._cached_rows(ids)
         # this runs for every hit of every query: a cached row is all a Record needs
         return [None if (row := rows.get(i)) is None else row_record(row) for i in ids]

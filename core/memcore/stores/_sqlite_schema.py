@@ -28,11 +28,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..errors import CorruptError
 
 __all__ = [
+    "CHUNK",
+    "chunks",
     "SCHEMA_VERSION",
     "SCHEMA",
     "ensure_vectors_view",
@@ -47,6 +49,9 @@ __all__ = [
     "unpack_ops",
     "OP_CODES",
 ]
+
+CHUNK = 500
+"""How many ids one statement binds (SQLite host parameters)."""
 
 SCHEMA_VERSION = 2
 
@@ -78,6 +83,11 @@ CREATE TABLE IF NOT EXISTS state (
 
 OP_CODES = {"add": "a", "remove": "r", "update": "u"}
 _OP_NAMES = {code: name for name, code in OP_CODES.items()}
+
+
+def chunks(seq: Sequence[Any]) -> list[Sequence[Any]]:
+    """``seq`` in slices of :data:`CHUNK` ids (what one statement binds)."""
+    return [seq[i : i + CHUNK] for i in range(0, len(seq), CHUNK)]
 
 
 def members(text: str) -> set[str]:

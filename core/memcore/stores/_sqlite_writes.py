@@ -1,0 +1,367 @@
+"""The write path of the SQLite store: :class:`SQLiteWrites` (applying a
+:class:`~memcore.stores._store.WriteBatch` atomically, the op log) and the writer lock.
+
+:class:`SQLiteWrites` is a part of :class:`memcore.stores._sqlite.SQLiteStore` (its
+connection, caches and locks are the store's; see that module for the tables). One process
+writes a collection: :class:`WriterLock` is an exclusive ``flock`` on the collection
+*directory* inode: it cannot be bypassed by deleting a file (``writer.lock`` only tells who
+holds it).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+from operator import attrgetter
+from pathlib import Path
+from typing import Any, Collection, Iterable, Iterator, Protocol, Sequence
+
+import numpy as np
+
+from ..errors import LockedError, NotFoundError, ValidationError
+from ..model._record import Record, Scope
+from ._sqlite_schema import chunks as _chunks, json_text as _json_text, member_text as _member_text, member_text_of, members as _members, pack_adds, pack_ops
+from ._sqlite_vectors import SpaceSlots
+from ._store import Applied, WriteBatch, involved_ids, make_ops, plan_ops
+
+__all__ = ["SQLiteWrites", "WriterLock", "LOCK_NOTE"]
+
+_F32 = np.dtype(np.float32)
+_dtype = attrgetter("dtype")
+_ndim = attrgetter("ndim")
+_c_contiguous = attrgetter("flags.c_contiguous")
+
+
+LOCK_NOTE = "writer.lock"
+"""File that names the writer's pid (informative only: the lock is on the directory)."""
+
+
+class WriterLock:
+    """An exclusive, non-blocking ``flock`` on the collection directory itself.
+
+    Deleting ``writer.lock`` (or any file) does not release it; the kernel drops it when
+    the holder closes it or dies, so a crashed writer never leaves a stale lock.
+    """
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.fd: int | None = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self.fd)
+            self.fd = None
+            holder = ""
+            try:
+                holder = f" (pid {(directory / LOCK_NOTE).read_text().strip()})"
+            except OSError:
+                pass
+            raise LockedError(
+                f"collection at {directory} is open for writing by another process{holder}; open it read-only or close the other writer"
+            ) from None
+        try:
+            (directory / LOCK_NOTE).write_text(str(os.getpid()))
+        except OSError:
+            pass  # informative only
+
+    def release(self) -> None:
+        """Drop the lock (idempotent)."""
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[str, str]) -> Iterator[tuple[Any, ...]]:
+    """The ``records`` row of each new record, made as ``executemany`` binds it (one tuple
+    per record, nothing else, and none of them kept alive: this runs for every record inserted)."""
+    for r in fresh:
+        scope, rid = r.scope, r.id
+        yield (
+            rid,
+            r.text,
+            _json_text(r.metadata),
+            None if scope is None else scope.user_id,
+            None if scope is None else scope.agent_id,
+            None if scope is None else scope.run_id,
+            created[rid] if created else r.created_at,
+            r.updated_at,
+            member.get(rid, "|"),
+        )
+
+
+def _blobs(vectors: list[Any]) -> Iterable[Any]:
+    """What ``executemany`` binds as each vector's blob: the arrays themselves when every one
+    is a C-contiguous, non-empty 1-d float32 array (sqlite3 reads an object's buffer and
+    copies it: the float32 bytes, with no bytes object made per vector), else ``tobytes``."""
+    if (
+        {*map(type, vectors)} == {np.ndarray}
+        and {*map(id, map(_dtype, vectors))} == {id(_F32)}
+        and {*map(_ndim, vectors)} == {1}
+        and all(map(_c_contiguous, vectors))
+        and all(map(len, vectors))
+    ):
+        return vectors
+    return [v.tobytes() if type(v) is np.ndarray and v.dtype is _F32 else np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors]
+
+
+def _scope_row(scope: Scope | None) -> tuple[str | None, str | None, str | None]:
+    return (None, None, None) if scope is None else (scope.user_id, scope.agent_id, scope.run_id)
+
+
+class _ForgetsRows(Protocol):
+    """What the write path needs of the store's row cache."""
+
+    def forget(self, ids: Collection[str]) -> None:
+        """Forget the cached rows of ``ids`` (a batch is about to change them)."""
+
+    def clear(self) -> None:
+        """Forget every cached row."""
+
+
+class SQLiteWrites:
+    """The write methods of :class:`memcore.stores._sqlite.SQLiteStore` (a part of it, not a
+    store by itself: the attributes below are the store's)."""
+
+    db: sqlite3.Connection
+    read_only: bool
+    _mutex: threading.RLock
+    _seq: int | None
+    _probe: tuple[int, dict[str, tuple[int, str] | None]] | None
+    _rows: _ForgetsRows
+    _spaces: SpaceSlots
+
+    def last_seq(self) -> int:
+        """The store's last sequence number (the store answers it)."""
+        raise NotImplementedError
+
+    def apply(self, batch: WriteBatch) -> Applied:
+        if self.read_only:
+            raise ValidationError("this store is open read-only")
+        for index in (*batch.add_membership, *batch.remove_membership, *batch.drop_indexes):
+            if not isinstance(index, str) or not index or "|" in index:
+                raise ValidationError(f"index names are non-empty strings without '|', got {index!r}")
+        with self._mutex:
+            cur = self.db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            probe, self._probe = self._probe, None
+            try:
+                applied = self._apply(cur, batch, probe)
+                cur.execute("COMMIT")
+                self._seq = applied.seq
+                return applied
+            except BaseException:
+                self._seq = None  # read again
+                cur.execute("ROLLBACK")
+                self._spaces.forget()  # a space created by the failed batch is gone again
+                raise
+
+    def _stored_rows(
+        self, cur: sqlite3.Cursor, ids: Sequence[str], probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
+    ) -> dict[str, tuple[int, str]]:
+        """``id -> (rowid, member_of)`` of the stored ones among ``ids``.
+
+        ``probe``: what the writer's last :meth:`get` read. While the sequence number has
+        not moved since (only this process writes, every write moves it) it is still true,
+        and only the ids it did not cover are looked up: ``Collection.insert`` reads its
+        ids to compare contents just before writing them, the store does not read them twice."""
+        out: dict[str, tuple[int, str]] = {}
+        if probe is not None and probe[0] == self._seq:
+            known = probe[1]
+            unknown = []
+            for rid in ids:
+                if rid in known:
+                    row = known[rid]
+                    if row is not None:
+                        out[rid] = row
+                else:
+                    unknown.append(rid)
+            ids = unknown
+        for chunk in _chunks(ids):
+            for rid, rowid, member_of in cur.execute(f"SELECT id, rowid, member_of FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk):
+                out[rid] = (rowid, member_of)
+        return out
+
+    def _apply(self, cur: sqlite3.Cursor, batch: WriteBatch, probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None) -> Applied:
+        seq = self.last_seq() + 1
+        deletes = list(dict.fromkeys(batch.deletes))
+        link_sources: set[str] = set()
+        for chunk in _chunks(deletes):
+            link_sources.update(r[0] for r in cur.execute(f"SELECT source FROM links WHERE target IN ({','.join('?' * len(chunk))})", chunk))
+        involved = involved_ids(batch) | link_sources
+        # the cached rows this batch can change (before anything is written; the mutex keeps
+        # readers of this store from caching a row again until the batch is committed):
+        # the records it writes or deletes, those that lose a link to a deleted record, and,
+        # to keep it simple, those whose membership changes (not part of a cached row)
+        if batch.drop_indexes:
+            self._rows.clear()
+        else:
+            self._rows.forget(involved)
+        stored = self._stored_rows(cur, list(involved), probe)
+        if not stored and not deletes and not batch.remove_membership and not batch.drop_indexes:
+            inserted = self._insert_new(cur, batch, seq)
+            if inserted is not None:
+                return inserted
+        before = {rid: _members(m) for rid, (_, m) in stored.items()}
+        ops = plan_ops(batch, before, link_sources)
+        upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
+        self._check_references(cur, batch, stored, upserts)
+
+        # membership after the batch, for the records it involves (deletes first, as in plan_ops)
+        after = {rid: set(names) for rid, names in before.items()}
+        for rid in deletes:
+            after[rid] = set()
+        for index, rids in batch.remove_membership.items():
+            for rid in rids:
+                after.get(rid, set()).discard(index)
+        for index, rids in batch.add_membership.items():
+            for rid in rids:
+                after.setdefault(rid, set()).add(index)
+        dropped = set(batch.drop_indexes)
+        if dropped:
+            for names in after.values():
+                names -= dropped
+
+        if deletes:
+            gone = [stored.pop(rid)[0] for rid in deletes if rid in stored]
+            self._delete_vectors(cur, gone)
+            for chunk in _chunks(deletes):
+                marks = ",".join("?" * len(chunk))
+                cur.execute(f"DELETE FROM links WHERE source IN ({marks}) OR target IN ({marks})", [*chunk, *chunk])
+            for chunk in _chunks(gone):
+                cur.execute(f"DELETE FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
+        if upserts:
+            member = {rid: _member_text(after[rid]) for rid in upserts if after.get(rid)}
+            self._write_records(cur, batch.upserts, upserts, stored, member)
+        changed = [(_member_text(after[rid]), rowid) for rid, (rowid, m) in stored.items() if rid not in upserts and _members(m) != after[rid]]
+        cur.executemany("UPDATE records SET member_of=? WHERE rowid=?", changed)
+        for index in dropped:
+            cur.execute("UPDATE records SET member_of = replace(member_of, ?, '|') WHERE instr(member_of, ?) > 0", (f"|{index}|", f"|{index}|"))
+            cur.execute("DELETE FROM oplog WHERE index_name=?", (index,))
+        by_index: dict[str, list[tuple[str, str]]] = {}
+        for index, rid, op in ops:
+            by_index.setdefault(index, []).append((rid, op))
+        self._finish(cur, batch, seq, [(index, pack_ops(entries)) for index, entries in by_index.items()])
+        return Applied(seq, make_ops(seq, ops))
+
+    def _finish(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int, logged: list[tuple[str, str]]) -> None:
+        """The end of every batch: its state changes, one oplog row per index (``(index, packed ops)``), the new sequence number."""
+        for (namespace, key), value in batch.state.items():
+            if value is None:
+                cur.execute("DELETE FROM state WHERE namespace=? AND key=?", (namespace, key))
+            else:
+                cur.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
+        cur.executemany("INSERT INTO oplog (seq, index_name, ops) VALUES (?, ?, ?)", [(seq, index, ops) for index, ops in logged])
+        cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
+
+    def _insert_new(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int) -> Applied | None:
+        """:meth:`_apply` for the common batch: records none of which is stored, each added
+        to indexes (membership only for records of the batch), nothing deleted or removed.
+        What it logs is what :func:`~memcore.stores._store.plan_ops` plans for such a batch -- per
+        index, an ``add`` for the first occurrence of each id -- without its general
+        bookkeeping. None when some id given membership is not in the batch (the general
+        path then raises the error that names it)."""
+        upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
+        adds = {index: list(dict.fromkeys(rids)) for index, rids in batch.add_membership.items() if rids}
+        if any(not upserts.keys() >= set(rids) for rids in adds.values()):
+            return None
+        self._check_link_targets(cur, set(), upserts)
+        if len(adds) == 1:
+            ((index, rids),) = adds.items()
+            member = dict.fromkeys(rids, member_text_of(index))
+        else:
+            names: dict[str, set[str]] = {}
+            for index, rids in adds.items():
+                for rid in rids:
+                    names.setdefault(rid, set()).add(index)
+            member = {rid: _member_text(indexes) for rid, indexes in names.items()}
+        if upserts:
+            self._write_records(cur, batch.upserts, upserts, {}, member)
+        self._finish(cur, batch, seq, [(index, pack_adds(rids)) for index, rids in adds.items()])
+        return Applied(seq, make_ops(seq, ((index, rid, "add") for index, rids in adds.items() for rid in rids)))
+
+    def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch, stored: dict[str, tuple[int, str]], upserts: dict[str, Record]) -> None:
+        """Ids given membership and link targets must exist after the batch (before anything is written)."""
+        deleted = set(batch.deletes)
+
+        def alive(rid: str) -> bool:
+            return rid in upserts or (rid in stored and rid not in deleted)
+
+        for rids in batch.add_membership.values():
+            for rid in rids:
+                if not alive(rid):
+                    raise NotFoundError(f"record {rid!r} does not exist")
+        self._check_link_targets(cur, deleted, upserts)
+
+    def _check_link_targets(self, cur: sqlite3.Cursor, deleted: set[str], upserts: dict[str, Record]) -> None:
+        """The records ``upserts`` link to exist after the batch (``deleted``: ids it deletes)."""
+        targets = sorted({l.target for r in upserts.values() for l in r.links} - upserts.keys())
+        for rid in targets:
+            if rid in deleted:
+                raise NotFoundError(f"link target {rid!r} does not exist")
+        for chunk in _chunks(targets):
+            found = {row[0] for row in cur.execute(f"SELECT id FROM records WHERE id IN ({','.join('?' * len(chunk))})", chunk)}
+            missing = [rid for rid in chunk if rid not in found]
+            if missing:
+                raise NotFoundError(f"link target {missing[0]!r} does not exist")
+
+    def _write_records(
+        self, cur: sqlite3.Cursor, records: Sequence[Record], last: dict[str, Record], stored: dict[str, tuple[int, str]], member: dict[str, str]
+    ) -> None:
+        """Insert new records and rewrite stored ones, with one ``executemany`` per table.
+
+        ``last`` maps each id to its last occurrence in ``records`` (its content wins; a new
+        record keeps its first occurrence's ``created_at`` and position); ``member`` holds
+        the ``member_of`` text of each record after the batch (absent: none). New rows get
+        consecutive rowids from the table's sequence (checked after the insert)."""
+        fresh = [r for r in last.values() if r.id not in stored]
+        old = [r for r in last.values() if r.id in stored]
+        created: dict[str, float] = {}
+        if len(last) != len(records):
+            for r in reversed(records):
+                created[r.id] = r.created_at
+        rowids: dict[str, int] = {rid: rowid for rid, (rowid, _) in stored.items() if rid in last}
+        if old:
+            self._delete_vectors(cur, [rowids[r.id] for r in old])
+            cur.executemany("DELETE FROM links WHERE source=?", [(r.id,) for r in old])
+            cur.executemany(
+                "UPDATE records SET text=?, metadata=?, user_id=?, agent_id=?, run_id=?, updated_at=?, member_of=? WHERE rowid=?",
+                [(r.text, _json_text(r.metadata), *_scope_row(r.scope), r.updated_at, member.get(r.id, "|"), rowids[r.id]) for r in old],
+            )
+        if fresh:
+            row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
+            base = int(row[0]) if row else 0
+            cur.executemany(
+                "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _record_rows(fresh, created, member),
+            )
+            row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
+            if row is not None and int(row[0]) == base + len(fresh):
+                rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))
+            else:  # someone else's rowids in the sequence: look them up
+                rowids.update((rid, rowid) for rid, (rowid, _) in self._stored_rows(cur, [r.id for r in fresh]).items())
+        by_space: dict[str, tuple[list[int], list[Any]]] = {}
+        for r in last.values():
+            rowid = rowids[r.id]
+            for space, v in r.vectors.items():
+                column = by_space.get(space)
+                if column is None:
+                    column = by_space[space] = ([], [])
+                column[0].append(rowid)
+                column[1].append(v)
+        for space, (vector_rids, vectors) in by_space.items():
+            table = self._spaces.table(space, create=cur)
+            cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", zip(vector_rids, _blobs(vectors)))
+        links = [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links]
+        if links:
+            cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", links)
+
+    def _delete_vectors(self, cur: sqlite3.Cursor, rowids: Sequence[int]) -> None:
+        if not rowids:
+            return
+        for table in self._spaces.tables():
+            for chunk in _chunks(rowids):
+                cur.execute(f"DELETE FROM {table} WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
