@@ -106,7 +106,8 @@ class Query:
         """The ``where`` filter parsed (:class:`FilterError` when malformed), once per query:
         every recall stage of a pipeline run resolves the same parsed filter."""
         if self._parsed_where is _UNPARSED:
-            self._parsed_where = parse_filter(self.where)
+            where = self.where
+            self._parsed_where = None if where is None else parse_filter(where)  # no filter (the common case): no call
         return self._parsed_where  # type: ignore[no-any-return]
 
 
