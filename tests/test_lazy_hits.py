@@ -12,7 +12,7 @@ import copy
 import pytest
 
 from memcore import Collection, Contribution, Hit, Pipeline, Query
-from memcore.model._hit import rank_hits
+from memcore.model._query import rank_hits
 from memcore._plugins._host import get_registry
 from memcore.model._record_batch import RecordBatch
 from memcore.stores._sqlite import RowCache

@@ -85,9 +85,6 @@ def test_rrf_without_memcore_rrf_says_what_to_install(without_memcore_rrf, pipel
     with pytest.raises(UnknownComponentError, match=r"unknown fusion kind 'rrf'") as info:
         Pipeline.from_config(pipeline, registry).check(collection)
     assert info.value.extra == "rrf" and HINT_RRF in str(info.value)
-    with pytest.raises(UnknownComponentError) as info:
-        collection.retrieve_multi({"vector": "cat", "words": "cat"})  # retrieve_multi's default fusion
-    assert HINT_RRF in str(info.value)
     assert Pipeline.from_config([{"kind": "recall", "index": "vector"}, {"kind": "fuse", "fusion": "concat"}], registry).check(collection) is None
 
 

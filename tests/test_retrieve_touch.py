@@ -15,7 +15,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import pytest
 
 import memcore
 
@@ -51,23 +50,16 @@ def _listing(seen: dict[str, int]) -> str:
     return "\n".join(f"  {n:3d} calls  {f}" for f, n in seen.items())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="16 files after the Collection split: the reader reads the scope binding through a property (model/_binding), "
-    "PipelineContext asks Collection.reader (a property in collection/_collection.py), model/_hit is not yet in model/_query, "
-    "and the read path calls collection/_base helpers; remove this mark when it passes",
-)
 def test_a_default_retrieve_touches_at_most_12_core_files(tmp_path):
     seen = files_touched_by_one_retrieve(tmp_path / "m")
     assert len(seen) <= LIMIT, f"one default retrieve touches {len(seen)} core files (at most {LIMIT}):\n{_listing(seen)}"
 
 
-def test_the_retrieve_path_outside_the_collection_and_the_indexes(tmp_path):
-    """The files outside ``collection/`` and ``indexes/`` (the index and its base classes:
-    ``indexes/_exact``, ``indexes/_vector``) leave room for the collection's read path: at
-    most 10 today, 9 once ``model/_hit`` joins ``model/_query``. Not counted either:
-    ``model/_binding``, reached only from ``collection/`` (the scope binding read per query),
-    which can leave the path (the reader may read the binding's ContextVar itself)."""
+def test_the_read_path_of_the_collection_is_one_module(tmp_path):
+    """The collection's part of a default retrieve is its read path (``collection/_reads``):
+    the shared helpers of ``collection/_base`` and the scope binding's module stay off it
+    (the reader reads the binding's context variable itself, and finds a usable index
+    without a call)."""
     seen = files_touched_by_one_retrieve(tmp_path / "m")
-    outside = {f: n for f, n in seen.items() if not f.startswith(("collection/", "indexes/")) and f != "model/_binding.py"}
-    assert len(outside) <= 10, f"{len(outside)} core files outside collection/ and indexes/ on one default retrieve:\n{_listing(outside)}"
+    assert [f for f in seen if f.startswith("collection/")] == ["collection/_reads.py"], _listing(seen)
+    assert "model/_binding.py" not in seen, _listing(seen)

@@ -34,7 +34,7 @@ from .errors import (
     UnknownComponentError,
     ValidationError,
 )
-from .model._hit import Contribution, Hit
+from .model._query import Contribution, Hit
 from .model._query import Query
 from .model._record import Link, Record, Scope
 from .retrieval._pipeline import Pipeline

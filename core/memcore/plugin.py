@@ -58,7 +58,7 @@ from .llms._llm import LLM, LLMs, StepReport, run_llm_step
 from .llms._triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 from .model._checks import validate_k
 from .model._filters import Filter, matches, parse_filter
-from .model._hit import Contribution, Hit
+from .model._query import Contribution, Hit
 from .model._query import Query
 from .model._record import Link, Record, Scope
 from .model._text import (

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import NotFoundError, ValidationError
 from ..collection._input import coerce_ids
 from ..llms._llm import LLMs
-from ..model._hit import Hit
+from ..model._query import Hit
 from ..model._record import Record, Scope
 from ..services._service import where_from_options
 

@@ -69,6 +69,7 @@ class CollectionBase:
         self._indexes = state.indexes
         self._lock = state.lock
         self._binding = state.binding
+        self._scope = state.binding.var  # the bound scope: self._scope.get() (None: unbound)
         self._allowed_sets = state.allowed_sets
 
     def _check_open(self) -> None:
@@ -152,7 +153,7 @@ class CollectionBase:
 
     def _invisible(self, ids: Sequence[str]) -> list[str]:
         """The ids among ``ids`` the bound scope does not see (none when unbound)."""
-        bound = self._binding.scope
+        bound = self._scope.get()
         if bound is None or not ids:
             return []
         store = self._store
@@ -164,7 +165,7 @@ class CollectionBase:
         """The records of ``ids`` the bound scope sees; NotFoundError naming the others."""
         self._check_open()
         found = self._store.get(list(ids))
-        if self._binding.scope is not None:
+        if self._scope.get() is not None:
             found = [r if r is not None and self._binding.covers(r) else None for r in found]
         missing = [i for i, r in zip(ids, found) if r is None]
         if missing:

@@ -53,7 +53,8 @@ class Collection(IndexLifecycle, Writes, CollectionReader):
         state = CollectionState(store, spaces, registry, Path(path) if path is not None else None, llms)
         state.index_kinds.update(index_kinds or {})
         super().__init__(state)
-        self._reader = CollectionReader(state)
+        self.reader = CollectionReader(state)
+        """The read path of this collection, built once: what its pipeline's stages read through."""
         self._pin_spaces()
         self._open_declared(declared or {})
 
@@ -87,11 +88,6 @@ class Collection(IndexLifecycle, Writes, CollectionReader):
             raise
 
     # -- what only the collection gives: its reader and raw access ------------------------
-
-    @property
-    def reader(self) -> CollectionReader:
-        """The read path of this collection, built once: what its pipeline's stages read through."""
-        return self._reader
 
     @property
     def store(self) -> Store:

@@ -21,7 +21,7 @@ from ..indexes._allowed import AllowedIds
 from ..model._binding import narrow
 from ..model._checks import validate_k
 from ..model._filters import Filter, filter_key, parse_filter
-from ..model._hit import Hit, attach_batch, rank_hits
+from ..model._query import Hit, attach_batch, rank_hits
 from ..model._query import Query
 from ..model._record import Record, Scope
 from ._base import CollectionBase, CollectionState
@@ -39,11 +39,8 @@ class CollectionReader(CollectionBase):
 
     def __init__(self, source: "CollectionState | CollectionBase") -> None:
         super().__init__(source if isinstance(source, CollectionState) else source._state)
-
-    @property
-    def reader(self) -> "CollectionReader":
-        """This reader (a :class:`memcore.Collection` answers its own, built once)."""
-        return self
+        self.reader: CollectionReader = self
+        """This reader (a :class:`memcore.Collection` holds its own, built once)."""
 
     @property
     def spaces(self) -> Mapping[str, Space]:
@@ -92,7 +89,7 @@ class CollectionReader(CollectionBase):
                 declared.check_query_vector(vector)
         q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
         wanted = q.scope if scope is None else scope if type(scope) is Scope else Scope.coerce(scope)
-        bound = self._binding.scope
+        bound = self._scope.get()
         narrowed = wanted if bound is None else bound if wanted is None or wanted is bound else narrow(bound, wanted)
         if narrowed is not q.scope:
             if q is query and narrowed != q.scope:  # never change the caller's query: one copy, rescoped
@@ -120,7 +117,7 @@ class CollectionReader(CollectionBase):
     @property
     def bound_scope(self) -> Scope | None:
         """The scope the current call is bound to (None: unrestricted)."""
-        return self._binding.scope
+        return self._scope.get()
 
     def outside_scope(self, ids: Sequence[str]) -> list[str]:
         """The ids among ``ids`` the bound scope does not see (none when unbound): what a
@@ -156,7 +153,9 @@ class CollectionReader(CollectionBase):
         default the index name).
         """
         with self._lock:
-            handle = self._handle(name)
+            handle = self._indexes.get(name)  # the usual case without a call: open, known, fresh, usable
+            if handle is None or handle.stale or handle.error is not None or self._state.closed:
+                handle = self._handle(name)  # closed, unknown, stale or broken: the full lookup says so
             if self._store.read_only:  # pipelines search through here: readers catch up first
                 self._catch_up(handle)
             if type(k) is not int or k <= 0:  # the depth a stage asks for: the common case without a call
@@ -164,7 +163,7 @@ class CollectionReader(CollectionBase):
             if query._checked_by is not self._state:
                 query = self.request(query)
             else:
-                bound = self._binding.scope
+                bound = self._scope.get()
                 if bound is not None and bound is not query.scope:  # bound after the check: narrowed, never widened
                     scope = narrow(bound, query.scope)
                     if scope != query.scope:
@@ -250,7 +249,7 @@ class CollectionReader(CollectionBase):
         with self._lock:
             self._check_open()
             found = self._store.get(coerce_ids(ids))
-            if self._binding.scope is None:
+            if self._scope.get() is None:
                 return found
             return [r if r is not None and self._binding.covers(r) else None for r in found]
 
@@ -258,7 +257,7 @@ class CollectionReader(CollectionBase):
         """Records by id in order, without their vectors; None for unknown ids and ids the
         bound scope does not see."""
         got = self._store.get(ids, with_vectors=False)
-        hidden = self._invisible(ids)
+        hidden = self._invisible(ids) if self._scope.get() is not None else None
         if hidden:  # ids a stage found elsewhere (links...) that the caller's scope does not see
             hidden_set = set(hidden)
             return [None if r is not None and r.id in hidden_set else r for r in got]
@@ -268,7 +267,7 @@ class CollectionReader(CollectionBase):
         """The stored texts of ``ids`` in order; None for unknown ids and ids the bound scope
         does not see (lighter than :meth:`records`)."""
         texts = self._store.texts(ids)
-        hidden = self._invisible(ids)
+        hidden = self._invisible(ids) if self._scope.get() is not None else None
         if hidden:
             hidden_set = set(hidden)
             return [None if rid in hidden_set else text for rid, text in zip(ids, texts)]
@@ -295,7 +294,7 @@ class CollectionReader(CollectionBase):
 
         The records are read now and each is built on first access of ``hit.record`` (see
         :mod:`memcore.model._record_batch`)."""
-        if self._binding.scope is not None:
+        if self._scope.get() is not None:
             hidden = set(self._invisible([h.id for h in hits]))
             hits = [h for h in hits if h.id not in hidden] if hidden else hits
         return attach_batch(hits, self._store.get_batch([h.id for h in hits]))

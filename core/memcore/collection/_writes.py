@@ -339,7 +339,7 @@ class Writes(CollectionBase):
 
     def _check_visible(self, records: Iterable[Record]) -> None:
         """Existing records a scoped write names must be the caller's (else: unknown)."""
-        if self._binding.scope is None:
+        if self._scope.get() is None:
             return
         hidden = [r.id for r in records if not self._binding.covers(r)]
         if hidden:

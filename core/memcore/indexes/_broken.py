@@ -17,7 +17,7 @@ from pydantic import ConfigDict
 
 from ..errors import BrokenIndexError
 from ._index import Index
-from ..model._hit import Hit
+from ..model._query import Hit
 from ..model._query import Query
 from ..model._record import Record
 from .._plugins._registry import ComponentConfig

@@ -22,7 +22,7 @@ from ._allowed import GATHER_MAX, AllowedIds, GatheredRows, merge_sorted
 from ..errors import CorruptError, DimensionError
 from .._util.atomic import atomic_write_bytes, atomic_write_json
 from ._index import IndexContext
-from ..model._hit import Hit
+from ..model._query import Hit
 from ..model._query import Query
 from ..model._record import Record
 from ..model._checks import check_finite_vectors

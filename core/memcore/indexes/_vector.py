@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import DimensionError, ValidationError
 from ._index import Index, IndexContext, Requirements
-from ..model._hit import Hit
+from ..model._query import Hit
 from ..model._query import Query
 from ..model._record import Record
 from ..model._checks import validate_k

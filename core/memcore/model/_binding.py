@@ -89,40 +89,41 @@ class ScopeBinding:
     """The scope bound on one collection, per thread and task."""
 
     def __init__(self) -> None:
-        self._var: ContextVar[Scope | None] = ContextVar(f"memcore-scope-{id(self)}", default=None)
+        self.var: ContextVar[Scope | None] = ContextVar(f"memcore-scope-{id(self)}", default=None)
+        """The bound scope as a context variable (``var.get()``: what :attr:`scope` returns, without a call here)."""
 
     @property
     def scope(self) -> Scope | None:
         """The bound scope (None: the call is not restricted)."""
-        return self._var.get()
+        return self.var.get()
 
     @contextmanager
     def bind(self, scope: Scope | Mapping[str, Any] | None) -> Iterator[Scope | None]:
         """Restrict what runs inside to ``scope`` (narrowed with what is already bound)."""
-        current = self._var.get()
+        current = self.var.get()
         if scope is None or scope is current:  # nothing new to bind (a checked query carries the bound scope itself)
             yield current
             return
         bound = narrow(current, scope if type(scope) is Scope else Scope.coerce(scope))
-        token = self._var.set(bound)
+        token = self.var.set(bound)
         try:
             yield bound
         finally:
-            self._var.reset(token)
+            self.var.reset(token)
 
     def effective(self, scope: Scope | Mapping[str, Any] | None) -> Scope | None:
         """The scope a read asked for, restricted to the bound one."""
-        return narrow(self._var.get(), Scope.coerce(scope))
+        return narrow(self.var.get(), Scope.coerce(scope))
 
     def covers(self, record: Record) -> bool:
         """True when ``record`` is visible to the bound scope."""
-        bound = self._var.get()
+        bound = self.var.get()
         return bound is None or bound.covers(record.scope)
 
     def stamp(self, records: list[Record]) -> None:
         """Give records written without a scope the bound one; refuse one outside it."""
-        stamp_scope(records, self._var.get(), "the scope this call is bound to")
+        stamp_scope(records, self.var.get(), "the scope this call is bound to")
 
     def namespace(self, namespace: str) -> str:
         """Where the bound scope's state of ``namespace`` is stored."""
-        return state_namespace(namespace, self._var.get())
+        return state_namespace(namespace, self.var.get())

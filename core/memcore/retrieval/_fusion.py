@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Collection, Mapping, Sequence
 
-from ..model._hit import Contribution, Hit
+from ..model._query import Contribution, Hit
 
 __all__ = ["Fusion", "merge_provenance", "distinct_ids"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from ._fusion import Fusion, distinct_ids, merge_provenance
-from ..model._hit import Hit
+from ..model._query import Hit
 from .._plugins._registry import ComponentConfig
 
 

@@ -28,7 +28,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from ..errors import ValidationError
 from ._pipeline import PipelineContext, Stage
-from ..model._hit import Hit
+from ..model._query import Hit
 from .._plugins._registry import ComponentConfig
 from ._intent_rules import INTENTS, QueryIntent, classify
 from ._stages import RecencyMode, minmax, parse_time, phrase_fraction, recency_decay, reference_time, rescored, unique_hits

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import ConfigError, UnknownComponentError, ValidationError
 from ..collection._reads import CollectionReader
 from .._util.merge import merge_layers
-from ..model._hit import Hit
+from ..model._query import Hit
 from ..model._query import Query
 from ..model._record import Record
 from .._plugins._registry import Registry

@@ -31,7 +31,7 @@ from pydantic import ValidationError as PydanticValidationError
 from ..collection._reads import CollectionReader
 from ..errors import ConfigError, ValidationError
 from ..model._filters import matches, parse_filter
-from ..model._hit import Hit
+from ..model._query import Hit
 from ..model._query import Query
 from ..model._text import content_tokens, token_sets
 from .._plugins._registry import ComponentConfig

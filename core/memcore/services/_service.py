@@ -37,7 +37,7 @@ from pydantic import Field
 
 from ..errors import ConfigError, ValidationError
 from ..llms._llm import LLM, LLMs, StepCounter, run_llm_step
-from ..model._hit import Hit
+from ..model._query import Hit
 from ..model._query import Query
 from ..model._record import Record, Scope
 from .._plugins._registry import ComponentConfig

@@ -12,7 +12,7 @@ import pytest
 from ..errors import ValidationError
 from ..model._checks import validate_k
 from ..retrieval._fusion import Fusion
-from ..model._hit import Contribution, Hit
+from ..model._query import Contribution, Hit
 from ..model._query import Query
 from ..model._record import Scope
 from ..retrieval._pipeline import Pipeline

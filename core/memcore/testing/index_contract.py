@@ -11,7 +11,7 @@ import pytest
 
 from ..errors import DimensionError, ValidationError
 from ..indexes._index import Index, IndexContext, Requirements, SpaceInfo
-from ..model._hit import Hit
+from ..model._query import Hit
 from ..model._query import Query
 from ..model._record import Record
 from ..stores._store import WriteBatch

@@ -9,7 +9,7 @@ import pytest
 from ..collection._collection import Collection
 from ..retrieval._pipeline import Pipeline, PipelineContext, Stage, _trusted
 from .._plugins._host import get_registry
-from ..model._hit import Contribution, Hit
+from ..model._query import Contribution, Hit
 from ..model._query import Query
 from .data import make_texts
 
