@@ -27,23 +27,7 @@ from ..retrieval._intent import IntentConfig, IntentStage
 if TYPE_CHECKING:
     from ..plugin import StageFactory, Register
 
-__all__ = [
-    "RecallConfig",
-    "Recall",
-    "FuseConfig",
-    "Fuse",
-    "FilterConfig",
-    "MetadataFilter",
-    "ThresholdConfig",
-    "Threshold",
-    "LimitConfig",
-    "Limit",
-    "RerankConfig",
-    "RerankStage",
-    "IntentConfig",
-    "IntentStage",
-    "register_stages",
-]
+__all__ = ["register_stages"]
 
 
 @hookimpl

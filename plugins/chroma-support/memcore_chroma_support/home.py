@@ -123,6 +123,15 @@ class CollectionHome:
             self._batch = max(1, int(self.client.get_max_batch_size()))
         return self._batch
 
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Delete ``ids`` (duplicates once) from the collection in batches of :attr:`batch_size`;
+        returns the distinct ids (nothing is deleted when no collection was created yet)."""
+        distinct = list(dict.fromkeys(ids))
+        if distinct and self.opened:
+            for part in chunks(distinct, self.batch_size):
+                self.collection.delete(ids=list(part))
+        return distinct
+
     def _create(self, client: Any) -> Any:
         name = f"{self.prefix}-{uuid.uuid4().hex[:12]}"
         if self.connection.mode == "http" and self.folder is not None:

@@ -120,11 +120,7 @@ class ChromaIndex(VectorIndex):
             collection.upsert(ids=ids[sl.start : sl.stop], embeddings=vectors[sl.start : sl.stop])
 
     def remove(self, ids: Sequence[str]) -> None:
-        ids = list(dict.fromkeys(ids))
-        if not ids or not self.home.opened:
-            return
-        for part in chunks(ids, self.home.batch_size):
-            self.home.collection.delete(ids=list(part))
+        self.home.delete(ids)
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -13,19 +13,21 @@ from typing import Any, Collection as AbstractSet, Sequence
 
 import numpy as np
 
-from memcore.plugin import AllowedIds, Hit, Index, IndexContext, Query, Record, Requirements, ValidationError, validate_k
+from memcore.plugin import AllowedIds, Hit, IndexContext, Query, Record, Requirements, validate_k
 
 from . import storage
-from .config import ColbertIndexConfig, ColbertQueryMode, resolve_params
+from .text_index import ColbertTextIndex
+from .config import ColbertIndexConfig, resolve_params
 from .encoder import TokenEncoder
 from .engine import Engine
 
 __all__ = ["ColbertIndex"]
 
 
-class ColbertIndex(Index):
+class ColbertIndex(ColbertTextIndex):
     """ColBERTv2-style late interaction (compressed residuals, PLAID search) in process."""
 
+    label = "colbert"
     score_name = "MaxSim / query tokens"
     score_range = (-1.0, 1.0)
     format_version = storage.FORMAT_VERSION
@@ -42,25 +44,6 @@ class ColbertIndex(Index):
         return len(self.engine)
 
     # -- validation --------------------------------------------------------------------
-
-    def validate(self, records: Sequence[Record]) -> None:
-        for r in records:
-            if not isinstance(r.text, str):
-                raise ValidationError(f"index {self.name!r}: record {r.id!r} has no text")
-
-    def validate_query(self, query: Query) -> None:
-        self._mode(query)
-        self._text(query)
-
-    def _text(self, query: Query) -> str:
-        """The query's text (ValidationError when it has none)."""
-        if not (isinstance(query.text, str) and query.text.strip()):
-            raise ValidationError(f"index {self.name!r} (colbert) searches text: the query text is empty")
-        return query.text
-
-    def _mode(self, query: Query) -> ColbertQueryMode | None:
-        mode: ColbertQueryMode | None = self.mode(query, ColbertQueryMode)
-        return mode
 
     # -- writing -----------------------------------------------------------------------
 

@@ -15,7 +15,6 @@ from typing import Any, Collection as AbstractSet, Sequence
 from memcore.plugin import (
     CorruptError,
     Hit,
-    Index,
     IndexContext,
     NotFoundError,
     Query,
@@ -28,7 +27,8 @@ from memcore.plugin import (
 )
 
 from .client import ColbertClient
-from .config import ColbertQueryMode, ColbertRemoteConfig
+from .text_index import ColbertTextIndex
+from .config import ColbertRemoteConfig
 from .names import check_index_name
 
 __all__ = ["ColbertRemoteIndex"]
@@ -36,9 +36,10 @@ __all__ = ["ColbertRemoteIndex"]
 STATE_FILE = "remote.json"
 
 
-class ColbertRemoteIndex(Index):
+class ColbertRemoteIndex(ColbertTextIndex):
     """The ``colbert`` index behind the HTTP API (scores: MaxSim / query tokens, as in process)."""
 
+    label = "colbert_remote"
     score_name = "MaxSim / query tokens"
     score_range = (-1.0, 1.0)
     requires = Requirements(text=True)
@@ -61,25 +62,6 @@ class ColbertRemoteIndex(Index):
             return int(self.client.info(self.index_name)["passages"])
         except NotFoundError:
             return 0
-
-    def validate(self, records: Sequence[Record]) -> None:
-        for r in records:
-            if not isinstance(r.text, str):
-                raise ValidationError(f"index {self.name!r}: record {r.id!r} has no text")
-
-    def validate_query(self, query: Query) -> None:
-        self._mode(query)
-        self._text(query)
-
-    def _mode(self, query: Query) -> ColbertQueryMode | None:
-        mode: ColbertQueryMode | None = self.mode(query, ColbertQueryMode)
-        return mode
-
-    def _text(self, query: Query) -> str:
-        """The query's text (ValidationError when it has none)."""
-        if not (isinstance(query.text, str) and query.text.strip()):
-            raise ValidationError(f"index {self.name!r} (colbert_remote) searches text: the query text is empty")
-        return query.text
 
     def add(self, records: Sequence[Record]) -> None:
         if not records:

@@ -163,12 +163,10 @@ class PoincareIndex(VectorIndex):
             self._mirror.upsert(ids, directions, metas)
 
     def remove(self, ids: Sequence[str]) -> None:
-        ids = list(dict.fromkeys(ids))
-        if not ids or not self.home.opened:
+        if not self.home.opened:
             return
-        for part in chunks(ids, self.home.batch_size):
-            self.home.collection.delete(ids=list(part))
-        if self._mirror is not None:
+        ids = self.home.delete(ids)
+        if ids and self._mirror is not None:
             self._mirror.delete(ids)
 
     # -- reading ---------------------------------------------------------------------------
