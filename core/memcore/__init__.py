@@ -24,6 +24,11 @@ from .errors import (
     DimensionError,
     DuplicateIdError,
     EndpointError,
+    AuthenticationError,
+    PermissionDeniedError,
+    StorageFullError,
+    StoreError,
+    StoreUnavailableError,
     FilterError,
     IndexUpdateError,
     LockedError,
@@ -75,6 +80,11 @@ __all__ = [
     "IndexUpdateError",
     "BrokenIndexError",
     "EndpointError",
+    "StoreError",
+    "StoreUnavailableError",
+    "StorageFullError",
+    "AuthenticationError",
+    "PermissionDeniedError",
 ]
 """What an application uses: :func:`open`, the data types, the errors (and ``hookimpl``)."""
 

@@ -23,6 +23,11 @@ __all__ = [
     "IndexUpdateError",
     "BrokenIndexError",
     "EndpointError",
+    "StoreError",
+    "StoreUnavailableError",
+    "StorageFullError",
+    "AuthenticationError",
+    "PermissionDeniedError",
 ]
 
 
@@ -156,3 +161,33 @@ class EndpointError(MemcoreError):
         self.status = status
         self.attempts = attempts
         super().__init__(message)
+
+
+class StoreError(MemcoreError):
+    """The store failed for a reason outside the data: its server, its disk, its connection.
+
+    Nothing is half-written: a batch that raises this was not acknowledged and is not stored.
+    """
+
+
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached (a database server refused the connection, dropped it
+    mid-call or rejected the credentials) after the retries that are safe were used up."""
+
+
+class StorageFullError(StoreError, OSError):
+    """The disk (or quota) under the memory is full. Nothing acknowledged was lost; free
+    space and retry. ``path`` names the file or directory that could not be written."""
+
+    def __init__(self, message: str, *, path: str | None = None):
+        self.path = path
+        super().__init__(message)
+
+
+class AuthenticationError(MemcoreError):
+    """A server refused the call: no API key, or an unknown one (HTTP 401)."""
+
+
+class PermissionDeniedError(MemcoreError):
+    """A server refused the call: the API key is valid but the call is outside the key's
+    scope or needs an admin key (HTTP 403)."""

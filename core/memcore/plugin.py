@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from ._plugins._registry import ComponentConfig
 from ._plugins.hookspecs import COMPONENTS, Register, hookimpl
 from ._util.http import EndpointConfig, JsonHttpClient, RequestStats
+from ._util.api_keys import ApiKey, ApiKeyRing, hash_api_key
 from ._util.atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from ._util.log import get_logger
 from .collection._collection import Collection
@@ -38,6 +39,11 @@ from .errors import (
     DimensionError,
     DuplicateIdError,
     EndpointError,
+    AuthenticationError,
+    PermissionDeniedError,
+    StorageFullError,
+    StoreError,
+    StoreUnavailableError,
     FilterError,
     IndexUpdateError,
     LockedError,
@@ -137,6 +143,10 @@ __all__ = [
     "EndpointConfig",
     "JsonHttpClient",
     "RequestStats",
+    # -- API keys for servers (SHA-256 digests, constant-time lookup) --
+    "ApiKey",
+    "ApiKeyRing",
+    "hash_api_key",
     # -- helpers for embedder authors --
     "build_embedder",
     "unit_token_rows",
@@ -202,6 +212,11 @@ __all__ = [
     "IndexUpdateError",
     "BrokenIndexError",
     "EndpointError",
+    "StoreError",
+    "StoreUnavailableError",
+    "StorageFullError",
+    "AuthenticationError",
+    "PermissionDeniedError",
 ]
 """Every name a plugin module may import from memcore (plus ``memcore.testing`` in its tests)."""
 
