@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Callable
+import asyncio
+import inspect
+import threading
+from typing import Any, Callable
 
 import pytest
+
+import memcore
 
 from memcore.embedders._embedder import HashingEmbedder, HashingEmbedderConfig, Space
 
@@ -21,3 +26,53 @@ def make_spaces() -> Callable[[], dict[str, Space]]:
     dimensions) and ``small`` (64). (test_persistence.py keeps its own copy in the helper
     source it shares with the child processes it starts.)"""
     return _two_spaces
+
+
+# -- AsyncMemory behind a synchronous face -----------------------------------------------
+
+
+class SyncOverAsync:
+    """A synchronous face over an AsyncMemory (for running Memory's tests against it)."""
+
+    def __init__(self, settings: Any, **kwargs: Any):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self.amemory: memcore.AsyncMemory = self._wait(memcore.open_async(settings, **kwargs)._open())
+
+    def _wait(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.amemory, name)
+        if inspect.iscoroutinefunction(attribute):
+            return lambda *args, **kwargs: self._wait(attribute(*args, **kwargs))
+        return attribute
+
+    def __len__(self) -> int:
+        return int(self._wait(self.amemory.count()))
+
+    def close(self) -> None:
+        try:
+            self._wait(self.amemory.aclose())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+
+@pytest.fixture(params=["Memory", "AsyncMemory"])
+def open_memory(request) -> Callable[..., Any]:
+    """``open_memory(settings, **kw)``: a ``memcore.open`` memory, or the same memory as an
+    ``AsyncMemory`` behind :class:`SyncOverAsync`, so one test module checks that both
+    behave the same. Closed at teardown."""
+    opened: list[Any] = []
+
+    def open_(settings: Any, **kwargs: Any) -> Any:
+        memory = memcore.open(settings, **kwargs) if request.param == "Memory" else SyncOverAsync(settings, **kwargs)
+        opened.append(memory)
+        return memory
+
+    yield open_
+    for memory in opened:
+        memory.close()

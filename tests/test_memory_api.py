@@ -1,6 +1,8 @@
 """The everyday API on ``memcore.Memory``: insert / get / update / upsert / delete / count.
 
-Unknown keyword arguments are errors on every method (never silently dropped).
+Unknown keyword arguments are errors on every method (never silently dropped). Every test
+runs twice: on ``Memory`` and on ``AsyncMemory`` (driven through a synchronous face), which
+must behave the same.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ SETTINGS = {"store": {"kind": "memory"}}
 
 
 @pytest.fixture
-def memory():
-    with memcore.open(SETTINGS) as mem:
-        yield mem
+def memory(open_memory):
+    return open_memory(SETTINGS)
 
 
 def test_insert_one_or_many_returns_ids(memory):

@@ -16,6 +16,7 @@ from typing import Any
 
 from ._plugins.hookspecs import hookimpl
 from .api._open import Memory, open
+from .api._async import AsyncMemory, open_async
 from .collection._collection import Collection
 from .errors import (
     BrokenIndexError,
@@ -50,6 +51,8 @@ __all__ = [
     # -- using a memory -------------------------------------------------------------------
     "open",
     "Memory",
+    "open_async",
+    "AsyncMemory",
     "Collection",
     "MemcoreSettings",
     "load_settings",
