@@ -21,7 +21,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = ["README.md", "docs/quickstart.md", "docs/troubleshooting.md", "docs/guides/one-memory-per-user.md"]
+PAGES = [
+    "README.md",
+    "docs/quickstart.md",
+    "docs/troubleshooting.md",
+    "docs/guides/one-memory-per-user.md",
+    "docs/guides/async.md",
+    "docs/guides/langchain.md",
+]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n?", re.S | re.M)
 FILE_COMMENT = re.compile(r"^# ([\w.-]+\.toml)\s*$")
 NUMBER = re.compile(r"-?\d+\.\d+(?:e-?\d+)?")
