@@ -28,6 +28,7 @@ PAGES = [
     "docs/guides/one-memory-per-user.md",
     "docs/guides/async.md",
     "docs/guides/langchain.md",
+    "docs/guides/llamaindex.md",
 ]
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n?", re.S | re.M)
 FILE_COMMENT = re.compile(r"^# ([\w.-]+\.toml)\s*$")
