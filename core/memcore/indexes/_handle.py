@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import CorruptError
-from .._util.atomic import atomic_write_json
+from .._util.atomic import atomic_write_json, storage_full_errors
 from ._index import Index
 from ._options import build_time_part
 from .._util.log import get_logger
@@ -166,9 +166,18 @@ class IndexHandle:
     # -- persistence ---------------------------------------------------------------------
 
     def save(self) -> None:
-        """Save into ``directory`` (files first, ``index.json`` with checksums last)."""
+        """Save into ``directory`` (files first, ``index.json`` with checksums last).
+
+        :raises StorageFullError: no room on the disk (or under the quota or file size
+            limit); the previous save and the store's log still hold every acknowledged record.
+        """
         if self.directory is None or self.stale or self.error is not None:
             return  # a broken index keeps its files untouched until it is rebuilt or dropped
+        with storage_full_errors(self.directory):
+            self._save()
+
+    def _save(self) -> None:
+        assert self.directory is not None
         manifest = self.directory / MANIFEST
         if not self.dirty:
             # Unchanged since loaded/saved while the store moved on without touching this

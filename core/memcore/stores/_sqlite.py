@@ -45,7 +45,8 @@ from typing import Any, Callable, Collection, Iterator, Literal, Mapping, Sequen
 import numpy as np
 from pydantic import Field, field_validator
 
-from ..errors import ConfigError, CorruptError, FilterError, LockedError, MemcoreError, NotFoundError
+from .._util.atomic import storage_full
+from ..errors import ConfigError, CorruptError, FilterError, LockedError, MemcoreError, NotFoundError, StorageFullError
 from ..model._filters import Filter, filter_fields, to_sql
 from .._util.log import get_logger
 from ..model._record_batch import RecordBatch
@@ -56,7 +57,7 @@ from ._store import LogRead, Op, Store
 from ._sqlite_fields import FieldIndexes
 from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, members as _members, open_schema, unpack_ops
 from ._sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
-from ._sqlite_writes import SQLiteWrites, WriterLock
+from ._sqlite_writes import SQLiteWrites, WriterLock, rollback
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION", "FORGET_UP_TO", "RowCache", "guard_methods", "check_store_file"]
 
@@ -191,7 +192,55 @@ class RowCache:
 # -- safety at the store boundary -----------------------------------------------------------
 
 
+SQLITE_FULL = 13
+SQLITE_IOERR = 10
+NEAR_FULL = 1 << 20
+"""Free bytes (or bytes left under the file size limit) below which an SQLite I/O error is
+taken for a full disk: SQLite reports ENOSPC as SQLITE_FULL, but EFBIG (``ulimit -f``) and
+EDQUOT (quota) only as a generic write error."""
+
+
+def _no_room(file: Path) -> bool:
+    """Whether the store's files have no room left: the file system's free space (for this
+    user) or the process's file size limit is (nearly) used up."""
+    try:
+        stat = os.statvfs(file.parent)
+        if stat.f_bavail * stat.f_frsize < NEAR_FULL:
+            return True
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if limit == resource.RLIM_INFINITY:
+            return False
+        sizes = [p.stat().st_size for p in file.parent.glob(file.name + "*") if p.is_file()]
+        return any(size > limit - NEAR_FULL for size in sizes)
+    except (OSError, ImportError, ValueError):
+        return False
+
+
+def _storage_full(file: Path, exc: BaseException) -> StorageFullError | None:
+    """The :class:`StorageFullError` an SQLite or OS error stands for, if it is one."""
+    if isinstance(exc, OSError):
+        return storage_full(exc, file)
+    if not isinstance(exc, sqlite3.OperationalError):
+        return None
+    code = getattr(exc, "sqlite_errorcode", None)
+    full = code == SQLITE_FULL or "database or disk is full" in str(exc).lower()
+    if not full and (code is not None and code & 0xFF == SQLITE_IOERR or "disk i/o error" in str(exc).lower()):
+        full = _no_room(file)
+    if not full:
+        return None
+    return StorageFullError(
+        f"{file}: no room to write ({' '.join(str(exc).split())}): the disk, the quota or the file size limit is full; "
+        "the batch was not stored, nothing acknowledged was lost: free space (or raise the limit) and retry",
+        path=str(file),
+    )
+
+
 def _typed(file: Path, exc: BaseException) -> MemcoreError:
+    full = _storage_full(file, exc)
+    if full is not None:
+        return full
     text = " ".join(str(exc).split()) or type(exc).__name__
     if isinstance(exc, sqlite3.OperationalError):
         low = text.lower()
@@ -215,6 +264,11 @@ def guard_methods(*parts: type, skip: frozenset[str] = frozenset({"close", "size
                 raise
             except (sqlite3.DatabaseError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise _typed(self.file, exc) from exc
+            except OSError as exc:  # a full disk under the store's own files (the writer lock's note...)
+                full = storage_full(exc, self.file)
+                if full is None:
+                    raise
+                raise full from exc
             except (ValueError, KeyError, IndexError) as exc:  # malformed numbers / rows in the file
                 raise CorruptError(f"{self.file}: unreadable stored value ({type(exc).__name__}: {exc})") from exc
 
@@ -519,7 +573,7 @@ class SQLiteStore(SQLiteWrites, Store):
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('log_start', ?)", (str(start),))
                 self.db.execute("COMMIT")
             except BaseException:
-                self.db.execute("ROLLBACK")
+                rollback(self.db)
                 raise
 
     def read_log(self, seq: int, index: str) -> LogRead:

@@ -21,11 +21,14 @@ from typing import Any, Collection, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
+from .._util.log import get_logger
 from ..errors import LockedError, NotFoundError, ValidationError
 from ..model._record import Record, Scope
 from ._sqlite_schema import chunks as _chunks, json_text as _json_text, member_text as _member_text, member_text_of, members as _members, pack_adds, pack_ops
 from ._sqlite_vectors import SpaceSlots
 from ._store import Applied, WriteBatch, involved_ids, make_ops, plan_ops
+
+log = get_logger("memcore.store")
 
 __all__ = ["SQLiteWrites", "WriterLock", "LOCK_NOTE"]
 
@@ -108,6 +111,18 @@ def _blobs(vectors: list[Any]) -> Iterable[Any]:
     return [v.tobytes() if type(v) is np.ndarray and v.dtype is _F32 else np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors]
 
 
+def rollback(db: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if SQLite has not already done so (it does by itself
+    after some errors, a full disk among them: a second ROLLBACK would then hide the cause);
+    a failing ROLLBACK is logged, never raised over the error that led to it."""
+    if not db.in_transaction:
+        return
+    try:
+        db.execute("ROLLBACK")
+    except sqlite3.Error as exc:
+        log.warning("store.rollback_failed", error=str(exc))
+
+
 def _scope_row(scope: Scope | None) -> tuple[str | None, str | None, str | None]:
     return (None, None, None) if scope is None else (scope.user_id, scope.agent_id, scope.run_id)
 
@@ -155,7 +170,7 @@ class SQLiteWrites:
                 return applied
             except BaseException:
                 self._seq = None  # read again
-                cur.execute("ROLLBACK")
+                rollback(self.db)
                 self._spaces.forget()  # a space created by the failed batch is gone again
                 raise
 

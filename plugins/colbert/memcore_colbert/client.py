@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any, Mapping, Sequence
 
+from memcore import AuthenticationError, PermissionDeniedError
 from memcore.plugin import CorruptError, MemcoreError, NotFoundError, ValidationError
 
 from .names import check_index_name
@@ -27,14 +29,34 @@ def to_tsv(passages: Sequence[tuple[str, str]]) -> str:
 class ColbertClient:
     """Calls of ``memcore colbert serve``; server errors come back as memcore errors."""
 
-    def __init__(self, url: str, timeout: float = 30.0):
+    def __init__(self, url: str, timeout: float = 30.0, *, api_key: str | None = None, api_key_env: str | None = None):
+        """``api_key`` (or the environment variable named ``api_key_env``, read at each call):
+        sent as ``Authorization: Bearer`` to a server that declares keys; never logged."""
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self._api_key = api_key or None
+        self.api_key_env = api_key_env or None
+
+    def _key(self) -> str | None:
+        if self._api_key:
+            return self._api_key
+        return (os.environ.get(self.api_key_env, "").strip() or None) if self.api_key_env else None
+
+    def _auth_hint(self) -> str:
+        if self._api_key:
+            return " (the API key given was refused)"
+        if self.api_key_env:
+            return f" (the API key is read from ${self.api_key_env}, which {'is set' if os.environ.get(self.api_key_env) else 'is NOT set'})"
+        return " (no API key is sent: set api_key_env to the name of the variable holding it)"
 
     def _call(self, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None = None) -> Any:
         url = self.url + path + (("?" + urllib.parse.urlencode(params)) if params else "")
         data = json.dumps(body).encode("utf-8") if body is not None else None
-        request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json", "Accept": "application/json"})
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = self._key()
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read().decode("utf-8"))
@@ -44,6 +66,10 @@ class ColbertClient:
             except (ValueError, AttributeError):
                 payload = {}
             message = f"colbert server {self.url}: {payload.get('message') or exc.reason} (HTTP {exc.code})"
+            if exc.code == 401:
+                raise AuthenticationError(message + self._auth_hint()) from None
+            if exc.code == 403:
+                raise PermissionDeniedError(message) from None
             if exc.code == 404:
                 raise NotFoundError(message) from None
             if exc.code in (400, 409, 413, 422):

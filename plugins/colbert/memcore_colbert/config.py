@@ -5,9 +5,10 @@ Plain pydantic models: importing this module imports neither faiss nor any model
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, Mapping, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from memcore.plugin import ComponentConfig
 
@@ -21,6 +22,7 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class ColbertIndexConfig(ComponentConfig):
@@ -76,7 +78,9 @@ class ColbertIndexConfig(ComponentConfig):
         None, ge=1, description="Passages kept after pruned centroid scoring (default by k: 512 / 1024 / max(4k, 4096); ColBERT's are 256 / 1024 / ...)."
     )
     exhaustive_below: int = Field(256, ge=0, description="Collections (or allowed-id sets) of at most this many passages are scored exhaustively.")
-    seed: int = Field(0, description="Seed of sampling and k-means.")
+    seed: int = Field(
+        0, ge=0, le=2**31 - 1, description="Seed of sampling and k-means (0 to 2**31-1: faiss takes a 32-bit signed seed, numpy no negative one)."
+    )
 
     @field_validator("embedder", mode="before")
     @classmethod
@@ -99,6 +103,23 @@ class ColbertRemoteConfig(ComponentConfig):
     timeout: float = Field(30.0, gt=0, description="Seconds per HTTP request.")
     config: dict[str, Any] = Field(default_factory=dict, description="Index settings sent when the client creates the index (doc_maxlen, nbits, embedder...).")
     batch_size: int = Field(256, ge=1, description="Passages per add request.")
+    api_key_env: str | None = Field(
+        None,
+        description="Name of the environment variable holding the server's API key, read at each request (sent as 'Authorization: Bearer'); "
+        "None: no key. Prefer it to api_key: settings are saved with the memory, the variable's value never is.",
+    )
+    api_key: SecretStr | None = Field(
+        None, exclude=True, description="The API key itself (not saved with the memory's settings, never logged); api_key_env is preferred."
+    )
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is None or value == "":
+            return None
+        if not _ENV_NAME.match(value):
+            raise ValueError("api_key_env is the NAME of an environment variable (letters, digits, '_'), not the key itself; export the key in that variable")
+        return value
 
     @field_validator("url")
     @classmethod

@@ -29,8 +29,9 @@ DOC_BATCH = 32
 class TokenEncoder:
     """Documents and queries -> lists of unit token matrices, with the index's max lengths."""
 
-    def __init__(self, spec: Mapping[str, Any], doc_maxlen: int, query_maxlen: int, location: str):
-        self.embedder: Embedder = build_embedder(dict(spec), location=location)
+    def __init__(self, spec: Mapping[str, Any], doc_maxlen: int, query_maxlen: int, location: str, embedder: Embedder | None = None):
+        """``embedder``: one already built from ``spec`` (the server shares one per spec), else built here."""
+        self.embedder: Embedder = embedder if embedder is not None else build_embedder(dict(spec), location=location)
         if not self.embedder.supports_tokens:
             raise ConfigError(
                 f"embedder {spec.get('kind')!r} gives no token vectors (it does not implement embed_document_tokens); "

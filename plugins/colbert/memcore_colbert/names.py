@@ -10,7 +10,7 @@ import re
 
 from memcore.plugin import ValidationError
 
-__all__ = ["check_index_name", "index_name", "check_pid"]
+__all__ = ["check_index_name", "index_name", "check_pid", "check_unicode"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _PART = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,40}$")
@@ -39,4 +39,16 @@ def check_pid(pid: object, where: str) -> str:
     """A passage id: a non-empty string without tabs, newlines or control characters."""
     if not isinstance(pid, str) or not pid or len(pid) > _MAX_PID or any(ord(c) < 32 for c in pid):
         raise ValidationError(f"{where}: invalid passage id {pid!r} (1-{_MAX_PID} characters, no tabs or control characters)")
-    return pid
+    return check_unicode(pid, f"{where}: passage id")
+
+
+def check_unicode(text: str, where: str) -> str:
+    """``text`` when it is valid Unicode (encodable as UTF-8); ValidationError for a lone
+    surrogate (JSON's ``"\\ud800"`` decodes to one): stored, it could never be sent back."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"{where} holds a lone surrogate (U+{ord(text[exc.start]):04X} at character {exc.start}), which is not valid Unicode text"
+        ) from None
+    return text

@@ -48,7 +48,8 @@ class ColbertRemoteIndex(ColbertTextIndex):
         super().__init__(config, context)
         self.config = config
         self.index_name = check_index_name(config.index_name)
-        self.client = ColbertClient(config.url, config.timeout)
+        key = config.api_key.get_secret_value() if config.api_key is not None else None
+        self.client = ColbertClient(config.url, config.timeout, api_key=key, api_key_env=config.api_key_env)
 
     def _exists(self) -> bool:
         try:

@@ -15,18 +15,19 @@ import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from pydantic import ValidationError as PydanticValidationError
 
-from memcore.plugin import ConfigError, CorruptError, NotFoundError, ValidationError, atomic_write_json, get_logger
+from memcore.plugin import ConfigError, CorruptError, Embedder, NotFoundError, ValidationError, atomic_write_json, build_embedder, get_logger
 
 from . import storage
 from .config import ColbertIndexConfig, ColbertQueryMode, resolve_params
 from .encoder import TokenEncoder
 from .engine import Engine
-from .names import check_index_name, check_pid
+from .names import check_index_name, check_pid, check_unicode
+from .policy import request_options
 from .rwlock import RWLock
 
 __all__ = ["IndexRoot", "ServedIndex", "parse_tsv", "ConflictError"]
@@ -47,7 +48,10 @@ def parse_tsv(data: object, max_passages: int) -> list[tuple[str, str]]:
         raise ValidationError("collection_tsv_data must be a string of 'pid<TAB>text' lines")
     out: list[tuple[str, str]] = []
     seen: set[str] = set()
+    valid = _is_unicode(data)
     for number, line in enumerate(data.split("\n"), start=1):
+        if not valid:
+            check_unicode(line, f"collection_tsv_data line {number}")
         line = line.rstrip("\r")
         if not line.strip():
             continue
@@ -66,6 +70,14 @@ def parse_tsv(data: object, max_passages: int) -> list[tuple[str, str]]:
     return out
 
 
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def check_metadata(metadata: object, pids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Per-pid metadata: a dict of JSON objects whose keys are among ``pids``."""
     if metadata is None:
@@ -79,6 +91,7 @@ def check_metadata(metadata: object, pids: Sequence[str]) -> dict[str, dict[str,
             raise ValidationError(f"metadata for passage {pid!r}, which is not in collection_tsv_data")
         if not isinstance(value, Mapping):
             raise ValidationError(f"metadata of passage {pid!r} must be an object")
+        check_unicode(json.dumps(value, ensure_ascii=False), f"metadata of passage {pid!r}")
         out[pid] = dict(value)
     return out
 
@@ -86,10 +99,11 @@ def check_metadata(metadata: object, pids: Sequence[str]) -> dict[str, dict[str,
 class ServedIndex:
     """One named index: engine + encoder + texts + metadata."""
 
-    def __init__(self, name: str, config: ColbertIndexConfig):
+    def __init__(self, name: str, config: ColbertIndexConfig, embedder: Embedder | None = None):
+        """``embedder``: the token embedder built from ``config.embedder`` when the caller shares one."""
         self.name = name
         self.config = config
-        self.encoder = TokenEncoder(config.embedder, config.doc_maxlen, config.query_maxlen, f"config.embedder of index {name!r}")
+        self.encoder = TokenEncoder(config.embedder, config.doc_maxlen, config.query_maxlen, f"config.embedder of index {name!r}", embedder)
         self.engine = Engine(config, self.encoder.dim, name)
         self.texts: dict[str, str] = {}
         self.metadata: dict[str, dict[str, Any]] = {}
@@ -115,6 +129,7 @@ class ServedIndex:
     def search(self, query: str, k: int, mode: ColbertQueryMode | None = None, pids: Sequence[str] | None = None) -> list[dict[str, Any]]:
         if not isinstance(query, str) or not query.strip():
             raise ValidationError("query must be a non-empty string")
+        check_unicode(query, "query")
         if len(self.engine) == 0:
             return []
         q = self.encoder.queries([query])[0]
@@ -156,7 +171,8 @@ class ServedIndex:
         atomic_write_json(directory / METADATA_SIDECAR, self.metadata)
 
     @classmethod
-    def open(cls, name: str, directory: Path) -> "ServedIndex":
+    def open(cls, name: str, directory: Path, embedders: Callable[[Mapping[str, Any]], Embedder] | None = None) -> "ServedIndex":
+        """The index saved in ``directory``; ``embedders``: the shared embedder of a spec."""
         where = f"colbert index {name!r} in {directory}"
         try:
             plan = json.loads((directory / storage.PLAN_FILE).read_text(encoding="utf-8"))
@@ -166,7 +182,7 @@ class ServedIndex:
             metadata = json.loads((directory / METADATA_SIDECAR).read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CorruptError(f"{where}: {exc}") from None
-        served = cls(name, config)
+        served = cls(name, config, embedders(config.embedder) if embedders is not None else None)
         storage.load_engine(served.engine, directory, served.encoder.model_id)
         if not isinstance(texts, dict) or set(texts) != set(served.engine.slot_of) or not isinstance(metadata, dict):
             raise CorruptError(f"{where}: {TEXTS_FILE} does not hold the passages of the index")
@@ -185,14 +201,39 @@ class IndexRoot:
     """
 
     def __init__(self, root: Path, defaults: Mapping[str, Any] | None = None, max_passages: int = 100_000):
+        """``defaults``: the server's own index settings (its embedder among them), which a
+        request's ``config`` may override only within :mod:`.policy`; ConfigError if invalid."""
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.defaults = dict(defaults or {})
+        self.defaults.pop("checkpoint", None)
+        self.defaults.pop("kind", None)
+        try:
+            server_config = ColbertIndexConfig.model_validate({**self.defaults, "kind": "colbert"})
+        except PydanticValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}", location="colbert serve --config") from None
+        self.embedder_spec: dict[str, Any] = dict(server_config.embedder)
+        self.defaults["embedder"] = self.embedder_spec
         self.max_passages = max_passages
         self._guard = threading.Lock()
+        self._build = threading.Lock()
         self._locks: dict[str, RWLock] = {}
         self._open: dict[str, ServedIndex] = {}
+        self._embedders: dict[str, Embedder] = {}
+        # a bad --embedder (unknown, or without token vectors) fails at start, not at the first request
+        TokenEncoder(self.embedder_spec, 1, 1, "the server's embedder", self.embedder_for(self.embedder_spec))
         self._recover()
+
+    def embedder_for(self, spec: Mapping[str, Any]) -> Embedder:
+        """The one token embedder of ``spec`` in this server, built on first use and shared by
+        every index using it (a model is loaded once, not once per index)."""
+        key = json.dumps(dict(spec), sort_keys=True, default=str)
+        with self._build:
+            embedder = self._embedders.get(key)
+            if embedder is None:
+                embedder = self._embedders[key] = build_embedder(dict(spec), location="the server's embedder")
+            return embedder
 
     def _recover(self) -> None:
         for old in self.root.glob(".old-*"):
@@ -232,7 +273,7 @@ class IndexRoot:
             return served
         if not (directory / storage.PLAN_FILE).is_file():
             raise NotFoundError(f"no index named {name!r}")
-        opened = ServedIndex.open(name, directory)
+        opened = ServedIndex.open(name, directory, self.embedder_for)
         with self._guard:  # two readers may open it at once: the first one wins
             return self._open.setdefault(name, opened)
 
@@ -258,9 +299,8 @@ class IndexRoot:
         shutil.rmtree(old, ignore_errors=True)
 
     def config_for(self, options: Mapping[str, Any] | None) -> ColbertIndexConfig:
-        merged = {**self.defaults, **dict(options or {})}
-        merged.pop("checkpoint", None)  # ColBERT's checkpoint path: the token embedder names the model here
-        merged.pop("kind", None)
+        """The settings of a new index: the server's, with what a request may choose (:mod:`.policy`)."""
+        merged = {**self.defaults, **request_options(options, self.embedder_spec)}
         try:
             return ColbertIndexConfig.model_validate({**merged, "kind": "colbert"})
         except PydanticValidationError as exc:  # the first problem, as a memcore error
@@ -275,10 +315,7 @@ class IndexRoot:
         config = self.config_for(options)
         if self.exists(name) and not overwrite:  # fail before encoding; checked again below
             raise ConflictError(f"index {name!r} already exists (add-to-index adds passages; overwrite=true replaces it)")
-        try:
-            served = ServedIndex(name, config)
-        except ConfigError as exc:
-            raise ValidationError(str(exc)) from None
+        served = ServedIndex(name, config, self.embedder_for(config.embedder))
         tokens = served.encoder.documents([t for _, t in passages])  # outside any lock
         with self.lock_of(name).write():
             if self.exists(name) and not overwrite:

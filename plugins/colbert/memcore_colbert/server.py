@@ -9,28 +9,36 @@ Endpoints (JSON in and out, OpenAPI docs at ``/docs``):
 - ``DELETE /api/indexes/{index_name}/passages`` ``{pids: [...]}``
 - ``DELETE /api/indexes/{index_name}``; ``GET /api/indexes``; ``GET /api/indexes/{index_name}``; ``GET /api/health``
 
-Errors are ``{"error": {"type", "message"}}`` with 400 (bad input), 404 (unknown index),
-409 (index exists), 413 (request too large), 422 (malformed JSON body), 500 (corrupt index).
+Errors are ``{"error": {"type", "message"}}`` with 400 (bad input, a config setting only the
+server chooses), 401 (API keys declared, none or an unknown one sent), 404 (unknown index),
+409 (index exists), 413 (request too large: checked while the body is read), 422 (malformed
+JSON body), 500 (damaged index, or an unexpected failure), 503/507 (the server could not
+write: its disk is full); a 5xx never names server paths (the server log has the details).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memcore.plugin import CorruptError, MemcoreError, NotFoundError, ValidationError
+from memcore import AuthenticationError, PermissionDeniedError, StorageFullError, StoreError
+from memcore.plugin import ApiKeyRing, CorruptError, MemcoreError, NotFoundError, ValidationError, get_logger
 
+from .access import ApiKeyGate
+from .body_limit import BodyLimit
 from .config import ColbertQueryMode
 from .names import check_index_name
 from .served import ConflictError, IndexRoot
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
-    from starlette.responses import Response
 
 __all__ = ["create_app", "DEFAULT_MAX_BODY"]
+
+log = get_logger("memcore.colbert")
 
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 MAX_K = 10_000
@@ -76,57 +84,94 @@ class DeletePassages(BaseModel):
     pids: list[str]
 
 
+_STATUS: tuple[tuple[type[MemcoreError], int], ...] = (
+    (NotFoundError, 404),
+    (ConflictError, 409),
+    (ValidationError, 400),
+    (AuthenticationError, 401),
+    (PermissionDeniedError, 403),
+    (StorageFullError, 507),
+    (StoreError, 503),
+    (CorruptError, 500),
+)
+"""HTTP status of each memcore error, the first matching class wins; any other is 400."""
+
+
 def _status(exc: MemcoreError) -> int:
-    if isinstance(exc, NotFoundError):
-        return 404
-    if isinstance(exc, ConflictError):
-        return 409
-    if isinstance(exc, ValidationError):
-        return 400
-    if isinstance(exc, CorruptError):
-        return 500
-    return 400
+    return next((status for kind, status in _STATUS if isinstance(exc, kind)), 400)
 
 
-def create_app(root: Path, *, defaults: dict[str, Any] | None = None, max_body: int = DEFAULT_MAX_BODY, max_passages: int = 100_000) -> FastAPI:
-    """The FastAPI application serving the indexes under ``root``."""
+def _public_message(exc: MemcoreError, status: int) -> str:
+    """What the caller is told: a 4xx names the problem with its input; a 5xx (damaged index
+    files, a full disk) would name server paths, so it is told only the kind of failure."""
+    if status < 500:
+        return str(exc)
+    if isinstance(exc, StorageFullError):
+        return "the server's disk is full; nothing of this request was saved (details in the server log)"
+    if isinstance(exc, StoreError):
+        return "the server could not write the index (details in the server log)"
+    return "the index data on the server is damaged (details in the server log)"
+
+
+def create_app(
+    root: Path,
+    *,
+    defaults: dict[str, Any] | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    max_passages: int = 100_000,
+    keys: ApiKeyRing | None = None,
+) -> FastAPI:
+    """The FastAPI application serving the indexes under ``root``.
+
+    ``defaults``: the server's own index settings, its token embedder among them (a request's
+    ``config`` may only choose what :mod:`.policy` allows); ``max_body``: largest request body
+    in bytes (enforced while reading); ``max_passages``: passages per request; ``keys``: the
+    declared API keys (none: every call is accepted). ConfigError for bad ``defaults``.
+    """
     from fastapi import Body, FastAPI, Query, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from starlette.concurrency import run_in_threadpool
 
+    class SafeJSONResponse(JSONResponse):
+        """UTF-8 JSON; text that cannot be UTF-8 (a lone surrogate) is sent \\u-escaped, never a 500."""
+
+        def render(self, content: Any) -> bytes:
+            try:
+                return super().render(content)
+            except UnicodeEncodeError:
+                return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
     indexes = IndexRoot(Path(root), defaults, max_passages=max_passages)
-    app = FastAPI(title="memcore colbert", description="ColBERT-style late-interaction indexes over HTTP (memcore-colbert).")
+    app = FastAPI(
+        title="memcore colbert",
+        description="ColBERT-style late-interaction indexes over HTTP (memcore-colbert).",
+        default_response_class=SafeJSONResponse,
+    )
     app.state.indexes = indexes
+    app.add_middleware(BodyLimit, limit=max_body)
+    app.add_middleware(ApiKeyGate, keys=keys or ApiKeyRing())  # added last: runs first, before the body is read
 
     def error(status: int, kind: str, message: str) -> JSONResponse:
-        return JSONResponse(status_code=status, content={"error": {"type": kind, "message": message}})
+        return SafeJSONResponse(status_code=status, content={"error": {"type": kind, "message": message}})
 
     @app.exception_handler(MemcoreError)
     async def _memcore_error(request: Request, exc: MemcoreError) -> JSONResponse:
-        return error(_status(exc), type(exc).__name__, str(exc))
+        status = _status(exc)
+        if status >= 500:
+            log.error("colbert.request_failed", path=request.url.path, error=type(exc).__name__, detail=str(exc))
+        return error(status, type(exc).__name__, _public_message(exc, status))
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
         where = ".".join(str(p) for p in first.get("loc", ()))
-        return error(422, "RequestValidationError", f"{where}: {first.get('msg')}")
+        return error(422, "RequestValidationError", f"{where[:200]}: {first.get('msg')}")
 
-    @app.middleware("http")
-    async def _limit_body(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        length = request.headers.get("content-length")
-        if length is not None:
-            if not length.isdigit():
-                return error(400, "ValidationError", "bad Content-Length")
-            if int(length) > max_body:
-                return error(
-                    413, "RequestTooLarge", f"request body of {length} bytes exceeds the limit of {max_body} bytes; split it into several add-to-index requests"
-                )
-        elif request.method in ("POST", "PUT", "DELETE") and request.headers.get("transfer-encoding"):
-            body = await request.body()
-            if len(body) > max_body:
-                return error(413, "RequestTooLarge", f"request body exceeds the limit of {max_body} bytes")
-        return await call_next(request)
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("colbert.internal_error", path=request.url.path, error=type(exc).__name__, detail=str(exc)[:2000])
+        return error(500, "InternalError", "the server failed to handle this request (details in the server log)")
 
     def metadata_of(body: CreateIndex | AddToIndex) -> dict[str, Any] | None:
         if body.metadata is not None and body.hirag_metadata is not None:

@@ -156,7 +156,7 @@ def test_other_bad_requests(server):
     status, body = call(f"{base}/api/create-index", "POST", {"index_name": "m_m_m", "collection_tsv_data": TSV, "config": {"nbits": 3}})
     assert status == 400 and "config.nbits" in body["error"]["message"]
     status, body = call(f"{base}/api/create-index", "POST", {"index_name": "m_m_m", "collection_tsv_data": TSV, "config": {"embedder": {"kind": "hashing"}}})
-    assert status == 400 and "no token vectors" in body["error"]["message"]
+    assert status == 400 and "config.embedder: this server encodes every index with its own embedder" in body["error"]["message"]
     status, body = call(f"{base}/api/create-index", "POST", raw=b"{not json")
     assert status == 422 and body["error"]["type"] == "RequestValidationError"
     assert call(f"{base}/api/create-index", "POST", {"index_name": "m_m_m"})[0] == 422
