@@ -533,3 +533,11 @@ def test_failed_open_leaves_no_collection(tmp_path):
     # nothing was created, and the directory is not locked: a good open works
     with memcore.open({"indexes": {"vector": {"kind": "exact"}}}, path=path) as mem:
         assert [i["name"] for i in mem.collection.list_indexes()] == ["vector"]
+
+
+@pytest.mark.parametrize("bad", [["a", "b"], ("a",), 7, None, b"a"])
+def test_get_takes_one_string_id(coll, bad):
+    coll.insert([{"id": "a", "text": "alpha"}, {"id": "b", "text": "beta"}])
+    with pytest.raises(ValidationError, match="one record id"):
+        coll.get(bad)
+    assert coll.get("a").text == "alpha"

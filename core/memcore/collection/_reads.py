@@ -241,7 +241,9 @@ class CollectionReader(CollectionBase):
         return name in self._indexes
 
     def get(self, id: str) -> Record:
-        """One record (NotFoundError when absent)."""
+        """One record (NotFoundError when absent); several ids: :meth:`get_many`."""
+        if not isinstance(id, str):
+            raise ValidationError(f"get takes one record id (a string), not a {type(id).__name__}; get_many takes several")
         return self._get_many([id])[0]
 
     def get_many(self, ids: Sequence[str]) -> list[Record | None]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, TextNode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     MetadataFilters,
@@ -42,6 +42,9 @@ __all__ = ["MemcoreVectorStore"]
 SPACE = "default"
 NODE_ID = "_node_id"
 """The metadata key holding the node id (so ``node_ids`` restrictions run as filters)."""
+
+NODE_CONTENT = "_node_content"
+"""LlamaIndex's metadata key holding the serialised node."""
 
 _TEXT_MODES = {VectorStoreQueryMode.HYBRID, VectorStoreQueryMode.TEXT_SEARCH}
 
@@ -165,6 +168,8 @@ class MemcoreVectorStore(BasePydanticVectorStore):
             return [self._node(r) for r in self._memory.collection.get_many(ids) if r is not None]
 
     def _node(self, record: Record) -> BaseNode:
+        if NODE_CONTENT not in record.metadata:  # a record written by memcore itself, not through LlamaIndex
+            return TextNode(id_=record.id, text=record.text, metadata=dict(record.metadata))
         node = metadata_dict_to_node(dict(record.metadata), text=record.text)
         node.metadata.pop(NODE_ID, None)
         return node

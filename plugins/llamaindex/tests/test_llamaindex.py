@@ -195,3 +195,12 @@ def test_the_memory_block_remembers_flushed_messages_and_recalls_them():
         system = "\n".join(m.content or "" for m in context if m.role.value == "system")
         assert "MemcoreFacts" in system and "Carol lives in Lisbon" in system
         assert asyncio.run(block._aget([])) == ""
+
+
+def test_records_written_by_memcore_itself_come_back_as_text_nodes():
+    with memcore.open({"store": {"kind": "memory"}, "spaces": {"default": {"dim": 4}}}) as memory:
+        memory.insert({"text": "written without LlamaIndex", "id": "r1", "metadata": {"k": 1}, "vectors": {"default": [1.0, 0.0, 0.0, 0.0]}})
+        store = MemcoreVectorStore(memory=memory)
+        result = store.query(VectorStoreQuery(query_embedding=[1.0, 0.0, 0.0, 0.0], similarity_top_k=1))
+        assert result.ids == ["r1"] and result.nodes[0].get_content() == "written without LlamaIndex" and result.nodes[0].metadata == {"k": 1}
+        assert [n.node_id for n in store.get_nodes()] == ["r1"]
