@@ -46,13 +46,14 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from ..errors import ConfigError, CorruptError, FilterError, LockedError, MemcoreError, NotFoundError
+from ..model._document import DocumentFilter, document_to_sql
 from ..model._filters import Filter, filter_fields, to_sql
 from .._util.log import get_logger
 from ..model._record_batch import RecordBatch
 from ..model._record import Link, Record, Scope
 from ..model._checks import check_finite_vectors
 from .._plugins._registry import ComponentConfig
-from ._store import LogRead, Op, Store
+from ._store import LogRead, Op, Store, Version
 from ._sqlite_fields import FieldIndexes
 from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, members as _members, open_schema, unpack_ops
 from ._sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
@@ -453,15 +454,63 @@ class SQLiteStore(SQLiteWrites, Store):
         return sql, params
 
     def ids(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None, limit: int | None = None) -> list[str]:
+        return self.find_ids(where=where, scope=scope, index=index, limit=limit)
+
+    def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
+        return self.find_count(where=where, scope=scope, index=index)
+
+    def find_ids(
+        self,
+        *,
+        where: Filter | None = None,
+        where_document: DocumentFilter | None = None,
+        scope: Scope | None = None,
+        index: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[str]:
+        """One ``SELECT`` (the text filter compiled to ``instr``), ordered by rowid (insertion order)."""
         sql, params = self._where(where, scope, index)
-        tail = f" LIMIT {int(limit)}" if limit is not None else ""
+        if where_document is not None:
+            text_sql, text_params = document_to_sql(where_document, "r.text")
+            sql += f" AND {text_sql}"
+            params.extend(text_params)
+        tail = f" LIMIT {int(limit)}" if limit is not None else (" LIMIT -1" if offset else "")
+        if offset:
+            tail += f" OFFSET {int(offset)}"
         with self._mutex:
             return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r WHERE {sql} ORDER BY r.rowid{tail}", params)]
 
-    def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
+    def find_count(
+        self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None, index: str | None = None
+    ) -> int:
         sql, params = self._where(where, scope, index)
+        if where_document is not None:
+            text_sql, text_params = document_to_sql(where_document, "r.text")
+            sql += f" AND {text_sql}"
+            params.extend(text_params)
         with self._mutex:
             return int(self.db.execute(f"SELECT COUNT(*) FROM records r WHERE {sql}", params).fetchone()[0])
+
+    keeps_history = True
+
+    def history(self, record_id: str) -> list[Version]:
+        """The ``history`` rows of one record in write order (none in a file made before the
+        table existed and not opened for writing since)."""
+        with self._mutex:
+            try:
+                rows = self.db.execute(
+                    "SELECT seq, op, text, metadata, user_id, agent_id, run_id, at FROM history WHERE record_id=? ORDER BY n", (record_id,)
+                ).fetchall()
+            except sqlite3.OperationalError:
+                if self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='history'").fetchone() is None:
+                    return []
+                raise
+        out = []
+        for seq, op, text, metadata, user, agent, run, at in rows:
+            scope = None if user is None and agent is None and run is None else Scope(user_id=user, agent_id=agent, run_id=run)
+            out.append(Version(int(seq), record_id, op, text, None if metadata is None else json.loads(metadata), scope, float(at)))
+        return out
 
     def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}

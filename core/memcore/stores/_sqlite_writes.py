@@ -15,6 +15,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator, Protocol, Sequence
@@ -227,6 +228,7 @@ class SQLiteWrites:
 
         if deletes:
             gone = [stored.pop(rid)[0] for rid in deletes if rid in stored]
+            self._log_deletes(cur, seq, gone)
             self._delete_vectors(cur, gone)
             for chunk in _chunks(deletes):
                 marks = ",".join("?" * len(chunk))
@@ -235,7 +237,7 @@ class SQLiteWrites:
                 cur.execute(f"DELETE FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
         if upserts:
             member = {rid: _member_text(after[rid]) for rid in upserts if after.get(rid)}
-            self._write_records(cur, batch.upserts, upserts, stored, member)
+            self._write_records(cur, batch.upserts, upserts, stored, member, seq)
         changed = [(_member_text(after[rid]), rowid) for rid, (rowid, m) in stored.items() if rid not in upserts and _members(m) != after[rid]]
         cur.executemany("UPDATE records SET member_of=? WHERE rowid=?", changed)
         for index in dropped:
@@ -255,6 +257,10 @@ class SQLiteWrites:
             else:
                 cur.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
         cur.executemany("INSERT INTO oplog (seq, index_name, ops) VALUES (?, ?, ?)", [(seq, index, ops) for index, ops in logged])
+        for scope in batch.forget_scopes:
+            fields = scope.as_dict()
+            if fields:  # erase the versions of every record the scope covers (what forgetting leaves: nothing)
+                cur.execute(f"DELETE FROM history WHERE {' AND '.join(f'{key} = ?' for key in fields)}", list(fields.values()))
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
 
     def _insert_new(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int) -> Applied | None:
@@ -279,7 +285,7 @@ class SQLiteWrites:
                     names.setdefault(rid, set()).add(index)
             member = {rid: _member_text(indexes) for rid, indexes in names.items()}
         if upserts:
-            self._write_records(cur, batch.upserts, upserts, {}, member)
+            self._write_records(cur, batch.upserts, upserts, {}, member, seq)
         self._finish(cur, batch, seq, [(index, pack_adds(rids)) for index, rids in adds.items()])
         return Applied(seq, make_ops(seq, ((index, rid, "add") for index, rids in adds.items() for rid in rids)))
 
@@ -308,8 +314,24 @@ class SQLiteWrites:
             if missing:
                 raise NotFoundError(f"link target {missing[0]!r} does not exist")
 
+    def _log_deletes(self, cur: sqlite3.Cursor, seq: int, rowids: Sequence[int]) -> None:
+        """A ``delete`` version for each record of ``rowids`` (before they are deleted)."""
+        now = time.time()
+        for chunk in _chunks(rowids):
+            rows = cur.execute(f"SELECT id, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk).fetchall()
+            cur.executemany(
+                "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, 'delete', NULL, NULL, ?, ?, ?, ?)",
+                [(seq, rid, user, agent, run, now) for rid, user, agent, run in rows],
+            )
+
     def _write_records(
-        self, cur: sqlite3.Cursor, records: Sequence[Record], last: dict[str, Record], stored: dict[str, tuple[int, str]], member: dict[str, str]
+        self,
+        cur: sqlite3.Cursor,
+        records: Sequence[Record],
+        last: dict[str, Record],
+        stored: dict[str, tuple[int, str]],
+        member: dict[str, str],
+        seq: int,
     ) -> None:
         """Insert new records and rewrite stored ones, with one ``executemany`` per table.
 
@@ -324,7 +346,16 @@ class SQLiteWrites:
             for r in reversed(records):
                 created[r.id] = r.created_at
         rowids: dict[str, int] = {rid: rowid for rid, (rowid, _) in stored.items() if rid in last}
+        versions: list[tuple[Any, ...]] = []
         if old:
+            before: dict[int, tuple[Any, ...]] = {}
+            for chunk in _chunks([rowids[r.id] for r in old]):
+                for rowid, *row in cur.execute(f"SELECT rowid, text, metadata, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk):
+                    before[rowid] = tuple(row)
+            for r in old:  # a version when the text, metadata or scope changed (not for vectors or links alone)
+                now = (r.text, _json_text(r.metadata), *_scope_row(r.scope))
+                if before.get(rowids[r.id]) != now:
+                    versions.append((seq, r.id, "update", *now, r.updated_at))
             self._delete_vectors(cur, [rowids[r.id] for r in old])
             cur.executemany("DELETE FROM links WHERE source=?", [(r.id,) for r in old])
             cur.executemany(
@@ -338,6 +369,7 @@ class SQLiteWrites:
                 "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 _record_rows(fresh, created, member),
             )
+            versions.extend((seq, r.id, "insert", r.text, _json_text(r.metadata), *_scope_row(r.scope), r.updated_at) for r in fresh)
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             if row is not None and int(row[0]) == base + len(fresh):
                 rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))
@@ -355,6 +387,8 @@ class SQLiteWrites:
         for space, (vector_rids, vectors) in by_space.items():
             table = self._spaces.table(space, create=cur)
             cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", zip(vector_rids, _blobs(vectors)))
+        if versions:
+            cur.executemany("INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", versions)
         links = [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links]
         if links:
             cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", links)
