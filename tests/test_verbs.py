@@ -223,15 +223,15 @@ def test_history_of_every_verb(memory: memcore.Memory) -> None:
     memory.update(rid, metadata={"v": 3}, merge_metadata=True)
     memory.upsert({"id": rid, "text": "third", "metadata": {"v": 3}})
     memory.upsert({"id": rid, "text": "third", "metadata": {"v": 3}})  # the same content: no new version
-    memory.delete(rid)
-    versions = memory.history(rid)
-    assert [(v["op"], v["text"], v["metadata"]) for v in versions] == [
+    assert [(v["op"], v["text"], v["metadata"]) for v in memory.history(rid)] == [
         ("insert", "first", {"v": 1}),
         ("update", "second", {"v": 1}),
         ("update", "second", {"v": 3}),
         ("update", "third", {"v": 3}),
-        ("delete", None, None),
     ]
+    memory.delete(rid)
+    versions = memory.history(rid)  # a deleted record's texts and metadata are erased, its versions stay
+    assert [(v["op"], v["text"], v["metadata"]) for v in versions] == [("insert", None, None)] + [("update", None, None)] * 3 + [("delete", None, None)]
     seqs = [v["seq"] for v in versions]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     assert all(v["id"] == rid and isinstance(v["at"], float) for v in versions)
@@ -288,6 +288,16 @@ def test_history_survives_reopen_and_log_pruning(tmp_path: Path) -> None:
         m.collection.store.prune_log(m.collection.store.last_seq())
     with memcore.open(path=path) as m:
         assert [v["text"] for v in m.history(rid)] == ["one", "two"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "memory"])
+def test_history_can_be_turned_off(tmp_path: Path, kind: str) -> None:
+    with memcore.open(path=tmp_path / "m", store={"kind": kind, "history": False}) as m:
+        rid = m.insert("one")
+        m.update(rid, text="two")
+        with pytest.raises(ConfigError, match="keeps no record history"):
+            m.history(rid)
+        assert m.get(rid).text == "two"  # type: ignore[union-attr]
 
 
 def test_a_store_without_history_says_so() -> None:

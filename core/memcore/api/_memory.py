@@ -164,7 +164,7 @@ class Memory:
         service state.
         """
         if ids is None and where is None and where_document is None and scope is None:
-            raise ValidationError("delete needs ids, a where filter, a where_document filter or a scope (to empty the memory: delete(where={}))")
+            raise ValidationError("delete needs ids, a where filter or a scope, or a where_document filter (to empty the memory: delete(where={}))")
         parse_filter(where)
         parse_where_document(where_document)
         if ids is None and where is None and where_document is None:
@@ -235,7 +235,8 @@ class Memory:
                 allowed = set(self.collection.ids(where=where, where_document=where_document))
                 outside = [i for i in wanted if i not in allowed]
                 if outside:
-                    raise NotFoundError(f"no record(s) {outside[:5]} matching these filters")
+                    which = "this where filter" if where_document is None else "this where_document filter" if where is None else "these filters"
+                    raise NotFoundError(f"no record(s) {outside[:5]} matching {which}")
             wanted = wanted[offset:] if limit is None else wanted[offset : offset + limit]
         records = self.collection.get_many(wanted)
         missing = [i for i, r in zip(wanted, records) if r is None]
@@ -255,8 +256,8 @@ class Memory:
         ``insert`` (new record: insert, or upsert of a new id), ``update`` (its text, metadata
         or scope changed: update, or upsert of a stored id) or ``delete`` (``text`` and
         ``metadata`` None), ``seq`` the store's sequence number of that write and ``at`` its
-        time (seconds since the epoch). Deleted records keep their history; forgetting a
-        scope erases it. An id without history, or of another scope than ``scope``, is a
+        time (seconds since the epoch). A deleted record keeps its versions with their texts
+        and metadata erased (None); forgetting a scope erases its versions entirely. An id without history, or of another scope than ``scope``, is a
         NotFoundError (the same error: nothing tells them apart). The store must keep
         history (the sqlite and memory stores do; ConfigError otherwise)."""
         with self.collection.scoped(scope):

@@ -8,6 +8,7 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from ..errors import NotFoundError
 from ..model._document import DocumentFilter, document_matches
@@ -23,12 +24,17 @@ class MemoryStoreConfig(ComponentConfig):
     """Settings of the ``memory`` store (none besides ``kind``)."""
 
     kind: str = "memory"
+    history: bool = Field(
+        True,
+        description="Keep every version of each record for Memory.history (replaced texts stay until the record is deleted or its scope forgotten); false: keep none.",
+    )
 
 
 class MemoryStore(Store):
     """Dicts in one process; a batch is validated completely before anything changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, history: bool = True) -> None:
+        self.keeps_history = history
         self._records: dict[str, Record] = {}  # insertion order = dict order
         self._members: dict[str, dict[str, None]] = {}  # index -> ordered ids
         self._log: list[Op] = []
@@ -93,8 +99,6 @@ class MemoryStore(Store):
             self._seq = seq
             return Applied(seq, new_ops)
 
-    keeps_history = True
-
     def _log_versions(self, batch: WriteBatch, seq: int) -> None:
         """The versions a batch makes (before it changes the records), then its forgotten scopes' erased."""
         now = time.time()
@@ -102,9 +106,13 @@ class MemoryStore(Store):
         for rid in batch.deletes:
             old = current.get(rid, self._records.get(rid))
             if old is not None:
-                self._history.setdefault(rid, []).append(Version(seq, rid, "delete", None, None, old.scope, now))
+                kept = self._history.get(rid)
+                if kept:  # a deleted record's texts and metadata go
+                    self._history[rid] = [Version(v.seq, rid, v.op, None, None, v.scope, v.at) for v in kept]
+                if self.keeps_history:
+                    self._history.setdefault(rid, []).append(Version(seq, rid, "delete", None, None, old.scope, now))
             current[rid] = None
-        for r in batch.upserts:
+        for r in batch.upserts if self.keeps_history else ():
             old = current[r.id] if r.id in current else self._records.get(r.id)
             if old is None or old.text != r.text or old.metadata != r.metadata or old.scope != r.scope:
                 op: VersionOp = "insert" if old is None else "update"
@@ -119,6 +127,8 @@ class MemoryStore(Store):
                     del self._history[rid]
 
     def history(self, record_id: str) -> list[Version]:
+        if not self.keeps_history:
+            return super().history(record_id)
         with self._mutex:
             return [Version(v.seq, v.record_id, v.op, v.text, _json_copy(v.metadata), v.scope, v.at) for v in self._history.get(record_id, ())]
 
@@ -251,4 +261,4 @@ def _copy(r: Record, with_vectors: bool = True) -> Record:
 
 def memory_store_factory(config: MemoryStoreConfig, path: Any = None) -> MemoryStore:
     """Build an in-memory store (``path`` is ignored)."""
-    return MemoryStore()
+    return MemoryStore(history=config.history)

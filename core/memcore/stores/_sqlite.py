@@ -79,6 +79,7 @@ class SQLiteStoreConfig(ComponentConfig):
     )
     synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
+    history: bool = Field(True, description="Keep every version of each record for Memory.history (replaced texts stay until the record is deleted or its scope forgotten); false: keep none, an update overwrites the replaced text.")
 
     @field_validator("filename")
     @classmethod
@@ -260,6 +261,7 @@ class SQLiteStore(SQLiteWrites, Store):
     def __init__(self, path: str | os.PathLike[str], config: SQLiteStoreConfig | None = None):
         self.config = config or SQLiteStoreConfig()
         self.read_only = self.config.read_only
+        self.keeps_history = self.config.history
         self.dir = Path(path)
         self.file = self.dir / self.config.filename
         self._mutex = threading.RLock()
@@ -492,11 +494,11 @@ class SQLiteStore(SQLiteWrites, Store):
         with self._mutex:
             return int(self.db.execute(f"SELECT COUNT(*) FROM records r WHERE {sql}", params).fetchone()[0])
 
-    keeps_history = True
-
     def history(self, record_id: str) -> list[Version]:
         """The ``history`` rows of one record in write order (none in a file made before the
         table existed and not opened for writing since)."""
+        if not self.keeps_history:
+            return super().history(record_id)
         with self._mutex:
             try:
                 rows = self.db.execute(

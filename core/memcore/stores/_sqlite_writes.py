@@ -129,6 +129,7 @@ class SQLiteWrites:
 
     db: sqlite3.Connection
     read_only: bool
+    keeps_history: bool
     _mutex: threading.RLock
     _seq: int | None
     _probe: tuple[int, dict[str, tuple[int, str] | None]] | None
@@ -315,14 +316,34 @@ class SQLiteWrites:
                 raise NotFoundError(f"link target {missing[0]!r} does not exist")
 
     def _log_deletes(self, cur: sqlite3.Cursor, seq: int, rowids: Sequence[int]) -> None:
-        """A ``delete`` version for each record of ``rowids`` (before they are deleted)."""
+        """Erase the texts and metadata of the versions of the records of ``rowids`` (a
+        deleted record's texts leave the file: ``secure_delete``), then log a ``delete``
+        version for each (before they are deleted)."""
         now = time.time()
         for chunk in _chunks(rowids):
             rows = cur.execute(f"SELECT id, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk).fetchall()
+            marks = ",".join("?" * len(rows))
+            cur.execute(f"UPDATE history SET text = NULL, metadata = NULL WHERE record_id IN ({marks}) AND text IS NOT NULL", [row[0] for row in rows])
+            if not self.keeps_history:
+                continue
             cur.executemany(
                 "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, 'delete', NULL, NULL, ?, ?, ?, ?)",
                 [(seq, rid, user, agent, run, now) for rid, user, agent, run in rows],
             )
+
+    def _changed_versions(self, cur: sqlite3.Cursor, seq: int, old: list[Record], rowids: dict[str, int]) -> list[tuple[Any, ...]]:
+        """The ``update`` history rows of the stored records ``old`` rewrites: one for each
+        whose text, metadata or scope changes (not for vectors or links alone)."""
+        before: dict[int, tuple[Any, ...]] = {}
+        for chunk in _chunks([rowids[r.id] for r in old]):
+            for rowid, *row in cur.execute(f"SELECT rowid, text, metadata, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk):
+                before[rowid] = tuple(row)
+        versions = []
+        for r in old:
+            now = (r.text, _json_text(r.metadata), *_scope_row(r.scope))
+            if before.get(rowids[r.id]) != now:
+                versions.append((seq, r.id, "update", *now, r.updated_at))
+        return versions
 
     def _write_records(
         self,
@@ -348,14 +369,8 @@ class SQLiteWrites:
         rowids: dict[str, int] = {rid: rowid for rid, (rowid, _) in stored.items() if rid in last}
         versions: list[tuple[Any, ...]] = []
         if old:
-            before: dict[int, tuple[Any, ...]] = {}
-            for chunk in _chunks([rowids[r.id] for r in old]):
-                for rowid, *row in cur.execute(f"SELECT rowid, text, metadata, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk):
-                    before[rowid] = tuple(row)
-            for r in old:  # a version when the text, metadata or scope changed (not for vectors or links alone)
-                now = (r.text, _json_text(r.metadata), *_scope_row(r.scope))
-                if before.get(rowids[r.id]) != now:
-                    versions.append((seq, r.id, "update", *now, r.updated_at))
+            if self.keeps_history:
+                versions.extend(self._changed_versions(cur, seq, old, rowids))
             self._delete_vectors(cur, [rowids[r.id] for r in old])
             cur.executemany("DELETE FROM links WHERE source=?", [(r.id,) for r in old])
             cur.executemany(
@@ -369,7 +384,8 @@ class SQLiteWrites:
                 "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 _record_rows(fresh, created, member),
             )
-            versions.extend((seq, r.id, "insert", r.text, _json_text(r.metadata), *_scope_row(r.scope), r.updated_at) for r in fresh)
+            if self.keeps_history:
+                versions.extend((seq, r.id, "insert", r.text, _json_text(r.metadata), *_scope_row(r.scope), r.updated_at) for r in fresh)
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             if row is not None and int(row[0]) == base + len(fresh):
                 rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))

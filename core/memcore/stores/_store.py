@@ -267,8 +267,10 @@ class Store(ABC):
 
         A store keeping history logs a version when a write inserts a record, changes its
         text, metadata or scope, or deletes it (vectors, links and index membership alone
-        are not versions), and erases the versions of a batch's ``forget_scopes``. The index
-        op log's pruning does not touch it. The default keeps none: it raises ConfigError."""
+        are not versions). Deleting a record erases the texts and metadata of its versions
+        (they become None: what was deleted leaves the store) and logs a ``delete``; a
+        batch's ``forget_scopes`` erase every version they cover. The index op log's
+        pruning does not touch it. The default keeps none: it raises ConfigError."""
         raise ConfigError(f"{type(self).__name__} keeps no record history (use the sqlite or memory store)")
 
     def state_namespaces(self) -> list[str]:

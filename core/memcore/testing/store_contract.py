@@ -445,14 +445,18 @@ class StoreContract:
         first = self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "one", metadata={"v": 1}, scope=alice), _rec("h2", "other")]))
         second = self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "two", metadata={"v": 2}, scope=alice, updated_at=2000.0)]))
         self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "two", metadata={"v": 2}, scope=alice, vectors={"s": [1.0, 0.0]})]))  # vectors only: no version
-        third = self.apply_checked(store, WriteBatch(deletes=["h1"]))
         versions = store.history("h1")
         assert [(v.seq, v.op, v.text, v.metadata, v.scope) for v in versions] == [
             (first.seq, "insert", "one", {"v": 1}, alice),
             (second.seq, "update", "two", {"v": 2}, alice),
-            (third.seq, "delete", None, None, alice),
         ]
         assert versions[1].at == 2000.0 and all(v.record_id == "h1" for v in versions)
+        third = self.apply_checked(store, WriteBatch(deletes=["h1"]))  # erases the versions' texts and metadata
+        assert [(v.seq, v.op, v.text, v.metadata, v.scope) for v in store.history("h1")] == [
+            (first.seq, "insert", None, None, alice),
+            (second.seq, "update", None, None, alice),
+            (third.seq, "delete", None, None, alice),
+        ]
         assert [v.op for v in store.history("h2")] == ["insert"]
         # forgetting a scope erases its versions, deleted records' included; others stay
         self.apply_checked(store, WriteBatch(forget_scopes=[alice]))
