@@ -92,7 +92,18 @@ def test_delete_by_where_document_and_history(mem: tuple[Path, list[str]]) -> No
         ["query", "--where-document", '{"$nope": "x"}', "trip"],
         ["query"],
     ],
-    ids=["history-other-scope", "history-unknown", "empty-contains", "regex", "not-a-string", "not-a-dict", "delete-nothing", "offset", "query-bad", "query-none"],
+    ids=[
+        "history-other-scope",
+        "history-unknown",
+        "empty-contains",
+        "regex",
+        "not-a-string",
+        "not-a-dict",
+        "delete-nothing",
+        "offset",
+        "query-bad",
+        "query-none",
+    ],
 )
 def test_bad_input_is_an_error_and_changes_nothing(mem: tuple[Path, list[str]], args: list[str]) -> None:
     path, ids = mem

@@ -263,7 +263,15 @@ class Memory:
         with self.collection.scoped(scope):
             versions = self.collection.history(id)
         return [
-            {"id": v.record_id, "seq": v.seq, "op": v.op, "text": v.text, "metadata": v.metadata, "scope": None if v.scope is None else v.scope.as_dict(), "at": v.at}
+            {
+                "id": v.record_id,
+                "seq": v.seq,
+                "op": v.op,
+                "text": v.text,
+                "metadata": v.metadata,
+                "scope": None if v.scope is None else v.scope.as_dict(),
+                "at": v.at,
+            }
             for v in versions
         ]
 

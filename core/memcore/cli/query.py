@@ -63,7 +63,7 @@ def through_service(service: str, forced: bool | None, index: str | None) -> boo
     "--json",
     "as_json",
     is_flag=True,
-    help="Print a JSON list of hits (Hit.to_dict(), or the service's result dicts); with several queries, a list of {\"query\", \"hits\"}.",
+    help='Print a JSON list of hits (Hit.to_dict(), or the service\'s result dicts); with several queries, a list of {"query", "hits"}.',
 )
 @click.option("--width", type=click.IntRange(min=20), default=100, show_default=True, help="Maximum width of the text column.")
 @click.argument("text", nargs=-1)

@@ -17,7 +17,9 @@ from ._common import CliError, JSON_OBJECT, config_option, echo_json, open_memor
 __all__ = ["get", "count", "delete", "history"]
 
 _WHERE_HELP = 'Metadata filter as JSON, e.g. \'{"speaker": "Alice", "turn": {"$gte": 3}}\'.'
-_DOCUMENT_HELP = 'Text filter on the record text as JSON (Chroma\'s shape), e.g. \'{"$contains": "Paris"}\', \'{"$not_contains": "draft"}\', combined with $and/$or.'
+_DOCUMENT_HELP = (
+    'Text filter on the record text as JSON (Chroma\'s shape), e.g. \'{"$contains": "Paris"}\', \'{"$not_contains": "draft"}\', combined with $and/$or.'
+)
 
 
 def where_options(command: Any) -> Any:
@@ -98,7 +100,13 @@ def get(
 @click.option("--index", "-i", "index", metavar="NAME", default=None, help="Count the members of this index only.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"count": n} as JSON.')
 def count(
-    config: Path | None, path: Path | None, where: dict[str, Any] | None, where_document: dict[str, Any] | None, scope: dict[str, Any] | None, index: str | None, as_json: bool
+    config: Path | None,
+    path: Path | None,
+    where: dict[str, Any] | None,
+    where_document: dict[str, Any] | None,
+    scope: dict[str, Any] | None,
+    index: str | None,
+    as_json: bool,
 ) -> None:
     """Print how many records match the filters (all of them without one).
 
@@ -178,5 +186,7 @@ def history(config: Path | None, path: Path | None, scope: dict[str, Any] | None
         return
     click.echo(f"{'seq':>6}  {'op':<6}  {'at (UTC)':<19}  text / metadata")
     for v in versions:
-        body = "(deleted)" if v["op"] == "delete" else shorten(v["text"], width) + (f"  {json.dumps(v['metadata'], ensure_ascii=False)}" if v["metadata"] else "")
+        body = (
+            "(deleted)" if v["op"] == "delete" else shorten(v["text"], width) + (f"  {json.dumps(v['metadata'], ensure_ascii=False)}" if v["metadata"] else "")
+        )
         click.echo(f"{v['seq']:>6}  {v['op']:<6}  {_when(v['at']):<19}  {body}")

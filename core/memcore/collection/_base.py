@@ -43,7 +43,21 @@ class CollectionState:
     the collection (``indexes`` changes in place), so each part may keep references to them.
     """
 
-    __slots__ = ("store", "spaces", "registry", "path", "llms", "indexes", "lock", "binding", "allowed_sets", "closed", "index_kinds", "text_filter", "query_vectors")
+    __slots__ = (
+        "store",
+        "spaces",
+        "registry",
+        "path",
+        "llms",
+        "indexes",
+        "lock",
+        "binding",
+        "allowed_sets",
+        "closed",
+        "index_kinds",
+        "text_filter",
+        "query_vectors",
+    )
 
     def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: Path | None, llms: "LLMs | None") -> None:
         self.store = store

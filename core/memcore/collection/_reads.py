@@ -74,7 +74,16 @@ class CollectionReader(CollectionBase):
         (parsed, kept on the query); the scope (narrowed with the one bound on the collection: never wider).
         A query this reader already checked, without overrides, is returned as it is.
         """
-        if type(query) is Query and query._checked_by is self._state and k is None and where is None and scope is None and vectors is None and extras is None and where_document is None:
+        if (
+            type(query) is Query
+            and query._checked_by is self._state
+            and k is None
+            and where is None
+            and scope is None
+            and vectors is None
+            and extras is None
+            and where_document is None
+        ):
             return query
         overrides: dict[str, Any] = {
             n: v for n, v in (("k", k), ("where", where), ("vectors", vectors), ("extras", extras), ("where_document", where_document)) if v is not None
@@ -241,7 +250,9 @@ class CollectionReader(CollectionBase):
                     self._prepared(query, space)
                     query_vector(self._spaces, query, space)  # embedded once, kept on the query
             index.validate_query(query)
-            if query.where is None and query.scope is None and query.where_document is None and self._state.text_filter.get() is None:  # no filter, no scope: nothing to resolve
+            if (
+                query.where is None and query.scope is None and query.where_document is None and self._state.text_filter.get() is None
+            ):  # no filter, no scope: nothing to resolve
                 allowed = None
             else:
                 allowed = self._allowed(query)
@@ -274,7 +285,7 @@ class CollectionReader(CollectionBase):
         document = self._text_filter(query.parsed_where_document())
         if where is None and scope is None and document is None:
             return None
-        key = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
+        key: tuple[Any, ...] = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
         if document is not None:
             key = (*key, document_key(document))
         return self._allowed_sets.get(self._store.last_seq(), key, lambda: self._resolve_allowed(where, scope, document), where, scope, document)

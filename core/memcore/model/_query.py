@@ -108,7 +108,18 @@ class Query:
     def evolve(self, **changes: Any) -> "Query":
         """A copy with some fields replaced (validated again)."""
         # what dataclasses.replace does, without its walk over the fields' metadata (a seventh of the cost)
-        copy = Query(**{"text": self.text, "vectors": self.vectors, "k": self.k, "where": self.where, "scope": self.scope, "extras": self.extras, "where_document": self.where_document, **changes})
+        copy = Query(
+            **{
+                "text": self.text,
+                "vectors": self.vectors,
+                "k": self.k,
+                "where": self.where,
+                "scope": self.scope,
+                "extras": self.extras,
+                "where_document": self.where_document,
+                **changes,
+            }
+        )
         if self._modes is not None and "extras" not in changes:  # the same extras: their parsed modes still hold
             copy._modes = self._modes
         return copy

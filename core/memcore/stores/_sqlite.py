@@ -79,7 +79,10 @@ class SQLiteStoreConfig(ComponentConfig):
     )
     synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
-    history: bool = Field(True, description="Keep every version of each record for Memory.history (replaced texts stay until the record is deleted or its scope forgotten); false: keep none, an update overwrites the replaced text.")
+    history: bool = Field(
+        True,
+        description="Keep every version of each record for Memory.history (replaced texts stay until the record is deleted or its scope forgotten); false: keep none, an update overwrites the replaced text.",
+    )
 
     @field_validator("filename")
     @classmethod

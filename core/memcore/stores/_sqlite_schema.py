@@ -234,7 +234,9 @@ def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | No
             cur.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
         else:
             migrate(cur, version)
-            cur.execute("CREATE TABLE IF NOT EXISTS history (n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL, text TEXT, metadata TEXT, user_id TEXT, agent_id TEXT, run_id TEXT, at REAL NOT NULL)")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS history (n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL, text TEXT, metadata TEXT, user_id TEXT, agent_id TEXT, run_id TEXT, at REAL NOT NULL)"
+            )
             cur.execute("CREATE INDEX IF NOT EXISTS history_record ON history (record_id)")
         cur.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         cur.execute("COMMIT")

@@ -321,7 +321,9 @@ class SQLiteWrites:
         version for each (before they are deleted)."""
         now = time.time()
         for chunk in _chunks(rowids):
-            rows = cur.execute(f"SELECT id, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk).fetchall()
+            rows = cur.execute(
+                f"SELECT id, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk
+            ).fetchall()
             marks = ",".join("?" * len(rows))
             cur.execute(f"UPDATE history SET text = NULL, metadata = NULL WHERE record_id IN ({marks}) AND text IS NOT NULL", [row[0] for row in rows])
             if not self.keeps_history:
@@ -336,7 +338,9 @@ class SQLiteWrites:
         whose text, metadata or scope changes (not for vectors or links alone)."""
         before: dict[int, tuple[Any, ...]] = {}
         for chunk in _chunks([rowids[r.id] for r in old]):
-            for rowid, *row in cur.execute(f"SELECT rowid, text, metadata, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk):
+            for rowid, *row in cur.execute(
+                f"SELECT rowid, text, metadata, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
+            ):
                 before[rowid] = tuple(row)
         versions = []
         for r in old:
@@ -404,7 +408,9 @@ class SQLiteWrites:
             table = self._spaces.table(space, create=cur)
             cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", zip(vector_rids, _blobs(vectors)))
         if versions:
-            cur.executemany("INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", versions)
+            cur.executemany(
+                "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", versions
+            )
         links = [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links]
         if links:
             cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", links)

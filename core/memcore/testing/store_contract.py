@@ -444,7 +444,9 @@ class StoreContract:
         alice = Scope(user_id="alice")
         first = self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "one", metadata={"v": 1}, scope=alice), _rec("h2", "other")]))
         second = self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "two", metadata={"v": 2}, scope=alice, updated_at=2000.0)]))
-        self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "two", metadata={"v": 2}, scope=alice, vectors={"s": [1.0, 0.0]})]))  # vectors only: no version
+        self.apply_checked(
+            store, WriteBatch(upserts=[_rec("h1", "two", metadata={"v": 2}, scope=alice, vectors={"s": [1.0, 0.0]})])
+        )  # vectors only: no version
         versions = store.history("h1")
         assert [(v.seq, v.op, v.text, v.metadata, v.scope) for v in versions] == [
             (first.seq, "insert", "one", {"v": 1}, alice),
