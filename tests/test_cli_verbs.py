@@ -72,6 +72,8 @@ def test_delete_by_where_document_and_history(mem: tuple[Path, list[str]]) -> No
     assert run_json("delete", "-p", str(path), "--where-document", '{"$contains": "Draft"}') == {"deleted": 1}
     assert run_json("count", "-p", str(path)) == {"count": 3}
     assert [v["op"] for v in run_json("history", "-p", str(path), ids[3])] == ["insert", "delete"]  # type: ignore[union-attr]
+    code, out = run("history", "-p", str(path), ids[3])
+    assert code == 0 and "(erased: the record was deleted)" in out and "(deleted)" in out and "Draft" not in out
     versions = run_json("history", "-p", str(path), ids[1], "--scope", "user_id=bob")
     assert [(v["op"], v["text"]) for v in versions] == [("insert", TEXTS[1][0]), ("update", "Bob cooks risotto on Fridays")]  # type: ignore[union-attr]
     code, out = run("history", "-p", str(path), ids[1])

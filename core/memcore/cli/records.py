@@ -186,7 +186,14 @@ def history(config: Path | None, path: Path | None, scope: dict[str, Any] | None
         return
     click.echo(f"{'seq':>6}  {'op':<6}  {'at (UTC)':<19}  text / metadata")
     for v in versions:
-        body = (
-            "(deleted)" if v["op"] == "delete" else shorten(v["text"], width) + (f"  {json.dumps(v['metadata'], ensure_ascii=False)}" if v["metadata"] else "")
-        )
-        click.echo(f"{v['seq']:>6}  {v['op']:<6}  {_when(v['at']):<19}  {body}")
+        click.echo(f"{v['seq']:>6}  {v['op']:<6}  {_when(v['at']):<19}  {_version_text(v, width)}")
+
+
+def _version_text(version: dict[str, Any], width: int) -> str:
+    """The text and metadata of one version as a table cell (a delete, or a deleted record's erased text, says so)."""
+    if version["op"] == "delete":
+        return "(deleted)"
+    if version["text"] is None:
+        return "(erased: the record was deleted)"
+    shown = shorten(version["text"], width)
+    return shown + (f"  {json.dumps(version['metadata'], ensure_ascii=False)}" if version["metadata"] else "")
