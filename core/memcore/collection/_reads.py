@@ -140,10 +140,10 @@ class CollectionReader(CollectionBase):
         and ``query`` pass ``where_document`` through any service. ``None`` binds nothing new.
         Raises :class:`~memcore.errors.FilterError` for a malformed filter (before the block)."""
         var = self._state.text_filter
-        parsed = parse_where_document(where_document)
-        if parsed is None:
+        if where_document is None:  # the common call: nothing to parse or bind
             yield var.get()
             return
+        parsed = parse_where_document(where_document)
         token = var.set(both(var.get(), parsed))
         try:
             yield var.get()
