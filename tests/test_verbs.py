@@ -5,12 +5,16 @@ scoped and unscoped; bad input is a typed error that changes nothing)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterator
+from types import SimpleNamespace
+from typing import Any, Iterator, Mapping
 
 import pytest
 
 import memcore
+from memcore import Service, hookimpl
 from memcore.errors import ConfigError, FilterError, NotFoundError, ValidationError
+from memcore.plugin import ComponentConfig, hit_to_dict
+from memcore.testing import register_plugin
 from memcore.api._memory import MAX_BATCH_QUERIES
 from memcore.model._document import MAX_CONTAINS_CHARS
 from memcore.model._checks import MAX_TEXT_CHARS
@@ -135,6 +139,50 @@ def test_where_document_through_a_service_that_is_not_default(memory: memcore.Me
         with memory.collection.text_filtered({"$contains": "note 2"}):  # nests: AND
             assert memory.collection.ids() == memory.collection.ids(where={"n": 102})
     assert memory.collection.count() == 30
+
+
+class OwnIndexConfig(ComponentConfig):
+    """Settings of the test service ``own_index``."""
+
+    kind: str = "own_index"
+
+
+class OwnIndexService(Service):
+    """A service that knows nothing of text filters: its own index, its own retrieve."""
+
+    uses_pipeline = False
+
+    @classmethod
+    def required_indexes(cls, config: Any) -> dict[str, dict[str, Any]]:
+        return {"own.items": {"kind": "exact", "space": "default"}}
+
+    def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
+        return self.collection.insert([{"text": text, "metadata": dict(metadata or {}), **kwargs}], indexes=["own.items"])[0]
+
+    def insert_many(self, items: list[Any]) -> list[str]:
+        return self.collection.insert(items, indexes=["own.items"])
+
+    def retrieve(
+        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        self.reject_unknown("retrieve", kwargs)
+        return [hit_to_dict(h) for h in self.collection.retrieve(self.make_query(query, vector, where, k), index="own.items", k=k)]
+
+
+def test_where_document_reaches_a_service_of_a_plugin(tmp_path: Path) -> None:
+    """``Memory.retrieve(where_document=...)`` works through a service that never heard of it."""
+
+    @hookimpl
+    def register_services(register: Any) -> None:
+        register("own_index", OwnIndexService, OwnIndexConfig)
+
+    with register_plugin(SimpleNamespace(register_services=register_services), name="verbs-own-index"):
+        with memcore.open(path=tmp_path / "m", service={"kind": "own_index"}) as m:
+            fill(m)
+            hits = m.retrieve("apple pie recipe with apples", k=3, where_document={"$contains": "zebra"})
+            assert len(hits) == 3 and all("zebra" in h["text"] for h in hits)
+            many = m.retrieve_many(["apple pie recipe with apples", "zebra"], k=2, where_document={"$not_contains": "zebra"})
+            assert [len(hits) for hits in many] == [2, 2] and all("zebra" not in h["text"] for hits in many for h in hits)
 
 
 # -- get pages ---------------------------------------------------------------------------------
