@@ -498,11 +498,12 @@ class SQLiteStore(SQLiteWrites, Store):
             return int(self.db.execute(f"SELECT COUNT(*) FROM records r WHERE {sql}", params).fetchone()[0])
 
     def history(self, record_id: str) -> list[Version]:
-        """The ``history`` rows of one record in write order (none in a file made before the
-        table existed and not opened for writing since)."""
+        """The ``history`` rows of one record in write order, the latest version of a live
+        record read from its row, in one snapshot (none in a file made before the table
+        existed and not opened for writing since)."""
         if not self.keeps_history:
             return super().history(record_id)
-        with self._mutex:
+        with self._mutex, self._snapshot():
             try:
                 rows = self.db.execute(
                     "SELECT seq, op, text, metadata, user_id, agent_id, run_id, at FROM history WHERE record_id=? ORDER BY n", (record_id,)
@@ -511,6 +512,10 @@ class SQLiteStore(SQLiteWrites, Store):
                 if self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='history'").fetchone() is None:
                     return []
                 raise
+            if rows and rows[-1][1] != "delete" and rows[-1][2] is None:  # the latest version of a live record is its row
+                current = self.db.execute("SELECT text, metadata FROM records WHERE id=?", (record_id,)).fetchone()
+                if current is not None:
+                    rows[-1] = (rows[-1][0], rows[-1][1], current[0], current[1], *rows[-1][4:])
         out = []
         for seq, op, text, metadata, user, agent, run, at in rows:
             scope = None if user is None and agent is None and run is None else Scope(user_id=user, agent_id=agent, run_id=run)

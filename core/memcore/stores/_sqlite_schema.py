@@ -90,7 +90,9 @@ CREATE TABLE IF NOT EXISTS history (
 CREATE INDEX IF NOT EXISTS history_record ON history (record_id);
 """
 """The versions of every record (``Store.history``): one row per insert, change of text,
-metadata or scope, and delete, in write order. Created with the file, or when a writer
+metadata or scope, and delete, in write order. The latest version of a live record holds no
+text or metadata (NULL: they are the record's row); a change copies the replaced ones into
+it, a delete erases them all. Created with the file, or when a writer
 first opens a file of the same schema version made before it existed (a reader of such a
 file finds no history)."""
 

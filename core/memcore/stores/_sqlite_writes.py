@@ -335,7 +335,11 @@ class SQLiteWrites:
 
     def _changed_versions(self, cur: sqlite3.Cursor, seq: int, old: list[Record], rowids: dict[str, int]) -> list[tuple[Any, ...]]:
         """The ``update`` history rows of the stored records ``old`` rewrites: one for each
-        whose text, metadata or scope changes (not for vectors or links alone)."""
+        whose text, metadata or scope changes (not for vectors or links alone).
+
+        The latest version of a live record keeps no copy of its text and metadata (they are
+        the record's row: an insert writes a small history row); when the record changes, that
+        version gets the replaced text and metadata, and the new version is the latest."""
         before: dict[int, tuple[Any, ...]] = {}
         for chunk in _chunks([rowids[r.id] for r in old]):
             for rowid, *row in cur.execute(
@@ -343,10 +347,18 @@ class SQLiteWrites:
             ):
                 before[rowid] = tuple(row)
         versions = []
+        replaced = []
         for r in old:
             now = (r.text, _json_text(r.metadata), *_scope_row(r.scope))
-            if before.get(rowids[r.id]) != now:
-                versions.append((seq, r.id, "update", *now, r.updated_at))
+            was = before.get(rowids[r.id])
+            if was != now:
+                versions.append((seq, r.id, "update", None, None, *now[2:], r.updated_at))
+                if was is not None:
+                    replaced.append((was[0], was[1], r.id))
+        cur.executemany(
+            "UPDATE history SET text = ?, metadata = ? WHERE n = (SELECT max(n) FROM history WHERE record_id = ?) AND text IS NULL AND op != 'delete'",
+            replaced,
+        )
         return versions
 
     def _write_records(
@@ -389,7 +401,9 @@ class SQLiteWrites:
                 _record_rows(fresh, created, member),
             )
             if self.keeps_history:
-                versions.extend((seq, r.id, "insert", r.text, _json_text(r.metadata), *_scope_row(r.scope), r.updated_at) for r in fresh)
+                versions.extend(
+                    (seq, r.id, "insert", None, None, *_scope_row(r.scope), r.updated_at) for r in fresh
+                )  # the text is the record's row until it changes
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             if row is not None and int(row[0]) == base + len(fresh):
                 rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))
