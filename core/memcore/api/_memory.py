@@ -295,6 +295,8 @@ class Memory:
         (e.g. ``scope``) go to the service, which rejects keywords it does not know.
         """
         where = where_from_options(where, options)
+        if where_document is None:  # the common call: nothing to bind
+            return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
         with self.collection.text_filtered(where_document):
             return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
 

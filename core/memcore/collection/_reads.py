@@ -12,28 +12,28 @@ The reader has no write and no raw access (no ``store``, no ``index(name)``): th
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from types import MappingProxyType
-from typing import Any, ContextManager, Iterator, Mapping, Sequence
+from typing import Any, ContextManager, Mapping, Sequence
 
 from ..embedders._embedder import Space, query_vector
 from ..errors import NotFoundError, ValidationError
 from ..indexes._allowed import AllowedIds
 from ..model._binding import narrow
 from ..model._checks import check_page, validate_k
-from ..model._document import DocumentFilter, both, document_key, parse_where_document
+from ..model._document import DocumentFilter, document_key, parse_where_document
 from ..model._filters import Filter, filter_key, parse_filter
 from ..model._query import Hit, attach_batch, rank_hits
 from ..model._query import Query
 from ..model._record import Record, Scope
 from ..stores._store import Version
 from ._base import CollectionBase, CollectionState
+from ._bindings import CallBindings
 from ._input import coerce_ids
 
 __all__ = ["CollectionReader"]
 
 
-class CollectionReader(CollectionBase):
+class CollectionReader(CallBindings):
     """The read path of a collection: searches and reads, no writes (what stages get).
 
     ``CollectionReader(collection)`` reads the same state as ``collection`` (so does
@@ -131,46 +131,6 @@ class CollectionReader(CollectionBase):
         per scope (see :mod:`memcore.model._binding`). ``None`` binds nothing new."""
         return self._binding.bind(scope)
 
-    @contextmanager
-    def text_filtered(self, where_document: Mapping[str, Any] | None) -> Iterator[DocumentFilter | None]:
-        """Bind a text filter on the record text (``{"$contains": "..."}``) for what runs inside
-        the ``with`` block (this thread or task): every filtered read (index searches, hence
-        pipelines and services; :meth:`ids`, :meth:`count`) sees only records whose text
-        matches it, AND-ed with any text filter bound outside. How :meth:`memcore.Memory.retrieve`
-        and ``query`` pass ``where_document`` through any service. ``None`` binds nothing new.
-        Raises :class:`~memcore.errors.FilterError` for a malformed filter (before the block)."""
-        var = self._state.text_filter
-        if where_document is None:  # the common call: nothing to parse or bind
-            yield var.get()
-            return
-        parsed = parse_where_document(where_document)
-        token = var.set(both(var.get(), parsed))
-        try:
-            yield var.get()
-        finally:
-            var.reset(token)
-
-    @contextmanager
-    def embedded_queries(self, texts: Sequence[str]) -> Iterator[None]:
-        """Embed ``texts`` as queries in one batch per space (the spaces of this collection's
-        indexes) for what runs inside the ``with`` block (this thread or task): a search of
-        one of them uses its vector instead of embedding it alone. How
-        :meth:`memcore.Memory.retrieve_many` embeds a batch of queries in one embedder call."""
-        unique = list(dict.fromkeys(t for t in texts if isinstance(t, str) and t.strip()))
-        with self._lock:
-            self._check_open()
-            spaces = [s for s in self._spaces_of(h for h in self._indexes.values() if h.error is None) if s in self._spaces]
-        vectors: dict[tuple[str, str], Any] = dict(self._state.query_vectors.get() or {})
-        for space in spaces:
-            todo = [t for t in unique if (space, t) not in vectors]
-            if todo:
-                vectors.update(zip(((space, t) for t in todo), self._spaces[space].embed_queries(todo)))
-        token = self._state.query_vectors.set(vectors)
-        try:
-            yield
-        finally:
-            self._state.query_vectors.reset(token)
-
     def _prepared(self, query: Query, space: str) -> None:
         """Give ``query`` its vector of ``space`` from :meth:`embedded_queries` when one was embedded ahead."""
         ahead = self._state.query_vectors.get()
@@ -178,10 +138,6 @@ class CollectionReader(CollectionBase):
             vector = ahead.get((space, query.text))
             if vector is not None:
                 query.vectors[space] = vector
-
-    def _text_filter(self, parsed: DocumentFilter | None) -> DocumentFilter | None:
-        """``parsed`` AND the text filter bound for this call."""
-        return both(self._state.text_filter.get(), parsed)
 
     @property
     def bound_scope(self) -> Scope | None:
