@@ -256,7 +256,7 @@ def test_retrieve_many_checks_before_any_work(memory: memcore.Memory, queries: A
     memory.service.retrieve = lambda *a, **kw: called.append(a) or original(*a, **kw)  # type: ignore[method-assign]
     with pytest.raises(ValidationError):
         memory.retrieve_many(queries)
-    for bad in ({"k": 0}, {"where": {"$bad": 1}}, {"where_document": {"$contains": ""}}):
+    for bad in ({"k": 0}, {"where": {"$bad": 1}}, {"where_document": {"$contains": ""}}, {"scope": {"team": "x"}}, {"scope": 3}):
         with pytest.raises(ValidationError):
             memory.retrieve_many(["ok"], **bad)
     assert called == []

@@ -1,9 +1,11 @@
 """``memcore.Memory``: a built memory and its everyday API.
 
-What a Chroma collection user reaches for, without going through ``.collection``:
-``insert`` (one item or many), ``get``, ``update``, ``upsert``, ``delete`` (ids, a
-``where`` filter and/or a scope), ``count``, plus ``retrieve`` (the service's unified
-interface) and ``query`` (the pipeline, hits with provenance).
+What a Chroma collection or mem0 user reaches for, without going through ``.collection``:
+``insert`` (one item or many), ``get`` (by ids, or a page of matches: ``offset``/``limit``),
+``update``, ``upsert``, ``delete`` (ids, a ``where`` filter, a ``where_document`` text filter
+and/or a scope), ``count``, ``history`` (every version of one record), plus ``retrieve`` (the
+service's unified interface), ``retrieve_many`` (a batch of queries) and ``query`` (the
+pipeline, hits with provenance).
 
 Every method has explicit keyword arguments: a keyword a method does not know is a
 ``TypeError`` from Python itself, never silently dropped. The only open door is
@@ -311,6 +313,7 @@ class Memory:
         validate_k(k)
         where = where_from_options(where, options)
         parse_filter(where)
+        Scope.coerce(options.get("scope"))
         with self.collection.text_filtered(where_document), self.collection.embedded_queries(texts):
             return [self.service.retrieve(text, where=where, k=k, **options) for text in texts]
 
