@@ -131,3 +131,19 @@ def test_the_callers_bound_scope_goes_to_the_worker():
 def test_workers_must_be_a_positive_int(workers):
     with memcore.open(MEMORY) as memory, pytest.raises(ValidationError, match="workers"):
         memcore.AsyncMemory(memory, workers=workers)
+
+
+def test_the_newer_verbs_awaited(tmp_path):
+    async def main():
+        async with memcore.open_async(path=tmp_path / "m") as memory:
+            rid = await memory.insert("apples are red", metadata={"n": 1})
+            await memory.update(rid, text="apples are green")
+            assert [v["op"] for v in await memory.history(rid)] == ["insert", "update"]
+            await memory.insert(["a zebra note", "pears are yellow"])
+            answers = await memory.retrieve_many(["apples", "zebra"], k=1)
+            assert [a[0]["text"] for a in answers] == ["apples are green", "a zebra note"]
+            assert await memory.count(where_document={"$contains": "zebra"}) == 1
+            assert [r.text for r in await memory.get(offset=1, limit=1)] == ["a zebra note"]
+            assert await memory.delete(where_document={"$contains": "pears"}) == 1
+
+    asyncio.run(main())

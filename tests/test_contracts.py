@@ -24,6 +24,7 @@ from memcore import Hit, Query, Record
 from memcore.plugin import ComponentConfig
 from memcore.stores._memory import MemoryStore
 from memcore.stores._sqlite import SQLiteStore
+from memcore.stores._store import Store
 from memcore.testing import (
     FusionContract,
     IndexContract,
@@ -136,6 +137,20 @@ class TestMemoryStore(StoreContract):
     @pytest.fixture
     def store(self):
         return MemoryStore()
+
+
+class GenericPathStore(MemoryStore):
+    """A store without native text filters or pages: the Store base's generic path
+    (what a third-party store inherits) answers ``find_ids`` / ``find_count``."""
+
+    find_ids = Store.find_ids
+    find_count = Store.find_count
+
+
+class TestGenericPathStore(StoreContract):
+    @pytest.fixture
+    def store(self):
+        return GenericPathStore()
 
 
 # -- fusions ---------------------------------------------------------------------------------

@@ -44,12 +44,27 @@ def test_the_store_alone_forgets(tmp_path):
 
 
 def test_update_overwrites_the_old_text(tmp_path):
-    """An update forgets the text it replaces too."""
-    with memcore.open(path=tmp_path) as memory:
+    """Without history, an update forgets the text it replaces too."""
+    with memcore.open(path=tmp_path, store={"kind": "sqlite", "history": False}) as memory:
         rid = memory.insert(CANARIES[1])
         memory.collection.flush()
         memory.update(rid, text="a harmless new text")
     assert_no_bytes(tmp_path, [CANARIES[1]])
+
+
+def test_history_keeps_a_replaced_text_until_the_record_is_deleted(tmp_path):
+    """With history (the default) the replaced text stays in the record's history; deleting
+    the record erases every version's text from the files."""
+    with memcore.open(path=tmp_path) as memory:
+        rid = memory.insert(CANARIES[1], metadata={"note": CANARIES[-1]})
+        memory.collection.flush()
+        memory.update(rid, text="a harmless new text", metadata={})
+        assert [v["text"] for v in memory.history(rid)] == [CANARIES[1], "a harmless new text"]
+    assert find_bytes(tmp_path, [CANARIES[1]])
+    with memcore.open(path=tmp_path) as memory:
+        memory.delete(rid)
+        assert [(v["op"], v["text"], v["metadata"]) for v in memory.history(rid)] == [("insert", None, None), ("update", None, None), ("delete", None, None)]
+    assert_no_bytes(tmp_path, [CANARIES[1], CANARIES[-1], "a harmless new text"])
 
 
 def test_secure_delete_is_on_for_the_writer(tmp_path):

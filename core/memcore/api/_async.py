@@ -120,9 +120,16 @@ class AsyncMemory:
         call = functools.partial(self.memory.update, id, text=text, metadata=metadata, merge_metadata=merge_metadata, vectors=vectors, scope=scope)
         return await self._run(call, write=True)
 
-    async def delete(self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None) -> int:
+    async def delete(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> int:
         """:meth:`memcore.Memory.delete`, awaited (serialised with the other writes)."""
-        return await self._run(functools.partial(self.memory.delete, ids, where=where, scope=scope), write=True)
+        return await self._run(functools.partial(self.memory.delete, ids, where=where, scope=scope, where_document=where_document), write=True)
 
     async def forget(self, scope: ScopeLike) -> dict[str, Any]:
         """:meth:`memcore.Memory.forget`, awaited (serialised with the other writes)."""
@@ -131,24 +138,74 @@ class AsyncMemory:
     # -- reads ---------------------------------------------------------------------------
 
     async def get(
-        self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, limit: int | None = None
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        limit: int | None = None,
+        offset: int = 0,
+        where_document: Mapping[str, Any] | None = None,
     ) -> Record | list[Record]:
         """:meth:`memcore.Memory.get`, awaited."""
-        return await self._run(functools.partial(self.memory.get, ids, where=where, scope=scope, limit=limit), write=False)
+        call = functools.partial(self.memory.get, ids, where=where, scope=scope, limit=limit, offset=offset, where_document=where_document)
+        return await self._run(call, write=False)
 
-    async def count(self, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, index: str | None = None) -> int:
+    async def count(
+        self,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        index: str | None = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> int:
         """:meth:`memcore.Memory.count`, awaited."""
-        return await self._run(functools.partial(self.memory.count, where=where, scope=scope, index=index), write=False)
+        return await self._run(functools.partial(self.memory.count, where=where, scope=scope, index=index, where_document=where_document), write=False)
+
+    async def history(self, id: str, *, scope: ScopeLike = None) -> list[dict[str, Any]]:
+        """:meth:`memcore.Memory.history`, awaited."""
+        return await self._run(functools.partial(self.memory.history, id, scope=scope), write=False)
 
     async def retrieve(
-        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **options: Any
+        self,
+        query: str | None = None,
+        vector: Any = None,
+        where: Mapping[str, Any] | None = None,
+        k: int = 10,
+        *,
+        where_document: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> list[dict[str, Any]]:
         """:meth:`memcore.Memory.retrieve`, awaited."""
-        return await self._run(functools.partial(self.memory.retrieve, query, vector, where, k, **options), write=False)
+        call = functools.partial(self.memory.retrieve, query, vector, where, k, where_document=where_document, **options)
+        return await self._run(call, write=False)
 
-    async def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: ScopeLike = None) -> list[Hit]:
+    async def retrieve_many(
+        self,
+        queries: Sequence[str],
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        where_document: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> list[list[dict[str, Any]]]:
+        """:meth:`memcore.Memory.retrieve_many`, awaited."""
+        call = functools.partial(self.memory.retrieve_many, queries, k=k, where=where, where_document=where_document, **options)
+        return await self._run(call, write=False)
+
+    async def query(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        index: str | None = None,
+        scope: ScopeLike = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
         """:meth:`memcore.Memory.query`, awaited."""
-        return await self._run(functools.partial(self.memory.query, text, k=k, where=where, index=index, scope=scope), write=False)
+        call = functools.partial(self.memory.query, text, k=k, where=where, index=index, scope=scope, where_document=where_document)
+        return await self._run(call, write=False)
 
     # -- lifecycle -----------------------------------------------------------------------
 

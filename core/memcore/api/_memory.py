@@ -1,9 +1,11 @@
 """``memcore.Memory``: a built memory and its everyday API.
 
-What a Chroma collection user reaches for, without going through ``.collection``:
-``insert`` (one item or many), ``get``, ``update``, ``upsert``, ``delete`` (ids, a
-``where`` filter and/or a scope), ``count``, plus ``retrieve`` (the service's unified
-interface) and ``query`` (the pipeline, hits with provenance).
+What a Chroma collection or mem0 user reaches for, without going through ``.collection``:
+``insert`` (one item or many), ``get`` (by ids, or a page of matches: ``offset``/``limit``),
+``update``, ``upsert``, ``delete`` (ids, a ``where`` filter, a ``where_document`` text filter
+and/or a scope), ``count``, ``history`` (every version of one record), plus ``retrieve`` (the
+service's unified interface), ``retrieve_many`` (a batch of queries) and ``query`` (the
+pipeline, hits with provenance).
 
 Every method has explicit keyword arguments: a keyword a method does not know is a
 ``TypeError`` from Python itself, never silently dropped. The only open door is
@@ -22,7 +24,10 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import NotFoundError, ValidationError
 from ..collection._input import coerce_ids
 from ..llms._llm import LLMs
-from ..model._query import Hit
+from ..model._checks import check_page, validate_k
+from ..model._document import parse_where_document
+from ..model._filters import parse_filter
+from ..model._query import Hit, Query
 from ..model._record import Record, Scope
 from ..services._service import where_from_options
 
@@ -32,9 +37,28 @@ if TYPE_CHECKING:
     from ..services._service import Service
     from ..settings import MemcoreSettings
 
-__all__ = ["Memory"]
+__all__ = ["Memory", "MAX_BATCH_QUERIES", "check_queries"]
+
+MAX_BATCH_QUERIES = 10_000
+"""Most query texts one :meth:`Memory.retrieve_many` call takes."""
 
 ScopeLike = Scope | Mapping[str, Any] | None
+
+
+def check_queries(queries: Any) -> list[str]:
+    """The query texts of a batch: a non-empty list or tuple of at most
+    :data:`MAX_BATCH_QUERIES` strings, each checked as a query text (ValidationError otherwise)."""
+    if isinstance(queries, str) or not isinstance(queries, (list, tuple)):
+        raise ValidationError(f"queries must be a list of query texts, not {type(queries).__name__}")
+    if not queries:
+        raise ValidationError("queries is empty: give at least one query text")
+    if len(queries) > MAX_BATCH_QUERIES:
+        raise ValidationError(f"at most {MAX_BATCH_QUERIES} queries in one call, got {len(queries)}")
+    for position, text in enumerate(queries):
+        if not isinstance(text, str) or not text.strip():
+            raise ValidationError(f"query {position} must be a non-empty text, got {text!r}"[:200])
+        Query(text=text)  # length and Unicode, as retrieve checks them
+    return list(queries)
 
 
 def _single(items: Any) -> bool:
@@ -121,31 +145,43 @@ class Memory:
         """
         return self.service.update(id, text=text, metadata=metadata, merge_metadata=merge_metadata, vectors=vectors, scope=scope)
 
-    def delete(self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None) -> int:
-        """Delete records by id, by a ``where`` filter and/or within a scope; returns how many.
+    def delete(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Delete records by id, by a ``where`` filter, a ``where_document`` text filter
+        (``{"$contains": "..."}``) and/or within a scope; returns how many.
 
         Ids outside ``scope`` (or unknown) raise NotFoundError and nothing is deleted; with
-        ``where`` (and/or ``scope``) alone, every matching record in the scope goes. At least
-        one of ``ids``, ``where`` or ``scope`` is required (nothing is deleted by accident).
+        filters (and/or ``scope``) alone, every matching record in the scope goes. At least
+        one of ``ids``, ``where``, ``where_document`` or ``scope`` is required (nothing is
+        deleted by accident); a malformed filter is a FilterError and deletes nothing.
         The service deletes them (:meth:`memcore.Service.delete`), so that what it derived
         from them (``hybrid``'s windows) changes in the same atomic write. A scope alone
         forgets the scope (:meth:`forget`): its records, what was derived from them and its
         service state.
         """
-        if ids is None and where is None and scope is None:
-            raise ValidationError("delete needs ids, a where filter or a scope (to empty the memory: delete(where={}))")
-        if ids is None and where is None:
+        if ids is None and where is None and where_document is None and scope is None:
+            raise ValidationError("delete needs ids, a where filter or a scope, or a where_document filter (to empty the memory: delete(where={}))")
+        parse_filter(where)
+        parse_where_document(where_document)
+        if ids is None and where is None and where_document is None:
             return int(self.forget(scope)["records"])
+        filtered = where is not None or where_document is not None
         with self.collection.scoped(scope):
             if ids is not None:
                 wanted = coerce_ids(ids)
-                if where is not None:
-                    targets = set(self.collection.ids(where=where))
+                if filtered:
+                    targets = set(self.collection.ids(where=where, where_document=where_document))
                     wanted = [i for i in wanted if i in targets]
                     if not wanted:
                         return 0
                 return self.service.delete(wanted)
-            matching = self.collection.ids(where=where)
+            matching = self.collection.ids(where=where, where_document=where_document)
             return self.service.delete(matching) if matching else 0
 
     def forget(self, scope: ScopeLike) -> dict[str, Any]:
@@ -163,56 +199,137 @@ class Memory:
     # -- reads ---------------------------------------------------------------------------
 
     def get(
-        self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, limit: int | None = None
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        limit: int | None = None,
+        offset: int = 0,
+        where_document: Mapping[str, Any] | None = None,
     ) -> Record | list[Record]:
         """One record by id (NotFoundError when absent), records by ids (in order), or the
-        records matching ``where`` / ``scope`` (insertion order, at most ``limit``)."""
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise ValidationError(f"limit must be a non-negative int, not {limit!r}")
+        records matching ``where`` / ``where_document`` / ``scope``.
+
+        Without ids the records come in insertion order (the order they were first written;
+        an update keeps a record's place), ``limit`` of them from position ``offset``: a
+        stable order, so ``offset=0, 10, 20...`` pages through every match once while
+        nothing is written. With ids, the filters must hold for each (NotFoundError naming
+        those they do not) and ``offset``/``limit`` page the ids given."""
+        check_page(offset, limit)
+        parse_filter(where)
+        parse_where_document(where_document)
         if isinstance(ids, str):
-            found = self.get([ids], where=where, scope=scope)
+            found = self.get([ids], where=where, scope=scope, where_document=where_document)
             return found[0]  # type: ignore[index]
         with self.collection.scoped(scope):
-            return self._get(ids, where, limit)
+            return self._get(ids, where, where_document, offset, limit)
 
-    def _get(self, ids: Sequence[str] | None, where: Mapping[str, Any] | None, limit: int | None) -> list[Record]:
+    def _get(
+        self, ids: Sequence[str] | None, where: Mapping[str, Any] | None, where_document: Mapping[str, Any] | None, offset: int, limit: int | None
+    ) -> list[Record]:
         """:meth:`get` once its scope is bound (the collection hides other scopes' records)."""
         if ids is None:
-            wanted = self.collection.ids(where=where)
+            wanted = self.collection.ids(where=where, where_document=where_document, offset=offset, limit=limit)
         else:
-            wanted = list(ids)
-            if where is not None:
-                allowed = set(self.collection.ids(where=where))
+            wanted = coerce_ids(ids)
+            if where is not None or where_document is not None:
+                allowed = set(self.collection.ids(where=where, where_document=where_document))
                 outside = [i for i in wanted if i not in allowed]
                 if outside:
-                    raise NotFoundError(f"no record(s) {outside[:5]} matching this where filter")
-        if limit is not None:
-            wanted = wanted[:limit]
+                    which = "this where filter" if where_document is None else "this where_document filter" if where is None else "these filters"
+                    raise NotFoundError(f"no record(s) {outside[:5]} matching {which}")
+            wanted = wanted[offset:] if limit is None else wanted[offset : offset + limit]
         records = self.collection.get_many(wanted)
         missing = [i for i, r in zip(wanted, records) if r is None]
         if missing:
             raise NotFoundError(f"no record(s) {missing[:5]}{' in this scope' if self.collection.bound_scope else ''}")
         return records  # type: ignore[return-value]
 
-    def count(self, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, index: str | None = None) -> int:
-        """Number of records (matching ``where``, in ``scope``, in one ``index``)."""
-        return self.collection.count(where=where, scope=scope, index=index)
+    def count(
+        self, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, index: str | None = None, where_document: Mapping[str, Any] | None = None
+    ) -> int:
+        """Number of records (matching ``where`` and ``where_document``, in ``scope``, in one ``index``)."""
+        return self.collection.count(where=where, scope=scope, index=index, where_document=where_document)
+
+    def history(self, id: str, *, scope: ScopeLike = None) -> list[dict[str, Any]]:
+        """Every version of one memory, oldest first, as mem0's ``history``: each a dict
+        ``{"id", "seq", "op", "text", "metadata", "scope", "at"}`` where ``op`` is
+        ``insert`` (new record: insert, or upsert of a new id), ``update`` (its text, metadata
+        or scope changed: update, or upsert of a stored id) or ``delete`` (``text`` and
+        ``metadata`` None), ``seq`` the store's sequence number of that write and ``at`` its
+        time (seconds since the epoch). A deleted record keeps its versions with their texts
+        and metadata erased (None); forgetting a scope erases its versions entirely. An id without history, or of another scope than ``scope``, is a
+        NotFoundError (the same error: nothing tells them apart). The store must keep
+        history (the sqlite and memory stores do; ConfigError otherwise)."""
+        with self.collection.scoped(scope):
+            versions = self.collection.history(id)
+        return [
+            {
+                "id": v.record_id,
+                "seq": v.seq,
+                "op": v.op,
+                "text": v.text,
+                "metadata": v.metadata,
+                "scope": None if v.scope is None else v.scope.as_dict(),
+                "at": v.at,
+            }
+            for v in versions
+        ]
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **options: Any
+        self,
+        query: str | None = None,
+        vector: Any = None,
+        where: Mapping[str, Any] | None = None,
+        k: int = 10,
+        *,
+        where_document: Mapping[str, Any] | None = None,
+        **options: Any,
     ) -> list[dict[str, Any]]:
         """Recall through the service: ``[{"id", "text", "score", "metadata"}]``.
 
         ``where`` is a metadata filter (as for :meth:`get`, :meth:`count`, :meth:`query`;
-        ``metadata=``, its former name, works with a DeprecationWarning); ``options``
+        ``metadata=``, its former name, works with a DeprecationWarning); ``where_document``
+        a text filter on the record text (``{"$contains": "..."}``). Both restrict the
+        candidates before the ``k`` best are chosen (k hits when k records match), in every
+        service (the text filter is bound on the collection for the call). ``options``
         (e.g. ``scope``) go to the service, which rejects keywords it does not know.
         """
         where = where_from_options(where, options)
-        return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
+        if where_document is None:  # the common call: nothing to bind
+            return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
+        with self.collection.text_filtered(where_document):
+            return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
 
-    def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: ScopeLike = None) -> list[Hit]:
-        """Run the declared pipeline (or one index) and return hits with provenance."""
-        with self.collection.scoped(scope):
+    def retrieve_many(
+        self, queries: Sequence[str], *, k: int = 10, where: Mapping[str, Any] | None = None, where_document: Mapping[str, Any] | None = None, **options: Any
+    ) -> list[list[dict[str, Any]]]:
+        """:meth:`retrieve` for several query texts in one call: one result list per query,
+        in the order given, the same as a loop of :meth:`retrieve`. The texts are embedded
+        in one embedder batch per space; ``queries``, ``k``, ``where`` and ``where_document``
+        are checked before anything runs (at most :data:`MAX_BATCH_QUERIES` texts)."""
+        texts = check_queries(queries)
+        validate_k(k)
+        where = where_from_options(where, options)
+        parse_filter(where)
+        Scope.coerce(options.get("scope"))
+        with self.collection.text_filtered(where_document), self.collection.embedded_queries(texts):
+            return [self.service.retrieve(text, where=where, k=k, **options) for text in texts]
+
+    def query(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        index: str | None = None,
+        scope: ScopeLike = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> list[Hit]:
+        """Run the declared pipeline (or one index) and return hits with provenance;
+        ``where`` and ``where_document`` restrict the candidates before the ``k`` best."""
+        with self.collection.scoped(scope), self.collection.text_filtered(where_document):
             if index is not None:
                 return self.collection.retrieve(text, index=index, k=k, where=where)
             if self.pipeline_error is not None:

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import click
 
+from ..api._memory import check_queries
 from ._common import CliError, JSON_OBJECT, config_option, declared_service, echo_json, open_memory, path_option, scope_option, shorten
 
 
@@ -41,11 +42,31 @@ def through_service(service: str, forced: bool | None, index: str | None) -> boo
 )
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Number of hits.")
 @click.option("--where", "-w", type=JSON_OBJECT, default=None, help='Metadata filter as JSON, e.g. \'{"speaker": "Alice", "turn": {"$gte": 3}}\'.')
+@click.option(
+    "--where-document",
+    "-d",
+    "where_document",
+    type=JSON_OBJECT,
+    default=None,
+    help='Text filter on the record text as JSON (Chroma\'s shape), e.g. \'{"$contains": "Paris"}\'; restricts the candidates before the K best.',
+)
 @scope_option("Only this scope's records: user_id=u1 (repeatable: --scope user_id=u1 --scope run_id=r1), or a JSON object.")
+@click.option("--each", is_flag=True, help="Each TEXT argument is a query of its own (several queries in one call), not words of one query.")
+@click.option(
+    "--queries-file",
+    type=click.File("r", encoding="utf-8"),
+    default=None,
+    help="Read the queries from this file, one per line (blank lines skipped; - for stdin), after any TEXT.",
+)
 @click.option("--explain", is_flag=True, help="Explain each hit's score (which lists it came from, at which rank); not with the service.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of hits (Hit.to_dict(), or the service's result dicts).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print a JSON list of hits (Hit.to_dict(), or the service\'s result dicts); with several queries, a list of {"query", "hits"}.',
+)
 @click.option("--width", type=click.IntRange(min=20), default=100, show_default=True, help="Maximum width of the text column.")
-@click.argument("text", nargs=-1, required=True)
+@click.argument("text", nargs=-1)
 def query(
     config: Path | None,
     path: Path | None,
@@ -53,7 +74,10 @@ def query(
     forced: bool | None,
     k: int,
     where: dict[str, Any] | None,
+    where_document: dict[str, Any] | None,
     scope: dict[str, Any] | None,
+    each: bool,
+    queries_file: Any,
     explain: bool,
     as_json: bool,
     width: int,
@@ -73,29 +97,53 @@ def query(
       memcore query -c memcore.toml -p ./mem "where did Alice travel"
       memcore query -c memcore.toml -p ./mem -k 3 --where '{"speaker": "Bob"}' --explain cat
       memcore query -c memoryos.toml -p ./mem --scope user_id=alice "what does she like"
+      memcore query -p ./mem --where-document '{"$contains": "Paris"}' "trip"
+      memcore query -p ./mem --each "where did Alice travel" "what does Bob cook" --json
+      memcore query -p ./mem --queries-file questions.txt -k 3
     """
-    query_text = " ".join(text)
+    texts = query_texts(text, each, queries_file)
     service = declared_service(config)
+    several = len(texts) > 1 or each or queries_file is not None
     if through_service(service, forced, index):
         if explain:
             raise CliError(f"--explain needs hits with provenance: the {service!r} service's retrieve returns none; use --pipeline or --index")
         with open_memory(config, path, must_exist=True) as memory:
-            results = memory.retrieve(query_text, where=where, k=k, scope=scope)
-        show_results(results, as_json=as_json, width=width)
+            if several:
+                batches = memory.retrieve_many(texts, where=where, where_document=where_document, k=k, scope=scope)
+            else:
+                batches = [memory.retrieve(texts[0], where=where, where_document=where_document, k=k, scope=scope)]
+        if as_json and several:
+            echo_json([{"query": q, "hits": list(results)} for q, results in zip(texts, batches)])
+            return
+        for q, results in zip(texts, batches):
+            if several and not as_json:
+                click.echo(f"## {q}")
+            show_results(results, as_json=as_json, width=width)
         return
     with open_memory(config, path, read_only=True) as memory:
-        hits = memory.query(query_text, k=k, where=where, index=index, scope=scope)
+        check_queries(texts)
+        with memory.collection.embedded_queries(texts if several else []):
+            answers = [memory.query(q, k=k, where=where, where_document=where_document, index=index, scope=scope) for q in texts]
     if as_json:
-        rows = []
-        for hit in hits:
-            row = hit.to_dict()
-            if explain:
-                row["explain"] = hit.explain()
-            rows.append(row)
-        echo_json(rows)
+        lists = [[{**hit.to_dict(), **({"explain": hit.explain()} if explain else {})} for hit in hits] for hits in answers]
+        echo_json([{"query": q, "hits": rows} for q, rows in zip(texts, lists)] if several else lists[0])
         return
-    table = [(hit.id, hit.score, hit.record.text if hit.record is not None else None) for hit in hits]
-    show_table(table, width, [hit.explain() for hit in hits] if explain else None)
+    for q, hits in zip(texts, answers):
+        if several:
+            click.echo(f"## {q}")
+        table = [(hit.id, hit.score, hit.record.text if hit.record is not None else None) for hit in hits]
+        show_table(table, width, [hit.explain() for hit in hits] if explain else None)
+
+
+def query_texts(text: Sequence[str], each: bool, queries_file: Any) -> list[str]:
+    """The query texts of one call: TEXT (one query, or one per argument with ``--each``),
+    then the non-blank lines of ``--queries-file``."""
+    texts = list(text) if each else ([" ".join(text)] if text else [])
+    if queries_file is not None:
+        texts.extend(line.strip() for line in queries_file if line.strip())
+    if not texts:
+        raise CliError("give a query TEXT, or several with --each or --queries-file")
+    return texts
 
 
 def show_results(results: Sequence[dict[str, Any]], *, as_json: bool, width: int) -> None:

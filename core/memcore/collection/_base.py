@@ -10,6 +10,7 @@ Each part derives from :class:`CollectionBase`, which holds the state and the he
 from __future__ import annotations
 
 import threading
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
@@ -22,6 +23,7 @@ from ..indexes._broken import StoredConfig, UnavailableIndex, describe_failure, 
 from ..indexes._handle import IndexHandle
 from ..indexes._index import Index
 from ..model._binding import ScopeBinding
+from ..model._document import DocumentFilter
 from ..model._filters import filter_key
 from ..model._record import Record
 from ..stores._store import Store, WriteBatch
@@ -41,7 +43,21 @@ class CollectionState:
     the collection (``indexes`` changes in place), so each part may keep references to them.
     """
 
-    __slots__ = ("store", "spaces", "registry", "path", "llms", "indexes", "lock", "binding", "allowed_sets", "closed", "index_kinds")
+    __slots__ = (
+        "store",
+        "spaces",
+        "registry",
+        "path",
+        "llms",
+        "indexes",
+        "lock",
+        "binding",
+        "allowed_sets",
+        "closed",
+        "index_kinds",
+        "text_filter",
+        "query_vectors",
+    )
 
     def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: Path | None, llms: "LLMs | None") -> None:
         self.store = store
@@ -57,6 +73,10 @@ class CollectionState:
         self.closed = False
         self.index_kinds: dict[str, Registration] = {}
         """Index kinds already looked up by the caller (``memcore.open``): not asked again."""
+        self.text_filter: ContextVar[DocumentFilter | None] = ContextVar(f"memcore_text_filter_{id(self)}", default=None)
+        """The text filter bound for the current call (``CollectionReader.text_filtered``), AND-ed into every filtered read."""
+        self.query_vectors: ContextVar[dict[tuple[str, str], Any] | None] = ContextVar(f"memcore_query_vectors_{id(self)}", default=None)
+        """Query vectors embedded ahead in one batch for the current call (``CollectionReader.embedded_queries``): ``(space, text) -> vector``."""
 
 
 class CollectionBase:

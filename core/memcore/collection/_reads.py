@@ -16,21 +16,24 @@ from types import MappingProxyType
 from typing import Any, ContextManager, Mapping, Sequence
 
 from ..embedders._embedder import Space, query_vector
-from ..errors import ValidationError
+from ..errors import NotFoundError, ValidationError
 from ..indexes._allowed import AllowedIds
 from ..model._binding import narrow
-from ..model._checks import validate_k
+from ..model._checks import check_page, validate_k
+from ..model._document import DocumentFilter, document_key, parse_where_document
 from ..model._filters import Filter, filter_key, parse_filter
 from ..model._query import Hit, attach_batch, rank_hits
 from ..model._query import Query
 from ..model._record import Record, Scope
+from ..stores._store import Version
 from ._base import CollectionBase, CollectionState
+from ._bindings import CallBindings
 from ._input import coerce_ids
 
 __all__ = ["CollectionReader"]
 
 
-class CollectionReader(CollectionBase):
+class CollectionReader(CallBindings):
     """The read path of a collection: searches and reads, no writes (what stages get).
 
     ``CollectionReader(collection)`` reads the same state as ``collection`` (so does
@@ -61,18 +64,30 @@ class CollectionReader(CollectionBase):
         scope: Scope | Mapping[str, Any] | None = None,
         vectors: Mapping[str, Any] | None = None,
         extras: Mapping[str, Any] | None = None,
+        where_document: Mapping[str, Any] | None = None,
     ) -> Query:
         """The one check of a request: a :class:`Query` every layer below trusts.
 
         ``query`` is a text (``None``: vectors or extras only), a dict of Query fields or a
         Query; the keywords override its fields. Checked here, once: ``k``; each vector
-        (finite, of a declared space, of its dimension); ``where`` (parsed, kept on the
-        query); the scope (narrowed with the one bound on the collection: never wider).
+        (finite, of a declared space, of its dimension); ``where`` and ``where_document``
+        (parsed, kept on the query); the scope (narrowed with the one bound on the collection: never wider).
         A query this reader already checked, without overrides, is returned as it is.
         """
-        if type(query) is Query and query._checked_by is self._state and k is None and where is None and scope is None and vectors is None and extras is None:
+        if (
+            type(query) is Query
+            and query._checked_by is self._state
+            and k is None
+            and where is None
+            and scope is None
+            and vectors is None
+            and extras is None
+            and where_document is None
+        ):
             return query
-        overrides: dict[str, Any] = {n: v for n, v in (("k", k), ("where", where), ("vectors", vectors), ("extras", extras)) if v is not None}
+        overrides: dict[str, Any] = {
+            n: v for n, v in (("k", k), ("where", where), ("vectors", vectors), ("extras", extras), ("where_document", where_document)) if v is not None
+        }
         if type(query) is str or (query is None and (vectors or extras)):  # a text: one Query built with the overrides
             q = Query(text=query, **overrides)
         elif isinstance(query, Query):
@@ -88,6 +103,7 @@ class CollectionReader(CollectionBase):
                     raise ValidationError(f"the query has a vector for undeclared space {space!r}; spaces: {sorted(spaces)}")
                 declared.check_query_vector(vector)
         q.parsed_where()  # a bad filter fails here, before any search; parsed once per query
+        q.parsed_where_document()
         wanted = q.scope if scope is None else scope if type(scope) is Scope else Scope.coerce(scope)
         bound = self._scope.get()
         narrowed = wanted if bound is None else bound if wanted is None or wanted is bound else narrow(bound, wanted)
@@ -102,6 +118,7 @@ class CollectionReader(CollectionBase):
         """A copy of the checked ``query`` with a narrower ``scope`` (its filter not parsed again)."""
         q = query.evolve(scope=scope)
         q._parsed_where = query._parsed_where
+        q._parsed_document = query._parsed_document
         q._checked_by = self._state
         return q
 
@@ -113,6 +130,14 @@ class CollectionReader(CollectionBase):
         read sees only its records, writes stamp it on new records and keep component state
         per scope (see :mod:`memcore.model._binding`). ``None`` binds nothing new."""
         return self._binding.bind(scope)
+
+    def _prepared(self, query: Query, space: str) -> None:
+        """Give ``query`` its vector of ``space`` from :meth:`embedded_queries` when one was embedded ahead."""
+        ahead = self._state.query_vectors.get()
+        if ahead and query.text is not None and space not in query.vectors:
+            vector = ahead.get((space, query.text))
+            if vector is not None:
+                query.vectors[space] = vector
 
     @property
     def bound_scope(self) -> Scope | None:
@@ -135,11 +160,15 @@ class CollectionReader(CollectionBase):
         where: Mapping[str, Any] | None = None,
         scope: Scope | Mapping[str, Any] | None = None,
         with_records: bool = True,
+        where_document: Mapping[str, Any] | None = None,
     ) -> list[Hit]:
-        """The best ``k`` hits of one index for a query (text, vectors or a :class:`Query`)."""
+        """The best ``k`` hits of one index for a query (text, vectors or a :class:`Query`).
+
+        ``where`` and ``where_document`` restrict the candidates before the search (k hits
+        come back when k records match), they are not applied to the hits afterwards."""
         with self._lock:
             self._check_open()
-            q = self.request(query, k=k, where=where, scope=scope)
+            q = self.request(query, k=k, where=where, scope=scope, where_document=where_document)
             self._sync()
             handle = self._handle(index) if index is not None else self._only_index()
             hits = self.search_index(handle.name, q, q.k)
@@ -174,9 +203,12 @@ class CollectionReader(CollectionBase):
                 raise ValidationError("this index searches text: the query text is empty")
             for space in requires.spaces:
                 if space not in query.vectors:
+                    self._prepared(query, space)
                     query_vector(self._spaces, query, space)  # embedded once, kept on the query
             index.validate_query(query)
-            if query.where is None and query.scope is None:  # neither filter nor scope: nothing to resolve
+            if (
+                query.where is None and query.scope is None and query.where_document is None and self._state.text_filter.get() is None
+            ):  # no filter, no scope: nothing to resolve
                 allowed = None
             else:
                 allowed = self._allowed(query)
@@ -198,6 +230,7 @@ class CollectionReader(CollectionBase):
 
     def query_vector(self, query: Query, space: str) -> Any:
         """The query's vector in ``space`` (embedded once and cached on the query)."""
+        self._prepared(query, space)
         return query_vector(self._spaces, query, space)
 
     def _allowed(self, query: Query, index: str | None = None) -> AllowedIds | None:
@@ -205,16 +238,21 @@ class CollectionReader(CollectionBase):
         shared by every index (see :mod:`memcore.indexes._allowed`); None when the query has neither."""
         where = query.parsed_where()
         scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
-        if where is None and scope is None:
+        document = self._text_filter(query.parsed_where_document())
+        if where is None and scope is None and document is None:
             return None
-        key = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
-        return self._allowed_sets.get(self._store.last_seq(), key, lambda: self._resolve_allowed(where, scope), where, scope)
+        key: tuple[Any, ...] = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
+        if document is not None:
+            key = (*key, document_key(document))
+        return self._allowed_sets.get(self._store.last_seq(), key, lambda: self._resolve_allowed(where, scope, document), where, scope, document)
 
-    def _resolve_allowed(self, where: Filter | None, scope: Scope | None) -> list[str]:
+    def _resolve_allowed(self, where: Filter | None, scope: Scope | None, document: DocumentFilter | None = None) -> list[str]:
         # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it
         # holds), so the store skips the membership join: measured at 100k records it was the
         # costlier half of the query, and it can only shrink a set whose size is paid in SQL anyway.
-        return self._store.ids(where=where, scope=scope)
+        if document is None:
+            return self._store.ids(where=where, scope=scope)
+        return self._store.find_ids(where=where, where_document=document, scope=scope)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -275,21 +313,64 @@ class CollectionReader(CollectionBase):
             return [None if rid in hidden_set else text for rid, text in zip(ids, texts)]
         return list(texts)
 
-    def count(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> int:
-        """Number of records (in one index, matching a filter and scope)."""
+    def count(
+        self,
+        *,
+        index: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Number of records (in one index, matching a filter, a text filter and scope)."""
+        parsed, document = parse_filter(where), self._text_filter(parse_where_document(where_document))
         with self._lock:
             self._check_open()
             if index is not None:
                 self._handle(index)
-            return self._store.count(where=parse_filter(where), scope=self._binding.effective(scope), index=index)
+            effective = self._binding.effective(scope)
+            if document is None:
+                return self._store.count(where=parsed, scope=effective, index=index)
+            return self._store.find_count(where=parsed, where_document=document, scope=effective, index=index)
 
-    def ids(self, *, index: str | None = None, where: Mapping[str, Any] | None = None, scope: Scope | Mapping[str, Any] | None = None) -> list[str]:
-        """Ids in insertion order (in one index, matching a filter and scope)."""
+    def ids(
+        self,
+        *,
+        index: str | None = None,
+        where: Mapping[str, Any] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        where_document: Mapping[str, Any] | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[str]:
+        """Ids in insertion order (in one index, matching a filter, a text filter and scope),
+        ``limit`` of them from position ``offset`` (a page; insertion order is stable, so
+        consecutive pages neither repeat nor skip a record while nothing is written)."""
+        check_page(offset, limit)
+        parsed, document = parse_filter(where), self._text_filter(parse_where_document(where_document))
         with self._lock:
             self._check_open()
             if index is not None:
                 self._handle(index)
-            return self._store.ids(where=parse_filter(where), scope=self._binding.effective(scope), index=index)
+            effective = self._binding.effective(scope)
+            if document is None and not offset and limit is None:
+                return self._store.ids(where=parsed, scope=effective, index=index)
+            return self._store.find_ids(where=parsed, where_document=document, scope=effective, index=index, offset=offset, limit=limit)
+
+    def history(self, id: str) -> list[Version]:
+        """Every kept version of record ``id``, oldest first (see :meth:`memcore.plugin.Store.history`),
+        deleted records included. With a bound scope only the versions it covers; an id with
+        none (unknown, or of another scope) is a NotFoundError, the same either way."""
+        if not isinstance(id, str) or not id:
+            raise ValidationError(f"a record id is a non-empty string, not {id!r}")
+        with self._lock:
+            self._check_open()
+            versions = self._store.history(id)
+        bound = self._scope.get()
+        if bound is not None:
+            versions = [v for v in versions if bound.covers(v.scope)]
+        if not versions:
+            raise NotFoundError(f"no record {id!r} and no history of it{' in this scope' if bound is not None else ''}")
+        return versions
 
     def attach_records(self, hits: list[Hit]) -> list[Hit]:
         """Attach each hit's record (without vectors); hits whose record vanished are dropped.

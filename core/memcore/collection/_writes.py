@@ -281,8 +281,8 @@ class Writes(CollectionBase):
                 owner = namespace_scope(namespace)
                 if owner is not None and target.covers(owner):
                     state.update(((namespace, key), None) for key in self._store.state_items(namespace))
-            if ids or state:
-                self._commit(WriteBatch(deletes=ids, state=state), {})
+            if ids or state or self._store.keeps_history:  # the scope's history goes too, deleted records' included
+                self._commit(WriteBatch(deletes=ids, state=state, forget_scopes=[target]), {})
             log.info("scope.forgotten", records=len(ids), state_keys=len(state))
             return {"records": len(ids), "indexes": dict(sorted(by_index.items())), "state_keys": len(state)}
 

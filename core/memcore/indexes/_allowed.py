@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, Ty
 
 import numpy as np
 
+from ..model._document import DocumentFilter, document_matches
 from ..model._filters import Filter, matches
 
 if TYPE_CHECKING:
@@ -214,16 +215,24 @@ class AllowedCache:
     def __init__(self, size: int = 64):
         self.size = size
         self.seq: int | None = None
-        self._entries: dict[Hashable, tuple[AllowedIds, Filter | None, "Scope | None"]] = {}
+        self._entries: dict[Hashable, tuple[AllowedIds, Filter | None, "Scope | None", DocumentFilter | None]] = {}
         self.hits = 0
         self.misses = 0
         self.carried = 0
 
-    def get(self, seq: int, key: Hashable, resolve: Callable[[], Iterable[str]], where: Filter | None = None, scope: "Scope | None" = None) -> AllowedIds:
+    def get(
+        self,
+        seq: int,
+        key: Hashable,
+        resolve: Callable[[], Iterable[str]],
+        where: Filter | None = None,
+        scope: "Scope | None" = None,
+        where_document: DocumentFilter | None = None,
+    ) -> AllowedIds:
         """The set for ``key`` at store sequence ``seq`` (``resolve()`` on a miss).
 
-        ``where`` and ``scope`` are what ``resolve`` evaluates; :meth:`advance` re-checks
-        changed records against them."""
+        ``where``, ``scope`` and ``where_document`` (a text filter) are what ``resolve``
+        evaluates; :meth:`advance` re-checks changed records against them."""
         if seq != self.seq:
             self._entries.clear()
             self.seq = seq
@@ -235,7 +244,7 @@ class AllowedCache:
         allowed = AllowedIds(resolve())
         if len(self._entries) >= self.size:
             self._entries.pop(next(iter(self._entries)))
-        self._entries[key] = (allowed, where, scope)
+        self._entries[key] = (allowed, where, scope, where_document)
         return allowed
 
     def advance(self, before: int, after: int, changed: Mapping[str, "Record | None"]) -> None:
@@ -252,17 +261,22 @@ class AllowedCache:
         if not changed:
             self.carried += len(self._entries)
             return
-        for key, (allowed, where, scope) in list(self._entries.items()):
+        for key, (allowed, where, scope, document) in list(self._entries.items()):
             enter: list[str] = []
             leave: list[str] = []
             for rid, record in changed.items():
-                keep = record is not None and (scope is None or scope.covers(record.scope)) and matches(where, record.metadata)
+                keep = (
+                    record is not None
+                    and (scope is None or scope.covers(record.scope))
+                    and matches(where, record.metadata)
+                    and (document is None or document_matches(document, record.text))
+                )
                 if keep and rid not in allowed:
                     enter.append(rid)
                 elif not keep and rid in allowed:
                     leave.append(rid)
             if leave or enter:  # a new set inheriting the memos: indexes update their translations
-                self._entries[key] = (allowed.derive(enter, leave), where, scope)
+                self._entries[key] = (allowed.derive(enter, leave), where, scope, document)
             else:
                 self.carried += 1
 

@@ -203,3 +203,12 @@ def validate_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise ValidationError(f"k must be a positive integer, got {k!r}")
     return int(k)
+
+
+def check_page(offset: Any, limit: Any) -> None:
+    """A page of results: ``offset`` a non-negative int, ``limit`` None or a non-negative int
+    (:class:`ValidationError` otherwise)."""
+    if type(offset) is not int or offset < 0:
+        raise ValidationError(f"offset must be a non-negative int, not {offset!r}")
+    if limit is not None and (type(limit) is not int or limit < 0):
+        raise ValidationError(f"limit must be a non-negative int, not {limit!r}")

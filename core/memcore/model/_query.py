@@ -22,6 +22,7 @@ import numpy as np
 from ..errors import ValidationError
 from ._checks import MAX_TEXT_CHARS, _query_vector, check_unicode, validate_k
 from ._record import Scope
+from ._document import DocumentFilter, parse_where_document
 from ._filters import Filter, parse_filter
 from ._record_batch import RecordBatch
 
@@ -48,7 +49,10 @@ class Query:
     where: dict[str, Any] | None = None
     scope: Scope | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    where_document: dict[str, Any] | None = None
+    """A text filter on the record text (``{"$contains": "..."}``, see :mod:`memcore.model._document`)."""
     _parsed_where: Any = field(default=_UNPARSED, init=False, repr=False, compare=False)
+    _parsed_document: Any = field(default=_UNPARSED, init=False, repr=False, compare=False)
     #: the indexes' parsed query modes, by (mode key, model): see :meth:`memcore.plugin.Index.mode`
     _modes: dict[tuple[str, int], Any] | None = field(default=None, init=False, repr=False, compare=False)
     #: vectors a vector index checked already, by space: see :meth:`memcore.plugin.VectorIndex.query_vector`
@@ -104,7 +108,18 @@ class Query:
     def evolve(self, **changes: Any) -> "Query":
         """A copy with some fields replaced (validated again)."""
         # what dataclasses.replace does, without its walk over the fields' metadata (a seventh of the cost)
-        copy = Query(**{"text": self.text, "vectors": self.vectors, "k": self.k, "where": self.where, "scope": self.scope, "extras": self.extras, **changes})
+        copy = Query(
+            **{
+                "text": self.text,
+                "vectors": self.vectors,
+                "k": self.k,
+                "where": self.where,
+                "scope": self.scope,
+                "extras": self.extras,
+                "where_document": self.where_document,
+                **changes,
+            }
+        )
         if self._modes is not None and "extras" not in changes:  # the same extras: their parsed modes still hold
             copy._modes = self._modes
         return copy
@@ -124,8 +139,15 @@ class Query:
             self._parsed_where = None if where is None else parse_filter(where)  # no filter (the common case): no call
         return self._parsed_where  # type: ignore[no-any-return]
 
+    def parsed_where_document(self) -> DocumentFilter | None:
+        """The ``where_document`` text filter parsed (:class:`FilterError` when malformed), once per query."""
+        if self._parsed_document is _UNPARSED:
+            spec = self.where_document
+            self._parsed_document = None if spec is None else parse_where_document(spec)
+        return self._parsed_document  # type: ignore[no-any-return]
 
-_QUERY_FIELDS = frozenset({"text", "vectors", "k", "where", "scope", "extras"})
+
+_QUERY_FIELDS = frozenset({"text", "vectors", "k", "where", "scope", "extras", "where_document"})
 
 
 _id = attrgetter("id")

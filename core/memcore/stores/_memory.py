@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from ..errors import NotFoundError
+from ..model._document import DocumentFilter, document_matches
 from ..model._filters import Filter, matches
 from ..model._record import Record, Scope
 from .._plugins._registry import ComponentConfig
-from ._store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
+from ._store import Applied, Op, Store, Version, VersionOp, WriteBatch, involved_ids, plan_ops
 
 __all__ = ["MemoryStore", "MemoryStoreConfig"]
 
@@ -21,15 +24,21 @@ class MemoryStoreConfig(ComponentConfig):
     """Settings of the ``memory`` store (none besides ``kind``)."""
 
     kind: str = "memory"
+    history: bool = Field(
+        True,
+        description="Keep every version of each record for Memory.history (replaced texts stay until the record is deleted or its scope forgotten); false: keep none.",
+    )
 
 
 class MemoryStore(Store):
     """Dicts in one process; a batch is validated completely before anything changes."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, history: bool = True) -> None:
+        self.keeps_history = history
         self._records: dict[str, Record] = {}  # insertion order = dict order
         self._members: dict[str, dict[str, None]] = {}  # index -> ordered ids
         self._log: list[Op] = []
+        self._history: dict[str, list[Version]] = {}
         self._state: dict[str, dict[str, Any]] = {}
         self._seq = 0
         self._log_start = 0
@@ -56,6 +65,7 @@ class MemoryStore(Store):
             ops = plan_ops(batch, memberships, link_sources)
             # -- mutate (nothing below raises on valid input)
             seq = self._seq + 1
+            self._log_versions(batch, seq)
             for rid in batch.deletes:
                 self._records.pop(rid, None)
                 for members in self._members.values():
@@ -89,6 +99,39 @@ class MemoryStore(Store):
             self._seq = seq
             return Applied(seq, new_ops)
 
+    def _log_versions(self, batch: WriteBatch, seq: int) -> None:
+        """The versions a batch makes (before it changes the records), then its forgotten scopes' erased."""
+        now = time.time()
+        current: dict[str, Record | None] = {}
+        for rid in batch.deletes:
+            old = current.get(rid, self._records.get(rid))
+            if old is not None:
+                kept = self._history.get(rid)
+                if kept:  # a deleted record's texts and metadata go
+                    self._history[rid] = [Version(v.seq, rid, v.op, None, None, v.scope, v.at) for v in kept]
+                if self.keeps_history:
+                    self._history.setdefault(rid, []).append(Version(seq, rid, "delete", None, None, old.scope, now))
+            current[rid] = None
+        for r in batch.upserts if self.keeps_history else ():
+            old = current[r.id] if r.id in current else self._records.get(r.id)
+            if old is None or old.text != r.text or old.metadata != r.metadata or old.scope != r.scope:
+                op: VersionOp = "insert" if old is None else "update"
+                self._history.setdefault(r.id, []).append(Version(seq, r.id, op, r.text, _json_copy(r.metadata), r.scope, r.updated_at))
+            current[r.id] = r
+        for scope in batch.forget_scopes:
+            for rid in list(self._history):
+                kept = [v for v in self._history[rid] if not scope.covers(v.scope)]
+                if kept:
+                    self._history[rid] = kept
+                else:
+                    del self._history[rid]
+
+    def history(self, record_id: str) -> list[Version]:
+        if not self.keeps_history:
+            return super().history(record_id)
+        with self._mutex:
+            return [Version(v.seq, v.record_id, v.op, v.text, _json_copy(v.metadata), v.scope, v.at) for v in self._history.get(record_id, ())]
+
     def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
         with self._mutex:
             out = []
@@ -103,20 +146,48 @@ class MemoryStore(Store):
             records = self._records
             return [None if (rec := records.get(rid)) is None else rec.text for rid in ids]
 
-    def _select(self, where: Filter | None, scope: Scope | None, index: str | None) -> list[str]:
+    def _select(self, where: Filter | None, scope: Scope | None, index: str | None, where_document: DocumentFilter | None = None) -> list[str]:
         with self._mutex:
-            candidates = list(self._records) if index is None else [r for r in self._records if r in self._members.get(index, {})]
-            return [rid for rid in candidates if matches(where, self._records[rid].metadata) and (scope is None or scope.covers(self._records[rid].scope))]
+            records = self._records
+            candidates = list(records) if index is None else [r for r in records if r in self._members.get(index, {})]
+            return [
+                rid
+                for rid in candidates
+                if matches(where, records[rid].metadata)
+                and (scope is None or scope.covers(records[rid].scope))
+                and (where_document is None or document_matches(where_document, records[rid].text))
+            ]
 
     def ids(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None, limit: int | None = None) -> list[str]:
         found = self._select(where, scope, index)
         return found if limit is None else found[:limit]
+
+    def find_ids(
+        self,
+        *,
+        where: Filter | None = None,
+        where_document: DocumentFilter | None = None,
+        scope: Scope | None = None,
+        index: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[str]:
+        """The text filter evaluated with the metadata filter, in one pass."""
+        found = self._select(where, scope, index, where_document)
+        return found[offset:] if limit is None else found[offset : offset + limit]
 
     def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
         if where is None and scope is None:
             with self._mutex:
                 return len(self._records) if index is None else len(self._members.get(index, {}))
         return len(self._select(where, scope, index))
+
+    def find_count(
+        self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None, index: str | None = None
+    ) -> int:
+        if where_document is None:
+            return self.count(where=where, scope=scope, index=index)
+        return len(self._select(where, scope, index, where_document))
 
     def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
         with self._mutex:
@@ -190,4 +261,4 @@ def _copy(r: Record, with_vectors: bool = True) -> Record:
 
 def memory_store_factory(config: MemoryStoreConfig, path: Any = None) -> MemoryStore:
     """Build an in-memory store (``path`` is ignored)."""
-    return MemoryStore()
+    return MemoryStore(history=config.history)

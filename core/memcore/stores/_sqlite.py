@@ -47,13 +47,14 @@ from pydantic import Field, field_validator
 
 from .._util.atomic import storage_full
 from ..errors import ConfigError, CorruptError, FilterError, LockedError, MemcoreError, NotFoundError, StorageFullError
+from ..model._document import DocumentFilter, document_to_sql
 from ..model._filters import Filter, filter_fields, to_sql
 from .._util.log import get_logger
 from ..model._record_batch import RecordBatch
 from ..model._record import Link, Record, Scope
 from ..model._checks import check_finite_vectors
 from .._plugins._registry import ComponentConfig
-from ._store import LogRead, Op, Store
+from ._store import LogRead, Op, Store, Version
 from ._sqlite_fields import FieldIndexes
 from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, members as _members, open_schema, unpack_ops
 from ._sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
@@ -79,6 +80,10 @@ class SQLiteStoreConfig(ComponentConfig):
     )
     synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
+    history: bool = Field(
+        True,
+        description="Keep every version of each record for Memory.history (replaced texts stay until the record is deleted or its scope forgotten); false: keep none, an update overwrites the replaced text.",
+    )
 
     @field_validator("filename")
     @classmethod
@@ -313,6 +318,7 @@ class SQLiteStore(SQLiteWrites, Store):
     def __init__(self, path: str | os.PathLike[str], config: SQLiteStoreConfig | None = None):
         self.config = config or SQLiteStoreConfig()
         self.read_only = self.config.read_only
+        self.keeps_history = self.config.history
         self.dir = Path(path)
         self.file = self.dir / self.config.filename
         self._mutex = threading.RLock()
@@ -507,15 +513,68 @@ class SQLiteStore(SQLiteWrites, Store):
         return sql, params
 
     def ids(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None, limit: int | None = None) -> list[str]:
+        return self.find_ids(where=where, scope=scope, index=index, limit=limit)
+
+    def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
+        return self.find_count(where=where, scope=scope, index=index)
+
+    def find_ids(
+        self,
+        *,
+        where: Filter | None = None,
+        where_document: DocumentFilter | None = None,
+        scope: Scope | None = None,
+        index: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[str]:
+        """One ``SELECT`` (the text filter compiled to ``instr``), ordered by rowid (insertion order)."""
         sql, params = self._where(where, scope, index)
-        tail = f" LIMIT {int(limit)}" if limit is not None else ""
+        if where_document is not None:
+            text_sql, text_params = document_to_sql(where_document, "r.text")
+            sql += f" AND {text_sql}"
+            params.extend(text_params)
+        tail = f" LIMIT {int(limit)}" if limit is not None else (" LIMIT -1" if offset else "")
+        if offset:
+            tail += f" OFFSET {int(offset)}"
         with self._mutex:
             return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r WHERE {sql} ORDER BY r.rowid{tail}", params)]
 
-    def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
+    def find_count(
+        self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None, index: str | None = None
+    ) -> int:
         sql, params = self._where(where, scope, index)
+        if where_document is not None:
+            text_sql, text_params = document_to_sql(where_document, "r.text")
+            sql += f" AND {text_sql}"
+            params.extend(text_params)
         with self._mutex:
             return int(self.db.execute(f"SELECT COUNT(*) FROM records r WHERE {sql}", params).fetchone()[0])
+
+    def history(self, record_id: str) -> list[Version]:
+        """The ``history`` rows of one record in write order, the latest version of a live
+        record read from its row, in one snapshot (none in a file made before the table
+        existed and not opened for writing since)."""
+        if not self.keeps_history:
+            return super().history(record_id)
+        with self._mutex, self._snapshot():
+            try:
+                rows = self.db.execute(
+                    "SELECT seq, op, text, metadata, user_id, agent_id, run_id, at FROM history WHERE record_id=? ORDER BY n", (record_id,)
+                ).fetchall()
+            except sqlite3.OperationalError:
+                if self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='history'").fetchone() is None:
+                    return []
+                raise
+            if rows and rows[-1][1] != "delete" and rows[-1][2] is None:  # the latest version of a live record is its row
+                current = self.db.execute("SELECT text, metadata FROM records WHERE id=?", (record_id,)).fetchone()
+                if current is not None:
+                    rows[-1] = (rows[-1][0], rows[-1][1], current[0], current[1], *rows[-1][4:])
+        out = []
+        for seq, op, text, metadata, user, agent, run, at in rows:
+            scope = None if user is None and agent is None and run is None else Scope(user_id=user, agent_id=agent, run_id=run)
+            out.append(Version(int(seq), record_id, op, text, None if metadata is None else json.loads(metadata), scope, float(at)))
+        return out
 
     def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}

@@ -37,6 +37,7 @@ __all__ = [
     "chunks",
     "SCHEMA_VERSION",
     "SCHEMA",
+    "HISTORY_SCHEMA",
     "ensure_vectors_view",
     "json_text",
     "member_text",
@@ -80,6 +81,20 @@ CREATE TABLE IF NOT EXISTS state (
     namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (namespace, key)
 ) WITHOUT ROWID;
 """
+
+HISTORY_SCHEMA = """
+CREATE TABLE IF NOT EXISTS history (
+    n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL,
+    text TEXT, metadata TEXT, user_id TEXT, agent_id TEXT, run_id TEXT, at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS history_record ON history (record_id);
+"""
+"""The versions of every record (``Store.history``): one row per insert, change of text,
+metadata or scope, and delete, in write order. The latest version of a live record holds no
+text or metadata (NULL: they are the record's row); a change copies the replaced ones into
+it, a delete erases them all. Created with the file, or when a writer
+first opens a file of the same schema version made before it existed (a reader of such a
+file finds no history)."""
 
 OP_CODES = {"add": "a", "remove": "r", "update": "u"}
 _OP_NAMES = {code: name for name, code in OP_CODES.items()}
@@ -202,6 +217,8 @@ def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | No
     only); refuse a newer one. Returns the version migrated from (None: nothing migrated)."""
     version = stored_version(db)
     if version == SCHEMA_VERSION:
+        if not read_only:
+            db.executescript(HISTORY_SCHEMA)
         return None
     if version is not None and version > SCHEMA_VERSION:
         raise CorruptError(f"store {file} has schema version {version}, this memcore reads {SCHEMA_VERSION}")
@@ -210,7 +227,7 @@ def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | No
             raise CorruptError(f"{file} is not an initialised memcore store")
         raise CorruptError(f"store {file} has schema version {version}: open it once for writing (not read-only) to migrate it to {SCHEMA_VERSION}")
     if version is None:
-        db.executescript(SCHEMA)
+        db.executescript(SCHEMA + HISTORY_SCHEMA)
     cur = db.cursor()
     cur.execute("BEGIN IMMEDIATE")
     try:
@@ -219,6 +236,10 @@ def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | No
             cur.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
         else:
             migrate(cur, version)
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS history (n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL, text TEXT, metadata TEXT, user_id TEXT, agent_id TEXT, run_id TEXT, at REAL NOT NULL)"
+            )
+            cur.execute("CREATE INDEX IF NOT EXISTS history_record ON history (record_id)")
         cur.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         cur.execute("COMMIT")
     except BaseException:

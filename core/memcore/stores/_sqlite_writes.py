@@ -15,6 +15,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Collection, Iterable, Iterator, Protocol, Sequence
@@ -143,6 +144,7 @@ class SQLiteWrites:
 
     db: sqlite3.Connection
     read_only: bool
+    keeps_history: bool
     _mutex: threading.RLock
     _seq: int | None
     _probe: tuple[int, dict[str, tuple[int, str] | None]] | None
@@ -242,6 +244,7 @@ class SQLiteWrites:
 
         if deletes:
             gone = [stored.pop(rid)[0] for rid in deletes if rid in stored]
+            self._log_deletes(cur, seq, gone)
             self._delete_vectors(cur, gone)
             for chunk in _chunks(deletes):
                 marks = ",".join("?" * len(chunk))
@@ -250,7 +253,7 @@ class SQLiteWrites:
                 cur.execute(f"DELETE FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk)
         if upserts:
             member = {rid: _member_text(after[rid]) for rid in upserts if after.get(rid)}
-            self._write_records(cur, batch.upserts, upserts, stored, member)
+            self._write_records(cur, batch.upserts, upserts, stored, member, seq)
         changed = [(_member_text(after[rid]), rowid) for rid, (rowid, m) in stored.items() if rid not in upserts and _members(m) != after[rid]]
         cur.executemany("UPDATE records SET member_of=? WHERE rowid=?", changed)
         for index in dropped:
@@ -270,6 +273,10 @@ class SQLiteWrites:
             else:
                 cur.execute("INSERT OR REPLACE INTO state VALUES (?, ?, ?)", (namespace, key, json.dumps(value)))
         cur.executemany("INSERT INTO oplog (seq, index_name, ops) VALUES (?, ?, ?)", [(seq, index, ops) for index, ops in logged])
+        for scope in batch.forget_scopes:
+            fields = scope.as_dict()
+            if fields:  # erase the versions of every record the scope covers (what forgetting leaves: nothing)
+                cur.execute(f"DELETE FROM history WHERE {' AND '.join(f'{key} = ?' for key in fields)}", list(fields.values()))
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
 
     def _insert_new(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int) -> Applied | None:
@@ -294,7 +301,7 @@ class SQLiteWrites:
                     names.setdefault(rid, set()).add(index)
             member = {rid: _member_text(indexes) for rid, indexes in names.items()}
         if upserts:
-            self._write_records(cur, batch.upserts, upserts, {}, member)
+            self._write_records(cur, batch.upserts, upserts, {}, member, seq)
         self._finish(cur, batch, seq, [(index, pack_adds(rids)) for index, rids in adds.items()])
         return Applied(seq, make_ops(seq, ((index, rid, "add") for index, rids in adds.items() for rid in rids)))
 
@@ -323,8 +330,60 @@ class SQLiteWrites:
             if missing:
                 raise NotFoundError(f"link target {missing[0]!r} does not exist")
 
+    def _log_deletes(self, cur: sqlite3.Cursor, seq: int, rowids: Sequence[int]) -> None:
+        """Erase the texts and metadata of the versions of the records of ``rowids`` (a
+        deleted record's texts leave the file: ``secure_delete``), then log a ``delete``
+        version for each (before they are deleted)."""
+        now = time.time()
+        for chunk in _chunks(rowids):
+            rows = cur.execute(
+                f"SELECT id, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk
+            ).fetchall()
+            marks = ",".join("?" * len(rows))
+            cur.execute(f"UPDATE history SET text = NULL, metadata = NULL WHERE record_id IN ({marks}) AND text IS NOT NULL", [row[0] for row in rows])
+            if not self.keeps_history:
+                continue
+            cur.executemany(
+                "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, 'delete', NULL, NULL, ?, ?, ?, ?)",
+                [(seq, rid, user, agent, run, now) for rid, user, agent, run in rows],
+            )
+
+    def _changed_versions(self, cur: sqlite3.Cursor, seq: int, old: list[Record], rowids: dict[str, int]) -> list[tuple[Any, ...]]:
+        """The ``update`` history rows of the stored records ``old`` rewrites: one for each
+        whose text, metadata or scope changes (not for vectors or links alone).
+
+        The latest version of a live record keeps no copy of its text and metadata (they are
+        the record's row: an insert writes a small history row); when the record changes, that
+        version gets the replaced text and metadata, and the new version is the latest."""
+        before: dict[int, tuple[Any, ...]] = {}
+        for chunk in _chunks([rowids[r.id] for r in old]):
+            for rowid, *row in cur.execute(
+                f"SELECT rowid, text, metadata, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                before[rowid] = tuple(row)
+        versions = []
+        replaced = []
+        for r in old:
+            now = (r.text, _json_text(r.metadata), *_scope_row(r.scope))
+            was = before.get(rowids[r.id])
+            if was != now:
+                versions.append((seq, r.id, "update", None, None, *now[2:], r.updated_at))
+                if was is not None:
+                    replaced.append((was[0], was[1], r.id))
+        cur.executemany(
+            "UPDATE history SET text = ?, metadata = ? WHERE n = (SELECT max(n) FROM history WHERE record_id = ?) AND text IS NULL AND op != 'delete'",
+            replaced,
+        )
+        return versions
+
     def _write_records(
-        self, cur: sqlite3.Cursor, records: Sequence[Record], last: dict[str, Record], stored: dict[str, tuple[int, str]], member: dict[str, str]
+        self,
+        cur: sqlite3.Cursor,
+        records: Sequence[Record],
+        last: dict[str, Record],
+        stored: dict[str, tuple[int, str]],
+        member: dict[str, str],
+        seq: int,
     ) -> None:
         """Insert new records and rewrite stored ones, with one ``executemany`` per table.
 
@@ -339,7 +398,10 @@ class SQLiteWrites:
             for r in reversed(records):
                 created[r.id] = r.created_at
         rowids: dict[str, int] = {rid: rowid for rid, (rowid, _) in stored.items() if rid in last}
+        versions: list[tuple[Any, ...]] = []
         if old:
+            if self.keeps_history:
+                versions.extend(self._changed_versions(cur, seq, old, rowids))
             self._delete_vectors(cur, [rowids[r.id] for r in old])
             cur.executemany("DELETE FROM links WHERE source=?", [(r.id,) for r in old])
             cur.executemany(
@@ -353,6 +415,10 @@ class SQLiteWrites:
                 "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 _record_rows(fresh, created, member),
             )
+            if self.keeps_history:
+                versions.extend(
+                    (seq, r.id, "insert", None, None, *_scope_row(r.scope), r.updated_at) for r in fresh
+                )  # the text is the record's row until it changes
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             if row is not None and int(row[0]) == base + len(fresh):
                 rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))
@@ -370,6 +436,10 @@ class SQLiteWrites:
         for space, (vector_rids, vectors) in by_space.items():
             table = self._spaces.table(space, create=cur)
             cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", zip(vector_rids, _blobs(vectors)))
+        if versions:
+            cur.executemany(
+                "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", versions
+            )
         links = [(r.id, l.target, l.relation, l.weight) for r in last.values() for l in r.links]
         if links:
             cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", links)

@@ -16,14 +16,38 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
-from ..errors import CorruptError
+from ..errors import ConfigError, CorruptError
+from ..model._document import DocumentFilter, document_matches
 from ..model._filters import Filter
 from ..model._record_batch import RecordBatch
 from ..model._record import Record, Scope
 
-__all__ = ["Store", "WriteBatch", "Applied", "Op", "OpKind", "LogRead"]
+__all__ = ["Store", "WriteBatch", "Applied", "Op", "OpKind", "LogRead", "Version", "VersionOp"]
+
+_TEXT_CHUNK = 1000
+"""How many texts the generic text filter reads per call of :meth:`Store.texts`."""
 
 OpKind = Literal["add", "remove", "update"]
+VersionOp = Literal["insert", "update", "delete"]
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """One version of one record, as :meth:`Store.history` keeps it.
+
+    ``op`` is ``insert`` (the record was new: an insert, or an upsert of a new id),
+    ``update`` (its text, metadata or scope changed: an update, or an upsert of a stored id)
+    or ``delete`` (``text`` and ``metadata`` are then None); ``seq`` is the store sequence
+    number of the write, ``at`` its time (seconds since the epoch), ``scope`` the record's
+    scope at that version."""
+
+    seq: int
+    record_id: str
+    op: VersionOp
+    text: str | None
+    metadata: dict[str, Any] | None
+    scope: Scope | None
+    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +69,9 @@ class WriteBatch:
       from them;
     - ``add_membership`` / ``remove_membership``: index name -> record ids;
     - ``state``: ``(namespace, key) -> JSON value`` (``None`` deletes the key);
-    - ``drop_indexes``: indexes whose membership and log are removed entirely.
+    - ``drop_indexes``: indexes whose membership and log are removed entirely;
+    - ``forget_scopes``: scopes whose record history (:meth:`Store.history`) is erased: every
+      version whose scope one of them covers, the deletes of this batch included.
     """
 
     upserts: list[Record] = field(default_factory=list)
@@ -54,10 +80,11 @@ class WriteBatch:
     remove_membership: dict[str, list[str]] = field(default_factory=dict)
     state: dict[tuple[str, str], Any] = field(default_factory=dict)
     drop_indexes: list[str] = field(default_factory=list)
+    forget_scopes: list[Scope] = field(default_factory=list)
 
     def is_empty(self) -> bool:
         """True when the batch changes nothing."""
-        return not (self.upserts or self.deletes or self.add_membership or self.remove_membership or self.state or self.drop_indexes)
+        return not (self.upserts or self.deletes or self.add_membership or self.remove_membership or self.state or self.drop_indexes or self.forget_scopes)
 
 
 @dataclass(frozen=True)
@@ -130,6 +157,44 @@ class Store(ABC):
     def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
         """How many records match."""
 
+    def find_ids(
+        self,
+        *,
+        where: Filter | None = None,
+        where_document: DocumentFilter | None = None,
+        scope: Scope | None = None,
+        index: str | None = None,
+        offset: int = 0,
+        limit: int | None = None,
+    ) -> list[str]:
+        """:meth:`ids` with a text filter on the record text and a page (``offset``, ``limit``),
+        in insertion order (the order of :meth:`ids`, stable between calls).
+
+        This generic path works for every store: it reads :meth:`ids` and, with a text
+        filter, the texts of those ids (:meth:`texts`, in chunks) and keeps the matching ones,
+        stopping once the page is full. A store that compiles text filters natively (the
+        SQLite and in-memory stores) overrides it."""
+        if where_document is None:
+            found = self.ids(where=where, scope=scope, index=index, limit=None if limit is None else offset + limit)
+            return found[offset:] if limit is None else found[offset : offset + limit]
+        candidates = self.ids(where=where, scope=scope, index=index)
+        wanted = None if limit is None else offset + limit
+        kept: list[str] = []
+        for start in range(0, len(candidates), _TEXT_CHUNK):
+            chunk = candidates[start : start + _TEXT_CHUNK]
+            kept.extend(rid for rid, text in zip(chunk, self.texts(chunk)) if text is not None and document_matches(where_document, text))
+            if wanted is not None and len(kept) >= wanted:
+                break
+        return kept[offset:] if wanted is None else kept[offset:wanted]
+
+    def find_count(
+        self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None, index: str | None = None
+    ) -> int:
+        """:meth:`count` with a text filter on the record text (generic: :meth:`find_ids`)."""
+        if where_document is None:
+            return self.count(where=where, scope=scope, index=index)
+        return len(self.find_ids(where=where, where_document=where_document, scope=scope, index=index))
+
     @abstractmethod
     def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
         """For each known id, the names of the indexes it belongs to."""
@@ -193,6 +258,20 @@ class Store(ABC):
     @abstractmethod
     def state_items(self, namespace: str) -> dict[str, Any]:
         """All keys of a state namespace."""
+
+    keeps_history: bool = False
+    """Whether :meth:`history` answers (the SQLite and in-memory stores keep every version)."""
+
+    def history(self, record_id: str) -> list[Version]:
+        """Every kept version of one record, oldest first (empty for an id never written).
+
+        A store keeping history logs a version when a write inserts a record, changes its
+        text, metadata or scope, or deletes it (vectors, links and index membership alone
+        are not versions). Deleting a record erases the texts and metadata of its versions
+        (they become None: what was deleted leaves the store) and logs a ``delete``; a
+        batch's ``forget_scopes`` erase every version they cover. The index op log's
+        pruning does not touch it. The default keeps none: it raises ConfigError."""
+        raise ConfigError(f"{type(self).__name__} keeps no record history (use the sqlite or memory store)")
 
     def state_namespaces(self) -> list[str]:
         """Every state namespace that holds a key (forgetting a scope drops the scope's own).

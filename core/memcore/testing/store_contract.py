@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ..errors import NotFoundError
+from ..model._document import parse_where_document
 from ..model._filters import parse_filter
 from ..model._record import Link, Record, Scope
 from ..stores._store import Applied, Op, OpKind, Store, WriteBatch, plan_ops
@@ -87,6 +88,34 @@ FILTER_CASES: list[tuple[dict[str, Any], list[str]]] = [
     ({"$and": [{"$or": [{"tag": "a"}, {"tag": "b"}]}, {"n": {"$gte": 2}}]}, ["f2", "f3"]),
 ]
 """(where, expected ids in insertion order) over :data:`FILTER_RECORDS`."""
+
+TEXT_RECORDS: list[tuple[str, str, dict[str, Any]]] = [
+    ("t1", "Alice travelled to Paris in May", {"tag": "a"}),
+    ("t2", "Bob cooks pasta", {"tag": "b"}),
+    ("t3", "paris is lowercase here; PARIS upper", {"tag": "a"}),
+    ("t4", "Paris again, and pasta", {"tag": "b"}),
+    ("t5", "ünïcödé text: naïve café", {"tag": "c"}),
+    ("t6", "100% sure_thing [x] *", {"tag": "c"}),
+]
+"""(id, text, metadata) of the records the text filter tests insert, in insertion order."""
+
+TEXT_CASES: list[tuple[dict[str, Any], list[str]]] = [
+    ({"$contains": "Paris"}, ["t1", "t4"]),
+    ({"$contains": "paris"}, ["t3"]),
+    ({"$not_contains": "Paris"}, ["t2", "t3", "t5", "t6"]),
+    ({"$contains": "café"}, ["t5"]),
+    ({"$contains": "100%"}, ["t6"]),
+    ({"$contains": "_thing"}, ["t6"]),
+    ({"$contains": "[x] *"}, ["t6"]),
+    ({"$contains": "%"}, ["t6"]),
+    ({"$contains": "nowhere"}, []),
+    ({"$and": [{"$contains": "Paris"}, {"$contains": "pasta"}]}, ["t4"]),
+    ({"$or": [{"$contains": "Bob"}, {"$contains": "May"}]}, ["t1", "t2"]),
+    ({"$and": [{"$contains": "a"}, {"$not_contains": "Paris"}]}, ["t2", "t3", "t5"]),
+    ({"$or": [{"$and": [{"$contains": "Paris"}, {"$not_contains": "May"}]}, {"$contains": "Bob"}]}, ["t2", "t4"]),
+]
+"""(where_document, expected ids in insertion order) over :data:`TEXT_RECORDS`: case-sensitive
+substrings, no wildcard (``%``, ``_``, ``*`` are plain characters)."""
 
 
 class StoreContract:
@@ -369,6 +398,72 @@ class StoreContract:
         node = parse_filter(where)
         assert store.ids(where=node) == expected
         assert store.count(where=node) == len(expected)
+
+    def insert_text_records(self, store: Store) -> None:
+        self.apply_checked(store, WriteBatch(upserts=[_rec(rid, text, metadata=meta) for rid, text, meta in TEXT_RECORDS]))
+
+    @pytest.mark.parametrize("where_document, expected", TEXT_CASES, ids=[str(w) for w, _ in TEXT_CASES])
+    def test_text_filters(self, store: Store, where_document: dict[str, Any], expected: list[str]) -> None:
+        self.insert_text_records(store)
+        node = parse_where_document(where_document)
+        assert store.find_ids(where_document=node) == expected
+        assert store.find_count(where_document=node) == len(expected)
+        assert store.find_ids(where_document=node, offset=1, limit=1) == expected[1:2]
+
+    def test_text_filters_with_where_scope_index(self, store: Store) -> None:
+        self.apply_checked(
+            store,
+            WriteBatch(
+                upserts=[_rec(rid, text, metadata=meta, scope=Scope(user_id="u1" if rid in ("t1", "t2", "t4") else "u2")) for rid, text, meta in TEXT_RECORDS],
+                add_membership={"ix": ["t4", "t2"]},
+            ),
+        )
+        paris = parse_where_document({"$contains": "Paris"})
+        assert store.find_ids(where=parse_filter({"tag": "b"}), where_document=paris) == ["t4"]
+        assert store.find_count(where=parse_filter({"tag": "a"}), where_document=paris) == 1
+        assert store.find_ids(where_document=paris, scope=Scope(user_id="u2")) == []
+        assert store.find_ids(where_document=parse_where_document({"$contains": "a"}), scope=Scope(user_id="u1"), index="ix") == ["t2", "t4"]
+        assert store.find_count(where_document=paris, index="ix") == 1
+
+    def test_pages(self, store: Store) -> None:
+        self.insert_filter_records(store)
+        every = [rid for rid, _ in FILTER_RECORDS]
+        assert store.find_ids() == every
+        pages = [store.find_ids(offset=start, limit=2) for start in range(0, 8, 2)]
+        assert pages == [every[0:2], every[2:4], every[4:6], []]
+        assert store.find_ids(offset=4) == every[4:]
+        assert store.find_ids(limit=0) == []
+        assert store.find_ids(where=parse_filter({"tag": {"$ne": "a"}}), offset=1, limit=2) == ["f4", "f5"]
+
+    # -- record history (stores that keep it) ----------------------------------------------
+
+    def test_history(self, store: Store) -> None:
+        if not store.keeps_history:
+            pytest.skip(f"{type(store).__name__} keeps no history")
+        assert store.history("h1") == []
+        alice = Scope(user_id="alice")
+        first = self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "one", metadata={"v": 1}, scope=alice), _rec("h2", "other")]))
+        second = self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "two", metadata={"v": 2}, scope=alice, updated_at=2000.0)]))
+        self.apply_checked(
+            store, WriteBatch(upserts=[_rec("h1", "two", metadata={"v": 2}, scope=alice, vectors={"s": [1.0, 0.0]})])
+        )  # vectors only: no version
+        versions = store.history("h1")
+        assert [(v.seq, v.op, v.text, v.metadata, v.scope) for v in versions] == [
+            (first.seq, "insert", "one", {"v": 1}, alice),
+            (second.seq, "update", "two", {"v": 2}, alice),
+        ]
+        assert versions[1].at == 2000.0 and all(v.record_id == "h1" for v in versions)
+        third = self.apply_checked(store, WriteBatch(deletes=["h1"]))  # erases the versions' texts and metadata
+        assert [(v.seq, v.op, v.text, v.metadata, v.scope) for v in store.history("h1")] == [
+            (first.seq, "insert", None, None, alice),
+            (second.seq, "update", None, None, alice),
+            (third.seq, "delete", None, None, alice),
+        ]
+        assert [v.op for v in store.history("h2")] == ["insert"]
+        # forgetting a scope erases its versions, deleted records' included; others stay
+        self.apply_checked(store, WriteBatch(forget_scopes=[alice]))
+        assert store.history("h1") == []
+        assert [v.op for v in store.history("h2")] == ["insert"]
 
     def test_no_filter_and_limit(self, store: Store) -> None:
         self.insert_filter_records(store)
