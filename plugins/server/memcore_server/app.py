@@ -91,6 +91,10 @@ class _Timeout(MemcoreError):
     """A call ran longer than ``request_timeout_s`` (HTTP 504)."""
 
 
+class _Unexpected(MemcoreError):
+    """A call raised something that is not a memcore error (HTTP 500 ``InternalError``; logged)."""
+
+
 class _PatchBody(_Body):
     """The fields of ``PATCH /v1/records/{id}`` (those of ``POST /v1/update`` but the id)."""
 
@@ -203,8 +207,14 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         """Run ``fn`` in a worker thread, inside the caller's scope, within the time limit."""
 
         def scoped() -> T:
-            with imposed(memory, who):
-                return fn()
+            try:
+                with imposed(memory, who):
+                    return fn()
+            except MemcoreError:
+                raise
+            except Exception as exc:  # answered here, not by the server-error middleware (which re-raises to uvicorn)
+                log.error("server.unexpected", type=type(exc).__name__, exc_info=exc)
+                raise _Unexpected("the server failed unexpectedly; the details are in its log") from None
 
         try:
             return await asyncio.wait_for(run_in_threadpool(scoped), config.request_timeout_s)
@@ -213,6 +223,10 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
 
     responses: dict[int | str, dict[str, Any]] = {status: {"model": ErrorOut, "description": text} for status, text in ERROR_STATUSES.items()}
     v1 = APIRouter(prefix=f"/{API_VERSION}", responses=responses)
+
+    @app.exception_handler(_Unexpected)
+    async def _internal(request: Request, exc: _Unexpected) -> JSONResponse:
+        return error(500, INTERNAL_ERROR, str(exc))
 
     @app.exception_handler(_Timeout)
     async def _timeout(request: Request, exc: _Timeout) -> JSONResponse:

@@ -163,8 +163,6 @@ class _Verbs:
             raise ValidationError(f"insert takes a text, a dict, a Record or a list of them, not a {type(items).__name__}")
         if vector is not None or metadata is not None or options:
             raise ValidationError("with many items, give each its own vectors/metadata/id inside its dict: insert([{'text': ..., 'metadata': ...}, ...])")
-        if not items:
-            return _Call("", "", None, True, lambda reply: [])
         return _Call("POST", "/v1/insert_many", {"items": [_item(i) for i in items]}, False, lambda reply: reply["ids"])
 
     @staticmethod
@@ -295,8 +293,6 @@ class RemoteMemory(_Verbs, _Transport):
         self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=self._headers)
 
     def _send(self, call: _Call) -> Any:
-        if not call.method:  # nothing to ask the server (insert([]))
-            return call.decode(None)
         import httpx
 
         content = _json(_drop_none(call.body)) if call.body is not None else None
@@ -399,8 +395,6 @@ class AsyncRemoteMemory(_Verbs, _Transport):
         self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, headers=self._headers)
 
     async def _send(self, call: _Call) -> Any:
-        if not call.method:
-            return call.decode(None)
         import httpx
 
         content = _json(_drop_none(call.body)) if call.body is not None else None

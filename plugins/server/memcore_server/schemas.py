@@ -101,13 +101,13 @@ class InsertOne(ItemIn):
 class InsertMany(_Body):
     """``Memory.insert([...])``: many items in one write."""
 
-    items: list[ItemIn] = Field(min_length=1)
+    items: list[ItemIn]
 
 
 class UpsertBody(_Body):
     """``Memory.upsert(items, scope=)``: insert new records, replace existing ones."""
 
-    items: list[ItemIn] = Field(min_length=1)
+    items: list[ItemIn]
     scope: ScopeIn | None = None
 
 
