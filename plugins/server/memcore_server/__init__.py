@@ -3,6 +3,8 @@
 - ``memcore serve --config memcore.toml --path ./my-memory``: FastAPI + uvicorn, routes under
   ``/v1`` (:mod:`memcore_server.app`), settings in the ``[server]`` table
   (:class:`memcore_server.config.ServerConfig`), keys in ``[server.keys.<name>]``;
+- ``memcore mcp --config memcore.toml --path ./my-memory``: the memory as MCP tools over
+  stdio (:mod:`memcore_server.mcp_tools`) for agent hosts;
 - ``memcore keys hash`` / ``memcore keys new``: the SHA-256 digests keys are declared as;
 - :class:`RemoteMemory`: the Python client, with the methods, arguments, return types and
   errors of :class:`memcore.Memory` (httpx; it imports neither FastAPI nor uvicorn).
@@ -42,8 +44,9 @@ def __getattr__(name: str) -> Any:
 
 @memcore.hookimpl
 def register_commands(cli: "click.Group") -> None:
-    """Add ``memcore serve`` and ``memcore keys``."""
-    from .cli import keys_group, serve
+    """Add ``memcore serve``, ``memcore mcp`` and ``memcore keys``."""
+    from .cli import keys_group, mcp_command, serve
 
     cli.add_command(serve)
+    cli.add_command(mcp_command)
     cli.add_command(keys_group)

@@ -101,3 +101,43 @@ def keys_new(name: str, user_id: str | None, agent_id: str | None, run_id: str |
         click.echo("admin = true")
     else:
         click.echo("scope = {" + ", ".join(f'{k} = "{v}"' for k, v in scope.items()) + "}")
+
+
+@click.command("mcp")
+@click.option(
+    "--config", "config_path", default=None, type=click.Path(dir_okay=False), help="Settings file (TOML/YAML) declaring the memory (and [server.keys])."
+)
+@click.option("--path", default=None, type=click.Path(file_okay=False), help="Collection directory (file-backed stores).")
+@click.option("--user-id", default=None, help="Confine every tool to this user_id (unless MEMCORE_API_KEY names a key).")
+@click.option("--agent-id", default=None, help="Confine every tool to this agent_id.")
+@click.option("--run-id", default=None, help="Confine every tool to this run_id.")
+def mcp_command(config_path: str | None, path: str | None, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
+    """Serve the memory as MCP tools over stdio (remember, search, get, forget, list_memories),
+    for agent hosts. The scope is that of the API key in MEMCORE_API_KEY (declared in
+    [server.keys]) or the one given with --user-id/--agent-id/--run-id."""
+    import os
+
+    import memcore
+
+    from .config import load_server_config
+    from .mcp_tools import create_mcp_server
+    from .tenancy import ANONYMOUS, Caller, authenticate
+
+    settings = memcore.load_settings(config_path)
+    config = load_server_config(settings.server)
+    scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
+    key = os.environ.get("MEMCORE_API_KEY")
+    if key:
+        if scope:
+            raise click.UsageError("give a scope with MEMCORE_API_KEY or with --user-id/--agent-id/--run-id, not both")
+        if not config.keys:
+            raise ConfigError("MEMCORE_API_KEY is set but no [server.keys] are declared to check it against", location="server.keys")
+        caller = authenticate(config.key_ring(), f"Bearer {key}")
+    else:
+        caller = Caller(name=None, scope=scope, admin=False) if scope else ANONYMOUS
+    memory = memcore.open(settings, path=path)
+    try:
+        click.echo(f"memcore mcp: serving {path or settings.path or 'the memory'} over stdio (scope: {caller.scope or 'all'})", err=True)
+        create_mcp_server(memory, caller).run("stdio")
+    finally:
+        memory.close()
