@@ -74,6 +74,10 @@ class MemcoreSettings(BaseSettings):
         default_factory=dict,
         description='Named LLMs (chat models) of the LLM steps: name -> {kind = ..., options}; services and stages name theirs (llm = "default").',
     )
+    server: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Settings of `memcore serve` (memcore-server): host, port, limits, [server.keys.<name>]; validated by the server when it starts.",
+    )
 
     @field_validator("store", "service", mode="before")
     @classmethod

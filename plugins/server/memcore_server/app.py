@@ -1,0 +1,392 @@
+"""The FastAPI application: one built :class:`memcore.Memory` served under ``/v1``.
+
+Every route is one verb of ``Memory`` with a JSON body of its own (:mod:`.schemas`), run in
+a worker thread inside the caller's scope (:mod:`.tenancy`) and under the server's limits
+(:mod:`.limits`). Errors are ``{"error": {"type", "message"}}`` with the status of
+:mod:`.wire`; an unexpected exception is logged here and answered with a bare 500
+``InternalError`` (no traceback reaches a client).
+
+Routes (OpenAPI 3.1 at ``/openapi.json``, interactive docs at ``/docs``):
+
+=================================  ============================================
+``GET  /v1/health``                liveness (no key needed)
+``GET  /v1/info``                  service, indexes, plugins, limits, the caller
+``POST /v1/insert``                one item (``Memory.insert(text, ...)``)
+``POST /v1/insert_many``           many items in one write
+``POST /v1/upsert``                insert or replace
+``POST /v1/update``                change fields of one record
+``POST /v1/get``                   by ids, or by where / scope (with ``limit``)
+``POST /v1/delete``                by ids, where and/or scope
+``POST /v1/forget``                everything of a scope
+``POST /v1/count``                 how many (where, scope, index)
+``POST /v1/search``                retrieve (text or vector), or with ``explain`` the pipeline's hits
+``GET|PATCH|DELETE /v1/records/{id}``  the same verbs for one record, REST-style
+=================================  ============================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
+
+import memcore
+from memcore import MemcoreError, Record, ValidationError
+from memcore.plugin import get_logger
+
+from .config import ServerConfig
+from .limits import BodyLimit, TooLarge, check_batch, check_filter, check_k
+from .schemas import (
+    CountBody,
+    CountOut,
+    DeleteBody,
+    DeletedOut,
+    ErrorOut,
+    ForgetBody,
+    ForgetOut,
+    GetBody,
+    HealthOut,
+    IdOut,
+    IdsOut,
+    InfoOut,
+    InsertMany,
+    InsertOne,
+    RecordOut,
+    RecordsOut,
+    ScopeIn,
+    SearchBody,
+    SearchOut,
+    UpdateBody,
+    UpdatedOut,
+    UpsertBody,
+    _Body,
+)
+from .tenancy import Caller, authenticate, imposed
+from .wire import INTERNAL_ERROR, REQUEST_TIMEOUT, REQUEST_TOO_LARGE, error_body, status_of
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+__all__ = ["create_app", "API_VERSION"]
+
+API_VERSION = "v1"
+T = TypeVar("T")
+log = get_logger("memcore.server")
+
+ERROR_STATUSES = {
+    400: "Invalid input (ValidationError and its kinds, malformed JSON, a limit on k or the filter).",
+    401: "No API key, or an unknown one.",
+    403: "Outside the API key's scope.",
+    404: "No such record (in the caller's scope).",
+    409: "A different record already has this id.",
+    413: "The body, or the number of items, is over the server's limit.",
+    423: "Another process holds the memory's writer lock.",
+    500: "An unexpected error (details in the server's log).",
+    503: "The store cannot be reached.",
+    504: "The call took longer than the server's request_timeout_s.",
+}
+
+
+class _Timeout(MemcoreError):
+    """A call ran longer than ``request_timeout_s`` (HTTP 504)."""
+
+
+class _Unexpected(MemcoreError):
+    """A call raised something that is not a memcore error (HTTP 500 ``InternalError``; logged)."""
+
+
+class _PatchBody(_Body):
+    """The fields of ``PATCH /v1/records/{id}`` (those of ``POST /v1/update`` but the id)."""
+
+    text: str | None = None
+    metadata: dict[str, Any] | None = None
+    merge_metadata: bool = False
+    vectors: dict[str, list[float]] | None = None
+    scope: ScopeIn | None = None
+
+
+def _scope(scope: ScopeIn | None) -> dict[str, str] | None:
+    return scope.as_dict() or None if scope is not None else None
+
+
+def record_out(record: Record, with_vectors: bool = False) -> dict[str, Any]:
+    """A record as the API returns it."""
+    return record.to_dict(with_vectors=with_vectors)
+
+
+def _result_out(result: dict[str, Any]) -> dict[str, Any]:
+    out = dict(result)
+    out["score"] = float(out["score"])
+    return out
+
+
+def _hit_out(hit: memcore.Hit) -> dict[str, Any]:
+    out = hit.to_dict()
+    out["score"] = float(hit.score)
+    out["raw"] = None if hit.raw is None else float(hit.raw)
+    out["provenance"] = [{"source": c.source, "rank": int(c.rank), "score": float(c.score)} for c in hit.provenance]
+    out["explanation"] = hit.explain()
+    if hit.record is not None:
+        out["record"] = record_out(hit.record)
+    return out
+
+
+def _plugins() -> list[dict[str, Any]]:
+    found = []
+    for ep in entry_points(group="memcore"):
+        dist = ep.dist
+        found.append({"name": ep.name, "distribution": dist.name if dist else None, "version": dist.version if dist else None})
+    return sorted(found, key=lambda p: p["name"])
+
+
+def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "FastAPI":
+    """The application serving ``memory`` (owned by the caller, who closes it)."""
+    from fastapi import APIRouter, Depends, FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException
+
+    from . import __version__
+
+    config = config or ServerConfig()
+    ring = config.key_ring()
+    app = FastAPI(
+        title="memcore",
+        version=__version__,
+        description="A memcore memory over HTTP (memcore-server): write, read, search and forget memories, scoped by API key.",
+        docs_url="/docs" if config.docs else None,
+        redoc_url=None,
+    )
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.state.memory = memory
+    app.state.config = config
+
+    def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+        return JSONResponse(status_code=status, content=error_body(kind, message), headers=headers)
+
+    @app.exception_handler(MemcoreError)
+    async def _memcore_error(request: Request, exc: MemcoreError) -> JSONResponse:
+        if isinstance(exc, TooLarge):
+            return error(413, REQUEST_TOO_LARGE, str(exc))
+        status = status_of(exc)
+        if status >= 500:
+            log.warning("server.error", path=request.url.path, type=type(exc).__name__, message=str(exc))
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return error(status, type(exc).__name__, str(exc), headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = exc.errors()
+        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        return error(400, "ValidationError", f"{where}: {first.get('msg')}{more}")
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if isinstance(exc.__cause__, TooLarge):
+            return error(413, REQUEST_TOO_LARGE, str(exc.__cause__))
+        kinds = {404: "NotFoundError", 405: "MethodNotAllowed"}
+        kind = kinds.get(exc.status_code, "ValidationError" if exc.status_code < 500 else INTERNAL_ERROR)
+        return error(exc.status_code, kind, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("server.unexpected", path=request.url.path, type=type(exc).__name__, exc_info=exc)
+        return error(500, INTERNAL_ERROR, "the server failed unexpectedly; the details are in its log")
+
+    bearer = HTTPBearer(auto_error=False, description="An API key declared in [server.keys] (not needed when none is declared).")
+
+    def caller(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+        header = f"{credentials.scheme} {credentials.credentials}" if credentials is not None else None
+        return authenticate(ring, header)
+
+    async def call(who: Caller, fn: Callable[[], T]) -> T:
+        """Run ``fn`` in a worker thread, inside the caller's scope, within the time limit."""
+
+        def scoped() -> T:
+            try:
+                with imposed(memory, who):
+                    return fn()
+            except MemcoreError:
+                raise
+            except Exception as exc:  # answered here, not by the server-error middleware (which re-raises to uvicorn)
+                log.error("server.unexpected", type=type(exc).__name__, exc_info=exc)
+                raise _Unexpected("the server failed unexpectedly; the details are in its log") from None
+
+        try:
+            return await asyncio.wait_for(run_in_threadpool(scoped), config.request_timeout_s)
+        except TimeoutError:
+            raise _Timeout(f"the call took longer than {config.request_timeout_s} s (it may still complete)") from None
+
+    responses: dict[int | str, dict[str, Any]] = {status: {"model": ErrorOut, "description": text} for status, text in ERROR_STATUSES.items()}
+    v1 = APIRouter(prefix=f"/{API_VERSION}", responses=responses)
+
+    @app.exception_handler(_Unexpected)
+    async def _internal(request: Request, exc: _Unexpected) -> JSONResponse:
+        return error(500, INTERNAL_ERROR, str(exc))
+
+    @app.exception_handler(_Timeout)
+    async def _timeout(request: Request, exc: _Timeout) -> JSONResponse:
+        return error(504, REQUEST_TIMEOUT, str(exc))
+
+    @v1.get("/health", response_model=HealthOut, summary="Liveness")
+    async def health() -> dict[str, Any]:
+        """``{"status": "ok"}`` while the server runs (no key needed)."""
+        return {"status": "ok"}
+
+    @v1.get("/info", response_model=InfoOut, summary="What is served")
+    async def info(who: Caller = Depends(caller)) -> dict[str, Any]:
+        """The service, the indexes (their sizes only for an unrestricted caller), the plugins, the limits and the caller."""
+
+        def run() -> dict[str, Any]:
+            indexes = memory.collection.list_indexes()
+            if who.scope is not None:  # sizes count every tenant's records
+                indexes = [{k: v for k, v in i.items() if k != "size"} for i in indexes]
+            return {
+                "service": {"kind": memory.settings.service.get("kind"), "pipeline": memory.settings.pipeline},
+                "indexes": indexes,
+                "plugins": _plugins(),
+                "limits": config.model_dump(include={"max_body_bytes", "max_batch", "max_k", "max_filter_bytes", "request_timeout_s"}),
+                "caller": who.describe(),
+            }
+
+        return await call(who, run)
+
+    @v1.post("/insert", response_model=IdOut, summary="Insert one item")
+    async def insert(body: InsertOne, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """One item through the service (``Memory.insert(text, vector=, metadata=, **options)``); returns its id."""
+        item = body.as_item()
+        text, metadata = item.pop("text"), item.pop("metadata", None)
+        options = {**body.options, **item}
+        if set(body.options) & set(item):
+            raise ValidationError(f"{sorted(set(body.options) & set(item))} given both as a field and in options")
+        return {"id": await call(who, lambda: memory.insert(text, vector=body.vector, metadata=metadata, **options))}
+
+    @v1.post("/insert_many", response_model=IdsOut, summary="Insert many items")
+    async def insert_many(body: InsertMany, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """Many items in one write (``Memory.insert([...])``); returns their ids in order."""
+        check_batch(len(body.items), config)
+        items = [i.as_item() for i in body.items]
+        return {"ids": await call(who, lambda: memory.insert(items))}
+
+    @v1.post("/upsert", response_model=IdsOut, summary="Insert or replace")
+    async def upsert(body: UpsertBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """Insert new records and replace existing ones (``Memory.upsert``); returns the ids."""
+        check_batch(len(body.items), config)
+        items = [i.as_item() for i in body.items]
+        return {"ids": await call(who, lambda: memory.upsert(items, scope=_scope(body.scope)))}
+
+    def _update(body: UpdateBody) -> Callable[[], dict[str, Any]]:
+        return lambda: {
+            "record": record_out(
+                memory.update(
+                    body.id, text=body.text, metadata=body.metadata, merge_metadata=body.merge_metadata, vectors=body.vectors, scope=_scope(body.scope)
+                )
+            )
+        }
+
+    @v1.post("/update", response_model=UpdatedOut, response_model_exclude_unset=True, summary="Change one record")
+    async def update(body: UpdateBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """Change the text, metadata (replaced or merged) or vectors of one record (``Memory.update``)."""
+        return await call(who, _update(body))
+
+    def _get(body: GetBody) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            found = memory.get(body.ids, where=body.where, scope=_scope(body.scope), limit=body.limit)
+            records = [found] if isinstance(found, Record) else found
+            return {"records": [record_out(r, body.with_vectors) for r in records]}
+
+        return run
+
+    @v1.post("/get", response_model=RecordsOut, response_model_exclude_unset=True, summary="Get records")
+    async def get(body: GetBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """Records by ids (in order; 404 when one is unknown or outside the scope), or those matching where / scope."""
+        if body.ids is not None:
+            check_batch(len(body.ids), config, "ids")
+        check_filter(body.where, config)
+        if body.limit is not None:
+            check_batch(body.limit, config, "records")
+        return await call(who, _get(body))
+
+    def _delete(body: DeleteBody) -> Callable[[], dict[str, Any]]:
+        return lambda: {"deleted": memory.delete(body.ids, where=body.where, scope=_scope(body.scope))}
+
+    @v1.post("/delete", response_model=DeletedOut, summary="Delete records")
+    async def delete(body: DeleteBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """By ids (404 and nothing deleted when one is unknown), by a where filter and/or a scope (``Memory.delete``)."""
+        if body.ids is not None:
+            check_batch(len(body.ids), config, "ids")
+        check_filter(body.where, config)
+        return await call(who, _delete(body))
+
+    @v1.post("/forget", response_model=ForgetOut, response_model_exclude_unset=True, summary="Forget a scope")
+    async def forget(body: ForgetBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """Everything of a non-empty scope, in one commit (``Memory.forget``); returns what went by kind."""
+        return await call(who, lambda: memory.forget(_scope(body.scope)))
+
+    @v1.post("/count", response_model=CountOut, summary="Count records")
+    async def count(body: CountBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """How many records match (``Memory.count``): only the caller's scope is counted."""
+        check_filter(body.where, config)
+        return {"count": await call(who, lambda: memory.count(where=body.where, scope=_scope(body.scope), index=body.index))}
+
+    @v1.post("/search", response_model=SearchOut, response_model_exclude_unset=True, summary="Search")
+    async def search(body: SearchBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """Through the service (``Memory.retrieve``: a query text and/or a vector), or with ``explain``
+        through the pipeline or one ``index`` (``Memory.query``: hits with provenance and an explanation)."""
+        check_k(body.k, config)
+        check_filter(body.where, config)
+        scope = _scope(body.scope)
+        if body.explain:
+            if body.query is None or body.vector is not None or body.options:
+                raise ValidationError("explain runs the pipeline on a query text: give query, without vector or options")
+            text = body.query
+            return {"results": [_hit_out(h) for h in await call(who, lambda: memory.query(text, k=body.k, where=body.where, index=body.index, scope=scope))]}
+        if body.index is not None:
+            raise ValidationError("index is for explain (Memory.query); a retrieve goes through the service")
+        options = dict(body.options)
+        if scope is not None:
+            options["scope"] = scope
+        found = await call(who, lambda: memory.retrieve(body.query, vector=body.vector, where=body.where, k=body.k, **options))
+        return {"results": [_result_out(r) for r in found]}
+
+    @v1.get("/records/{id}", response_model=RecordOut, response_model_exclude_unset=True, summary="Get one record")
+    async def get_one(id: str, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """One record by id (404 when unknown or outside the caller's scope)."""
+        return (await call(who, _get(GetBody(ids=[id]))))["records"][0]  # type: ignore[no-any-return]
+
+    @v1.patch("/records/{id}", response_model=RecordOut, response_model_exclude_unset=True, summary="Change one record")
+    async def patch_one(id: str, body: _PatchBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """``POST /v1/update`` with the id in the path."""
+        fields = body.model_dump(exclude_unset=True)
+        return (await call(who, _update(UpdateBody(id=id, **fields))))["record"]  # type: ignore[no-any-return]
+
+    @v1.delete("/records/{id}", response_model=DeletedOut, summary="Delete one record")
+    async def delete_one(id: str, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """Delete one record by id (404 when unknown or outside the caller's scope)."""
+        return await call(who, _delete(DeleteBody(ids=[id])))
+
+    app.include_router(v1)
+    _errors_in_schema(app)
+    return app
+
+
+def _errors_in_schema(app: "FastAPI") -> None:
+    """Document the errors as they are sent: a 400 ErrorOut, not FastAPI's default 422."""
+    from fastapi.openapi.utils import get_openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+            for path in schema.get("paths", {}).values():
+                for operation in path.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,143 @@
+"""``memcore serve`` and ``memcore keys``: added to the memcore CLI by ``register_commands``."""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+import sys
+
+import click
+
+from memcore import ConfigError
+
+__all__ = ["serve", "keys_group"]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command("serve")
+@click.option(
+    "--config", "config_path", default=None, type=click.Path(dir_okay=False), help="Settings file (TOML/YAML) declaring the memory and its [server] table."
+)
+@click.option("--path", default=None, type=click.Path(file_okay=False), help="Collection directory (file-backed stores).")
+@click.option("--host", default=None, help="Interface to listen on (default: server.host, 127.0.0.1).")
+@click.option("--port", default=None, type=click.IntRange(0, 65535), help="TCP port (default: server.port, 8765; 0: any free port).")
+@click.option(
+    "--log-level",
+    "uvicorn_log",
+    default="warning",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+    help="uvicorn's log level.",
+)
+def serve(config_path: str | None, path: str | None, host: str | None, port: int | None, uvicorn_log: str) -> None:
+    """Serve the memory declared by --config at --path over HTTP (routes under /v1, OpenAPI at
+    /openapi.json, docs at /docs). Clients authenticate with Authorization: Bearer <key> for
+    the keys of [server.keys.<name>]; without keys it serves loopback only."""
+    import uvicorn
+
+    import memcore
+
+    from .app import create_app
+    from .config import load_server_config
+
+    settings = memcore.load_settings(config_path)
+    config = load_server_config(settings.server, host=host, port=port)
+    if not config.keys and not _loopback(config.host) and not config.allow_anonymous:
+        raise ConfigError(
+            f"no API keys are declared: refusing to serve {config.host} without them (declare [server.keys.<name>], "
+            "or set server.allow_anonymous = true to serve everyone)",
+            location="server.keys",
+        )
+    memory = memcore.open(settings, path=path)
+    try:
+        app = create_app(memory, config)
+        click.echo(f"memcore: serving {path or settings.path or 'the memory'} on http://{config.host}:{config.port} ({len(config.keys)} API key(s))", err=True)
+        uvicorn.run(app, host=config.host, port=config.port, log_level=uvicorn_log, timeout_graceful_shutdown=5)
+    finally:
+        memory.close()
+
+
+@click.group("keys")
+def keys_group() -> None:
+    """API keys of memcore's servers: declared in settings as SHA-256 digests."""
+
+
+@keys_group.command("hash")
+def keys_hash() -> None:
+    """Print the SHA-256 digest of the key read from stdin (one line), for [server.keys.<name>] sha256."""
+    from memcore.plugin import hash_api_key
+
+    key = sys.stdin.readline().strip()
+    if not key:
+        raise click.UsageError('give the key on stdin, e.g. printf %s "$KEY" | memcore keys hash')
+    click.echo(hash_api_key(key))
+
+
+@keys_group.command("new")
+@click.argument("name")
+@click.option("--user-id", default=None, help="Bind the key to this user_id.")
+@click.option("--agent-id", default=None, help="Bind the key to this agent_id.")
+@click.option("--run-id", default=None, help="Bind the key to this run_id.")
+@click.option("--admin", is_flag=True, help="An admin key (every scope).")
+def keys_new(name: str, user_id: str | None, agent_id: str | None, run_id: str | None, admin: bool) -> None:
+    """Make a random key: prints the key once (stderr) and its [server.keys.NAME] table (stdout)."""
+    from memcore.plugin import hash_api_key
+
+    scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
+    if bool(scope) == admin:
+        raise click.UsageError("give a scope (--user-id/--agent-id/--run-id) or --admin, not both and not neither")
+    key = "mck_" + secrets.token_urlsafe(32)
+    click.echo(f"API key for {name!r} (shown once, give it to the client): {key}", err=True)
+    click.echo(f'[server.keys.{name}]\nsha256 = "{hash_api_key(key)}"')
+    if admin:
+        click.echo("admin = true")
+    else:
+        click.echo("scope = {" + ", ".join(f'{k} = "{v}"' for k, v in scope.items()) + "}")
+
+
+@click.command("mcp")
+@click.option(
+    "--config", "config_path", default=None, type=click.Path(dir_okay=False), help="Settings file (TOML/YAML) declaring the memory (and [server.keys])."
+)
+@click.option("--path", default=None, type=click.Path(file_okay=False), help="Collection directory (file-backed stores).")
+@click.option("--user-id", default=None, help="Confine every tool to this user_id (unless MEMCORE_API_KEY names a key).")
+@click.option("--agent-id", default=None, help="Confine every tool to this agent_id.")
+@click.option("--run-id", default=None, help="Confine every tool to this run_id.")
+def mcp_command(config_path: str | None, path: str | None, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
+    """Serve the memory as MCP tools over stdio (remember, search, get, forget, list_memories),
+    for agent hosts. The scope is that of the API key in MEMCORE_API_KEY (declared in
+    [server.keys]) or the one given with --user-id/--agent-id/--run-id."""
+    import os
+
+    import memcore
+
+    from .config import load_server_config
+    from .mcp_tools import create_mcp_server
+    from .tenancy import ANONYMOUS, Caller, authenticate
+
+    settings = memcore.load_settings(config_path)
+    config = load_server_config(settings.server)
+    scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
+    key = os.environ.get("MEMCORE_API_KEY")
+    if key:
+        if scope:
+            raise click.UsageError("give a scope with MEMCORE_API_KEY or with --user-id/--agent-id/--run-id, not both")
+        if not config.keys:
+            raise ConfigError("MEMCORE_API_KEY is set but no [server.keys] are declared to check it against", location="server.keys")
+        caller = authenticate(config.key_ring(), f"Bearer {key}")
+    else:
+        caller = Caller(name=None, scope=scope, admin=False) if scope else ANONYMOUS
+    memory = memcore.open(settings, path=path)
+    try:
+        click.echo(f"memcore mcp: serving {path or settings.path or 'the memory'} over stdio (scope: {caller.scope or 'all'})", err=True)
+        create_mcp_server(memory, caller).run("stdio")
+    finally:
+        memory.close()

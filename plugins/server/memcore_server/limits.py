@@ -1,0 +1,100 @@
+"""Limits every request passes before it reaches the memory: body size, batch size, k, filter size.
+
+The body limit is enforced while the body is read (an ASGI middleware counting the bytes
+received), so a client that lies about ``Content-Length`` or streams a chunked body cannot
+make the server buffer more than ``max_body_bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Awaitable, Callable, Mapping, MutableMapping
+
+from memcore import FilterError, ValidationError
+
+from .config import ServerConfig
+from .wire import REQUEST_TOO_LARGE, error_body
+
+__all__ = ["BodyLimit", "TooLarge", "check_batch", "check_k", "check_filter"]
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+
+
+class TooLarge(ValidationError):
+    """A request is over one of the server's size limits (HTTP 413, type ``RequestTooLarge``)."""
+
+
+async def _send_413(send: Send, message: str) -> None:
+    body = json.dumps(error_body(REQUEST_TOO_LARGE, message)).encode()
+    await send(
+        {"type": "http.response.start", "status": 413, "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class BodyLimit:
+    """ASGI middleware: refuse (413) a body over ``max_bytes``, declared or actually received."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        """Check ``Content-Length`` up front, then count the bytes as the app reads them."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_bytes
+        headers = dict(scope.get("headers") or ())
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > limit):
+            await _send_413(send, f"request body of {declared.decode(errors='replace')} bytes is over the limit of {limit} bytes; split it")
+            return
+        received = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise TooLarge(f"request body is over the limit of {limit} bytes; split it")
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted, watched)
+        except TooLarge as exc:
+            if started:
+                raise
+            await _send_413(send, str(exc))
+
+
+def check_batch(n: int, config: ServerConfig, what: str = "items") -> None:
+    """At most ``max_batch`` items or ids in one request (:class:`TooLarge` otherwise)."""
+    if n > config.max_batch:
+        raise TooLarge(f"{n} {what} in one request; the limit is {config.max_batch}: split it into several requests")
+
+
+def check_k(k: int, config: ServerConfig) -> None:
+    """``k`` at most ``max_k``."""
+    if k > config.max_k:
+        raise ValidationError(f"k={k} is over this server's limit of {config.max_k}")
+
+
+def check_filter(where: Mapping[str, Any] | None, config: ServerConfig) -> None:
+    """A ``where`` filter at most ``max_filter_bytes`` long as compact JSON."""
+    if where is None:
+        return
+    size = len(json.dumps(where, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > config.max_filter_bytes:
+        raise FilterError(f"the where filter is {size} bytes; this server's limit is {config.max_filter_bytes}")

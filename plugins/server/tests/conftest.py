@@ -1,0 +1,98 @@
+"""Fixtures: a real uvicorn server on 127.0.0.1 (a free port), started and stopped per test.
+
+``served(memory, **server_settings)`` serves a memory and returns its base URL; the server
+runs in a thread of the test process (uvicorn's own ``Server``, real sockets, real HTTP) and
+is shut down when the test ends. Keys: ``alice`` and ``bob`` are bound to their user_id,
+``ops`` is an admin key.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+import uvicorn
+
+import memcore
+from memcore.plugin import hash_api_key
+from memcore_server.app import create_app
+from memcore_server.config import load_server_config
+
+KEYS = {"alice": "key-alice-0123456789", "bob": "key-bob-0123456789", "ops": "key-ops-0123456789"}
+KEY_SETTINGS = {
+    "alice": {"sha256": hash_api_key(KEYS["alice"]), "scope": {"user_id": "alice"}},
+    "bob": {"sha256": hash_api_key(KEYS["bob"]), "scope": {"user_id": "bob"}},
+    "ops": {"sha256": hash_api_key(KEYS["ops"]), "admin": True},
+}
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Served:
+    """A uvicorn server running ``app`` in a thread."""
+
+    def __init__(self, app: Any):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> "Served":
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Iterator[memcore.Memory]:
+    """A fresh memory (SQLite store, hashing embedder, exact index)."""
+    mem = memcore.open(path=tmp_path / "mem")
+    try:
+        yield mem
+    finally:
+        mem.close()
+
+
+@pytest.fixture
+def served() -> Iterator[Callable[..., Served]]:
+    """``served(memory, **server_settings)``: a running server (stopped after the test)."""
+    running: list[Served] = []
+
+    def start(memory: memcore.Memory, **settings: Any) -> Served:
+        config = load_server_config(settings)
+        server = Served(create_app(memory, config)).start()
+        running.append(server)
+        return server
+
+    yield start
+    for server in running:
+        server.stop()
+
+
+@pytest.fixture
+def server(memory: memcore.Memory, served: Callable[..., Served]) -> Served:
+    """The memory served with the three keys (alice, bob, ops)."""
+    return served(memory, keys=KEY_SETTINGS)
+
+
+@pytest.fixture
+def keys() -> dict[str, str]:
+    """The raw keys of the ``server`` fixture: name -> key."""
+    return dict(KEYS)

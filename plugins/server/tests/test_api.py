@@ -1,0 +1,250 @@
+"""Every route of the HTTP API against a real uvicorn server: bodies, statuses, errors, limits."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+import memcore
+
+
+def call(server: Any, method: str, path: str, key: str | None, body: Any = None, **kw: Any) -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    return httpx.request(method, server.url + path, json=body, headers=headers, timeout=30, **kw)
+
+
+def ok(response: httpx.Response) -> Any:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def error_of(response: httpx.Response, status: int, kind: str | None = None) -> str:
+    """The error message of a response that must be ``status`` with the error body."""
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}, body
+    if kind is not None:
+        assert body["error"]["type"] == kind, body
+    assert "Traceback" not in response.text
+    return str(body["error"]["message"])
+
+
+@pytest.fixture
+def ops(keys: dict[str, str]) -> str:
+    return keys["ops"]
+
+
+def test_health_needs_no_key_and_info_describes_the_memory(server: Any, ops: str, keys: dict[str, str]) -> None:
+    assert ok(call(server, "GET", "/v1/health", None)) == {"status": "ok"}
+    info = ok(call(server, "GET", "/v1/info", ops))
+    assert info["service"]["kind"] == "default"
+    assert [i["name"] for i in info["indexes"]] == ["vector"] and "size" in info["indexes"][0]
+    assert any(p["name"] == "server" and p["distribution"] == "memcore-server" for p in info["plugins"])
+    assert info["limits"]["max_k"] == 1000 and info["caller"] == {"key": "ops", "admin": True, "scope": None}
+    tenant = ok(call(server, "GET", "/v1/info", keys["alice"]))
+    assert "size" not in tenant["indexes"][0]  # index sizes count every tenant's records
+    assert tenant["caller"] == {"key": "alice", "admin": False, "scope": {"user_id": "alice"}}
+
+
+def test_openapi_31_and_docs(server: Any) -> None:
+    schema = ok(call(server, "GET", "/openapi.json", None))
+    assert schema["openapi"].startswith("3.1")
+    paths = schema["paths"]
+    for route in ("/v1/insert", "/v1/insert_many", "/v1/upsert", "/v1/update", "/v1/get", "/v1/delete", "/v1/forget", "/v1/count", "/v1/search"):
+        assert "post" in paths[route], route
+        responses = paths[route]["post"]["responses"]
+        assert {"400", "401", "403", "404", "409", "413", "423", "503"} <= set(responses) and "422" not in responses
+    assert {"get", "patch", "delete"} <= set(paths["/v1/records/{id}"])
+    assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    docs = call(server, "GET", "/docs", None)
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+
+
+def test_write_read_search_delete_round_trip(server: Any, ops: str, memory: memcore.Memory) -> None:
+    dim = memory.collection.spaces["default"].dim
+    one = ok(call(server, "POST", "/v1/insert", ops, {"text": "the cat sat on the mat", "id": "a", "metadata": {"topic": "cats"}, "scope": {"user_id": "u"}}))
+    assert one == {"id": "a"}
+    many = ok(
+        call(
+            server,
+            "POST",
+            "/v1/insert_many",
+            ops,
+            {
+                "items": [
+                    {"text": "dogs bark at night", "id": "b", "metadata": {"topic": "dogs"}},
+                    {"text": "a vector item", "id": "c", "vectors": {"default": [0.5] * dim}},
+                ]
+            },
+        )
+    )
+    assert many == {"ids": ["b", "c"]}
+    assert memory.get("a").scope == memcore.Scope(user_id="u")
+    got = ok(call(server, "POST", "/v1/get", ops, {"ids": ["b", "a"]}))["records"]
+    assert [r["id"] for r in got] == ["b", "a"] and got[1]["metadata"] == {"topic": "cats"} and "vectors" not in got[1]
+    with_vectors = ok(call(server, "POST", "/v1/get", ops, {"ids": ["c"], "with_vectors": True}))["records"][0]
+    assert len(with_vectors["vectors"]["default"]) == dim
+    assert ok(call(server, "POST", "/v1/get", ops, {"where": {"topic": "dogs"}}))["records"][0]["id"] == "b"
+    assert len(ok(call(server, "POST", "/v1/get", ops, {"limit": 2}))["records"]) == 2
+    assert ok(call(server, "GET", "/v1/records/a", ops))["text"] == "the cat sat on the mat"
+    assert ok(call(server, "POST", "/v1/count", ops, {}))["count"] == 3
+    assert ok(call(server, "POST", "/v1/count", ops, {"where": {"topic": "cats"}}))["count"] == 1
+    assert ok(call(server, "POST", "/v1/count", ops, {"scope": {"user_id": "u"}}))["count"] == 1
+    assert ok(call(server, "POST", "/v1/count", ops, {"index": "vector"}))["count"] == 3
+
+    results = ok(call(server, "POST", "/v1/search", ops, {"query": "cat on a mat", "k": 2}))["results"]
+    assert results[0]["id"] == "a" and set(results[0]) >= {"id", "text", "score", "metadata"}
+    by_vector = ok(call(server, "POST", "/v1/search", ops, {"vector": [0.5] * dim, "k": 1}))["results"]
+    assert by_vector[0]["id"] == "c"
+    filtered = ok(call(server, "POST", "/v1/search", ops, {"query": "cat", "where": {"topic": "dogs"}}))["results"]
+    assert [r["id"] for r in filtered] == ["b"]
+    explained = ok(call(server, "POST", "/v1/search", ops, {"query": "cat on a mat", "k": 1, "explain": True}))["results"][0]
+    assert explained["id"] == "a" and explained["provenance"] and explained["explanation"].startswith("a: score")
+    one_index = ok(call(server, "POST", "/v1/search", ops, {"query": "cat", "k": 1, "explain": True, "index": "vector"}))["results"]
+    assert one_index[0]["source"] == "vector"
+
+    updated = ok(call(server, "POST", "/v1/update", ops, {"id": "b", "metadata": {"loud": True}, "merge_metadata": True}))["record"]
+    assert updated["metadata"] == {"topic": "dogs", "loud": True}
+    patched = ok(call(server, "PATCH", "/v1/records/b", ops, {"text": "dogs bark all night"}))
+    assert patched["text"] == "dogs bark all night" and patched["metadata"] == {"topic": "dogs", "loud": True}
+    assert ok(call(server, "POST", "/v1/upsert", ops, {"items": [{"text": "new text for c", "id": "c"}, {"text": "d is new", "id": "d"}]})) == {
+        "ids": ["c", "d"]
+    }
+    assert memory.get("c").text == "new text for c"
+
+    assert ok(call(server, "DELETE", "/v1/records/d", ops)) == {"deleted": 1}
+    assert ok(call(server, "POST", "/v1/delete", ops, {"where": {"topic": "dogs"}})) == {"deleted": 1}
+    assert ok(call(server, "POST", "/v1/delete", ops, {"ids": ["c"]})) == {"deleted": 1}
+    forgot = ok(call(server, "POST", "/v1/forget", ops, {"scope": {"user_id": "u"}}))
+    assert forgot["records"] == 1 and memory.count() == 0
+
+
+def test_memcore_errors_map_to_statuses(server: Any, ops: str) -> None:
+    ok(call(server, "POST", "/v1/insert", ops, {"text": "x", "id": "x"}))
+    assert "nope" in error_of(call(server, "GET", "/v1/records/nope", ops), 404, "NotFoundError")
+    error_of(call(server, "POST", "/v1/get", ops, {"ids": ["x", "nope"]}), 404, "NotFoundError")
+    error_of(call(server, "POST", "/v1/update", ops, {"id": "nope", "text": "y"}), 404, "NotFoundError")
+    error_of(call(server, "POST", "/v1/delete", ops, {"ids": ["nope"]}), 404, "NotFoundError")
+    error_of(call(server, "POST", "/v1/insert", ops, {"text": "different", "id": "x"}), 409, "DuplicateIdError")
+    error_of(call(server, "POST", "/v1/insert", ops, {"text": "   "}), 400, "ValidationError")
+    error_of(call(server, "POST", "/v1/insert", ops, {"text": "v", "vector": [1.0, 2.0]}), 400, "DimensionError")
+    error_of(call(server, "POST", "/v1/count", ops, {"where": {"topic": {"$nope": 1}}}), 400, "FilterError")
+    error_of(call(server, "POST", "/v1/delete", ops, {}), 400, "ValidationError")
+    error_of(call(server, "POST", "/v1/search", ops, {}), 400, "ValidationError")
+    error_of(call(server, "POST", "/v1/insert", ops, {"text": "x", "options": {"colour": "red"}}), 400, "ValidationError")
+    error_of(call(server, "POST", "/v1/count", ops, {"index": "missing"}), 404)
+    assert call(server, "GET", "/v1/records/x", ops).status_code == 200  # nothing above changed x
+
+
+def test_request_validation_is_400_with_the_error_body(server: Any, ops: str) -> None:
+    assert "text" in error_of(call(server, "POST", "/v1/insert", ops, {"id": "no text"}), 400, "ValidationError")
+    error_of(call(server, "POST", "/v1/insert", ops, {"text": "x", "surprise": 1}), 400, "ValidationError")
+    error_of(call(server, "POST", "/v1/search", ops, {"query": "x", "k": 0}), 400, "ValidationError")
+    error_of(call(server, "POST", "/v1/search", ops, {"query": "x", "k": "ten"}), 400, "ValidationError")
+    error_of(call(server, "POST", "/v1/get", ops, {"ids": "not-a-list"}), 400, "ValidationError")
+    error_of(call(server, "GET", "/v1/nowhere", ops), 404, "NotFoundError")
+    error_of(call(server, "PUT", "/v1/insert", ops, {"text": "x"}), 405)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"{", b'{"text": "x",}', b"[1, 2", b"\xff\xfe not utf-8", b"", b"null", b"[]", b'"just a string"', b'{"text": "a"} trailing', b"9" * 5000],
+)
+def test_malformed_json_is_a_400_and_changes_nothing(server: Any, ops: str, memory: memcore.Memory, raw: bytes) -> None:
+    for path in ("/v1/insert", "/v1/insert_many", "/v1/delete", "/v1/search"):
+        response = httpx.post(server.url + path, content=raw, headers={"authorization": f"Bearer {ops}", "content-type": "application/json"}, timeout=30)
+        error_of(response, 400)
+    assert memory.count() == 0
+
+
+def test_deeply_nested_json_is_refused(server: Any, ops: str) -> None:
+    raw = b'{"text": "x", "metadata": {"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}}"
+    response = httpx.post(server.url + "/v1/insert", content=raw, headers={"authorization": f"Bearer {ops}", "content-type": "application/json"}, timeout=30)
+    assert response.status_code in (400, 413) and "Traceback" not in response.text
+
+
+def test_body_limit_declared_and_streamed(memory: memcore.Memory, served: Any, keys: dict[str, str]) -> None:
+    from memcore.plugin import hash_api_key
+
+    server = served(memory, max_body_bytes=4096, keys={"ops": {"sha256": hash_api_key(keys["ops"]), "admin": True}})
+    headers = {"authorization": f"Bearer {keys['ops']}", "content-type": "application/json"}
+    big = json.dumps({"text": "x" * 10_000}).encode()
+    assert "4096" in error_of(httpx.post(server.url + "/v1/insert", content=big, headers=headers, timeout=30), 413, "RequestTooLarge")
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit holds while the body is read
+        yield b'{"text": "'
+        for _ in range(100):
+            yield b"y" * 1000
+        yield b'"}'
+
+    streamed = httpx.post(server.url + "/v1/insert", content=chunks(), headers=headers, timeout=30)
+    error_of(streamed, 413, "RequestTooLarge")
+    small = httpx.post(server.url + "/v1/insert", content=json.dumps({"text": "fits"}).encode(), headers=headers, timeout=30)
+    assert small.status_code == 200 and memory.count() == 1
+
+
+def test_batch_k_and_filter_limits(memory: memcore.Memory, served: Any) -> None:
+    server = served(memory, max_batch=3, max_k=5, max_filter_bytes=64)
+    items = [{"text": f"item {i}"} for i in range(4)]
+    error_of(call(server, "POST", "/v1/insert_many", None, {"items": items}), 413, "RequestTooLarge")
+    error_of(call(server, "POST", "/v1/upsert", None, {"items": items}), 413, "RequestTooLarge")
+    error_of(call(server, "POST", "/v1/get", None, {"ids": ["a", "b", "c", "d"]}), 413, "RequestTooLarge")
+    error_of(call(server, "POST", "/v1/delete", None, {"ids": ["a", "b", "c", "d"]}), 413, "RequestTooLarge")
+    assert memory.count() == 0
+    assert ok(call(server, "POST", "/v1/insert_many", None, {"items": items[:3]}))["ids"]
+    assert "limit of 5" in error_of(call(server, "POST", "/v1/search", None, {"query": "item", "k": 6}), 400, "ValidationError")
+    assert len(ok(call(server, "POST", "/v1/search", None, {"query": "item", "k": 5}))["results"]) == 3
+    where = {"tag": {"$in": [f"value-{i}" for i in range(20)]}}
+    error_of(call(server, "POST", "/v1/count", None, {"where": where}), 400, "FilterError")
+    error_of(call(server, "POST", "/v1/search", None, {"query": "x", "k": 5, "where": where}), 400, "FilterError")
+    error_of(call(server, "POST", "/v1/delete", None, {"where": where}), 400, "FilterError")
+    assert memory.count() == 3
+
+
+def test_request_time_limit_is_a_504(memory: memcore.Memory, served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = served(memory, request_timeout_s=0.2)
+    real_count = memory.count
+
+    def slow_count(**kw: Any) -> int:
+        time.sleep(1.0)
+        return real_count(**kw)
+
+    monkeypatch.setattr(memory, "count", slow_count)
+    assert "0.2" in error_of(call(server, "POST", "/v1/count", None, {}), 504, "RequestTimeout")
+
+
+def test_an_unexpected_exception_is_a_bare_500(memory: memcore.Memory, served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = served(memory)
+
+    def broken(**kw: Any) -> int:
+        raise RuntimeError("secret internals at /srv/db")
+
+    monkeypatch.setattr(memory, "count", broken)
+    response = call(server, "POST", "/v1/count", None, {})
+    message = error_of(response, 500, "InternalError")
+    assert "secret" not in response.text and "RuntimeError" not in response.text and "log" in message
+
+
+def test_locked_and_unavailable_stores_map_to_423_and_503(memory: memcore.Memory, served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    server = served(memory)
+    for exc, status in (
+        (memcore.LockedError("held by pid 1"), 423),
+        (memcore.StoreUnavailableError("db down"), 503),
+        (memcore.StorageFullError("disk full"), 507),
+    ):
+
+        def failing(*a: Any, _exc: Exception = exc, **kw: Any) -> Any:
+            raise _exc
+
+        monkeypatch.setattr(memory, "insert", failing)
+        error_of(call(server, "POST", "/v1/insert", None, {"text": "x"}), status, type(exc).__name__)
+
+
+def test_without_keys_calls_need_none(memory: memcore.Memory, served: Any) -> None:
+    server = served(memory)
+    assert ok(call(server, "POST", "/v1/insert", None, {"text": "open"}))["id"]
+    assert ok(call(server, "GET", "/v1/info", None))["caller"] == {"key": None, "admin": True, "scope": None}

@@ -1,0 +1,97 @@
+"""``memcore serve`` as a process (settings file, [server] table, keys) and ``memcore keys``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import memcore
+from memcore.plugin import hash_api_key
+
+MEMCORE = [sys.executable, "-m", "memcore.cli"]
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(url: str, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"memcore serve exited: {process.communicate()[1]}")
+        try:
+            httpx.get(url + "/v1/health", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError("memcore serve did not start")
+
+
+def test_serve_a_settings_file_with_keys(tmp_path: Path) -> None:
+    port = _port()
+    key = "cli-test-key-123"
+    settings = tmp_path / "memcore.toml"
+    settings.write_text(
+        f'[server]\nport = {port}\nmax_k = 7\n\n[server.keys.carol]\nsha256 = "{hash_api_key(key)}"\nscope = {{user_id = "carol"}}\n',
+        encoding="utf-8",
+    )
+    env = {**os.environ, "MEMCORE_SERVER__KEYS__OPS__SHA256": hash_api_key("ops-key-from-env"), "MEMCORE_SERVER__KEYS__OPS__ADMIN": "true"}
+    process = subprocess.Popen([*MEMCORE, "serve", "--config", str(settings), "--path", str(tmp_path / "mem")], env=env, text=True, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        _wait(url, process)
+        carol = {"authorization": f"Bearer {key}"}
+        assert httpx.post(url + "/v1/insert", json={"text": "carol's memory"}, headers=carol).status_code == 200
+        assert httpx.post(url + "/v1/search", json={"query": "memory", "k": 8}, headers=carol).status_code == 400  # max_k = 7
+        ops = httpx.get(url + "/v1/info", headers={"authorization": "Bearer ops-key-from-env"}).json()
+        assert ops["caller"] == {"key": "ops", "admin": True, "scope": None} and ops["limits"]["max_k"] == 7
+        assert httpx.post(url + "/v1/count", json={}).status_code == 401
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert key not in stderr and "ops-key-from-env" not in stderr
+    with memcore.open(settings, path=tmp_path / "mem") as memory:  # the server closed it: the lock is free
+        assert [r.scope for r in memory.get()] == [memcore.Scope(user_id="carol")]  # type: ignore[union-attr]
+
+
+def test_serve_refuses_bad_settings_and_an_open_host_without_keys(tmp_path: Path) -> None:
+    settings = tmp_path / "memcore.toml"
+    settings.write_text("[server]\nmax_kk = 3\n", encoding="utf-8")
+    out = subprocess.run([*MEMCORE, "serve", "--config", str(settings), "--path", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "server.max_kk" in out.stderr and "Traceback" not in out.stderr
+    settings.write_text('[server.keys.x]\nsha256 = "not-a-digest"\nadmin = true\n', encoding="utf-8")
+    out = subprocess.run([*MEMCORE, "serve", "--config", str(settings), "--path", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "API key 'x'" in out.stderr
+    settings.write_text("", encoding="utf-8")
+    out = subprocess.run(
+        [*MEMCORE, "serve", "--config", str(settings), "--path", str(tmp_path), "--host", "0.0.0.0"], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 2 and "no API keys are declared" in out.stderr
+
+
+def test_keys_hash_and_new() -> None:
+    out = subprocess.run([*MEMCORE, "keys", "hash"], input="s3cret\n", capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == hash_api_key("s3cret")
+    made = subprocess.run([*MEMCORE, "keys", "new", "dave", "--user-id", "dave"], capture_output=True, text=True, check=True, timeout=120)
+    key = made.stderr.strip().rsplit(" ", 1)[-1]
+    assert made.stdout.splitlines() == ["[server.keys.dave]", f'sha256 = "{hash_api_key(key)}"', 'scope = {user_id = "dave"}']
+    bad = subprocess.run([*MEMCORE, "keys", "new", "eve"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "::1"])
+def test_loopback_hosts(host: str) -> None:
+    from memcore_server.cli import _loopback
+
+    assert _loopback(host) and not _loopback("0.0.0.0") and not _loopback("example.org")

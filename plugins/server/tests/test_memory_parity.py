@@ -1,0 +1,209 @@
+"""One test module, two memories: ``memcore.Memory`` in process and ``RemoteMemory`` over HTTP.
+
+Every test runs against both (the ``mem`` fixture is parametrised): the same methods,
+arguments, return types and errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+import memcore
+from memcore import DimensionError, DuplicateIdError, FilterError, Hit, NotFoundError, Record, Scope, ValidationError
+from memcore_server import RemoteMemory
+
+
+@pytest.fixture(params=["local", "remote"])
+def mem(request: pytest.FixtureRequest, memory: memcore.Memory, served: Any) -> Iterator[Any]:
+    if request.param == "local":
+        yield memory
+        return
+    server = served(memory)
+    with RemoteMemory(server.url, retries=0) as remote:
+        yield remote
+
+
+@pytest.fixture
+def dim(memory: memcore.Memory) -> int:
+    return int(memory.collection.spaces["default"].dim)
+
+
+def test_insert_one_text_returns_its_id(mem: Any) -> None:
+    rid = mem.insert("the cat sat on the mat", metadata={"topic": "cats"})
+    assert isinstance(rid, str)
+    record = mem.get(rid)
+    assert isinstance(record, Record) and record.text == "the cat sat on the mat" and record.metadata == {"topic": "cats"}
+    assert record.scope is None and record.created_at > 0
+
+
+def test_insert_with_options_vector_and_scope(mem: Any, dim: int) -> None:
+    vector = np.linspace(0.1, 1.0, dim).astype(np.float32)
+    rid = mem.insert("with a vector", vector=vector, id="v1", scope={"user_id": "u"})
+    assert rid == "v1"
+    record = mem.get("v1")
+    assert record.scope == Scope(user_id="u")
+    assert np.allclose(record.vectors["default"], vector / np.linalg.norm(vector)) or np.allclose(record.vectors["default"], vector)
+
+
+def test_insert_a_dict_a_record_and_many(mem: Any) -> None:
+    assert mem.insert({"text": "from a dict", "id": "d1", "metadata": {"n": 1}}) == "d1"
+    assert mem.insert(Record.create("from a record", id="r1", metadata={"n": 2})) == "r1"
+    ids = mem.insert(["plain text", {"text": "dict in a list", "id": "d2"}, Record.create("record in a list", id="r2")])
+    assert isinstance(ids, list) and len(ids) == 3 and ids[1:] == ["d2", "r2"]
+    with pytest.raises(ValidationError, match="empty"):
+        mem.insert([])
+    assert mem.count() == 5 and len(mem) == 5
+
+
+def test_insert_errors(mem: Any) -> None:
+    mem.insert("x", id="x")
+    with pytest.raises(DuplicateIdError):
+        mem.insert("different", id="x")
+    with pytest.raises(ValidationError):
+        mem.insert("   ")
+    with pytest.raises(ValidationError, match="twice"):
+        mem.insert({"text": "t", "metadata": {}}, metadata={"a": 1})
+    with pytest.raises(ValidationError):
+        mem.insert(["a", "b"], metadata={"a": 1})
+    with pytest.raises(ValidationError):
+        mem.insert(Record.create("r"), metadata={"a": 1})
+    with pytest.raises(ValidationError):
+        mem.insert({"id": "no text"})
+    with pytest.raises(ValidationError):
+        mem.insert("t", colour="red")
+    with pytest.raises(DimensionError):
+        mem.insert("bad vector", vector=[1.0, 2.0])
+    assert mem.count() == 1
+
+
+def test_get_by_ids_where_scope_and_limit(mem: Any) -> None:
+    mem.insert([{"text": f"memory {i}", "id": f"m{i}", "metadata": {"even": i % 2 == 0}, "scope": {"user_id": "u" if i < 3 else "w"}} for i in range(5)])
+    records = mem.get(["m3", "m0"])
+    assert [r.id for r in records] == ["m3", "m0"]
+    assert [r.id for r in mem.get(where={"even": True})] == ["m0", "m2", "m4"]
+    assert [r.id for r in mem.get(scope={"user_id": "w"})] == ["m3", "m4"]
+    assert [r.id for r in mem.get(where={"even": True}, scope={"user_id": "u"})] == ["m0", "m2"]
+    assert [r.id for r in mem.get(limit=2)] == ["m0", "m1"]
+    assert mem.get(limit=0) == []
+    with pytest.raises(NotFoundError):
+        mem.get("missing")
+    with pytest.raises(NotFoundError):
+        mem.get(["m0", "missing"])
+    with pytest.raises(NotFoundError):
+        mem.get("m3", scope={"user_id": "u"})
+    with pytest.raises(NotFoundError):
+        mem.get(["m1"], where={"even": True})
+    with pytest.raises(ValidationError):
+        mem.get(limit=-1)
+    with pytest.raises(FilterError):
+        mem.get(where={"even": {"$bogus": 1}})
+
+
+def test_update_and_merge_metadata(mem: Any) -> None:
+    mem.insert("old text", id="u1", metadata={"a": 1})
+    updated = mem.update("u1", text="new text", metadata={"b": 2}, merge_metadata=True)
+    assert isinstance(updated, Record) and updated.text == "new text" and updated.metadata == {"a": 1, "b": 2}
+    assert mem.update("u1", metadata={"c": 3}).metadata == {"c": 3}
+    assert mem.get("u1").text == "new text"
+    with pytest.raises(NotFoundError):
+        mem.update("missing", text="x")
+    mem.insert("scoped", id="s1", scope={"user_id": "u"})
+    with pytest.raises(NotFoundError):
+        mem.update("s1", text="y", scope={"user_id": "w"})
+
+
+def test_upsert_single_and_many(mem: Any) -> None:
+    assert mem.upsert({"text": "first", "id": "p1"}) == "p1"
+    assert mem.upsert([{"text": "changed", "id": "p1"}, {"text": "second", "id": "p2"}]) == ["p1", "p2"]
+    assert mem.get("p1").text == "changed" and mem.count() == 2
+    assert mem.upsert("a plain text") == mem.upsert("a plain text")
+    mem.insert("owned by u", id="o1", scope={"user_id": "u"})
+    with pytest.raises(NotFoundError):
+        mem.upsert({"text": "taken", "id": "o1"}, scope={"user_id": "w"})
+    assert mem.get("o1").text == "owned by u"
+
+
+def test_delete_by_ids_where_and_scope(mem: Any) -> None:
+    mem.insert([{"text": f"memory {i}", "id": f"m{i}", "metadata": {"i": i}, "scope": {"user_id": "u" if i < 4 else "w"}} for i in range(6)])
+    assert mem.delete("m0") == 1
+    assert mem.delete(["m1", "m2"]) == 2
+    with pytest.raises(NotFoundError):
+        mem.delete(["m3", "missing"])
+    assert mem.count() == 3
+    assert mem.delete(["m3"], where={"i": 99}) == 0
+    assert mem.delete(where={"i": 3}) == 1
+    with pytest.raises(NotFoundError):
+        mem.delete("m4", scope={"user_id": "u"})
+    assert mem.delete(scope={"user_id": "w"}) == 2
+    assert mem.count() == 0
+    with pytest.raises(ValidationError):
+        mem.delete()
+
+
+def test_forget_a_scope(mem: Any) -> None:
+    mem.insert([{"text": "bob's", "scope": {"user_id": "bob"}}, {"text": "ann's", "scope": {"user_id": "ann"}}])
+    gone = mem.forget({"user_id": "bob"})
+    assert gone["records"] == 1 and mem.count() == 1
+    with pytest.raises(ValidationError):
+        mem.forget({})
+    with pytest.raises(ValidationError):
+        mem.forget(None)
+
+
+def test_count_where_scope_and_index(mem: Any) -> None:
+    mem.insert([{"text": f"t{i}", "metadata": {"odd": bool(i % 2)}, "scope": {"user_id": "u"} if i else None} for i in range(4)])
+    assert mem.count() == 4
+    assert mem.count(where={"odd": True}) == 2
+    assert mem.count(scope={"user_id": "u"}) == 3
+    assert mem.count(index="vector") == 4
+    with pytest.raises(NotFoundError):
+        mem.count(index="missing")
+
+
+def test_retrieve_by_text_vector_where_and_scope(mem: Any, dim: int) -> None:
+    mem.insert(
+        [
+            {"text": "the cat sat on the mat", "id": "cat", "metadata": {"topic": "cats"}},
+            {"text": "dogs bark at the moon", "id": "dog", "metadata": {"topic": "dogs"}, "scope": {"user_id": "u"}},
+        ]
+    )
+    results = mem.retrieve("a cat on the mat", k=2)
+    assert isinstance(results, list) and results[0]["id"] == "cat"
+    assert set(results[0]) >= {"id", "text", "score", "metadata"} and isinstance(results[0]["score"], float)
+    assert [r["id"] for r in mem.retrieve("cat", where={"topic": "dogs"})] == ["dog"]
+    assert [r["id"] for r in mem.retrieve("cat", scope={"user_id": "u"})] == ["dog"]
+    stored = mem.get("dog", scope={"user_id": "u"}).vectors["default"]
+    assert mem.retrieve(vector=stored, k=1)[0]["id"] == "dog"
+    with pytest.raises(ValidationError):
+        mem.retrieve()
+    with pytest.raises(ValidationError):
+        mem.retrieve("cat", k=0)
+    with pytest.raises(ValidationError):
+        mem.retrieve("cat", colour="red")
+
+
+def test_query_returns_hits_with_provenance(mem: Any) -> None:
+    mem.insert([{"text": "the cat sat on the mat", "id": "cat"}, {"text": "dogs bark", "id": "dog", "scope": {"user_id": "u"}}])
+    hits = mem.query("cat on a mat", k=2)
+    assert all(isinstance(h, Hit) for h in hits) and hits[0].id == "cat"
+    assert hits[0].provenance and hits[0].provenance[0].source
+    assert hits[0].explain().startswith("cat: score")
+    assert [h.id for h in mem.query("cat", k=5, scope={"user_id": "u"})] == ["dog"]
+    assert [h.id for h in mem.query("cat", k=5, index="vector", where={"missing": 1})] == []
+    with pytest.raises(NotFoundError):
+        mem.query("cat", index="missing")
+
+
+def test_query_hits_equal_in_process(mem: Any, memory: memcore.Memory) -> None:
+    mem.insert([f"memory number {i} about topic {i % 3}" for i in range(20)])
+
+    def plain(hits: list[Hit]) -> list[tuple[Any, ...]]:  # the attached records, vectors aside
+        return [(h.id, h.score, h.raw, h.source, h.provenance, h.record and h.record.to_dict()) for h in hits]
+
+    assert plain(mem.query("topic 1", k=5)) == plain(memory.query("topic 1", k=5))
+    assert plain(mem.query("topic", k=3, index="vector")) == plain(memory.query("topic", k=3, index="vector"))
+    assert mem.retrieve("topic 2", k=5) == memory.retrieve("topic 2", k=5)
+    assert [r.to_dict(with_vectors=True) for r in mem.get(limit=3)] == [r.to_dict(with_vectors=True) for r in memory.get(limit=3)]

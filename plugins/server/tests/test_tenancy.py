@@ -1,0 +1,154 @@
+"""Tenant isolation: two keys bound to two users, every verb, ids guessed across tenants.
+
+A tenant must not read, update, count or delete another tenant's memories, nor learn that
+their ids exist: a guessed id of bob's answers alice exactly as an id nobody wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+import memcore
+
+
+def call(server: Any, method: str, path: str, key: str | None, body: Any = None) -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    return httpx.request(method, server.url + path, json=body, headers=headers, timeout=30)
+
+
+def ok(response: httpx.Response) -> Any:
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+@pytest.fixture
+def two_tenants(server: Any, keys: dict[str, str], memory: memcore.Memory) -> dict[str, str]:
+    """alice and bob each wrote two memories (ids a1, a2 / b1, b2) with the same metadata."""
+    for who in ("alice", "bob"):
+        items = [{"text": f"{who} likes tea number {i}", "id": f"{who[0]}{i}", "metadata": {"kind": "pref"}} for i in (1, 2)]
+        assert ok(call(server, "POST", "/v1/insert_many", keys[who], {"items": items}))["ids"] == [f"{who[0]}1", f"{who[0]}2"]
+    assert memory.get("a1").scope == memcore.Scope(user_id="alice") and memory.get("b1").scope == memcore.Scope(user_id="bob")
+    return keys
+
+
+def _unknown(response: httpx.Response) -> tuple[int, str, str]:
+    """What a client learns from a refusal: status, error type, and the message with the id masked."""
+    body = response.json()["error"]
+    return response.status_code, body["type"], body["message"].replace("b1", "ID").replace("zz-none", "ID")
+
+
+def test_no_key_or_a_wrong_key_is_401_and_the_key_is_not_echoed(server: Any, memory: memcore.Memory) -> None:
+    for headers in ({}, {"authorization": "Bearer not-a-key"}, {"authorization": "Basic abc"}, {"authorization": "Bearer"}):
+        for method, path, body in (("POST", "/v1/count", {}), ("GET", "/v1/info", None), ("POST", "/v1/insert", {"text": "x"}), ("GET", "/v1/records/x", None)):
+            response = httpx.request(method, server.url + path, json=body, headers=headers, timeout=30)
+            assert response.status_code == 401, (headers, path, response.text)
+            assert response.json()["error"]["type"] == "AuthenticationError"
+            assert response.headers["www-authenticate"] == "Bearer"
+            assert "not-a-key" not in response.text
+    assert memory.count() == 0
+
+
+def test_a_tenant_sees_only_its_own_records(server: Any, two_tenants: dict[str, str]) -> None:
+    alice = two_tenants["alice"]
+    assert ok(call(server, "POST", "/v1/count", alice, {}))["count"] == 2
+    assert ok(call(server, "POST", "/v1/count", alice, {"where": {"kind": "pref"}}))["count"] == 2
+    assert ok(call(server, "POST", "/v1/count", alice, {"index": "vector"}))["count"] == 2
+    assert {r["id"] for r in ok(call(server, "POST", "/v1/get", alice, {}))["records"]} == {"a1", "a2"}
+    assert {r["id"] for r in ok(call(server, "POST", "/v1/get", alice, {"where": {"kind": "pref"}}))["records"]} == {"a1", "a2"}
+    found = ok(call(server, "POST", "/v1/search", alice, {"query": "bob likes tea", "k": 10}))["results"]
+    assert {r["id"] for r in found} == {"a1", "a2"}
+    explained = ok(call(server, "POST", "/v1/search", alice, {"query": "bob likes tea", "k": 10, "explain": True}))["results"]
+    assert {r["id"] for r in explained} == {"a1", "a2"}
+    one_index = ok(call(server, "POST", "/v1/search", alice, {"query": "bob", "k": 10, "explain": True, "index": "vector"}))["results"]
+    assert {r["id"] for r in one_index} == {"a1", "a2"}
+    admin = ok(call(server, "POST", "/v1/count", two_tenants["ops"], {}))["count"]
+    assert admin == 4
+
+
+def test_guessed_ids_of_another_tenant_look_unknown(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
+    alice = two_tenants["alice"]
+    probes = [
+        ("GET", "/v1/records/{id}", None),
+        ("PATCH", "/v1/records/{id}", {"text": "hijacked"}),
+        ("DELETE", "/v1/records/{id}", None),
+        ("POST", "/v1/get", {"ids": ["{id}"]}),
+        ("POST", "/v1/get", {"ids": ["a1", "{id}"]}),
+        ("POST", "/v1/update", {"id": "{id}", "metadata": {"owned": True}}),
+        ("POST", "/v1/delete", {"ids": ["{id}"]}),
+        ("POST", "/v1/delete", {"ids": ["a1", "{id}"]}),
+    ]
+    for method, path, body in probes:
+        answers = []
+        for guessed in ("b1", "zz-none"):
+            filled = path.replace("{id}", guessed)
+            payload = None if body is None else json.loads(json.dumps(body).replace("{id}", guessed))
+            answers.append(_unknown(call(server, method, filled, alice, payload)))
+        assert answers[0] == answers[1], (method, path, answers)
+        assert answers[0][0] == 404 and answers[0][1] == "NotFoundError"
+    # an upsert creates an unknown id; bob's id is refused as unknown, and stays bob's
+    upsert = {"items": [{"text": "mine now", "id": "b1"}], "scope": {"user_id": "alice"}}
+    assert _unknown(call(server, "POST", "/v1/upsert", alice, upsert))[:2] == (404, "NotFoundError")
+    upsert["items"][0]["id"] = "zz-none"  # type: ignore[index]
+    assert ok(call(server, "POST", "/v1/upsert", alice, upsert)) == {"ids": ["zz-none"]}
+    bob_record = memory.get("b1")
+    assert bob_record.text == "bob likes tea number 1" and bob_record.metadata == {"kind": "pref"} and bob_record.scope == memcore.Scope(user_id="bob")
+    assert memory.count() == 4 + 1  # alice's upsert of the unknown id created it, in alice's scope
+    assert memory.get("zz-none").scope == memcore.Scope(user_id="alice")
+
+
+def test_a_scope_outside_the_key_is_403_and_changes_nothing(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
+    alice = two_tenants["alice"]
+    bob_scope = {"user_id": "bob"}
+    refused = [
+        ("POST", "/v1/count", {"scope": bob_scope}),
+        ("POST", "/v1/get", {"scope": bob_scope}),
+        ("POST", "/v1/search", {"query": "tea", "scope": bob_scope}),
+        ("POST", "/v1/search", {"query": "tea", "scope": bob_scope, "explain": True}),
+        ("POST", "/v1/delete", {"scope": bob_scope}),
+        ("POST", "/v1/delete", {"where": {"kind": "pref"}, "scope": bob_scope}),
+        ("POST", "/v1/forget", {"scope": bob_scope}),
+        ("POST", "/v1/update", {"id": "a1", "text": "x", "scope": bob_scope}),
+        ("POST", "/v1/upsert", {"items": [{"text": "x"}], "scope": bob_scope}),
+        ("POST", "/v1/insert", {"text": "planted in bob's memory", "scope": bob_scope}),
+        ("POST", "/v1/insert_many", {"items": [{"text": "planted", "scope": bob_scope}]}),
+        ("POST", "/v1/upsert", {"items": [{"text": "planted", "id": "p", "scope": bob_scope}]}),
+    ]
+    for method, path, body in refused:
+        response = call(server, method, path, alice, body)
+        assert response.status_code == 403, (path, body, response.text)
+        assert response.json()["error"]["type"] == "PermissionDeniedError"
+    assert memory.count() == 4 and memory.count(scope=bob_scope) == 2
+    assert memory.get("a1").text == "alice likes tea number 1"
+
+
+def test_a_narrower_scope_inside_the_key_is_allowed(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
+    alice = two_tenants["alice"]
+    narrow = {"user_id": "alice", "run_id": "r1"}
+    rid = ok(call(server, "POST", "/v1/insert", alice, {"text": "a run memory", "scope": narrow}))["id"]
+    assert memory.get(rid).scope == memcore.Scope(user_id="alice", run_id="r1")
+    assert ok(call(server, "POST", "/v1/count", alice, {"scope": {"run_id": "r1"}}))["count"] == 1
+    assert ok(call(server, "POST", "/v1/forget", alice, {"scope": narrow}))["records"] == 1
+    assert memory.count() == 4
+
+
+def test_deletes_and_forgets_stay_inside_the_tenant(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
+    alice, bob = two_tenants["alice"], two_tenants["bob"]
+    assert ok(call(server, "POST", "/v1/delete", alice, {"where": {"kind": "pref"}})) == {"deleted": 2}
+    assert memory.count() == 2 and {r.id for r in memory.get()} == {"b1", "b2"}  # type: ignore[union-attr]
+    assert ok(call(server, "POST", "/v1/delete", alice, {"where": {}})) == {"deleted": 0}
+    assert ok(call(server, "POST", "/v1/forget", bob, {"scope": {"user_id": "bob"}}))["records"] == 2
+    assert memory.count() == 0
+
+
+def test_writes_are_stamped_with_the_key_scope(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
+    bob = two_tenants["bob"]
+    one = ok(call(server, "POST", "/v1/insert", bob, {"text": "no scope given"}))["id"]
+    ids = ok(call(server, "POST", "/v1/upsert", bob, {"items": [{"text": "upserted", "id": "u1"}]}))["ids"]
+    assert memory.get(one).scope == memcore.Scope(user_id="bob") and memory.get(ids[0]).scope == memcore.Scope(user_id="bob")
+    # the same text from two tenants is two records (content ids include the scope)
+    same = ok(call(server, "POST", "/v1/insert", two_tenants["alice"], {"text": "no scope given"}))["id"]
+    assert same != one and memory.count() == 4 + 3
