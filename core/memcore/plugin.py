@@ -63,7 +63,7 @@ from .indexes._vector_reader import VectorReader
 from .llms._llm import LLM, LLMs, StepReport, run_llm_step
 from .llms._triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 from .model._checks import validate_k
-from .model._filters import Filter, matches, parse_filter
+from .model._filters import BoolNode, Cond, Filter, matches, parse_filter
 from .model._query import Contribution, Hit
 from .model._query import Query
 from .model._record import Link, Record, Scope
@@ -88,7 +88,7 @@ from .retrieval._fusion import Fusion, distinct_ids, merge_provenance
 from .retrieval._pipeline import Pipeline, PipelineContext, Stage
 from .retrieval._stages import minmax, rescored, term_overlap, unique_hits
 from .services._service import Service, hit_to_dict
-from .stores._store import Applied, Op, Store, WriteBatch, involved_ids, plan_ops
+from .stores._store import Applied, LogRead, Op, Store, WriteBatch, involved_ids, plan_ops
 
 __all__ = [
     # -- interfaces --
@@ -189,6 +189,9 @@ __all__ = [
     "Filter",
     "parse_filter",
     "matches",
+    "Cond",
+    "BoolNode",
+    "LogRead",
     # -- data --
     "Record",
     "Query",
