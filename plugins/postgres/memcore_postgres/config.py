@@ -34,6 +34,9 @@ class PostgresStoreConfig(ComponentConfig):
     )
     pool_size: int = Field(4, ge=1, le=64, description="Most connections this process keeps open to the database.")
     connect_timeout: float = Field(10.0, gt=0, le=300, description="Seconds to wait for a connection before StoreUnavailableError.")
+    lock_timeout: float = Field(
+        30.0, gt=0, le=3600, description="Seconds a batch waits for a row another transaction holds before it is retried (then LockedError)."
+    )
     retries: int = Field(
         3,
         ge=0,

@@ -76,11 +76,12 @@ class EmbeddedServer:
 class Pool:
     """Up to ``size`` connections to ``conninfo``, each with the memory's ``schema`` on its search path."""
 
-    def __init__(self, conninfo: str, schema: str, size: int, timeout: float, retries: int):
+    def __init__(self, conninfo: str, schema: str, size: int, timeout: float, retries: int, lock_timeout: float = 30.0):
         self._conninfo = conninfo
         self._schema = schema
         self._timeout = timeout
         self._retries = retries
+        self._lock_timeout_ms = max(1, int(lock_timeout * 1000))
         self._idle: list[Connection[Any]] = []
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
@@ -105,6 +106,7 @@ class Pool:
         if self._extension_schema is None:
             self._extension_schema = _ensure_vector_extension(conn)
         conn.execute(sql.SQL("SET search_path = {}, {}").format(sql.Identifier(self._schema), sql.Identifier(self._extension_schema)))
+        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(self._lock_timeout_ms)))
         from pgvector.psycopg import register_vector
 
         register_vector(conn)

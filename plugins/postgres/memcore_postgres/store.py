@@ -53,7 +53,7 @@ class PostgresStore(PostgresWrites, Store):
                 raise ConfigError("the postgres store without url needs a memory directory (path=...) for its embedded server", location="store")
             self._embedded = EmbeddedServer(self.dir / EMBEDDED_DIR)
             conninfo = self._embedded.uri()
-        self.pool = Pool(conninfo, self.schema, config.pool_size, config.connect_timeout, config.retries)
+        self.pool = Pool(conninfo, self.schema, config.pool_size, config.connect_timeout, config.retries, config.lock_timeout)
         try:
             version = self.pool.read("opening the schema", lambda conn: self._open_schema(conn))
             if version > SCHEMA_VERSION:
