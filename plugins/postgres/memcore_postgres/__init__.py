@@ -11,14 +11,36 @@ from the op log before every search (see ``docs/plugins/postgres.md``).
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING, Any
+
 import memcore
 from memcore.plugin import Register, StoreFactory
 
 from .config import PostgresStoreConfig
-from .store import PostgresStore, postgres_store_factory
 
-__all__ = ["PostgresStore", "PostgresStoreConfig", "register_stores"]
+if TYPE_CHECKING:
+    from .store import PostgresStore
+
+__all__ = ["PostgresStore", "PostgresStoreConfig", "postgres_store_factory", "register_stores"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresStore`` on first use: psycopg is imported only when a postgres store opens
+    (every memcore start loads every plugin)."""
+    if name == "PostgresStore":
+        from .store import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def postgres_store_factory(config: PostgresStoreConfig, path: str | os.PathLike[str] | None) -> "PostgresStore":
+    """Build the ``postgres`` store of the memory at ``path`` (the embedded server's home without a url)."""
+    from .store import PostgresStore
+
+    return PostgresStore(config, path)
 
 
 @memcore.hookimpl

@@ -27,7 +27,7 @@ from .filters import compile_filter
 from .schema import OP_NAMES, SCHEMA_VERSION, create_schema
 from .writes import PostgresWrites, SpaceTables
 
-__all__ = ["PostgresStore", "postgres_store_factory"]
+__all__ = ["PostgresStore"]
 
 log = get_logger("memcore.postgres")
 
@@ -303,8 +303,3 @@ def _ops(conn: Connection[Any], seq: int, index: str) -> list[Op]:
             raise CorruptError("an oplog row of the postgres store is malformed")
         out.extend(Op(int(row_seq), index, rid, OP_NAMES[code]) for rid, code in zip(ids, ops))  # type: ignore[arg-type]
     return out
-
-
-def postgres_store_factory(config: PostgresStoreConfig, path: str | os.PathLike[str] | None) -> PostgresStore:
-    """Build the ``postgres`` store of the memory at ``path`` (the embedded server's home without a url)."""
-    return PostgresStore(config, path)
