@@ -87,6 +87,7 @@ class Pool:
         self._lock = threading.Lock()
         self._closed = False
         self._extension_schema: str | None = None
+        self._xids: dict[int, str] = {}
 
     # -- connections ---------------------------------------------------------------------
 
@@ -183,9 +184,13 @@ class Pool:
 
         def run(conn: Connection[Any]) -> T:
             conn.execute("BEGIN")
+            self._xids.pop(id(conn), None)
             try:
                 out = fn(conn)
-                xid = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
+                xid = self._xids.pop(id(conn), None)
+                if xid is None:  # fn did not note it
+                    row = conn.execute("SELECT pg_current_xact_id()::text").fetchone()
+                    xid = None if row is None else str(row[0])
             except BaseException:
                 if not conn.broken:
                     conn.rollback()
@@ -193,12 +198,17 @@ class Pool:
             try:
                 conn.execute("COMMIT")
             except psycopg.OperationalError as exc:
-                if self._committed(None if xid is None else str(xid[0])):
+                if self._committed(xid):
                     return out
                 raise _Uncommitted() from exc
             return out
 
         return self._attempts(what, run)
+
+    def note_xid(self, conn: Connection[Any], xid: str) -> None:
+        """Remember the id of the transaction open on ``conn`` (read with the write's first
+        statement), so :meth:`write` need not ask for it before committing."""
+        self._xids[id(conn)] = xid
 
     def _committed(self, xid: str | None) -> bool:
         """Whether transaction ``xid`` committed (asked on a new connection); False when unknown."""

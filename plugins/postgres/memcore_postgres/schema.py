@@ -60,9 +60,25 @@ def vector_table(slot: int) -> sql.Identifier:
     return sql.Identifier(f"vectors_{int(slot)}")
 
 
+def stored_version(conn: Connection[Any], schema: str) -> int | None:
+    """The schema version of an existing memory schema; None when it has no tables yet.
+    Takes no lock (a writer at work is never waited for)."""
+    meta = conn.execute("SELECT to_regclass(%s)", (f'"{schema}".meta',)).fetchone()
+    if meta is None or meta[0] is None:
+        return None
+    row = conn.execute(sql.SQL("SELECT value FROM {}.meta WHERE key = 'schema_version'").format(sql.Identifier(schema))).fetchone()
+    return None if row is None else int(row[0])
+
+
 def create_schema(conn: Connection[Any], schema: str) -> int:
     """Create the schema and its tables when missing (one transaction, serialised with any
-    other process doing the same by an advisory lock); returns the stored schema version."""
+    other process doing the same by an advisory lock); returns the stored schema version.
+
+    An existing memory is only read: no DDL runs against it (``CREATE INDEX IF NOT EXISTS``
+    would lock ``records`` and could deadlock with a writer holding the sequence row)."""
+    version = stored_version(conn, schema)
+    if version is not None:
+        return version
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memcore:{schema}",))
         conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))

@@ -222,10 +222,18 @@ class PostgresStore(PostgresWrites, Store):
         (or write) cannot open a gap."""
 
         def read(conn: Connection[Any]) -> LogRead:
-            return LogRead(_meta("log_start")(conn), _meta("seq")(conn), _ops(conn, seq, index))
+            # one statement sees one snapshot: no transaction round trips around it
+            rows = conn.execute(
+                "SELECT m.log_start, m.seq, o.seq, o.ids, o.ops FROM (SELECT (SELECT value FROM meta WHERE key = 'log_start') AS log_start, "
+                "(SELECT value FROM meta WHERE key = 'seq') AS seq) m LEFT JOIN LATERAL (SELECT n, seq, ids, ops FROM oplog "
+                "WHERE index_name = %s AND seq > %s) o ON TRUE ORDER BY o.n",
+                (index, seq),
+            ).fetchall()
+            start, last = int(rows[0][0] or 0), int(rows[0][1] or 0)
+            return LogRead(start, last, _unpack(index, [(r[2], r[3], r[4]) for r in rows if r[2] is not None]))
 
         with self._mutex:
-            got: LogRead = self.pool.read_snapshot("reading the op log", read)
+            got: LogRead = self.pool.read("reading the op log", read)
         return got
 
     def prune_log(self, upto: int) -> None:
@@ -297,6 +305,11 @@ def _meta(key: str) -> Callable[[Connection[Any]], int]:
 
 def _ops(conn: Connection[Any], seq: int, index: str) -> list[Op]:
     rows = conn.execute("SELECT seq, ids, ops FROM oplog WHERE index_name = %s AND seq > %s ORDER BY n", (index, seq)).fetchall()
+    return _unpack(index, rows)
+
+
+def _unpack(index: str, rows: Sequence[tuple[Any, Any, Any]]) -> list[Op]:
+    """The ops of oplog rows ``(seq, ids, ops)``, in order."""
     out: list[Op] = []
     for row_seq, ids, ops in rows:
         if len(ids) != len(ops):

@@ -77,9 +77,10 @@ class PostgresWrites:
             return applied
 
     def _apply(self, conn: Connection[Any], batch: WriteBatch) -> Applied:
-        row = conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq' RETURNING value").fetchone()
+        row = conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq' RETURNING value, pg_current_xact_id()::text").fetchone()
         assert row is not None
         seq = int(row[0])
+        self.pool.note_xid(conn, str(row[1]))  # what Pool.write asks about when its COMMIT is cut
         deletes = list(dict.fromkeys(batch.deletes))
         link_sources: set[str] = set()
         if deletes:
