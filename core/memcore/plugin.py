@@ -64,7 +64,7 @@ from .llms._llm import LLM, LLMs, StepReport, run_llm_step
 from .llms._triples import TRIPLE_FALLBACK, parse_triples, refactor_triple, rule_triples, triple_prompt
 from .model._checks import validate_k
 from .model._document import DocumentFilter, document_matches, parse_where_document
-from .model._filters import Filter, matches, parse_filter
+from .model._filters import BoolNode, Cond, Filter, matches, parse_filter
 from .model._query import Contribution, Hit
 from .model._query import Query
 from .model._record import Link, Record, Scope
@@ -89,7 +89,7 @@ from .retrieval._fusion import Fusion, distinct_ids, merge_provenance
 from .retrieval._pipeline import Pipeline, PipelineContext, Stage
 from .retrieval._stages import minmax, rescored, term_overlap, unique_hits
 from .services._service import Service, hit_to_dict
-from .stores._store import Applied, Op, Store, Version, WriteBatch, involved_ids, plan_ops
+from .stores._store import Applied, LogRead, Op, Store, Version, WriteBatch, involved_ids, plan_ops
 
 __all__ = [
     # -- interfaces --
@@ -194,6 +194,9 @@ __all__ = [
     "DocumentFilter",
     "parse_where_document",
     "document_matches",
+    "Cond",
+    "BoolNode",
+    "LogRead",
     # -- data --
     "Record",
     "Query",

