@@ -1,4 +1,4 @@
-"""The ``memcore`` command line: ``plugins``, ``ingest``, ``query``, ``forget``, ``info``, ``demo``, ``eval``.
+"""The ``memcore`` command line: ``plugins``, ``ingest``, ``query``, ``forget``, ``info``, ``demo``, ``eval``, ``index``, ``service``.
 
 Every command has ``--help``. Machine output with ``--json`` (stdout holds exactly one
 JSON document); progress bars and notes go to stderr. A :class:`memcore.MemcoreError`
@@ -110,6 +110,7 @@ from .forget import forget  # noqa: E402
 from .info import info  # noqa: E402
 from .eval_cmd import eval_group  # noqa: E402
 from .index_cmd import index_group  # noqa: E402
+from .service_cmd import service_group  # noqa: E402
 
 main.add_command(plugins)
 main.add_command(demo)
@@ -119,3 +120,4 @@ main.add_command(forget)
 main.add_command(info)
 main.add_command(index_group)
 main.add_command(eval_group)
+main.add_command(service_group)

@@ -25,7 +25,7 @@ from ..model._query import Hit, attach_batch, rank_hits
 from ..model._query import Query
 from ..model._record import Record, Scope
 from ._base import CollectionBase, CollectionState
-from ._input import coerce_ids
+from ._input import coerce_ids, coerce_records
 
 __all__ = ["CollectionReader"]
 
@@ -243,6 +243,13 @@ class CollectionReader(CollectionBase):
     def get(self, id: str) -> Record:
         """One record (NotFoundError when absent)."""
         return self._get_many([id])[0]
+
+    def ids_of(self, items: Any) -> list[str]:
+        """The ids :meth:`insert` gives ``items`` (one or a list: texts, dicts, Records),
+        checked as ``insert`` checks them, without writing: an item without ``id`` gets the
+        hash of its text, metadata and (bound) scope, so a service can tell an idempotent
+        retry (identical content: the same id, already stored) before it places anything."""
+        return [r.id for r in coerce_records(items, self._binding.effective(None), self._spaces)]
 
     def get_many(self, ids: Sequence[str]) -> list[Record | None]:
         """Records by id in order, None for unknown ids."""
