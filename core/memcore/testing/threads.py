@@ -57,9 +57,7 @@ def _text(rng: random.Random, t: int, i: int) -> str:
     return f"thread {t} item {i}: " + " ".join(unique_word(rng.randrange(10**9)) for _ in range(5))
 
 
-def hammer_service(
-    memory: Any, *, threads: int = 4, items: int = 12, seed: int = 0, scopes: tuple[dict[str, Any] | None, ...] = SCOPES
-) -> ThreadsReport:
+def hammer_service(memory: Any, *, threads: int = 4, items: int = 12, seed: int = 0, scopes: tuple[dict[str, Any] | None, ...] = SCOPES) -> ThreadsReport:
     """Run ``threads`` threads of ``items`` inserts each (plus retrieves, retries, updates
     and deletes) on ``memory`` at once; returns what they did and every unexpected error.
 

@@ -105,9 +105,7 @@ def _audit(service: "MemoryOS", scope: Scope | None) -> _Plan:
     known = {r.id for r in _own(collection.records(list(pages)), scope)} if pages else set()
 
     # summaries: the first claim on a page wins; an interrupted eviction is finished
-    summaries = [
-        r for r in _own(collection.records(collection.ids(index=USER_KB)), scope) if (r.metadata or {}).get("kind") == "segment_summary"
-    ]
+    summaries = [r for r in _own(collection.records(collection.ids(index=USER_KB)), scope) if (r.metadata or {}).get("kind") == "segment_summary"]
     summaries.sort(key=lambda r: (r.created_at, r.id))
     summarised: dict[str, str] = {}
     for record in summaries:
@@ -199,7 +197,9 @@ def _audit(service: "MemoryOS", scope: Scope | None) -> _Plan:
             plan.add(scope, "page_state_of_missing_record", f"page state p:{pid} names no record", [pid])
             plan.state[f"p:{pid}"] = None
         elif pid in claimed and f"p:{pid}" not in plan.state and (page.get("tier") != "mtm" or page.get("segment") != claimed[pid]):
-            plan.add(scope, "page_state_mismatch", f"page {pid} is in segment {claimed[pid]} but its state says {page.get('tier')}/{page.get('segment')}", [pid])
+            plan.add(
+                scope, "page_state_mismatch", f"page {pid} is in segment {claimed[pid]} but its state says {page.get('tier')}/{page.get('segment')}", [pid]
+            )
             plan.state[f"p:{pid}"] = {**page, "tier": "mtm", "segment": claimed[pid]}
         elif pid in summarised and (page.get("tier") != "ltm" or page.get("summarised") != summarised[pid]):
             plan.add(scope, "page_state_mismatch", f"page {pid} is summarised by {summarised[pid]} but its state says {page.get('tier')}", [pid])

@@ -152,7 +152,7 @@ def test_info_check_reports_and_service_repair_fixes_memoryos(opener, tmp_path):
     _damage_memoryos(memory)
     memory.close()
     config = tmp_path / "memcore.toml"
-    config.write_text("[indexes]\n\n[service]\nkind = \"memoryos\"\nstm_capacity = 2\nmtm_capacity = 3\n")
+    config.write_text('[indexes]\n\n[service]\nkind = "memoryos"\nstm_capacity = 2\nmtm_capacity = 3\n')
     runner = CliRunner()
     info = runner.invoke(main, ["info", "--path", str(path), "--config", str(config), "--check", "--json"])
     assert info.exit_code == 1, info.output
@@ -262,7 +262,11 @@ def test_memoryos_retry_of_a_moved_or_summarised_page_changes_nothing(opener, tm
     ids=["short_term", "vector_hash_extract", "vector_hash_thoughts", "hybrid_windows", "hybrid", "default"],
 )
 def test_retry_of_identical_content_writes_nothing(opener, tmp_path, service):
-    memory = opener(tmp_path / "m", service) if service["kind"] != "default" else opener(tmp_path / "m", service, indexes={"flat": {"kind": "exact", "space": "default"}})
+    memory = (
+        opener(tmp_path / "m", service)
+        if service["kind"] != "default"
+        else opener(tmp_path / "m", service, indexes={"flat": {"kind": "exact", "space": "default"}})
+    )
     texts = [f"Alice said thing number {i} about the harbour" for i in range(5)]
     ids = [memory.insert(t, metadata={"session": 1, "n": i}) for i, t in enumerate(texts)]
     seq = memory.collection.store.last_seq()
