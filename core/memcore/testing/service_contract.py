@@ -91,7 +91,7 @@ class ServiceContract:
     ``thread_items`` inserts each (12), with retrieves, idempotent retries, updates and
     deletes, on one memory at once; reopened alone, ``Memory.check_service()`` is empty,
     nothing acknowledged is lost, every index holds its members, and the suite's own items
-    are inserted and found by their exact text.
+    are inserted (in a scope of their own) and found by their exact text.
 
     Class attributes: ``items`` (the (text, metadata) pairs inserted, default
     :data:`SERVICE_ITEMS`), ``exact_match_k`` (3), ``isolation_examples`` (20: the state
@@ -245,7 +245,8 @@ class ServiceContract:
         """Several threads insert, retrieve, retry, update and delete on one memory at once;
         reopened alone, the service state is consistent (``check_service``), nothing
         acknowledged is lost, every index holds its members, and the unified interface
-        works on it (this suite's own items are inserted and found by their exact text)."""
+        works on it (this suite's own items are inserted in a scope of their own and found by
+        their exact text)."""
         from .threads import check_after_threads, hammer_service
 
         path = tmp_path / "threads"
@@ -255,10 +256,13 @@ class ServiceContract:
         broken = check_after_threads(service_memories, path, report)
         assert not broken, "\n".join(broken[:20])
         again = service_memories(path)
-        inserted = self.insert_items(again)
-        self.find_exact(again, inserted)
-        results = again.retrieve(self.items[1][0], where={"topic": "work"}, k=len(self.items))
+        carol = {"user_id": "carol"}  # a scope of its own: the threads' items do not compete
+        inserted = self.insert_items(again, scope=carol)
+        self.find_exact(again, inserted, scope=carol)
+        results = again.retrieve(self.items[1][0], where={"topic": "work"}, k=len(self.items), scope=carol)
+        self.check_results(results, len(self.items), inserted)
         assert results and all(r["metadata"]["topic"] == "work" for r in results)
+        assert again.check_service() == []
 
     # -- isolation and forgetting ------------------------------------------------------------
 
