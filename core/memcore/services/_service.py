@@ -33,7 +33,9 @@ without the lock, beside the others. Third-party services get this by subclassin
 **Consistency.** :meth:`Service.check` returns the inconsistencies between the service's
 state and its records (:class:`~._problems.ServiceProblem`), :meth:`Service.repair` fixes
 them; both default to "nothing to check". ``memcore.open`` never calls them, so a memory
-whose service state is inconsistent opens, and is reported and repaired on demand.
+whose service state is inconsistent opens, and is reported and repaired on demand; a verb
+that fails with a raw (non-memcore) error on inconsistent state raises a
+:class:`~memcore.CorruptError` naming the problems and the repair instead.
 
 The builtin ``default`` service (:class:`DefaultService`: no policy, retrieval is the
 pipeline) lives here too, at the end.
@@ -49,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from pydantic import Field
 
-from ..errors import ConfigError, ValidationError
+from ..errors import ConfigError, CorruptError, MemcoreError, ValidationError
 from ..llms._llm import LLM, LLMs, StepCounter, run_llm_step
 from ..model._query import Hit
 from ..model._query import Query
@@ -103,13 +105,36 @@ def _serialised(verb: str, method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def call(self: "Service", *args: Any, **kwargs: Any) -> Any:
-        if verb in type(self).read_only_verbs:
-            return method(self, *args, **kwargs)
-        with _service_lock(self):
-            return method(self, *args, **kwargs)
+        try:
+            if verb in type(self).read_only_verbs:
+                return method(self, *args, **kwargs)
+            with _service_lock(self):
+                return method(self, *args, **kwargs)
+        except MemcoreError:
+            raise
+        except Exception as exc:
+            if verb in ("check", "repair", "close"):
+                raise
+            _raise_if_inconsistent(self, verb, exc)
+            raise
 
     call.__memcore_serialised__ = True  # type: ignore[attr-defined]
     return call
+
+
+def _raise_if_inconsistent(service: "Service", verb: str, exc: Exception) -> None:
+    """A verb failed with a raw (non-memcore) error: when the service's state is
+    inconsistent, say so with a typed :class:`CorruptError` naming the repair."""
+    try:
+        problems = service.check()
+    except Exception:  # noqa: BLE001 - the original error is the one to report
+        return
+    if problems:
+        shown = "; ".join(str(p) for p in problems[:3])
+        raise CorruptError(
+            f"{type(service).__name__}.{verb} failed ({type(exc).__name__}: {exc}) on inconsistent service state, "
+            f"{len(problems)} problem(s): {shown}; repair it with Memory.repair_service() or `memcore service repair`"
+        ) from exc
 
 
 def _binds_scope(method: Callable[..., Any]) -> Callable[..., Any]:

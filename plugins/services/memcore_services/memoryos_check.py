@@ -5,7 +5,8 @@ scope):
 
 - every page a segment ``s:<n>`` lists exists, is in the MTM index, is listed by no other
   segment, and its page state ``p:<id>`` says ``tier = "mtm"``, ``segment = s:<n>``; a
-  segment has pages and a centroid ``v:<n>`` of the space's dimension; its ``fresh`` pages
+  segment has pages and a centroid ``v:<n>`` (and, when present, a summary embedding
+  ``e:<n>``) of the space's dimension; its ``fresh`` pages
   are among its pages; no ``v:``/``e:``/``t:`` key outlives its segment;
 - every MTM page is listed by a segment; no page is in the STM and the MTM at once; no
   page (a record with a page state) is in no tier at all;
@@ -145,6 +146,10 @@ def _audit(service: "MemoryOS", scope: Scope | None) -> _Plan:
         bad_centroid = not isinstance(centroid, list) or (dim is not None and len(centroid) != dim)
         if bad_centroid and keep:
             plan.add(scope, "segment_without_centroid", f"segment {key} has no usable centroid", [key])
+        summary_vec = state.get(_summary_key(key))
+        if keep and summary_vec is not None and (not isinstance(summary_vec, list) or (dim is not None and len(summary_vec) != dim)):
+            plan.add(scope, "segment_summary_vector_unusable", f"segment {key} has a summary embedding of the wrong shape", [key])
+            plan.state[_summary_key(key)] = None  # the centroid stands in (as for a segment of an older version)
         fresh = [str(p) for p in seg.get("fresh") or []]
         if any(p not in keep for p in fresh) and keep == listed:
             plan.add(scope, "fresh_page_not_in_segment", f"segment {key} has fresh page(s) it does not list", [p for p in fresh if p not in keep])

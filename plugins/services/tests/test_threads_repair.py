@@ -13,7 +13,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from memcore import DuplicateIdError
+from memcore import CorruptError, DuplicateIdError
 from memcore.cli import main
 from memcore.testing.crash_service import run_service_crash_trials
 from memcore.testing.threads import check_after_threads, hammer_service
@@ -143,6 +143,23 @@ def test_damaged_memoryos_state_opens_is_reported_and_repaired(opener, tmp_path)
     assert memory.retrieve("topic 2 weather", k=5)
     assert memory.check_service() == []
     assert memory.repair_service() == {"repaired": [], "problems": []}
+    memory.close()
+
+
+def test_a_verb_failing_on_inconsistent_state_raises_a_typed_error_naming_the_repair(opener, tmp_path):
+    path = tmp_path / "mos"
+    memory = _memoryos_with_segments(opener, path)
+    key = next(k for k in memory.collection.state_items(MNS) if k.startswith("s:"))
+    memory.collection.set_state({(MNS, "v:" + key[2:]): [1.0], (MNS, "e:" + key[2:]): [1.0, 0.0]})  # vectors of the wrong shape
+    memory.close()
+    memory = opener(path, MEMORYOS)
+    with pytest.raises(CorruptError, match="memcore service repair") as raised:
+        memory.retrieve("topic 2 weather", k=5)
+    assert not isinstance(raised.value.__cause__, CorruptError)  # the raw error is kept as the cause
+    kinds = {p.kind for p in memory.check_service()}
+    assert {"segment_without_centroid", "segment_summary_vector_unusable"} <= kinds
+    assert memory.repair_service()["problems"] == []
+    assert memory.retrieve("topic 2 weather", k=5)
     memory.close()
 
 
