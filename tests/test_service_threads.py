@@ -154,6 +154,23 @@ def test_read_only_verbs_must_name_service_verbs():
             read_only_verbs = frozenset({"report"})
 
 
+def test_a_subclass_rewriting_a_read_only_verb_is_serialised_again():
+    from memcore.plugin import Service as Base
+
+    class Counting(RacyService):
+        def retrieve(self, query: str | None = None, vector: Any = None, where: Any = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+            return []  # (would count visits: a write)
+
+    class Declared(RacyService):
+        read_only_verbs = frozenset({"retrieve"})
+
+        def retrieve(self, query: str | None = None, vector: Any = None, where: Any = None, k: int = 10, **kwargs: Any) -> list[dict[str, Any]]:
+            return []
+
+    assert RacyService.read_only_verbs == {"retrieve"} and Base.read_only_verbs == frozenset()
+    assert Counting.read_only_verbs == frozenset() and Declared.read_only_verbs == {"retrieve"}
+
+
 def test_the_default_checks_nothing(tmp_path):
     with memcore.open(path=tmp_path / "m") as memory:
         memory.insert("a text")

@@ -211,7 +211,8 @@ class Service(ABC):
     """Verbs of this service that only read (no state change, no write) and so may run
     beside its other calls, without :attr:`write_lock` (e.g. ``{"retrieve"}`` for a service
     whose retrieve counts no visits). Every other verb of :data:`SERIALISED_VERBS` runs
-    under the lock."""
+    under the lock. A subclass that overrides a verb without declaring ``read_only_verbs``
+    itself loses the inherited promise for that verb."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -225,6 +226,10 @@ class Service(ABC):
             method = cls.__dict__.get(verb)
             if callable(method):
                 setattr(cls, verb, _serialised(verb, method))
+        if "read_only_verbs" not in cls.__dict__:  # an inherited promise does not cover a verb this class rewrites
+            rewritten = {verb for verb in cls.read_only_verbs if verb in cls.__dict__}
+            if rewritten:
+                cls.read_only_verbs = frozenset(cls.read_only_verbs - rewritten)
         unknown = set(cls.read_only_verbs) - set(SERIALISED_VERBS)
         if unknown:
             raise TypeError(f"{cls.__name__}.read_only_verbs names {sorted(unknown)}, which are not service verbs {list(SERIALISED_VERBS)}")
