@@ -88,6 +88,7 @@ from .model._text import (
 from .retrieval._fusion import Fusion, distinct_ids, merge_provenance
 from .retrieval._pipeline import Pipeline, PipelineContext, Stage
 from .retrieval._stages import minmax, rescored, term_overlap, unique_hits
+from .services._problems import ServiceProblem
 from .services._service import Service, hit_to_dict
 from .stores._store import Applied, LogRead, Op, Store, Version, WriteBatch, involved_ids, plan_ops
 
@@ -107,6 +108,7 @@ __all__ = [
     "CollectionReader",
     "Collection",
     "Service",
+    "ServiceProblem",
     "Store",
     "WriteBatch",
     "GatheredRows",

@@ -34,6 +34,7 @@ from ..services._service import where_from_options
 if TYPE_CHECKING:
     from ..collection._collection import Collection
     from ..retrieval._pipeline import Pipeline
+    from ..services._problems import ServiceProblem
     from ..services._service import Service
     from ..settings import MemcoreSettings
 
@@ -335,6 +336,21 @@ class Memory:
             if self.pipeline_error is not None:
                 raise self.pipeline_error
             return self.pipeline.run(self.collection, text, k=k, where=where)
+
+    # -- the service's consistency -----------------------------------------------------
+
+    def check_service(self) -> list["ServiceProblem"]:
+        """The inconsistencies between the service's state and its records, in every scope
+        (:meth:`memcore.Service.check`; ``memcore info --check --config F`` prints them).
+        Reads only; an empty list means consistent (or a service that checks nothing)."""
+        return list(self.service.check())
+
+    def repair_service(self) -> dict[str, Any]:
+        """Fix what :meth:`check_service` finds (:meth:`memcore.Service.repair`; ``memcore
+        service repair``): returns ``{"repaired": [problems fixed], "problems": [what a check
+        still finds afterwards]}``. Running it again is harmless."""
+        repaired = list(self.service.repair())
+        return {"repaired": repaired, "problems": self.check_service()}
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -78,7 +78,10 @@ def _read(store: Any, path: Path, filename: str) -> dict[str, Any]:
     "--check",
     "check",
     is_flag=True,
-    help="Also run SQLite's integrity check and load every index read-only; exit status 1 when the store is damaged or an index is broken.",
+    help=(
+        "Also run SQLite's integrity check, load every index read-only and (with --config) check the service's state "
+        "against its records; exit status 1 when the store is damaged, an index is broken or the service state is inconsistent."
+    ),
 )
 def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
     """Show a collection: records, embedding spaces, indexes (kind, count, size on disk,
@@ -111,6 +114,10 @@ def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
 
         with api.open(settings, path=path) as memory:
             live = {entry["name"]: entry for entry in memory.collection.info()["indexes"]}
+            if check:
+                problems = memory.check_service()
+                data["check"]["service"] = {"kind": dict(settings.service).get("kind", "default"), "problems": [p.as_dict() for p in problems]}
+                data["check"]["ok"] = data["check"]["ok"] and not problems
         for entry in data["indexes"]:
             extra = live.get(entry["name"])
             if extra is not None:
@@ -152,6 +159,14 @@ def _print_check(data: dict[str, Any]) -> None:
         )
         for name, entry in result["indexes"].items():
             click.echo(f"    {name}: {entry['status']}" + (f" ({entry['error']})" if entry.get("error") else ""))
+        service = result.get("service")
+        if service is None:
+            click.echo("    service: not checked (give --config: the settings name the service)")
+        else:
+            problems = service["problems"]
+            click.echo(f"    service {service['kind']}: {'ok' if not problems else f'{len(problems)} problem(s); fix with `memcore service repair`'}")
+            for problem in problems[:20]:
+                click.echo(f"      {problem['kind']}: {problem['message']}" + (f" [scope {problem['scope']}]" if problem["scope"] else ""))
     _exit_on_failed_check(data)
 
 

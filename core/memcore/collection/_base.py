@@ -27,6 +27,7 @@ from ..model._document import DocumentFilter
 from ..model._filters import filter_key
 from ..model._record import Record
 from ..stores._store import Store, WriteBatch
+from ._input import coerce_ids
 
 if TYPE_CHECKING:
     from ..llms._llm import LLMs
@@ -171,6 +172,20 @@ class CollectionBase:
         """Where index ``name`` keeps its files (None in memory)."""
         path = self._state.path
         return path / "indexes" / name if path is not None else None
+
+    def _leaving(self, remove_from: Mapping[str, Iterable[str]] | None) -> dict[str, list[str]]:
+        """``remove_from`` checked: existing indexes, ids that are (visible) members of them."""
+        out: dict[str, list[str]] = {}
+        for index, ids in (remove_from or {}).items():
+            self._handle(index)
+            wanted = list(dict.fromkeys(coerce_ids(ids)))
+            members = self._store.memberships(wanted)
+            missing = [i for i in wanted if index not in members.get(i, ())] + self._invisible(wanted)
+            if missing:
+                raise NotFoundError(f"record(s) {missing[:5]} are not in index {index!r}; nothing was written")
+            if wanted:
+                out[index] = wanted
+        return out
 
     def _invisible(self, ids: Sequence[str]) -> list[str]:
         """The ids among ``ids`` the bound scope does not see (none when unbound)."""

@@ -28,7 +28,7 @@ from ..model._record import Record, Scope
 from ..stores._store import Version
 from ._base import CollectionBase, CollectionState
 from ._bindings import CallBindings
-from ._input import coerce_ids
+from ._input import coerce_ids, coerce_records
 
 __all__ = ["CollectionReader"]
 
@@ -283,6 +283,13 @@ class CollectionReader(CallBindings):
         if not isinstance(id, str):
             raise ValidationError(f"get takes one record id (a string), not a {type(id).__name__}; get_many takes several")
         return self._get_many([id])[0]
+
+    def ids_of(self, items: Any) -> list[str]:
+        """The ids :meth:`insert` gives ``items`` (one or a list: texts, dicts, Records),
+        checked as ``insert`` checks them, without writing: an item without ``id`` gets the
+        hash of its text, metadata and (bound) scope, so a service can tell an idempotent
+        retry (identical content: the same id, already stored) before it places anything."""
+        return [r.id for r in coerce_records(items, self._binding.effective(None), self._spaces)]
 
     def get_many(self, ids: Sequence[str]) -> list[Record | None]:
         """Records by id in order, None for unknown ids."""

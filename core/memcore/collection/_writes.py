@@ -54,6 +54,7 @@ class Writes(CollectionBase):
         indexes: str | Iterable[str] | None = None,
         scope: Scope | Mapping[str, Any] | None = None,
         state: StateChanges | None = None,
+        remove_from: Mapping[str, Iterable[str]] | None = None,
     ) -> list[str]:
         """Insert records into the store and the chosen indexes (all when ``indexes`` is None).
 
@@ -61,11 +62,17 @@ class Writes(CollectionBase):
         ``links``, ``scope``) or plain strings. Re-inserting identical content is a no-op
         (besides index membership); a different record under an existing id raises
         :class:`DuplicateIdError` (use :meth:`upsert`). Returns the ids, in order.
+
+        ``remove_from`` (``{index: ids}``) takes other records out of indexes in the SAME
+        commit (every id must be a member, else :class:`NotFoundError` and nothing is
+        written): e.g. a summary record inserted while the records it summarises leave a
+        tier, so that a crash never leaves both or neither.
         """
         with self._lock:
             self._check_open()
             records = self._coerce(items, scope)
             targets = self._targets(indexes)
+            leave = self._leaving(remove_from)
             existing = self._existing(records)
             ids = [r.id for r in records]
             if existing:
@@ -88,7 +95,9 @@ class Writes(CollectionBase):
                 add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
             else:
                 add = {h.name: ids for h in targets}
-            batch = WriteBatch(upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v}, state=_state(state, self._binding))
+            batch = WriteBatch(
+                upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v}, remove_membership=leave, state=_state(state, self._binding)
+            )
             if not batch.is_empty():  # re-inserting what is already there changes nothing
                 self._commit(batch, {r.id: r for r in fresh + kept} if kept else dict(zip(ids, records)))
             return ids

@@ -22,6 +22,21 @@ and its component state is kept per scope. A service never sees ``scope`` in its
 arguments; :attr:`Service.scope` tells it the bound scope when it needs it (e.g. to name a
 per-user record).
 
+**Concurrent callers are serialised for the service, not by it.** Every public verb
+(:data:`SERIALISED_VERBS`: the scoped verbs plus ``check``, ``repair`` and ``close``) runs
+under the service's one re-entrant lock (:attr:`Service.write_lock`), which the base class
+takes before the service's own code runs: a service's read-modify-write of its state (read
+a counter, a tier, a segment, then commit) is one critical section, whichever thread calls
+it. A verb the service declares in :attr:`Service.read_only_verbs` (it only reads) runs
+without the lock, beside the others. Third-party services get this by subclassing.
+
+**Consistency.** :meth:`Service.check` returns the inconsistencies between the service's
+state and its records (:class:`~._problems.ServiceProblem`), :meth:`Service.repair` fixes
+them; both default to "nothing to check". ``memcore.open`` never calls them, so a memory
+whose service state is inconsistent opens, and is reported and repaired on demand; a verb
+that fails with a raw (non-memcore) error on inconsistent state raises a
+:class:`~memcore.CorruptError` naming the problems and the repair instead.
+
 The builtin ``default`` service (:class:`DefaultService`: no policy, retrieval is the
 pipeline) lives here too, at the end.
 """
@@ -29,29 +44,97 @@ pipeline) lives here too, at the end.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from pydantic import Field
 
-from ..errors import ConfigError, ValidationError
+from ..errors import ConfigError, CorruptError, MemcoreError, ValidationError
 from ..llms._llm import LLM, LLMs, StepCounter, run_llm_step
 from ..model._query import Hit
 from ..model._query import Query
+from ..model._binding import namespace_scope, state_namespace
 from ..model._record import Record, Scope
 from .._plugins._registry import ComponentConfig
+from ._problems import ServiceProblem
 
 if TYPE_CHECKING:
     from ..collection._collection import Collection
     from ..retrieval._pipeline import Pipeline
 
-__all__ = ["Service", "hit_to_dict", "SCOPED_VERBS", "where_from_options", "DefaultService", "DefaultServiceConfig"]
+__all__ = [
+    "Service",
+    "ServiceProblem",
+    "hit_to_dict",
+    "SCOPED_VERBS",
+    "SERIALISED_VERBS",
+    "where_from_options",
+    "DefaultService",
+    "DefaultServiceConfig",
+]
 
 T = TypeVar("T")
 
 SCOPED_VERBS = ("insert", "insert_many", "retrieve", "delete", "upsert", "update", "forget")
 """The service verbs whose ``scope=`` keyword the base class binds on the collection."""
+
+SERIALISED_VERBS = (*SCOPED_VERBS, "check", "repair", "close")
+"""The service verbs the base class runs under the service's lock (unless the service lists
+them in :attr:`Service.read_only_verbs`)."""
+
+_LOCK_GUARD = threading.Lock()  # creates each service's lock once, whichever thread asks first
+
+
+def _service_lock(service: "Service") -> threading.RLock:
+    """``service``'s re-entrant lock (made on first use, so a subclass that does not call
+    ``Service.__init__`` is serialised too)."""
+    lock: threading.RLock | None = service.__dict__.get("_memcore_lock")
+    if lock is None:
+        with _LOCK_GUARD:
+            lock = service.__dict__.setdefault("_memcore_lock", threading.RLock())
+    return lock
+
+
+def _serialised(verb: str, method: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a service verb: it runs under the service's lock unless the service declares it
+    read-only (:attr:`Service.read_only_verbs`)."""
+    if getattr(method, "__memcore_serialised__", False):
+        return method
+
+    @functools.wraps(method)
+    def call(self: "Service", *args: Any, **kwargs: Any) -> Any:
+        try:
+            if verb in type(self).read_only_verbs:
+                return method(self, *args, **kwargs)
+            with _service_lock(self):
+                return method(self, *args, **kwargs)
+        except MemcoreError:
+            raise
+        except Exception as exc:
+            if verb in ("check", "repair", "close"):
+                raise
+            _raise_if_inconsistent(self, verb, exc)
+            raise
+
+    call.__memcore_serialised__ = True  # type: ignore[attr-defined]
+    return call
+
+
+def _raise_if_inconsistent(service: "Service", verb: str, exc: Exception) -> None:
+    """A verb failed with a raw (non-memcore) error: when the service's state is
+    inconsistent, say so with a typed :class:`CorruptError` naming the repair."""
+    try:
+        problems = service.check()
+    except Exception:  # noqa: BLE001 - the original error is the one to report
+        return
+    if problems:
+        shown = "; ".join(str(p) for p in problems[:3])
+        raise CorruptError(
+            f"{type(service).__name__}.{verb} failed ({type(exc).__name__}: {exc}) on inconsistent service state, "
+            f"{len(problems)} problem(s): {shown}; repair it with Memory.repair_service() or `memcore service repair`"
+        ) from exc
 
 
 def _binds_scope(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -124,6 +207,13 @@ class Service(ABC):
     (a window, tier capacities, similarity thresholds): the contract suite then checks that
     what it returns belongs to the caller's scope, not that everything comes back."""
 
+    read_only_verbs: frozenset[str] = frozenset()
+    """Verbs of this service that only read (no state change, no write) and so may run
+    beside its other calls, without :attr:`write_lock` (e.g. ``{"retrieve"}`` for a service
+    whose retrieve counts no visits). Every other verb of :data:`SERIALISED_VERBS` runs
+    under the lock. A subclass that overrides a verb without declaring ``read_only_verbs``
+    itself loses the inherited promise for that verb."""
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         for verb in SCOPED_VERBS:
@@ -132,6 +222,17 @@ class Service(ABC):
                 setattr(cls, verb, _binds_scope(method))
         if callable(cls.__dict__.get("retrieve")):
             cls.retrieve = _maps_metadata(cls.__dict__["retrieve"])  # type: ignore[method-assign]
+        for verb in SERIALISED_VERBS:
+            method = cls.__dict__.get(verb)
+            if callable(method):
+                setattr(cls, verb, _serialised(verb, method))
+        if "read_only_verbs" not in cls.__dict__:  # an inherited promise does not cover a verb this class rewrites
+            rewritten = {verb for verb in cls.read_only_verbs if verb in cls.__dict__}
+            if rewritten:
+                cls.read_only_verbs = frozenset(cls.read_only_verbs - rewritten)
+        unknown = set(cls.read_only_verbs) - set(SERIALISED_VERBS)
+        if unknown:
+            raise TypeError(f"{cls.__name__}.read_only_verbs names {sorted(unknown)}, which are not service verbs {list(SERIALISED_VERBS)}")
 
     def __init__(self, config: ComponentConfig, collection: "Collection", pipeline: "Pipeline | None"):
         self.config = config
@@ -256,6 +357,42 @@ class Service(ABC):
     def close(self) -> None:
         """Release what the service holds (the collection is closed by its owner)."""
 
+    @property
+    def write_lock(self) -> threading.RLock:
+        """The re-entrant lock the base class holds around each state-changing verb (see
+        :data:`SERIALISED_VERBS`). Hold it (``with self.write_lock:``) in a public method of
+        your own that changes the service's state, so that it does not interleave with them."""
+        return _service_lock(self)
+
+    # -- consistency: check and repair ----------------------------------------------------
+
+    def check(self) -> list[ServiceProblem]:
+        """The inconsistencies between the service's state and its records, every scope
+        (a crash of an older version, a bug, a hand edit of the store). The default checks
+        nothing: a service that keeps state beside its records overrides it. Reads only."""
+        return []
+
+    def repair(self) -> list[ServiceProblem]:
+        """Fix what :meth:`check` finds, in as few commits as the service can (each one
+        consistent on its own, so an interrupted repair is finished by running it again);
+        returns the problems it fixed. Never deletes a record the caller stored. The
+        default fixes nothing."""
+        return []
+
+    def state_scopes(self, namespace: str) -> list[Scope | None]:
+        """The scopes holding state in ``namespace`` (None: the unscoped state), for a
+        :meth:`check` that visits each scope's state (bind one with
+        ``self.collection.scoped(scope)``)."""
+        out: dict[str, Scope | None] = {}
+        for stored in self.collection.store.state_namespaces():
+            if stored == namespace:
+                out.setdefault("", None)
+            elif stored.startswith(namespace + "@"):
+                scope = namespace_scope(stored)
+                if scope is not None and stored == state_namespace(namespace, scope):
+                    out.setdefault(stored, scope)
+        return list(out.values())
+
     # helpers for subclasses -------------------------------------------------------------
 
     def vector_space(self, explicit: str | None = None) -> str:
@@ -296,6 +433,8 @@ class Service(ABC):
 for _verb in SCOPED_VERBS:
     setattr(Service, _verb, _binds_scope(getattr(Service, _verb)))
 Service.retrieve = _maps_metadata(Service.retrieve)  # type: ignore[method-assign]
+for _verb in SERIALISED_VERBS:
+    setattr(Service, _verb, _serialised(_verb, getattr(Service, _verb)))
 
 
 # -- the builtin default service ------------------------------------------------------------
@@ -313,6 +452,7 @@ class DefaultService(Service):
     """No policy: every item goes to the configured indexes; retrieval is the pipeline."""
 
     config: DefaultServiceConfig
+    read_only_verbs = frozenset({"retrieve"})  # retrieve runs the pipeline and writes nothing
 
     def insert(self, text: str, vector: Any = None, metadata: Mapping[str, Any] | None = None, **kwargs: Any) -> str:
         """Insert one item (``id``, ``links``, ``vectors`` may be passed as keywords; ``scope``

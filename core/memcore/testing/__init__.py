@@ -38,6 +38,11 @@ Data: :func:`make_records`, :func:`random_unit_vectors`, :func:`make_texts`.
 HTTP: :class:`FakeOpenAIServer` (a local OpenAI-compatible server, scripted failures, for
 tests of HTTP embedders and LLM clients; state :class:`FakeOpenAI`).
 
+Threads: :func:`hammer_service` (several threads calling a service's verbs on one shared
+memory at once) and :func:`check_after_threads` (reopen alone: the service's
+:meth:`~memcore.Memory.check_service` is clean, nothing acknowledged is lost, every index
+holds its members, new calls work); :class:`ServiceContract` runs both.
+
 Hypothesis: the ``ci``/``slow`` profiles (:func:`load_profile`, loaded by the repository's
 root ``conftest.py``; ``pytest --slow``) and :func:`examples` (a test's CI example count,
 scaled under ``slow``).
@@ -73,6 +78,10 @@ _CONTRACTS = {
     # -- issue 21 honest names (memcore-llm) --
     "FakeOpenAIServer": "openai_server",
     "FakeOpenAI": "openai_server",
+    # -- issue 27: threads sharing one memory --
+    "hammer_service": "threads",
+    "check_after_threads": "threads",
+    "ThreadsReport": "threads",
 }
 
 try:  # rewrite the suites' asserts for readable failures (must run before they are imported)

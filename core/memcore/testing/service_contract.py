@@ -87,6 +87,12 @@ class ServiceContract:
     - unknown keywords (``retrieve(wher=...)``, ``insert(bogus=1)``) raise
       :class:`memcore.ValidationError` or ``TypeError`` and change nothing.
 
+    Threads (:mod:`memcore.testing.threads`): ``thread_count`` threads (4) of
+    ``thread_items`` inserts each (12), with retrieves, idempotent retries, updates and
+    deletes, on one memory at once; reopened alone, ``Memory.check_service()`` is empty,
+    nothing acknowledged is lost, every index holds its members, and the suite's own items
+    are inserted (in a scope of their own) and found by their exact text.
+
     Class attributes: ``items`` (the (text, metadata) pairs inserted, default
     :data:`SERVICE_ITEMS`), ``exact_match_k`` (3), ``isolation_examples`` (20: the state
     machine's CI example count, scaled by the hypothesis profile) and ``isolation_steps``
@@ -97,6 +103,8 @@ class ServiceContract:
     exact_match_k: ClassVar[int] = 3
     isolation_examples: ClassVar[int] = 20
     isolation_steps: ClassVar[int] = 15
+    thread_count: ClassVar[int] = 4
+    thread_items: ClassVar[int] = 12
 
     @pytest.fixture
     def open_memory(self) -> OpenMemory:
@@ -230,6 +238,31 @@ class ServiceContract:
         again.close()
         third = service_memories(path)
         self.find_exact(third, inserted)
+
+    # -- threads -------------------------------------------------------------------------------
+
+    def test_threads_share_one_memory(self, service_memories: Callable[..., Memory], tmp_path: Path) -> None:
+        """Several threads insert, retrieve, retry, update and delete on one memory at once;
+        reopened alone, the service state is consistent (``check_service``), nothing
+        acknowledged is lost, every index holds its members, and the unified interface
+        works on it (this suite's own items are inserted in a scope of their own and found by
+        their exact text)."""
+        from .threads import check_after_threads, hammer_service
+
+        path = tmp_path / "threads"
+        memory = service_memories(path)
+        report = hammer_service(memory, threads=self.thread_count, items=self.thread_items)
+        memory.close()
+        broken = check_after_threads(service_memories, path, report)
+        assert not broken, "\n".join(broken[:20])
+        again = service_memories(path)
+        carol = {"user_id": "carol"}  # a scope of its own: the threads' items do not compete
+        inserted = self.insert_items(again, scope=carol)
+        self.find_exact(again, inserted, scope=carol)
+        results = again.retrieve(self.items[1][0], where={"topic": "work"}, k=len(self.items), scope=carol)
+        self.check_results(results, len(self.items), inserted)
+        assert results and all(r["metadata"]["topic"] == "work" for r in results)
+        assert again.check_service() == []
 
     # -- isolation and forgetting ------------------------------------------------------------
 

@@ -20,7 +20,8 @@ otherwise a capacity there is a configuration error.
 scope={"user_id": "alice"})``): the service counts and picks victims among the entries the
 bound scope sees (the core narrows the tiers' ids to it), so one user's inserts never
 migrate or forget another user's entries, and alice's tiers are the ones she would have
-alone. An unscoped call is unrestricted (its tiers hold every entry).
+alone. An unscoped call is unrestricted (its tiers hold every entry); what it moves or
+forgets keeps its state in the entry's own scope (one commit per scope of the moved entries).
 
 Per-record state (tier, entry order, visits, last visit) lives in the store, namespace
 ``hierarchical``, kept per bound scope by the core (forgotten with the scope; a record
@@ -33,11 +34,13 @@ what overflows.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal, Mapping, cast
 
-from memcore.plugin import ComponentConfig, Service, ValidationError
+from memcore.plugin import ComponentConfig, Scope, Service, ServiceProblem, ValidationError
 from pydantic import Field, model_validator
 
+from . import hierarchical_check
 from .common import HeatWeights, heat, hit_result, now, top
 
 __all__ = ["HierarchicalConfig", "HierarchicalMemory", "LAYOUTS"]
@@ -125,17 +128,34 @@ class HierarchicalMemory(Service):
         item: dict[str, Any] = {"text": text, "metadata": meta, **{k: v for k, v in kwargs.items() if v is not None}}
         if vector is not None:
             item["vectors"] = {**item.get("vectors", {}), self.config.space: vector}
+        rid = self.collection.ids_of([item])[0]
+        if self.collection.get_state(NS, f"r:{rid}") is not None and self.collection.get_many([rid])[0] is not None:
+            # an idempotent retry: the entry is in its tier already (maybe a later one), nothing moves
+            self.collection.insert([item], indexes=[])  # DuplicateIdError for other content under that id; else writes nothing
+            return rid
         seq = int(self.collection.get_state(NS, "seq", 0)) + 1
         at = now()
-        rid = self.collection.insert([item], indexes=[f"{NS}.{tier}"], state={(NS, "seq"): seq})[0]
-        if self.collection.get_state(NS, f"r:{rid}") is None:
-            self.collection.set_state({(NS, f"r:{rid}"): {"tier": tier, "entered": seq, "created": at, "visits": 0, "last": at, "words": len(text.split())}})
+        entry = {"tier": tier, "entered": seq, "created": at, "visits": 0, "last": at, "words": len(text.split())}
+        self.collection.insert([item], indexes=[f"{NS}.{tier}"], state={(NS, "seq"): seq, (NS, f"r:{rid}"): entry})  # one commit
         self._migrate(tier)
         return rid
 
+    def _by_scope(self, ids: list[str]) -> list[tuple[Scope | None, list[str]]]:
+        """``ids`` grouped by their record's own scope: an entry's state lives in its own
+        scope's namespace, and a broader call (unscoped, or alice's over alice's runs) sees
+        the entries of narrower scopes too."""
+        groups: dict[str, tuple[Scope | None, list[str]]] = {}
+        for rid, record in zip(ids, self.collection.records(ids)):
+            own = record.scope if record is not None and record.scope is not None and not record.scope.is_empty() else None
+            groups.setdefault(json.dumps(own.as_dict() if own else {}, sort_keys=True, default=str), (own, []))[1].append(rid)
+        return list(groups.values())
+
     def _victims(self, tier: str, n: int) -> list[str]:
         ids = self.collection.ids(index=f"{NS}.{tier}")
-        states = {i: self.collection.get_state(NS, f"r:{i}") or {} for i in ids}
+        states: dict[str, Any] = {}
+        for own, group in self._by_scope(ids):
+            with self.collection.scoped(own):
+                states.update({i: self.collection.get_state(NS, f"r:{i}") or {} for i in group})
         if self.config.migration == "fifo":
             key = lambda i: (states[i].get("entered", 0), i)  # noqa: E731
         elif self.config.migration == "age":
@@ -146,26 +166,35 @@ class HierarchicalMemory(Service):
         return sorted(ids, key=key)[:n]
 
     def _migrate(self, tier: str | None) -> None:
-        """Move what overflows ``tier`` (and then each next tier) down, one commit per step."""
+        """Move what overflows ``tier`` (and then each next tier) down: one commit per tier
+        step and scope of the moved entries (each with its state, kept in its own scope)."""
         while tier is not None:
             cap = self.config.capacity(tier)
             over = self.collection.count(index=f"{NS}.{tier}") - cap if cap is not None else 0
             if over <= 0:
                 return
             nxt = self.tiers[tier]
-            victims = self._victims(tier, over)
-            if nxt is None:  # forget = "delete" (checked by the config)
-                forgotten = int(self.collection.get_state(NS, "forgotten", 0)) + len(victims)
-                self.collection.delete(victims, state={**{(NS, f"r:{rid}"): None for rid in victims}, (NS, "forgotten"): forgotten})
+            for own, victims in self._by_scope(self._victims(tier, over)):
+                with self.collection.scoped(own):
+                    self._step(tier, nxt, victims)
+            if nxt is None:
                 return
-            seq = int(self.collection.get_state(NS, "seq", 0))
-            state: dict[tuple[str, str], Any] = {}
-            for rid in victims:
-                seq += 1
-                state[(NS, f"r:{rid}")] = {**(self.collection.get_state(NS, f"r:{rid}") or {}), "tier": nxt, "entered": seq}
-            state[(NS, "seq")] = seq
-            self.collection.move(victims, f"{NS}.{tier}", f"{NS}.{nxt}", state=state)
             tier = nxt
+
+    def _step(self, tier: str, nxt: str | None, victims: list[str]) -> None:
+        """One commit: ``victims`` (entries of the bound scope) leave ``tier`` for ``nxt``, or
+        are deleted from the last tier (forget = "delete", checked by the config)."""
+        if nxt is None:
+            forgotten = int(self.collection.get_state(NS, "forgotten", 0)) + len(victims)
+            self.collection.delete(victims, state={**{(NS, f"r:{rid}"): None for rid in victims}, (NS, "forgotten"): forgotten})
+            return
+        seq = int(self.collection.get_state(NS, "seq", 0))
+        state: dict[tuple[str, str], Any] = {}
+        for rid in victims:
+            seq += 1
+            state[(NS, f"r:{rid}")] = {**(self.collection.get_state(NS, f"r:{rid}") or {}), "tier": nxt, "entered": seq}
+        state[(NS, "seq")] = seq
+        self.collection.move(victims, f"{NS}.{tier}", f"{NS}.{nxt}", state=state)
 
     def retrieve(
         self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
@@ -205,6 +234,14 @@ class HierarchicalMemory(Service):
         """Refused: a new entry enters the tiers through ``insert`` (which migrates what
         overflows), an existing one changes through ``update``."""
         raise ValidationError("hierarchical does not upsert: use insert() for new entries (tiers migrate what overflows) and update(id, ...) to change one")
+
+    def check(self) -> list[ServiceProblem]:
+        """Inconsistencies between the state and the tiers, every scope (:mod:`.hierarchical_check`)."""
+        return hierarchical_check.check(self)
+
+    def repair(self) -> list[ServiceProblem]:
+        """Fix what :meth:`check` finds (:mod:`.hierarchical_check`); returns the problems fixed."""
+        return hierarchical_check.repair(self)
 
     def report(self) -> dict[str, Any]:
         """Entries per tier and how many were forgotten (of the bound scope)."""

@@ -120,6 +120,7 @@ class HybridService(Service):
 
     config: HybridConfig
     uses_pipeline = False
+    read_only_verbs = frozenset({"retrieve"})  # retrieve runs the pipeline and writes nothing
 
     def __init__(self, config: HybridConfig, collection: Collection, pipeline: Pipeline | None):
         super().__init__(config, collection, pipeline)
@@ -154,6 +155,10 @@ class HybridService(Service):
         windows = self.config.windows
         if windows is None:
             return self.collection.insert([item], indexes=self.entry_indexes())[0]
+        rid = self.collection.ids_of([item])[0]
+        if all(r is not None for r in self.collection.get_many([rid, f"{rid}#window"])):  # an idempotent retry: entry and window are there
+            self.collection.insert([item], indexes=self.entry_indexes())  # DuplicateIdError for other content under that id
+            return rid
         group = _group_key(item["metadata"].get(windows.group) if windows.group else None)
         before = [str(i) for i in self.collection.get_state(STATE, group, [])]
         rid = self.collection.insert([item], indexes=self.entry_indexes())[0]

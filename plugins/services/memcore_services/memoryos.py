@@ -63,9 +63,10 @@ from collections import Counter
 from typing import Any, Literal, Mapping, Sequence, cast
 
 import numpy as np
-from memcore.plugin import Collection, ComponentConfig, DuplicateIdError, NotFoundError, Pipeline, Record, Scope, Service, get_logger
+from memcore.plugin import Collection, ComponentConfig, DuplicateIdError, NotFoundError, Pipeline, Record, Scope, Service, ServiceProblem, get_logger
 from pydantic import Field, field_validator
 
+from . import memoryos_check
 from .common import HeatWeights, heat, hit_result, lexical, record_result, top, unit
 from .memoryos_clock import EventClock
 from .memoryos_ltm import (
@@ -235,6 +236,11 @@ class MemoryOS(EventClock, Service):
         the base class: the page, what is derived from it and the state belong to it)."""
         self.reject_unknown("insert", kwargs, ("id", "vectors", "links"))
         changes = self._clock_change(metadata)  # an unreadable event time is refused before anything is written
+        same = {"text": text, "metadata": dict(metadata or {}), **kwargs}
+        rid = self.collection.ids_of([same])[0]
+        if self._placed(rid):  # an idempotent retry: the page is already in a tier, nothing moves
+            self.collection.insert([same], indexes=[])  # DuplicateIdError for other content under that id; else writes nothing
+            return rid
         vectors = dict(kwargs.pop("vectors", None) or {})
         if vector is not None:
             vectors[self.config.space] = vector
@@ -250,6 +256,15 @@ class MemoryOS(EventClock, Service):
         self._enforce_mtm()
         self._promote_hot()
         return rid
+
+    def _placed(self, rid: str) -> bool:
+        """True when record ``rid`` of the bound scope is already a page: in the STM, or
+        with a tier in the state (MTM, or summarised into LTM)."""
+        if self.collection.get_many([rid])[0] is None:
+            return False
+        if (self.state.get(f"p:{rid}") or {}).get("tier"):
+            return True
+        return STM in self.collection.store.memberships([rid]).get(rid, ())  # visible: checked above
 
     # -- STM -> MTM: chains, batch summary, segment assignment ----------------------------
 
@@ -515,7 +530,9 @@ class MemoryOS(EventClock, Service):
             meta[self.config.session_key] = seg["session"]
         if dia_ids:
             meta["dia_ids"] = dia_ids
-        sid = self.state.write({}, lambda state: self.collection.insert([{"text": summary, "metadata": meta}], indexes=[USER_KB], state=state))[0]
+        item = {"text": summary, "metadata": meta}
+        sid = self.collection.ids_of([item])[0]
+        in_mtm = set(self.collection.ids(index=MTM))
         changes: dict[str, Any] = {
             key: None,
             _centroid_key(key): None,
@@ -524,9 +541,13 @@ class MemoryOS(EventClock, Service):
             "evicted": int(self.state.get("evicted", 0)) + 1,
         }
         for p in ids:
-            self._page_vectors.pop(p, None)  # no longer searched
             changes[f"p:{p}"] = {**(self.state.get(f"p:{p}") or {}), "tier": "ltm", "summarised": sid}
-        self.state.write(changes, lambda state: self.collection.remove_from_index(MTM, ids, state=state))
+        leaving = [p for p in ids if p in in_mtm]  # (a page already out of the MTM is a check() problem, not a reason to fail)
+        # ONE commit: the summary enters the user knowledge store as its pages leave the MTM,
+        # with the state, so that a crash never lists a page in two summaries
+        self.state.write(changes, lambda state: self.collection.insert([item], indexes=[USER_KB], state=state, remove_from={MTM: leaving}))
+        for p in ids:
+            self._page_vectors.pop(p, None)  # no longer searched
 
     # -- retrieve ------------------------------------------------------------------------
 
@@ -605,6 +626,19 @@ class MemoryOS(EventClock, Service):
                     found = {**hit_result(h), "score": w.get(tier, 1.0) * float(h.score)}
                     results.append({**found, "chain": None} if chain else found)
         return top(results, k)
+
+    # -- consistency: check and repair ------------------------------------------------------
+
+    def check(self) -> list[ServiceProblem]:
+        """Inconsistencies between the state and the tiers, every scope (:mod:`.memoryos_check`)."""
+        return memoryos_check.check(self)
+
+    def repair(self) -> list[ServiceProblem]:
+        """Fix what :meth:`check` finds (:mod:`.memoryos_check`); returns the problems fixed."""
+        try:
+            return memoryos_check.repair(self)
+        finally:
+            self.state.clear()
 
     # -- writes by id: upsert, update, delete, forget --------------------------------------
 

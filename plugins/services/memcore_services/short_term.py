@@ -57,6 +57,7 @@ class ShortTermMemory(Service):
     config: ShortTermMemoryConfig
     uses_pipeline = False
     capacity_limited = True
+    read_only_verbs = frozenset({"retrieve"})  # retrieve reads the window and writes nothing
 
     @classmethod
     def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
@@ -69,6 +70,10 @@ class ShortTermMemory(Service):
         ``on_evict``."""
         self.reject_unknown("insert", kwargs, INSERT_KEYWORDS)
         item: dict[str, Any] = {"text": text, "metadata": dict(metadata or {}), **{k: v for k, v in kwargs.items() if v is not None}}
+        rid = self.collection.ids_of([item])[0]
+        if self.collection.get_many([rid])[0] is not None:  # an idempotent retry: the same entry (in the window or archived), nothing moves
+            self.collection.insert([item], indexes=[])  # DuplicateIdError for other content under that id; else writes nothing
+            return rid
         rid = self.collection.insert([item], indexes=[WINDOW])[0]
         self._evict()
         return rid

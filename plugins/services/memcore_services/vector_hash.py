@@ -47,6 +47,9 @@ __all__ = ["VectorHashConfig", "VectorHashMemory"]
 
 INDEX = "vector_hash.lsh"
 STATE = "vector_hash"
+SOURCES = "vector_hash.sources"
+"""State namespace: source id -> how many thoughts its insert wrote (so a retry of the
+same text, an idempotent insert, extracts nothing again)."""
 COUNTS = ("inserted", "merged", "forgotten", "runs")
 INSERT_KEYWORDS = ("id", "links", "vectors")
 """What ``insert`` accepts besides text, vector and metadata (``scope`` is bound by the base class)."""
@@ -72,6 +75,7 @@ class VectorHashMemory(Service):
     config: VectorHashConfig
     uses_pipeline = False
     capacity_limited = True  # results are thoughts (with extract, not the inserted texts); distillation forgets some
+    read_only_verbs = frozenset({"retrieve"})  # retrieve searches the thoughts and writes nothing
 
     @classmethod
     def required_indexes(cls, config: ComponentConfig) -> dict[str, dict[str, Any]]:
@@ -89,9 +93,18 @@ class VectorHashMemory(Service):
             item: dict[str, Any] = {"text": text, "metadata": meta, **kwargs}
             if vector is not None:
                 item["vectors"] = {self.config.space: vector}
+            rid = self.collection.ids_of([item])[0]
+            if self.collection.get_many([rid])[0] is not None:  # an idempotent retry: the same thought, not distilled again
+                self.collection.insert([item], indexes=[])  # DuplicateIdError for other content under that id; else writes nothing
+                return rid
             rid = self.collection.insert([item], indexes=[INDEX])[0]
             self._distill([rid])
             return rid
+        source_item = {"text": text, "metadata": meta, **kwargs}
+        source = self.collection.ids_of([source_item])[0]
+        if self.collection.get_state(SOURCES, source) is not None and self.collection.get_many([source])[0] is not None:
+            self.collection.insert([source_item], indexes=[])  # an idempotent retry: its thoughts were written, nothing is extracted again
+            return source
         turns = []
         for line in text.splitlines() or [text]:
             m = _SPEAKER.match(line)
@@ -104,11 +117,12 @@ class VectorHashMemory(Service):
             lambda: [t for speaker, said in turns for t in rule_triples(speaker, said, n)][:n],
             TRIPLE_FALLBACK,
         )
-        source = self.collection.insert([{"text": text, "metadata": meta, **kwargs}], indexes=[])[0]
+        source = self.collection.insert([source_item], indexes=[])[0]
         thoughts = [{"text": refactor_triple(t), "metadata": {**meta, "source": source, "triple": list(t)}} for t in triples if refactor_triple(t)]
         if not thoughts:  # nothing extracted: the text itself is the thought
             thoughts = [{"text": text, "metadata": {**meta, "source": source}}]
-        self._distill(self.collection.insert(thoughts, indexes=[INDEX]))
+        # the thoughts and the mark "this source is done" in one commit (a retry then extracts nothing)
+        self._distill(self.collection.insert(thoughts, indexes=[INDEX], state={(SOURCES, source): len(thoughts)}))
         return source
 
     def retrieve(
