@@ -3,8 +3,8 @@
 An embedded Chroma keeps each collection's vector segment in a folder named by the segment's
 uuid, with four files written by its hnswlib: ``header.bin`` (sizes and counts),
 ``data_level0.bin`` (per element: its level-0 neighbour list, its vector, its label),
-``length.bin`` (per element: the byte size of its upper-level lists) and ``link_lists.bin``
-(those lists). hnswlib trusts them: an element count larger than the data, or a neighbour
+``length.bin`` (per element: its vector's norm, a float32) and ``link_lists.bin`` (per
+element: the byte size of its upper-level neighbour lists, then those lists). hnswlib trusts them: an element count larger than the data, or a neighbour
 id past the end, makes a search read out of bounds (a segmentation fault of the process).
 
 :func:`check_segment` reads them with numpy and returns what is inconsistent: a header whose
@@ -78,20 +78,37 @@ def check_segment(folder: Path) -> list[str]:
     vectors = level0[:, offset_data:label_offset].copy().view(np.float32)
     if vectors.shape[1] != dim or not np.isfinite(vectors).all():
         problems.append(f"{where}/data_level0.bin: non-finite vector values")
-    lengths = np.fromfile(paths["length.bin"], dtype=np.uint32, count=count).astype(np.int64)
-    per_level = 4 + 4 * max_m
-    total = paths["link_lists.bin"].stat().st_size
-    if (lengths % per_level).any() or (lengths // per_level > max(max_level, 0)).any() or int(lengths.sum()) > total:
-        problems.append(f"{where}/length.bin: upper-level list sizes do not match link_lists.bin ({total} bytes)")
-        return problems
-    if total:
-        upper = np.fromfile(paths["link_lists.bin"], dtype=np.uint32, count=int(lengths.sum()) // 4).reshape(-1, per_level // 4)
-        counts = upper[:, 0] & 0xFFFF
-        if (counts > max_m).any():
-            problems.append(f"{where}/link_lists.bin: neighbour counts above maxM ({max_m})")
-        elif (upper[:, 1:][np.arange(max_m)[None, :] < counts[:, None]] >= count).any():
-            problems.append(f"{where}/link_lists.bin: neighbour ids past the {count} elements")
+    norms = np.fromfile(paths["length.bin"], dtype=np.float32, count=count)
+    if not np.isfinite(norms).all():
+        problems.append(f"{where}/length.bin: non-finite vector norms")
+    problems.extend(_check_upper(paths["link_lists.bin"], where, count, max_m, max(max_level, 0)))
     return problems
+
+
+def _check_upper(path: Path, where: str, count: int, max_m: int, max_level: int) -> list[str]:
+    """The upper-level lists: per element a uint32 byte size (levels x (4 + 4 maxM)), then the lists."""
+    raw = path.read_bytes()
+    per_level = 4 + 4 * max_m
+    offset, starts = 0, []
+    for _ in range(count):
+        if offset + 4 > len(raw):
+            return [f"{where}/link_lists.bin: ends before the lists of {count} elements"]
+        size = int.from_bytes(raw[offset : offset + 4], "little")
+        if size % per_level or size // per_level > max_level or offset + 4 + size > len(raw):
+            return [f"{where}/link_lists.bin: a list size ({size} bytes) that does not fit"]
+        if size:
+            starts.append((offset + 4, size // per_level))
+        offset += 4 + size
+    if offset != len(raw):
+        return [f"{where}/link_lists.bin: {len(raw) - offset} bytes past the lists of {count} elements"]
+    for start, levels in starts:
+        block = np.frombuffer(raw, dtype=np.uint32, count=levels * per_level // 4, offset=start).reshape(levels, per_level // 4)
+        sizes = block[:, 0] & 0xFFFF
+        if (sizes > max_m).any():
+            return [f"{where}/link_lists.bin: neighbour counts above maxM ({max_m})"]
+        if (block[:, 1:][np.arange(max_m)[None, :] < sizes[:, None]] >= count).any():
+            return [f"{where}/link_lists.bin: neighbour ids past the {count} elements"]
+    return []
 
 
 def check_folder(folder: Path) -> list[str]:
