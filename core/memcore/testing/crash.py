@@ -95,8 +95,8 @@ def _arm_kill_in_remove(memory: Any, names: list[str], armed: list[bool]) -> Non
                 os.kill(os.getpid(), signal.SIGKILL)
             _original(self, ids)
 
-        cls.remove = remove  # type: ignore[method-assign]
-        cls._crash_hooked = True  # type: ignore[attr-defined]
+        cls.remove = remove
+        cls._crash_hooked = True
 
 
 def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int, kill_in_remove: list[str]) -> None:
