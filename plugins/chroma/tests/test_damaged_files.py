@@ -123,3 +123,21 @@ def test_a_folder_left_open_by_a_crash_is_probed_and_kept_when_sound(saved, tmp_
     assert report["count"] == N and report["checked"] > 0
     assert _victim(work)["hits"] == EXPECTED
     assert read_manifest(chroma)["state"] == "closed"  # sealed again by the clean close
+
+
+def test_a_damaged_folder_can_be_dropped_and_checked_without_a_traceback(saved, tmp_path):
+    from click.testing import CliRunner
+
+    from memcore.cli import main as cli
+
+    work = _copy(saved, tmp_path)
+    _garbage(work / "indexes" / "vec" / "chroma" / "chroma.sqlite3")
+    checked = CliRunner().invoke(cli, ["info", "--path", str(work), "--check", "--json"])
+    assert checked.exit_code == 0, checked.output
+    entry = json.loads(checked.output)["check"]["indexes"]["vec"]
+    assert entry["status"] == "rebuild" and "chroma.sqlite3" in entry["error"]
+    config = tmp_path / "settings.yaml"
+    config.write_text(json.dumps(SETTINGS))
+    dropped = CliRunner().invoke(cli, ["index", "drop", "--config", str(config), "--path", str(work), "vec"])
+    assert dropped.exit_code == 0, (dropped.output, dropped.exception)
+    assert not (work / "indexes" / "vec").exists()
