@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from memcore.plugin import IndexContext, SpaceInfo, WriteBatch
@@ -25,6 +26,29 @@ def test_fold_ops_keeps_the_net_effect_in_order():
     removes, adds = fold_ops(ops)
     assert removes == ["c"]  # only c was in the index before the run
     assert adds == ["b", "a"]  # in the order of their last op
+
+
+def test_fold_ops_for_a_durable_index_removes_what_the_run_added_then_removed():
+    ops = [op("x", "add"), op("y", "add"), op("x", "remove"), op("z", "remove"), op("y", "remove"), op("y", "add")]
+    assert fold_ops(ops) == (["z"], ["y"])  # a live write: x never reached the index
+    assert fold_ops(ops, durable=True) == (["x", "z"], ["y"])  # a replay: x may be held already (issue 27)
+
+
+def test_a_catch_up_of_a_durable_index_removes_a_record_added_and_deleted_since_its_save():
+    class Durable(ExactIndex):
+        durable_writes = True
+
+    store = MemoryStore()
+    ctx = IndexContext(name="i", spaces={"v": SpaceInfo("v", 4, "hashing")})
+    index = Durable(ExactIndexConfig(space="v"), ctx)
+    handle = IndexHandle("i", "exact", ExactIndexConfig(space="v"), index, lambda: Durable(ExactIndexConfig(space="v"), ctx))
+    record = Record(id="x", text="x", vectors={"v": np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)})
+    store.apply(WriteBatch(upserts=[record], add_membership={"i": ["x"]}))
+    index.add([record])  # the index persisted the add on its own, then the process died before its remove
+    store.apply(WriteBatch(deletes=["x"]))
+    handle.applied_seq = 0
+    handle.catch_up(store)
+    assert len(index) == 0
 
 
 @pytest.fixture

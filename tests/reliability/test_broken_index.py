@@ -134,3 +134,44 @@ def test_memcore_info_check_reports_a_broken_index_and_store_integrity(directory
     assert check["indexes"]["bad"]["status"] == "broken" and "HNSW M" in check["indexes"]["bad"]["error"]
     text = runner.invoke(main, ["info", "--path", str(directory), "--check"])
     assert "bad: broken" in text.output and "Traceback" not in text.output
+
+
+def test_an_index_whose_library_fails_to_count_is_reported_broken_not_raised(directory, monkeypatch):
+    """Issue 27: ``list_indexes`` called ``len(index)`` unguarded, so a library error (Chroma's
+    InternalError on a damaged file) escaped from it -- and from ``memcore.open``."""
+    _filled(directory)
+    with memcore.open(settings(), path=directory) as memory:
+        c = memory.collection
+        flat = type(c.index("flat"))
+
+        def fail(self):
+            raise RuntimeError("the library cannot read its files")
+
+        monkeypatch.setattr(flat, "__len__", fail)
+        entry = {i["name"]: i for i in c.list_indexes()}["flat"]
+        assert entry["status"] == "broken" and "cannot read its files" in entry["error"]
+        with pytest.raises(BrokenIndexError, match="'flat'"):
+            c.retrieve({"vectors": {"v": vec(3)}}, index="flat")
+        assert c.retrieve({"vectors": {"v": vec(3)}}, index="exact", k=1)[0].id == "r3"
+        monkeypatch.undo()
+        assert c.rebuild_index("flat") == 6
+        assert c.retrieve({"vectors": {"v": vec(3)}}, index="flat", k=1)[0].id == "r3"
+
+
+def test_saved_files_a_library_fails_to_read_are_rebuilt_at_open(directory, monkeypatch):
+    """A library's own error while loading or first counting saved files (not a CorruptError)
+    rebuilds the index from the store at open instead of failing the open."""
+    _filled(directory)
+    with memcore.open(settings(), path=directory) as memory:
+        flat = type(memory.collection.index("flat"))
+    original = flat.load
+
+    def load(self, path):
+        original(self, path)
+        raise RuntimeError("InternalError: the library chokes on its file")
+
+    monkeypatch.setattr(flat, "load", load)
+    with memcore.open(settings(), path=directory) as memory:
+        c = memory.collection
+        assert {i["name"]: i["status"] for i in c.list_indexes()} == {"exact": "ok", "flat": "ok"}
+        assert c.retrieve({"vectors": {"v": vec(3)}}, index="flat", k=1)[0].id == "r3"

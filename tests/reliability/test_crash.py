@@ -18,3 +18,23 @@ def test_sigkilled_writer_loses_nothing_acknowledged(tmp_path):
     assert report.trials == trials
     assert report.acknowledged > 0
     assert report.ok, report.as_dict()
+
+
+def test_a_kill_between_the_store_delete_and_a_durable_index_leaves_no_phantom(tmp_path):
+    """Issue 27: chroma and poincare persist every add on their own. A writer killed after the
+    store committed the delete of a record added since the last flush, before those indexes
+    removed it, must not leave it in them (the catch-up removes it: ``Index.durable_writes``)."""
+    from memcore._plugins._host import get_registry
+
+    installed = set(get_registry().names("indexes"))
+    durable = {name: {"kind": name, "space": "v"} for name in ("chroma", "poincare") if name in installed}
+    if not durable:
+        import pytest
+
+        pytest.skip("neither chroma nor poincare is installed")
+    trials = int(os.environ.get("MEMCORE_CRASH_TRIALS", "4"))
+    report = run_crash_trials(tmp_path / "memory", trials, settings=crash_settings(durable), seed=27, kill_in_remove=sorted(durable))
+    assert report.trials == trials
+    assert report.kill_phases.get("delete") == trials  # every kill landed in the index's remove
+    assert report.acknowledged > 0
+    assert report.ok, report.as_dict()

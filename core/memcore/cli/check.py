@@ -32,11 +32,17 @@ def _index_status(store: Any, path: Path, name: str, definition: dict[str, Any],
             return reg.factory(config, context)
 
         handle = IndexHandle(name, definition["kind"], config, make(), make, directory=path / "indexes" / name)
+    except Exception as exc:  # noqa: BLE001 - reported, like the open reports it
+        return {"status": "broken", "error": describe_failure(exc)}
+    try:
         saved = handle.load()
     except Exception as exc:  # noqa: BLE001 - reported, like the open reports it
         return {"status": "broken", "error": describe_failure(exc)}
+    finally:
+        handle.close_index()
     if saved is None or saved < store.log_start() or saved > store.last_seq():
-        return {"status": "rebuild", "error": "saved files missing, damaged or behind the log: rebuilt from the store on the next open"}
+        why = f"saved files unusable ({handle.load_error})" if handle.load_error else "saved files missing or behind the log"
+        return {"status": "rebuild", "error": f"{why}: rebuilt from the store on the next open"}
     return {"status": "ok"}
 
 

@@ -152,6 +152,17 @@ class CollectionBase:
 
         return fill
 
+    def _size(self, name: str) -> int:
+        """``len()`` of index ``name``; an index whose library fails to count (damaged files
+        it read lazily) becomes a broken handle, reported instead of raised."""
+        handle = self._indexes[name]
+        try:
+            return len(handle.index)
+        except Exception as exc:  # noqa: BLE001 - a library's own error: the index is broken, the memory stays usable
+            self._indexes[name] = self._broken(name, handle.definition(), exc)
+            handle.close_index()
+            return 0
+
     def _broken(self, name: str, definition: Mapping[str, Any], exc: BaseException) -> IndexHandle:
         """A handle for an index that cannot be used; reported, searchable only after a rebuild."""
         reason = describe_failure(exc)

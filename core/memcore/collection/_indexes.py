@@ -91,6 +91,7 @@ class IndexLifecycle(CollectionBase):
             vectors=VectorReader(self._store, name),
             directory=directory,
             llms=self._state.llms,
+            read_only=self._store.read_only,
         )
 
         def make() -> Index:

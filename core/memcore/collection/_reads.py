@@ -260,12 +260,13 @@ class CollectionReader(CallBindings):
         """Each index: name, kind, config, size, score name and requirements."""
         with self._lock:
             self._sync()
+            sizes = {name: self._size(name) for name in list(self._indexes)}  # an index that cannot count is reported broken
             return [
                 {
                     "name": h.name,
                     "kind": h.kind,
                     "config": h.config.model_dump(mode="json"),
-                    "size": len(h.index),
+                    "size": sizes[h.name],
                     "score": h.index.score_name,
                     "requires": {"spaces": list(h.index.requires.spaces), "text": h.index.requires.text, "links": h.index.requires.links},
                     "status": "ok" if h.error is None else "broken",

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import CorruptError
 from .._util.atomic import atomic_write_json, storage_full_errors
+from ._broken import describe_failure
 from ._index import Index
 from ._options import build_time_part
 from .._util.log import get_logger
@@ -43,13 +44,17 @@ _index = attrgetter("index")
 _ADD_ONLY = {"add"}
 
 
-def fold_ops(ops: Iterable[Op]) -> tuple[list[str], list[str]]:
+def fold_ops(ops: Iterable[Op], durable: bool = False) -> tuple[list[str], list[str]]:
     """Reduce a run of one index's ops to ``(ids to remove, ids to (re)add)``.
 
     An id whose first op is not ``add`` was in the index before the run, so it is removed;
     an id whose last op is not ``remove`` is a member after the run, so it is (re)added.
     Ids to add come in the order of their last op, as a live index received them
     (order-sensitive indexes such as a FIFO queue rely on it).
+
+    ``durable``: the run is replayed into an index whose writes persist on their own
+    (:attr:`Index.durable_writes`): it may hold ids the run added after its last save, so
+    an id whose last op is ``remove`` is removed even when the run added it first.
     """
     ops = ops if isinstance(ops, list) else list(ops)
     if {*map(_kind, ops)} == _ADD_ONLY:  # the common run, new records added: unless an id repeats, all of them in order
@@ -62,7 +67,7 @@ def fold_ops(ops: Iterable[Op]) -> tuple[list[str], list[str]]:
         first.setdefault(op.record_id, op.op)
         last.pop(op.record_id, None)  # keep ``last`` in order of each id's latest op
         last[op.record_id] = op.op
-    removes = [rid for rid, o in first.items() if o != "add"]
+    removes = [rid for rid, o in first.items() if o != "add" or (durable and last[rid] == "remove")]
     adds = [rid for rid, o in last.items() if o != "remove"]
     return removes, adds
 
@@ -94,6 +99,8 @@ class IndexHandle:
     instead of building another one."""
     error: str | None = None
     """Why the index is broken (it could not be built, loaded or rebuilt); None when usable."""
+    load_error: str | None = None
+    """Why the saved files could not be loaded (they are rebuilt from the store); None otherwise."""
     canonical_kinds: Callable[[Any], Any] = field(default=lambda value: value, repr=False)
     """Rewrites deprecated kind spellings in a saved ``index.json`` to the current names
     (:meth:`memcore.registry.Registry.canonical_kinds`), so an index saved before its kind
@@ -105,11 +112,14 @@ class IndexHandle:
 
     # -- applying changes ----------------------------------------------------------------
 
-    def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None) -> None:
-        """Apply logged ops, taking records from ``cache`` first and the store otherwise."""
+    def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None, *, replay: bool = False) -> None:
+        """Apply logged ops, taking records from ``cache`` first and the store otherwise.
+
+        ``replay``: the ops are a catch-up (the index may have seen some of them, see
+        :attr:`Index.durable_writes`), not a write the index has never seen."""
         name = self.name
         mine = ops if {*map(_index, ops)} == {name} else [op for op in ops if op.index == name]
-        removes, adds = fold_ops(mine)
+        removes, adds = fold_ops(mine, durable=replay and self.index.durable_writes)
         if not removes and not adds:
             return
         cache = cache or {}
@@ -135,7 +145,7 @@ class IndexHandle:
         if read.last <= self.applied_seq:
             return 0
         ops = read.ops
-        self.apply(ops, store)
+        self.apply(ops, store, replay=True)
         self.applied_seq = read.last
         if ops:
             log.info("index.caught_up", name=self.name, ops=len(ops))
@@ -273,8 +283,10 @@ class IndexHandle:
                     raise CorruptError(f"checksum mismatch in {fname}")
             self.pristine = False
             self.index.load(directory)
-        except (OSError, ValueError, KeyError, CorruptError) as exc:
-            log.warning("index.load_failed", name=self.name, error=str(exc), action="rebuild")
+            len(self.index)  # a library that opens its files lazily reads them now, not at the first search
+        except Exception as exc:  # noqa: BLE001 - any failure to read the saved files (a library's own errors too): rebuilt from the store
+            self.load_error = describe_failure(exc)
+            log.warning("index.load_failed", name=self.name, error=self.load_error, action="rebuild")
             self.close_index()
             self.index = self.make()
             self.pristine = True

@@ -67,6 +67,8 @@ class IndexContext:
       first save; it must create nothing there before its first ``add`` (memcore sets aside
       files it finds in the folder of a new index), and top-level files written outside
       ``save`` are not covered by the checksums of ``index.json`` (use a subfolder).
+    - ``read_only``: the collection is opened read-only (a reader process beside a writer):
+      the index must write nothing in ``directory`` (a rebuild stays in memory);
     - ``llms``: the memory's declared LLMs (:class:`~memcore.LLMs`, built on first use), for
       an index with an LLM step (the graph index's ``llm`` entity extraction): resolve the
       one the config names with ``llms.resolve(name, location)``. None when the index is
@@ -79,6 +81,7 @@ class IndexContext:
     vectors: "VectorReader | None" = field(default=None, compare=False, repr=False)
     directory: Path | None = None
     llms: "LLMs | None" = field(default=None, compare=False, repr=False)
+    read_only: bool = False
 
     def space(self, name: str) -> SpaceInfo:
         """The declared space ``name`` (ConfigError if the settings do not declare it)."""
@@ -120,6 +123,12 @@ class Index(ABC):
     #: older format versions ``load`` still reads (it migrates them; the next save writes
     #: ``format_version``), accepted by the core's check besides ``format_version``
     readable_versions: ClassVar[tuple[int, ...]] = ()
+    #: True when every ``add``/``remove`` is durable on its own, before any ``save`` (an
+    #: embedded database that persists each write, such as Chroma's ``PersistentClient``):
+    #: after a crash the loaded index may already hold records added since its last save, so
+    #: the catch-up from the store's log removes every id whose last logged op is a removal
+    #: instead of cancelling "add X, remove X" (which would leave X in the index for good)
+    durable_writes: ClassVar[bool] = False
 
     requires: Requirements = Requirements()
 

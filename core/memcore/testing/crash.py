@@ -9,6 +9,13 @@ its text, deleted ones are gone, and each index holds exactly its members and fi
 acknowledged record (vector indexes: by its own vector at rank 1). Trials continue on the
 same directory, so each open also recovers from the previous kill.
 
+``kill_in_remove`` (index names) aims the kill instead: the writer deletes a record it
+added since its last flush and SIGKILLs itself when the first of those indexes is asked
+to remove it -- after the store committed the delete, before the index wrote it. An index
+that persists its writes on its own (``Index.durable_writes``: chroma, poincare) then holds
+the record the store no longer has, and the next open's catch-up must remove it: a
+*phantom* (an index holding more ids than its members) is counted in ``phantoms``.
+
 Used by ``tests/reliability/test_crash.py`` (a few trials) and ``bench/bench_crash.py --trials N``.
 """
 
@@ -58,6 +65,7 @@ class CrashReport:
     lost: int = 0
     resurrected: int = 0
     index_misses: int = 0
+    phantoms: int = 0
     unopenable: int = 0
     other_errors: list[str] = field(default_factory=list)
     kill_phases: dict[str, int] = field(default_factory=dict)
@@ -66,14 +74,32 @@ class CrashReport:
     @property
     def ok(self) -> bool:
         """True when no promise was broken."""
-        return not (self.lost or self.resurrected or self.index_misses or self.unopenable or self.other_errors)
+        return not (self.lost or self.resurrected or self.index_misses or self.phantoms or self.unopenable or self.other_errors)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe totals."""
         return {**self.__dict__, "ok": self.ok}
 
 
-def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int) -> None:
+def _arm_kill_in_remove(memory: Any, names: list[str], armed: list[bool]) -> None:
+    """Make the ``remove`` of the indexes ``names`` SIGKILL the process while ``armed[0]``."""
+    for name in names:
+        index = memory.collection.index(name)
+        cls = type(index)
+        if getattr(cls, "_crash_hooked", False):
+            continue
+        original = cls.remove
+
+        def remove(self: Any, ids: Any, _original: Any = original) -> None:
+            if armed[0] and self.name in names:
+                os.kill(os.getpid(), signal.SIGKILL)
+            _original(self, ids)
+
+        cls.remove = remove
+        cls._crash_hooked = True
+
+
+def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int, kill_in_remove: list[str]) -> None:
     """The writer: random batches until killed; prints ``{"phase"}`` before and ``{"ack"}`` after each call."""
     import memcore
 
@@ -85,9 +111,13 @@ def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int) -> 
 
     say(phase="open")
     memory = memcore.open(settings, path=directory)
+    armed = [False]
+    if kill_in_remove:
+        _arm_kill_in_remove(memory, kill_in_remove, armed)
     say(phase="ready")
     n = 0
     live: list[str] = []
+    fresh: list[str] = []  # added since the last flush (kept by a durable index, unknown to its save)
     while True:
         action = rng.choices(["insert", "upsert", "delete", "flush", "reopen"], weights=[10, 2, 2, 2, 1])[0]
         if action == "insert":
@@ -96,6 +126,7 @@ def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int) -> 
             say(phase="insert")
             memory.collection.insert([{"id": i, "text": f"text of {i}", "vectors": {"v": vector_of(i)}} for i in ids])
             live.extend(ids)
+            fresh.extend(ids)
             say(ack="insert", ids=ids)
         elif action == "upsert" and live:
             rid = rng.choice(live)
@@ -103,16 +134,25 @@ def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int) -> 
             memory.collection.upsert([{"id": rid, "text": f"updated {rid}", "vectors": {"v": vector_of(rid)}}])
             say(ack="upsert", ids=[rid])
         elif action == "delete" and live:
-            rid = live.pop(rng.randrange(len(live)))
+            if kill_in_remove and fresh:  # aimed: a record added since the last save, killed in the index's remove
+                rid = fresh.pop(rng.randrange(len(fresh)))
+                live.remove(rid)
+                armed[0] = True
+            else:
+                rid = live.pop(rng.randrange(len(live)))
+                if rid in fresh:
+                    fresh.remove(rid)
             say(phase="delete", ids=[rid])
             memory.collection.delete(rid)
             say(ack="delete", ids=[rid])
         elif action == "flush":
             say(phase="flush")
             memory.collection.flush()
+            fresh.clear()
         elif action == "reopen":
             say(phase="close")
             memory.close()
+            fresh.clear()
             say(phase="reopen")
             memory = memcore.open(settings, path=directory)
 
@@ -141,8 +181,9 @@ def _verify(directory: Path, settings: dict[str, Any], expected: dict[str, str],
                 report.other_errors.append(f"index {name} broken: {entry.get('error')}")
                 continue
             members = set(c.ids(index=name))
-            if len(c.index(name)) != len(members):
-                report.index_misses += abs(len(c.index(name)) - len(members))
+            held = len(c.index(name))
+            report.phantoms += max(0, held - len(members))
+            report.index_misses += max(0, len(members) - held)
             if "v" in entry["requires"]["spaces"]:  # each record by its own vector, batched through the index
                 index = c.index(name)
                 for start in range(0, len(ids), 512):
@@ -159,9 +200,12 @@ def run_crash_trials(
     seed: int = 0,
     max_delay: float = 1.5,
     progress: Callable[[int, CrashReport], None] | None = None,
+    kill_in_remove: list[str] | None = None,
 ) -> CrashReport:
     """Run ``trials`` kill-and-verify rounds on ``directory``; returns the totals
-    (``progress(trial, report)`` is called after each round)."""
+    (``progress(trial, report)`` is called after each round). With ``kill_in_remove``
+    (index names) each writer kills itself in those indexes' ``remove`` of a record added
+    since its last flush (see the module docstring) instead of being killed at random."""
     settings = settings or crash_settings()
     directory = Path(directory)
     rng = random.Random(seed)
@@ -171,7 +215,10 @@ def run_crash_trials(
     started = time.perf_counter()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     for trial in range(trials):
-        args = [sys.executable, "-m", "memcore.testing.crash", str(directory), json.dumps(settings), f"t{trial}", str(rng.randrange(2**31))]
+        args = [
+            *(sys.executable, "-m", "memcore.testing.crash", str(directory), json.dumps(settings)),
+            *(f"t{trial}", str(rng.randrange(2**31)), json.dumps(kill_in_remove or [])),
+        ]
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
         lines: list[str] = []
@@ -183,8 +230,15 @@ def run_crash_trials(
             lines.append(line)
             if '"ready"' in line:
                 break
-        time.sleep(rng.uniform(0.0, max_delay))
-        proc.send_signal(signal.SIGKILL)
+        if kill_in_remove:  # the writer kills itself; the deadline is a safety net
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                report.other_errors.append(f"trial {trial}: the writer never deleted a fresh record")
+        else:
+            time.sleep(rng.uniform(0.0, max_delay))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
         lines.extend(out.splitlines())
         if proc.returncode != -signal.SIGKILL:
@@ -221,4 +275,4 @@ def run_crash_trials(
 
 
 if __name__ == "__main__":  # the writer child
-    _child(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+    _child(sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5]) if len(sys.argv) > 5 else [])

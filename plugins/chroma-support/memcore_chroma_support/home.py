@@ -20,6 +20,14 @@ to say *which* collection holds the index. Each index instance works on its own
   generation is written to ``<folder>/chroma/pending.json`` when it is created, so one left
   by a crash before its first save is deleted by the next save or close.
 
+Embedded folders are checked before Chroma's native code reads them
+(:mod:`.manifest`): a folder Chroma last closed cleanly must match the sizes and checksums
+recorded then, a folder left open by a crash is probed (its HNSW files checked in Python,
+then opened in a child process); a damaged folder is a CorruptError at ``load`` (the
+index is rebuilt from the store), and a new generation never opens a damaged folder: one
+that neither verifies nor is open in this process is deleted first (it holds derived data
+only). A read-only instance (``read_only``: a reader process) writes nothing in the folder.
+
 ``state.json`` (written atomically, last) names the generation; a save that replaces a
 generation deletes the one the previous ``state.json`` named, and ``load`` drops the
 instance's own unsaved generation. :meth:`CollectionHome.close` (``Index.close``: the
@@ -31,13 +39,15 @@ server. Nothing is pickled.
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence, TypeVar, overload
 
-from memcore.plugin import CorruptError, atomic_write_json
+from memcore.plugin import CorruptError, atomic_write_json, get_logger
 
 from .connection import ChromaConnection, open_client
+from .manifest import mark_open, probe_folder, read_manifest, seal, verify_sealed
 
 __all__ = ["CollectionHome", "STATE_FILE", "CHROMA_DIR", "chunks"]
 
@@ -45,6 +55,9 @@ STATE_FILE = "state.json"
 CHROMA_DIR = "chroma"
 PENDING_FILE = "pending.json"
 COPY_BATCH = 2048
+log = get_logger("memcore.chroma")
+_LIVE: dict[Path, int] = {}
+"""Embedded folders this process has clients open on (instances per folder)."""
 
 T = TypeVar("T")
 
@@ -79,6 +92,7 @@ class CollectionHome:
         state: Mapping[str, Any],
         where: str,
         folder: Path | None = None,
+        read_only: bool = False,
     ):
         self.connection = connection
         self.folder = Path(folder) if folder is not None else None
@@ -86,7 +100,9 @@ class CollectionHome:
         self.configuration = dict(configuration)
         self.state = dict(state)
         self.where = where
+        self.read_only = read_only
         self._client: Any = None
+        self._token: str | None = None  # the manifest token this instance may seal (see .manifest)
         self._collection: Any = None
         self.bound: Path | None = None  # the embedded folder of the current collection
         self.saved = False  # the current generation is named by a state.json somewhere
@@ -97,12 +113,52 @@ class CollectionHome:
     @property
     def client(self) -> Any:
         if self._client is None:
-            if self.connection.mode == "embedded" and self.folder is not None:
+            if self.connection.mode == "embedded" and self.folder is not None and not self.read_only:
                 target = self.folder / CHROMA_DIR
-                self._client, self.bound = open_client(self.connection, target), target.resolve()
-            else:
+                self._clear_damaged(target)
+                self._bind(open_client(self.connection, target), target, writing=True)
+            else:  # a server, an index without a folder, or a reader's rebuild (in memory: it writes nothing)
                 self._client = open_client(self.connection, None)
         return self._client
+
+    def _clear_damaged(self, target: Path) -> None:
+        """Delete an embedded folder a new generation is about to open when it may be
+        damaged: not open in this process, and not as Chroma last closed it."""
+        if not target.is_dir() or _LIVE.get(target.resolve()):
+            return
+        manifest = read_manifest(target)
+        if manifest is not None and manifest["state"] == "closed":
+            try:
+                verify_sealed(target, manifest, self.where)
+                return
+            except CorruptError:
+                pass
+        shutil.rmtree(target, ignore_errors=True)
+        log.warning("chroma.folder_cleared", where=self.where, path=str(target), reason="not as Chroma last closed it; rebuilt from the store")
+
+    def _bind(self, client: Any, target: Path, writing: bool) -> None:
+        """Make ``client`` (embedded, on ``target``) the current one; a writer marks the folder open."""
+        self._client, self.bound = client, target.resolve()
+        _LIVE[self.bound] = _LIVE.get(self.bound, 0) + 1
+        if writing and not self.read_only:
+            self._token = mark_open(target)
+
+    def _unbind(self) -> None:
+        """Count this instance out of its folder; the last one out seals it (:func:`.manifest.seal`)."""
+        bound, self.bound = self.bound, None
+        if bound is None:
+            return
+        left = _LIVE.get(bound, 1) - 1
+        if left > 0:
+            _LIVE[bound] = left
+            return
+        _LIVE.pop(bound, None)
+        if self._token is not None and bound.is_dir():
+            try:
+                seal(bound, self._token)
+            except OSError as exc:  # a full disk: the next open probes the folder instead
+                log.warning("chroma.seal_failed", where=self.where, error=str(exc))
+        self._token = None
 
     @property
     def collection(self) -> Any:
@@ -205,12 +261,13 @@ class CollectionHome:
         if mine is not None and self.connection.mode == "http" and self.folder is not None and self.folder.exists():
             self._write_pending([n for n in self._read_pending() if n != mine])  # deleted or saved: settled
         release = getattr(self._client, "close", None)
-        self._client, self._collection, self.bound, self.saved = None, None, None, False
+        self._client, self._collection, self.saved = None, None, False
         if callable(release):
             try:
                 release()
             except Exception:  # noqa: BLE001 - a client that cannot close is dropped anyway
                 pass
+        self._unbind()
 
     def _drop_unsaved(self) -> None:
         if self._collection is not None and not self.saved:
@@ -242,6 +299,7 @@ class CollectionHome:
 
     def _move_to(self, target: Path) -> None:
         """Copy the current collection into a new generation of the embedded folder ``target``."""
+        self._clear_damaged(target)
         client = open_client(self.connection, target)
         fresh = self._create(client)
         if self._collection is not None:
@@ -255,8 +313,23 @@ class CollectionHome:
                 fresh.add(ids=rows["ids"], embeddings=rows["embeddings"], metadatas=metas)
                 offset += len(rows["ids"])
             self._drop_unsaved()
-        self._client, self._collection, self.bound = client, fresh, target.resolve()
+        self._release_only()
+        self._bind(client, target, writing=True)
+        self._collection = fresh
         self.saved = False
+
+    def _release_only(self) -> None:
+        """Let go of the current client (its collections stay) before switching to another."""
+        if self._client is None:
+            return
+        release = getattr(self._client, "close", None)
+        self._client, self._collection = None, None
+        if callable(release):
+            try:
+                release()
+            except Exception:  # noqa: BLE001
+                pass
+        self._unbind()
 
     def load(self, directory: Path) -> dict[str, Any]:
         """Switch to the collection ``directory`` names; returns the saved state."""
@@ -274,17 +347,47 @@ class CollectionHome:
             target = (directory / CHROMA_DIR).resolve()
             if not target.is_dir():
                 raise CorruptError(f"{self.where}: the Chroma folder {CHROMA_DIR}/ is missing")
+            self._check_folder(target, name)
             client = open_client(self.connection, target)
         else:
             client, target = self.client, None
         try:
             collection = client.get_collection(name=name, embedding_function=None)
         except Exception as exc:  # noqa: BLE001 - chromadb's NotFoundError and friends
+            if target is not None:
+                try:
+                    client.close()
+                except Exception:  # noqa: BLE001
+                    pass
             raise CorruptError(f"{self.where}: Chroma collection {name!r} cannot be opened: {exc}") from None
         if self._collection is None or self._collection.name != name:
             self._drop_unsaved()
-        self._client, self._collection, self.bound, self.saved = client, collection, target, True
+        if target is not None:
+            verified = self._verified_token
+            self._release_only()
+            owner = self.folder is not None and self.folder.resolve() == directory.resolve()
+            self._bind(client, target, writing=owner)
+            if self._token is None:
+                self._token = verified  # a reader or a dry load that found the folder closed seals it back (if nobody opened it since)
+        self._client, self._collection, self.saved = client, collection, True
         return state
+
+    _verified_token: str | None = None
+
+    def _check_folder(self, target: Path, collection: str) -> None:
+        """Before Chroma reads ``target``: verify it against its closed manifest, or probe it
+        (see :mod:`.manifest`); CorruptError when it is damaged. A folder already open in this
+        process is as this process left it."""
+        self._verified_token = None
+        if _LIVE.get(target):
+            return
+        manifest = read_manifest(target)
+        if manifest is not None and manifest["state"] == "closed":
+            verify_sealed(target, manifest, self.where)
+            self._verified_token = manifest["token"]
+            return
+        report = probe_folder(target, collection, self.where)
+        log.info("chroma.folder_probed", where=self.where, path=str(target), manifest=None if manifest is None else manifest["state"], **report)
 
     @overload
     def _read(self, directory: Path, missing_ok: Literal[False]) -> dict[str, Any]: ...

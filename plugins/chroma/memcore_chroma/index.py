@@ -44,6 +44,7 @@ class ChromaIndex(VectorIndex):
 
     format_version = 1
     config: ChromaIndexConfig
+    durable_writes = True  # every add/remove reaches Chroma (on disk or a server) before any save
 
     def __init__(self, config: ChromaIndexConfig, context: IndexContext):
         super().__init__(config, context)
@@ -56,6 +57,7 @@ class ChromaIndex(VectorIndex):
             {"format_version": self.format_version, "kind": "chroma", "dim": self.dim, "metric": config.metric},
             f"chroma index {context.name!r}",
             folder=context.directory,
+            read_only=context.read_only,
         )
 
     # -- validation ------------------------------------------------------------------------

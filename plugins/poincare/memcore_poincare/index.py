@@ -46,6 +46,7 @@ class PoincareIndex(VectorIndex):
 
     format_version = 1
     score_name = "negative Poincaré distance"
+    durable_writes = True  # every add/remove reaches Chroma (on disk or a server) before any save
     score_range = (None, 0.0)
     config: PoincareIndexConfig
 
@@ -61,6 +62,7 @@ class PoincareIndex(VectorIndex):
             {"format_version": self.format_version, "kind": "poincare", "dim": self.dim},
             f"poincare index {context.name!r}",
             folder=context.directory,
+            read_only=context.read_only,
         )
         self._use_mirror = config.mirror == "on" or (config.mirror == "auto" and config.connection.mode == "embedded")
         self._mirror: ParticleMirror | None = ParticleMirror(self.dim) if self._use_mirror else None  # a new index is empty: in step
