@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import NotFoundError, ValidationError
 from ..collection._input import coerce_ids
 from ..llms._llm import LLMs
+from ..model._checks import validate_min_score
 from ..model._query import Hit
 from ..model._record import Record, Scope
 from ..services._service import where_from_options
@@ -199,25 +200,50 @@ class Memory:
         return self.collection.count(where=where, scope=scope, index=index)
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **options: Any
+        self,
+        query: str | None = None,
+        vector: Any = None,
+        where: Mapping[str, Any] | None = None,
+        k: int = 10,
+        *,
+        min_score: float | None = None,
+        **options: Any,
     ) -> list[dict[str, Any]]:
         """Recall through the service: ``[{"id", "text", "score", "metadata"}]``.
 
         ``where`` is a metadata filter (as for :meth:`get`, :meth:`count`, :meth:`query`;
         ``metadata=``, its former name, works with a DeprecationWarning); ``options``
         (e.g. ``scope``) go to the service, which rejects keywords it does not know.
+        ``min_score`` drops the results scoring below it (at most ``k`` remain; see
+        docs/guides/scores.md for what the presets' scores mean and the thresholds measured);
+        it must be a finite number (:class:`ValidationError`, checked before the service runs).
         """
+        cut = validate_min_score(min_score)
         where = where_from_options(where, options)
-        return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
+        results = self.service.retrieve(query, vector=vector, where=where, k=k, **options)
+        return results if cut is None else [r for r in results if float(r["score"]) >= cut]
 
-    def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: ScopeLike = None) -> list[Hit]:
-        """Run the declared pipeline (or one index) and return hits with provenance."""
+    def query(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        index: str | None = None,
+        scope: ScopeLike = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        """Run the declared pipeline (or one index) and return hits with provenance;
+        ``min_score`` drops the hits scoring below it (as in :meth:`retrieve`)."""
+        cut = validate_min_score(min_score)
         with self.collection.scoped(scope):
             if index is not None:
-                return self.collection.retrieve(text, index=index, k=k, where=where)
-            if self.pipeline_error is not None:
+                hits = self.collection.retrieve(text, index=index, k=k, where=where)
+            elif self.pipeline_error is not None:
                 raise self.pipeline_error
-            return self.pipeline.run(self.collection, text, k=k, where=where)
+            else:
+                hits = self.pipeline.run(self.collection, text, k=k, where=where)
+        return hits if cut is None else [h for h in hits if h.score >= cut]
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -42,6 +42,13 @@ def through_service(service: str, forced: bool | None, index: str | None) -> boo
 @click.option("-k", "--k", "k", type=click.IntRange(min=1), default=10, show_default=True, help="Number of hits.")
 @click.option("--where", "-w", type=JSON_OBJECT, default=None, help='Metadata filter as JSON, e.g. \'{"speaker": "Alice", "turn": {"$gte": 3}}\'.')
 @scope_option("Only this scope's records: user_id=u1 (repeatable: --scope user_id=u1 --scope run_id=r1), or a JSON object.")
+@click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    metavar="SCORE",
+    help="Drop hits scoring below SCORE (see the scores guide for what each preset's score means).",
+)
 @click.option("--explain", is_flag=True, help="Explain each hit's score (which lists it came from, at which rank); not with the service.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of hits (Hit.to_dict(), or the service's result dicts).")
 @click.option("--width", type=click.IntRange(min=20), default=100, show_default=True, help="Maximum width of the text column.")
@@ -54,6 +61,7 @@ def query(
     k: int,
     where: dict[str, Any] | None,
     scope: dict[str, Any] | None,
+    min_score: float | None,
     explain: bool,
     as_json: bool,
     width: int,
@@ -73,6 +81,7 @@ def query(
       memcore query -c memcore.toml -p ./mem "where did Alice travel"
       memcore query -c memcore.toml -p ./mem -k 3 --where '{"speaker": "Bob"}' --explain cat
       memcore query -c memoryos.toml -p ./mem --scope user_id=alice "what does she like"
+      memcore query -p ./mem --min-score 0.3 "a question the memory may not answer"
     """
     query_text = " ".join(text)
     service = declared_service(config)
@@ -80,11 +89,11 @@ def query(
         if explain:
             raise CliError(f"--explain needs hits with provenance: the {service!r} service's retrieve returns none; use --pipeline or --index")
         with open_memory(config, path, must_exist=True) as memory:
-            results = memory.retrieve(query_text, where=where, k=k, scope=scope)
+            results = memory.retrieve(query_text, where=where, k=k, scope=scope, min_score=min_score)
         show_results(results, as_json=as_json, width=width)
         return
     with open_memory(config, path, read_only=True) as memory:
-        hits = memory.query(query_text, k=k, where=where, index=index, scope=scope)
+        hits = memory.query(query_text, k=k, where=where, index=index, scope=scope, min_score=min_score)
     if as_json:
         rows = []
         for hit in hits:

@@ -203,3 +203,13 @@ def validate_k(k: Any) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
         raise ValidationError(f"k must be a positive integer, got {k!r}")
     return int(k)
+
+
+def validate_min_score(value: Any) -> float | None:
+    """``min_score`` of a retrieval: None (no cut) or a finite real number (bools and NaN
+    or infinities are refused with :class:`ValidationError`)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(value):
+        raise ValidationError(f"min_score must be a finite number, got {value!r}")
+    return float(value)
