@@ -17,7 +17,7 @@ from click.testing import CliRunner
 import memcore
 from memcore import ValidationError
 from memcore.cli import main
-from memcore.retrieval._relevance import RelevanceConfig, RelevanceStage, non_increasing
+from memcore.retrieval._relevance import RelevanceConfig, RelevanceStage, non_increasing, strictly_decreasing
 from memcore.testing import StageContract, build_stage
 
 SAMPLE = [json.loads(line) for line in resources.files("memcore").joinpath("data/sample_conversation.jsonl").read_text().splitlines() if line.strip()]
@@ -89,7 +89,7 @@ def test_the_final_score_is_the_cosine_smoothed_along_the_ranking(preset):
         for question in QUESTIONS:
             hits = memory.query(question, k=6)
             scores = [h.score for h in hits]
-            assert scores == sorted(scores, reverse=True), "the final score falls with the rank"
+            assert all(a > b for a, b in zip(scores, scores[1:])), "the final score falls strictly with the rank"
             q = space.embed_queries([question])[0]
             matrix, _ = memory.collection.vectors([h.id for h in hits], "default")
             cosines = (matrix @ q) / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(q))
@@ -126,6 +126,13 @@ def test_non_increasing_is_the_isotonic_fit():
     assert non_increasing(np.array([0.1, 0.2, 0.3])).tolist() == pytest.approx([0.2, 0.2, 0.2])
     assert non_increasing(np.array([0.5, 0.4])).tolist() == [0.5, 0.4]
     assert non_increasing(np.array([])).tolist() == []
+
+
+def test_strictly_decreasing_lifts_ties_by_the_least():
+    out = strictly_decreasing(np.array([0.6, 0.6, 0.6, 0.2, 0.0, 0.0]))
+    assert all(a > b for a, b in zip(out, out[1:]))
+    assert out.tolist() == pytest.approx([0.6, 0.6, 0.6, 0.2, 0.0, 0.0], abs=1e-15)
+    assert out[2] == 0.6 and out[5] == 0.0 and out.min() >= 0.0  # a run ends unchanged: never below its value
 
 
 def test_relevance_falls_back_to_keyword_overlap_without_a_dense_space():

@@ -13,9 +13,10 @@ preset) keeps the pipeline's order and replaces each hit's score by an absolute 
 
 With ``monotone = true`` (the default) the per-hit values are smoothed into the closest
 non-increasing sequence along the ranking (isotonic regression, pool-adjacent-violators),
-so that the score still falls with the rank (strictly: :data:`TIE_STEP` per rank breaks
-ties) and a ``min_score`` cut keeps a prefix of the ranking; ``raw`` keeps the hit's own
-unsmoothed value. The working list as it came in
+so that the score still falls with the rank (strictly: :func:`strictly_decreasing` lifts
+the earlier hits of a run of equal values by a few units in the last place) and a
+``min_score`` cut keeps a prefix of the ranking; ``raw`` keeps the hit's own unsmoothed
+value. The working list as it came in
 (with the per-query rescaled scores) is kept as the list ``rescaled`` (``keep_as``), and
 each hit's ``provenance`` gets its contribution there (rank, rescaled score), so
 ``Hit.explain()`` shows both. ``ctx.notes["relevance"]`` says which
@@ -37,12 +38,7 @@ from .._plugins._registry import ComponentConfig
 from ._pipeline import PipelineContext, Stage
 from ._stages import term_overlap
 
-__all__ = ["RelevanceConfig", "RelevanceStage", "non_increasing", "TIE_STEP"]
-
-TIE_STEP = 1e-9
-"""Subtracted once per rank from the smoothed scores, so that they fall *strictly* with the
-rank: a caller that sorts hits by score (an evaluation run, a merge of result lists) gets the
-pipeline's order back, runs of equal smoothed values included."""
+__all__ = ["RelevanceConfig", "RelevanceStage", "non_increasing", "strictly_decreasing"]
 
 
 class RelevanceConfig(ComponentConfig):
@@ -74,6 +70,19 @@ def non_increasing(values: np.ndarray) -> np.ndarray:
             sums[-1] += s
             counts[-1] += c
     return np.repeat(np.asarray([s / c for s, c in zip(sums, counts)]), counts) if sums else np.zeros(0)
+
+
+def strictly_decreasing(values: np.ndarray) -> np.ndarray:
+    """Non-increasing ``values`` made strictly decreasing with the smallest change: from the
+    end, a value not above the next one is lifted to the next float above it (a run of equal
+    values ends unchanged, its earlier members a few units in the last place higher). A
+    caller that sorts hits by score (an evaluation run, a merge of result lists) then gets
+    the pipeline's order back, ties included."""
+    out = np.asarray(values, dtype=np.float64).copy()
+    for i in range(len(out) - 2, -1, -1):
+        if out[i] <= out[i + 1]:
+            out[i] = np.nextafter(out[i + 1], np.inf)
+    return out
 
 
 def _cosines(matrix: np.ndarray, present: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -147,7 +156,7 @@ class RelevanceStage(Stage):
         if not hits:
             return
         raw = self.values(ctx, hits)
-        final = non_increasing(raw) - TIE_STEP * np.arange(len(hits)) if self.config.monotone else raw
+        final = strictly_decreasing(non_increasing(raw)) if self.config.monotone else raw
         ctx.add_list(self.config.keep_as, hits, make_current=False)
         out = []
         for rank, (hit, value, score) in enumerate(zip(hits, raw.tolist(), final.tolist()), start=1):
