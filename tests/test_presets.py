@@ -233,7 +233,9 @@ def test_advanced_preset_with_an_override_end_to_end(tmp_path):
         assert hit.id == "t4" and {c.source for c in hit.provenance} == {"vector", "words", "rescaled"}
         assert hit.source == "relevance" and -1.0 <= hit.score <= 1.0  # the final score: the query-hit cosine
         assert hit.provenance[-1].score == pytest.approx(1.0 + 0.3 * 1.0)  # the rerank's: top of the list + every query word
-    with memcore.open({**settings, "pipeline": {**settings["pipeline"], "overrides": {**settings["pipeline"]["overrides"], "relevance": False}}}, path=tmp_path) as memory:
+    with memcore.open(
+        {**settings, "pipeline": {**settings["pipeline"], "overrides": {**settings["pipeline"]["overrides"], "relevance": False}}}, path=tmp_path
+    ) as memory:
         hit = memory.query(QUESTIONS[2], k=1)[0]
         assert hit.raw == pytest.approx(2 / 21)  # rank 1 in both lists, rrf k = 20 (before the rerank)
         assert hit.source == "rerank" and hit.score == pytest.approx(1.0 + 0.3 * 1.0)
