@@ -60,9 +60,12 @@ def non_increasing(values: np.ndarray) -> np.ndarray:
     """The non-increasing sequence closest to ``values`` in least squares (isotonic
     regression by pool-adjacent-violators): each run of values that rises is replaced by its
     mean. Already non-increasing values come back unchanged."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.size < 2 or bool(np.all(values[1:] <= values[:-1])):  # already in order: nothing to pool
+        return values.copy()
     sums: list[float] = []
     counts: list[int] = []
-    for v in np.asarray(values, dtype=np.float64).tolist():
+    for v in values.tolist():
         sums.append(v)
         counts.append(1)
         while len(sums) > 1 and sums[-2] / counts[-2] < sums[-1] / counts[-1]:
@@ -79,6 +82,8 @@ def strictly_decreasing(values: np.ndarray) -> np.ndarray:
     caller that sorts hits by score (an evaluation run, a merge of result lists) then gets
     the pipeline's order back, ties included."""
     out = np.asarray(values, dtype=np.float64).copy()
+    if out.size < 2 or bool(np.all(out[1:] < out[:-1])):  # no tie: nothing to lift
+        return out
     for i in range(len(out) - 2, -1, -1):
         if out[i] <= out[i + 1]:
             out[i] = np.nextafter(out[i + 1], np.inf)
