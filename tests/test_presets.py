@@ -38,10 +38,10 @@ def kinds(pipeline: Pipeline) -> list[str]:
 
 
 def test_presets_are_the_documented_stage_lists():
-    assert [e["kind"] for e in PRESETS["basic"]] == ["recall", "rerank", "limit"]
-    assert [e["kind"] for e in PRESETS["advanced"]] == ["recall", "recall", "fuse", "rerank", "limit"]
+    assert [e["kind"] for e in PRESETS["basic"]] == ["recall", "rerank", "limit", "relevance"]
+    assert [e["kind"] for e in PRESETS["advanced"]] == ["recall", "recall", "fuse", "rerank", "limit", "relevance"]
     assert [e.get("index") for e in PRESETS["advanced"][:2]] == ["vector", "bm25"]
-    assert [e["kind"] for e in PRESETS["semantic"]] == ["recall", "intent", "rerank", "mmr", "limit"]
+    assert [e["kind"] for e in PRESETS["semantic"]] == ["recall", "intent", "rerank", "mmr", "limit", "relevance"]
     # the tuned options documented in docs/settings.md and docs/concepts.md
     assert PRESETS["advanced"][2]["fusion"] == {"kind": "rrf", "k": 10.0}
     assert [e["keyword_weight"] for p in ("basic", "advanced", "semantic") for e in PRESETS[p] if e["kind"] == "rerank"] == [0.5, 0.3, 0.5]
@@ -92,7 +92,7 @@ def test_semantic_without_the_mmr_plugin_leaves_mmr_out():
     registry = PluginHost(load_entry_points=False).registry  # the builtins only: no memcore-mmr
     assert "mmr" not in registry.names("stages")
     pipeline = Pipeline.from_config("semantic", registry)
-    assert [s.name for s in pipeline.stages] == ["vector", "intent", "rerank", "limit"]
+    assert [s.name for s in pipeline.stages] == ["vector", "intent", "rerank", "limit", "relevance"]
     assert pipeline.skipped == ["mmr"]
 
 
@@ -125,6 +125,7 @@ def test_override_by_kind_by_index_and_removal():
         {"kind": "recall", "index": "keywords", "over_fetch": 2.0, "k": 50},
         {"kind": "fuse", "fusion": {"kind": "rrf", "k": 20}},
         {"kind": "limit", "k": 5},
+        {"kind": "relevance"},
     ]
     assert PRESETS["advanced"][2]["fusion"] == {"kind": "rrf", "k": 10.0}  # the preset itself is untouched
 
@@ -229,9 +230,15 @@ def test_advanced_preset_with_an_override_end_to_end(tmp_path):
     first = roundtrip(settings, tmp_path)
     with memcore.open(settings, path=tmp_path) as memory:
         hit = memory.query(QUESTIONS[2], k=1)[0]
-        assert hit.id == "t4" and {c.source for c in hit.provenance} == {"vector", "words"}
+        assert hit.id == "t4" and {c.source for c in hit.provenance} == {"vector", "words", "rescaled"}
+        assert hit.source == "relevance" and -1.0 <= hit.score <= 1.0  # the final score: the query-hit cosine
+        assert hit.provenance[-1].score == pytest.approx(1.0 + 0.3 * 1.0)  # the rerank's: top of the list + every query word
+    with memcore.open(
+        {**settings, "pipeline": {**settings["pipeline"], "overrides": {**settings["pipeline"]["overrides"], "relevance": False}}}, path=tmp_path
+    ) as memory:
+        hit = memory.query(QUESTIONS[2], k=1)[0]
         assert hit.raw == pytest.approx(2 / 21)  # rank 1 in both lists, rrf k = 20 (before the rerank)
-        assert hit.source == "rerank" and hit.score == pytest.approx(1.0 + 0.3 * 1.0)  # top of the list + every query word
+        assert hit.source == "rerank" and hit.score == pytest.approx(1.0 + 0.3 * 1.0)
     assert first[2][0][0] == "t4"
 
 
@@ -249,7 +256,7 @@ def test_semantic_preset_from_one_line_of_settings(tmp_path):
     first = roundtrip(config, tmp_path / "mem")
     assert first[0][0][0] == "t1"
     with memcore.open(config, path=tmp_path / "mem") as memory:
-        assert [s.name for s in memory.pipeline.stages] == ["vector", "intent", "rerank", "mmr", "limit"]
+        assert [s.name for s in memory.pipeline.stages] == ["vector", "intent", "rerank", "mmr", "limit", "relevance"]
 
 
 def test_pipeline_table_from_a_toml_file(tmp_path):
@@ -263,9 +270,9 @@ def test_pipeline_table_from_a_toml_file(tmp_path):
         assert rerank.config.keyword_weight == 0.5 and rerank.config.boosts[0].boost == 0.25
         memory.collection.insert(RECORDS)
         hits = memory.query("Alice", k=6)
-        assert hits[0].source == "rerank" and all(h.provenance[0].source == "vector" for h in hits)
+        assert hits[0].source == "relevance" and all(h.provenance[0].source == "vector" for h in hits)
         bob = [h for h in hits if h.record.metadata["speaker"] == "Bob"]
-        assert bob and all(h.score >= 0.25 for h in bob)
+        assert bob and all(h.provenance[-1].score >= 0.25 for h in bob)  # the rerank's score, kept in the list "rescaled"
 
 
 def test_pipeline_preset_from_the_environment(tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ DIM = 4
 
 class BruteConfig(ComponentConfig):
     kind: str = "brute"
-    space: str = "v"
+    space: str = Field("v", description="Space of the indexed vectors.")
 
 
 class BruteMode(BaseModel):

@@ -17,6 +17,7 @@ import functools
 import importlib
 import os
 import threading
+import traceback
 from dataclasses import dataclass, field
 from importlib import metadata
 from types import ModuleType
@@ -57,6 +58,10 @@ class PluginInfo:
     registers: dict[str, list[str]] = field(default_factory=dict)
     hooks: list[str] = field(default_factory=list)
     error: str | None = None
+    where: str | None = None
+    """``file:line`` where the load error was raised (the innermost frame), when it failed."""
+    traceback: str | None = None
+    """The load error's full traceback, when it failed (``memcore plugins --verbose``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict."""
@@ -68,6 +73,8 @@ class PluginInfo:
             "hooks": self.hooks,
             "registers": self.registers,
             "error": self.error,
+            "where": self.where,
+            "traceback": self.traceback,
         }
 
 
@@ -148,10 +155,14 @@ class PluginHost:
 
     def _failed(self, info: PluginInfo, exc: Exception) -> PluginInfo:
         info.error = f"{type(exc).__name__}: {exc}"
+        frames = traceback.extract_tb(exc.__traceback__)
+        info.where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else None
+        info.traceback = "".join(traceback.format_exception(exc))
         info.registers = {}
         self.infos[info.name] = info
         self.registry.failed[info.name] = (info.distribution, info.error)
-        log.warning("plugin.load_failed", plugin=info.name, error=info.error)
+        log.warning("plugin.load_failed", plugin=info.name, error=info.error, where=info.where)
+        log.debug("plugin.load_failed.traceback", plugin=info.name, traceback=info.traceback)
         return info
 
     def hook_of(self, plugin: object, hook: str) -> pluggy.HookCaller:
@@ -182,7 +193,7 @@ class PluginHost:
                     continue
 
                 def register(name: Any, factory: Any, config_model: Any = None, *, deprecated_names: Any = (), _c: str = category) -> None:
-                    staged.append(Registry.make_registration(_c, name, factory, config_model, plugin_name, deprecated_names))
+                    staged.append(Registry.make_registration(_c, name, factory, config_model, plugin_name, deprecated_names, info.distribution))
 
                 self.hook_of(plugin, hook)(register=register)
             problems = self.registry.conflicts(staged)

@@ -14,7 +14,7 @@ from typing import Any, Callable, ClassVar, Iterable, Mapping, cast
 from pydantic import BaseModel, ConfigDict
 from pydantic import ValidationError as PydanticValidationError
 
-from ..errors import ConfigError, PluginError, UnknownComponentError
+from ..errors import ConfigError, MemcoreError, PluginError, UnknownComponentError
 from .hookspecs import CATEGORIES, SINGULAR
 from ._providers import distribution_of, install_hint, known_providers, provider_of
 
@@ -74,6 +74,21 @@ class Registration:
     """Every deprecated spelling of the registry it belongs to -> the current name (set by
     :meth:`Registry.add_all`): ``kind`` values nested in a settings entry (colbert's
     ``embedder = {kind = ...}``) are rewritten to the current name when parsed."""
+    distribution: str | None = None
+    """The distribution of the plugin that registered it (``memcore`` for the builtins), when known."""
+
+    def build(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the factory (the component's constructor): what it raises on purpose, a
+        :class:`memcore.MemcoreError` (ConfigError, ValidationError...), passes unchanged;
+        any other exception becomes a :class:`PluginError` naming the plugin (and its
+        distribution) and the component (category and kind), with the cause chained."""
+        try:
+            return self.factory(*args, **kwargs)
+        except MemcoreError:
+            raise
+        except Exception as exc:
+            origin = f"plugin {self.plugin!r}" + (f" (distribution {self.distribution})" if self.distribution else "")
+            raise PluginError(f"{SINGULAR.get(self.category, self.category)} {self.name!r} of {origin} failed to build: {type(exc).__name__}: {exc}") from exc
 
     def parse_config(self, data: Any, location: str) -> ComponentConfig:
         """Validate a settings entry with this component's config model.
@@ -113,11 +128,14 @@ class Registry:
     """Plugins that failed to load: name -> (distribution, error), named by unknown-kind errors."""
 
     @staticmethod
-    def make_registration(category: str, name: Any, factory: Any, config_model: Any, plugin: str, deprecated_names: Iterable[str] = ()) -> Registration:
+    def make_registration(
+        category: str, name: Any, factory: Any, config_model: Any, plugin: str, deprecated_names: Iterable[str] = (), distribution: str | None = None
+    ) -> Registration:
         """Validate one ``register(...)`` call; raises PluginError when malformed.
 
         ``deprecated_names``: old spellings of ``name`` (``"token-hashing"`` for
-        ``"token_hashing"``) that keep resolving to it with a DeprecationWarning.
+        ``"token_hashing"``) that keep resolving to it with a DeprecationWarning;
+        ``distribution``: the plugin's distribution, named when the factory fails.
         """
         if not isinstance(name, str) or not NAME_PATTERN.match(name):
             raise PluginError(_bad_name(category, name))
@@ -139,7 +157,7 @@ class Registry:
         if bad:
             raise PluginError(f"{category} {name!r}: invalid deprecated name(s) {bad} (an old spelling, other than the name)")
         # any pydantic model with a ``kind`` field is accepted, not only ComponentConfig subclasses
-        return Registration(category, name, factory, cast(type[ComponentConfig], config_model), plugin, old)
+        return Registration(category, name, factory, cast(type[ComponentConfig], config_model), plugin, old, distribution=distribution)
 
     def conflicts(self, registrations: list[Registration]) -> list[str]:
         """Messages for registrations whose names are already taken (or repeated)."""

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from ..errors import NotFoundError, ValidationError
 from ..collection._input import coerce_ids
 from ..llms._llm import LLMs
-from ..model._checks import check_page, validate_k
+from ..model._checks import check_page, validate_k, validate_min_score
 from ..model._document import parse_where_document
 from ..model._filters import parse_filter
 from ..model._query import Hit, Query
@@ -286,6 +286,7 @@ class Memory:
         k: int = 10,
         *,
         where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
         **options: Any,
     ) -> list[dict[str, Any]]:
         """Recall through the service: ``[{"id", "text", "score", "metadata"}]``.
@@ -296,27 +297,42 @@ class Memory:
         candidates before the ``k`` best are chosen (k hits when k records match), in every
         service (the text filter is bound on the collection for the call). ``options``
         (e.g. ``scope``) go to the service, which rejects keywords it does not know.
+        ``min_score`` drops the results scoring below it (at most ``k`` remain; see
+        docs/guides/scores.md for what the presets' scores mean and the thresholds measured);
+        it must be a finite number (:class:`ValidationError`, checked before the service runs).
         """
+        cut = validate_min_score(min_score)
         where = where_from_options(where, options)
         if where_document is None:  # the common call: nothing to bind
-            return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
-        with self.collection.text_filtered(where_document):
-            return self.service.retrieve(query, vector=vector, where=where, k=k, **options)
+            results = self.service.retrieve(query, vector=vector, where=where, k=k, **options)
+        else:
+            with self.collection.text_filtered(where_document):
+                results = self.service.retrieve(query, vector=vector, where=where, k=k, **options)
+        return results if cut is None else [r for r in results if float(r["score"]) >= cut]
 
     def retrieve_many(
-        self, queries: Sequence[str], *, k: int = 10, where: Mapping[str, Any] | None = None, where_document: Mapping[str, Any] | None = None, **options: Any
+        self,
+        queries: Sequence[str],
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        **options: Any,
     ) -> list[list[dict[str, Any]]]:
         """:meth:`retrieve` for several query texts in one call: one result list per query,
         in the order given, the same as a loop of :meth:`retrieve`. The texts are embedded
-        in one embedder batch per space; ``queries``, ``k``, ``where`` and ``where_document``
-        are checked before anything runs (at most :data:`MAX_BATCH_QUERIES` texts)."""
+        in one embedder batch per space; ``queries``, ``k``, ``where``, ``where_document`` and
+        ``min_score`` are checked before anything runs (at most :data:`MAX_BATCH_QUERIES` texts)."""
         texts = check_queries(queries)
         validate_k(k)
+        cut = validate_min_score(min_score)
         where = where_from_options(where, options)
         parse_filter(where)
         Scope.coerce(options.get("scope"))
         with self.collection.text_filtered(where_document), self.collection.embedded_queries(texts):
-            return [self.service.retrieve(text, where=where, k=k, **options) for text in texts]
+            answers = [self.service.retrieve(text, where=where, k=k, **options) for text in texts]
+        return answers if cut is None else [[r for r in results if float(r["score"]) >= cut] for results in answers]
 
     def query(
         self,
@@ -327,15 +343,20 @@ class Memory:
         index: str | None = None,
         scope: ScopeLike = None,
         where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
     ) -> list[Hit]:
         """Run the declared pipeline (or one index) and return hits with provenance;
-        ``where`` and ``where_document`` restrict the candidates before the ``k`` best."""
+        ``where`` and ``where_document`` restrict the candidates before the ``k`` best;
+        ``min_score`` drops the hits scoring below it (as in :meth:`retrieve`)."""
+        cut = validate_min_score(min_score)
         with self.collection.scoped(scope), self.collection.text_filtered(where_document):
             if index is not None:
-                return self.collection.retrieve(text, index=index, k=k, where=where)
-            if self.pipeline_error is not None:
+                hits = self.collection.retrieve(text, index=index, k=k, where=where)
+            elif self.pipeline_error is not None:
                 raise self.pipeline_error
-            return self.pipeline.run(self.collection, text, k=k, where=where)
+            else:
+                hits = self.pipeline.run(self.collection, text, k=k, where=where)
+        return hits if cut is None else [h for h in hits if h.score >= cut]
 
     # -- the service's consistency -----------------------------------------------------
 

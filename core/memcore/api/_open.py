@@ -26,7 +26,7 @@ def _build_spaces(settings: MemcoreSettings, checked: CheckedSettings) -> dict[s
         if config is None:
             spaces[name] = Space(name, int(entry["dim"]), None, "none")
             continue
-        embedder = checked.registrations[f"spaces.{name}"].factory(config)  # looked up once, by check_settings
+        embedder = checked.registrations[f"spaces.{name}"].build(config)  # looked up once, by check_settings
         if not isinstance(embedder, Embedder):
             raise ConfigError(f"embedder {config.kind!r} built a {type(embedder).__name__}, not a memcore.Embedder", location=f"spaces.{name}")
         if entry.get("dim") is not None and entry["dim"] != embedder.dim:
@@ -37,7 +37,7 @@ def _build_spaces(settings: MemcoreSettings, checked: CheckedSettings) -> dict[s
 
 def _build_service(checked: CheckedSettings, collection: Collection) -> Service:
     registration = checked.registrations["service"]
-    service = registration.factory(checked.service, collection, checked.pipeline)
+    service = registration.build(checked.service, collection, checked.pipeline)
     if not isinstance(service, Service):
         raise ConfigError(f"service {checked.service.kind!r} built a {type(service).__name__}, not a memcore.Service", location="service")
     check_built_service(registration, checked.service, service)
@@ -70,7 +70,7 @@ def open(
     directory = Path(path) if path is not None else (Path(resolved.path) if resolved.path else None)
     spaces = _build_spaces(resolved, checked)
     llms = LLMs(checked.llms, registry)  # each built on first use; indexes with an LLM step get them too
-    store = checked.registrations["store"].factory(checked.store, directory)
+    store = checked.registrations["store"].build(checked.store, directory)
     try:
         declared = {name: (d.kind, d.config) for name, d in checked.indexes.items()}
         kinds = {d.kind: checked.registrations[f"indexes.{name}"] for name, d in checked.indexes.items()}

@@ -29,7 +29,7 @@ def _index_status(store: Any, path: Path, name: str, definition: dict[str, Any],
         context = IndexContext(name=name, spaces=spaces, kind=definition["kind"], vectors=VectorReader(store, name))
 
         def make() -> Any:
-            return reg.factory(config, context)
+            return reg.build(config, context)
 
         handle = IndexHandle(name, definition["kind"], config, make(), make, directory=path / "indexes" / name)
     except Exception as exc:  # noqa: BLE001 - reported, like the open reports it

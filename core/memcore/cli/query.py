@@ -58,6 +58,13 @@ def through_service(service: str, forced: bool | None, index: str | None) -> boo
     default=None,
     help="Read the queries from this file, one per line (blank lines skipped; - for stdin), after any TEXT.",
 )
+@click.option(
+    "--min-score",
+    type=float,
+    default=None,
+    metavar="SCORE",
+    help="Drop hits scoring below SCORE (see the scores guide for what each preset's score means).",
+)
 @click.option("--explain", is_flag=True, help="Explain each hit's score (which lists it came from, at which rank); not with the service.")
 @click.option(
     "--json",
@@ -78,6 +85,7 @@ def query(
     scope: dict[str, Any] | None,
     each: bool,
     queries_file: Any,
+    min_score: float | None,
     explain: bool,
     as_json: bool,
     width: int,
@@ -100,6 +108,7 @@ def query(
       memcore query -p ./mem --where-document '{"$contains": "Paris"}' "trip"
       memcore query -p ./mem --each "where did Alice travel" "what does Bob cook" --json
       memcore query -p ./mem --queries-file questions.txt -k 3
+      memcore query -p ./mem --min-score 0.3 "a question the memory may not answer"
     """
     texts = query_texts(text, each, queries_file)
     service = declared_service(config)
@@ -109,9 +118,9 @@ def query(
             raise CliError(f"--explain needs hits with provenance: the {service!r} service's retrieve returns none; use --pipeline or --index")
         with open_memory(config, path, must_exist=True) as memory:
             if several:
-                batches = memory.retrieve_many(texts, where=where, where_document=where_document, k=k, scope=scope)
+                batches = memory.retrieve_many(texts, where=where, where_document=where_document, k=k, scope=scope, min_score=min_score)
             else:
-                batches = [memory.retrieve(texts[0], where=where, where_document=where_document, k=k, scope=scope)]
+                batches = [memory.retrieve(texts[0], where=where, where_document=where_document, k=k, scope=scope, min_score=min_score)]
         if as_json and several:
             echo_json([{"query": q, "hits": list(results)} for q, results in zip(texts, batches)])
             return
@@ -123,7 +132,7 @@ def query(
     with open_memory(config, path, read_only=True) as memory:
         check_queries(texts)
         with memory.collection.embedded_queries(texts if several else []):
-            answers = [memory.query(q, k=k, where=where, where_document=where_document, index=index, scope=scope) for q in texts]
+            answers = [memory.query(q, k=k, where=where, where_document=where_document, index=index, scope=scope, min_score=min_score) for q in texts]
     if as_json:
         lists = [[{**hit.to_dict(), **({"explain": hit.explain()} if explain else {})} for hit in hits] for hits in answers]
         echo_json([{"query": q, "hits": rows} for q, rows in zip(texts, lists)] if several else lists[0])

@@ -75,10 +75,10 @@ class Collection(IndexLifecycle, Writes, CollectionReader):
         owned = store is None
         if store is None:  # the builtin defaults, resolved through the registry like any component
             store_reg = registry.get("stores", "sqlite" if path is not None else "memory")
-            store = store_reg.factory(store_reg.parse_config({}, "store"), Path(path) if path is not None else None)
+            store = store_reg.build(store_reg.parse_config({}, "store"), Path(path) if path is not None else None)
         if spaces is None:
             emb_reg = registry.get("embedders", "hashing")
-            emb = emb_reg.factory(emb_reg.parse_config({}, "spaces.default.embedder"))
+            emb = emb_reg.build(emb_reg.parse_config({}, "spaces.default.embedder"))
             spaces = {"default": Space("default", emb.dim, emb, "hashing")}
         try:
             return cls(store, spaces, registry, path)

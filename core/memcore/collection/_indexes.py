@@ -95,7 +95,7 @@ class IndexLifecycle(CollectionBase):
         )
 
         def make() -> Index:
-            index = reg.factory(config, context)
+            index = reg.build(config, context)
             if not isinstance(index, Index):
                 raise ConfigError(f"index kind {kind!r} (plugin {reg.plugin}) built a {type(index).__name__}, not a memcore.Index", location=f"indexes.{name}")
             return index

@@ -226,7 +226,7 @@ class CollectionReader(CallBindings):
         data = {"kind": fusion} if isinstance(fusion, str) else dict(fusion)
         kind = data.pop("kind", None)
         reg = self._state.registry.get("fusions", str(kind), location="fusion")
-        return reg.factory(reg.parse_config(data, "fusion"))
+        return reg.build(reg.parse_config(data, "fusion"))
 
     def query_vector(self, query: Query, space: str) -> Any:
         """The query's vector in ``space`` (embedded once and cached on the query)."""

@@ -1,6 +1,8 @@
-"""Registers the builtin pipeline stages: recall, fuse, filter, threshold, limit, rerank, intent.
+"""Registers the builtin pipeline stages: recall, fuse, filter, threshold, limit, rerank, intent,
+relevance.
 
-The implementations live in :mod:`memcore.retrieval._stages` and :mod:`memcore.retrieval._intent` (``intent``).
+The implementations live in :mod:`memcore.retrieval._stages` and :mod:`memcore.retrieval._intent` (``intent``) and :mod:`memcore.retrieval._relevance`
+(``relevance``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..retrieval._stages import (
     ThresholdConfig,
 )
 from ..retrieval._intent import IntentConfig, IntentStage
+from ..retrieval._relevance import RelevanceConfig, RelevanceStage
 
 if TYPE_CHECKING:
     from ..plugin import StageFactory, Register
@@ -40,3 +43,4 @@ def register_stages(register: Register[StageFactory]) -> None:
     register("limit", Limit, LimitConfig)
     register("rerank", RerankStage, RerankConfig)
     register("intent", IntentStage, IntentConfig)
+    register("relevance", RelevanceStage, RelevanceConfig)

@@ -135,7 +135,7 @@ def build_embedder(spec: str | Mapping[str, Any] | Any, *, location: str = "embe
         raise ConfigError("an embedder entry needs a 'kind' (a registered embedder name)", location=location)
     registration = get_registry().get("embedders", kind, location=f"{location}.kind")
     config = registration.parse_config(options, location)
-    embedder = registration.factory(config)
+    embedder = registration.build(config)
     if not isinstance(embedder, Embedder):
         raise ConfigError(f"embedder {kind!r} built a {type(embedder).__name__}, not a memcore.Embedder", location=location)
     return embedder

@@ -73,7 +73,7 @@ class LLMs(Mapping[str, LLM]):
         config = self._configs.get(name)
         if config is None or self._registry is None:
             raise KeyError(name)
-        llm = self._registry.get("llms", config.kind, location=f"llms.{name}.kind").factory(config)
+        llm = self._registry.get("llms", config.kind, location=f"llms.{name}.kind").build(config)
         if not isinstance(llm, LLM):
             raise ConfigError(f"llm kind {config.kind!r} built a {type(llm).__name__}, not a memcore.LLM", location=f"llms.{name}")
         self._built[name] = llm

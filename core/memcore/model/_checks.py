@@ -212,3 +212,13 @@ def check_page(offset: Any, limit: Any) -> None:
         raise ValidationError(f"offset must be a non-negative int, not {offset!r}")
     if limit is not None and (type(limit) is not int or limit < 0):
         raise ValidationError(f"limit must be a non-negative int, not {limit!r}")
+
+
+def validate_min_score(value: Any) -> float | None:
+    """``min_score`` of a retrieval: None (no cut) or a finite real number (bools and NaN
+    or infinities are refused with :class:`ValidationError`)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not np.isfinite(value):
+        raise ValidationError(f"min_score must be a finite number, got {value!r}")
+    return float(value)

@@ -179,6 +179,7 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
         {"kind": "recall", "over_fetch": 2.0},
         {"kind": "rerank", "keyword_weight": 0.5},
         {"kind": "limit"},
+        {"kind": "relevance"},
     ],
     "advanced": [
         {"kind": "recall", "index": "vector", "over_fetch": 2.0},
@@ -186,6 +187,7 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
         {"kind": "fuse", "fusion": {"kind": "rrf", "k": 10.0}},
         {"kind": "rerank", "keyword_weight": 0.3},
         {"kind": "limit"},
+        {"kind": "relevance"},
     ],
     "semantic": [
         {"kind": "recall", "index": "vector", "over_fetch": 3.0},
@@ -193,15 +195,22 @@ PRESETS: dict[str, list[dict[str, Any]]] = {
         {"kind": "rerank", "keyword_weight": 0.5},
         {"kind": "mmr", "lambda": 0.7, "relevance": "score", "if_installed": True},
         {"kind": "limit"},
+        {"kind": "relevance"},
     ],
 }
 """Named stage lists that settings select with ``pipeline = "<name>"``, or with
 ``pipeline = {preset = "<name>", overrides = {<stage> = {...}}}`` to change some stages.
 
-- ``basic``: recall on the only index (else the one named ``vector``) -> rerank -> limit;
-- ``advanced``: recall ``vector`` + recall ``bm25`` -> fuse (RRF) -> rerank -> limit;
-- ``semantic``: recall ``vector`` -> intent -> rerank -> mmr (memcore-mmr) -> limit; without
-  memcore-mmr the mmr stage is left out (``if_installed``), the rest runs unchanged.
+- ``basic``: recall on the only index (else the one named ``vector``) -> rerank -> limit -> relevance;
+- ``advanced``: recall ``vector`` + recall ``bm25`` -> fuse (RRF) -> rerank -> limit -> relevance;
+- ``semantic``: recall ``vector`` -> intent -> rerank -> mmr (memcore-mmr) -> limit -> relevance;
+  without memcore-mmr the mmr stage is left out (``if_installed``), the rest runs unchanged.
+
+Every preset ends with ``relevance``: it keeps the order the stages before it chose and
+replaces the score by one comparable across queries (the query-hit cosine similarity in the
+dense space, smoothed to fall with the rank; see :mod:`memcore.retrieval._relevance`); the
+per-query rescaled score stays in each hit's provenance. ``overrides = {relevance = false}``
+gives the rescaled scores back as the final ones.
 
 The core presets name no plugin's stage except with ``if_installed = true``, which any
 stage entry may carry: the stage is skipped (and listed in ``Pipeline.skipped``) when no
@@ -299,7 +308,7 @@ class Pipeline:
                 skipped.append(str(kind))
                 continue
             reg = registry.get("stages", kind, location=f"{loc}.kind")
-            stage = reg.factory(reg.parse_config(data, loc))
+            stage = reg.build(reg.parse_config(data, loc))
             if not isinstance(stage, Stage):
                 raise ConfigError(f"stage kind {kind!r} built a {type(stage).__name__}, not a memcore.Stage", location=loc)
             if not stage._has_given_name():

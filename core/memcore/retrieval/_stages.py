@@ -303,7 +303,7 @@ class FilterConfig(ComponentConfig):
     """``filter``: keep hits whose stored metadata matches ``where``."""
 
     kind: str = "filter"
-    where: dict[str, Any]
+    where: dict[str, Any] = Field(description="A metadata filter (same syntax as `where` in queries); hits whose record does not match are dropped.")
 
     @field_validator("where")
     @classmethod
@@ -328,7 +328,7 @@ class ThresholdConfig(ComponentConfig):
     """``threshold``: drop hits scoring below ``min_score``."""
 
     kind: str = "threshold"
-    min_score: float
+    min_score: float = Field(description="Hits scoring below this (the score of the working list at this stage) are dropped.")
 
 
 class Threshold(Stage):
@@ -345,7 +345,7 @@ class LimitConfig(ComponentConfig):
     """``limit``: keep the first ``k`` hits (default: the query's k)."""
 
     kind: str = "limit"
-    k: int | None = Field(None, gt=0)
+    k: int | None = Field(None, gt=0, description="How many hits to keep (default: the query's k).")
 
 
 class Limit(Stage):

@@ -58,6 +58,7 @@ from .disk import assert_no_bytes, find_bytes, needle_forms
 from .data import WORDS, make_records, make_texts, random_unit_vectors, unique_word
 from .plugin import register_plugin
 from .plugin_api import plugin_api, plugin_api_violations
+from .options import assert_options_described, undescribed_options
 
 _CONTRACTS = {
     "IndexContract": "index_contract",
@@ -93,6 +94,7 @@ except ImportError:  # pragma: no cover - pytest is only needed for the contract
 
 __all__ = ["WORDS", "make_records", "make_texts", "random_unit_vectors", "unique_word", "register_plugin", "plugin_api", "plugin_api_violations", *_CONTRACTS]  # noqa: PLE0604
 __all__ += ["assert_no_bytes", "find_bytes", "needle_forms"]
+__all__ += ["assert_options_described", "undescribed_options"]
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,7 @@ from ..stores._store import WriteBatch
 from ..stores._memory import MemoryStore
 from ..indexes._vector_reader import VectorReader
 from .data import make_records, make_texts, random_unit_vectors, space_seed
+from .options import assert_options_described
 
 __all__ = ["IndexContract"]
 
@@ -53,7 +54,8 @@ class IndexContract:
     - ``seed`` (0): seed of every generated vector and text.
 
     Override :meth:`records_for` / :meth:`query_for` / :meth:`random_queries` for indexes
-    that need something else entirely.
+    that need something else entirely. Every option of the index's config model
+    (``index.config``) must have a description.
     """
 
     dim: ClassVar[int] = 16
@@ -143,6 +145,13 @@ class IndexContract:
             assert all(s <= high + eps for s in scores), f"scores above the declared range {index.score_range}: {scores}"
 
     # -- tests -----------------------------------------------------------------------------
+
+    def test_every_option_has_a_description(self, make_index: MakeIndex) -> None:
+        index = self.new_index(make_index)
+        config = getattr(index, "config", None)
+        if config is None:
+            pytest.skip("the index keeps no config model (index.config)")
+        assert_options_described(config, f"index {type(index).__name__}")
 
     def test_new_index_is_empty(self, make_index: MakeIndex) -> None:
         index = self.new_index(make_index)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 import pytest
 
 from .._plugins._host import ENTRY_POINT_GROUP, PluginHost, PluginInfo
+from .options import undescribed_options
 from .plugin_api import dependency_packages, plugin_api_violations
 
 __all__ = ["PluginRegistrationContract", "HEAVY_MODULES"]
@@ -75,7 +76,8 @@ class PluginRegistrationContract:
     ``memcore-<plugin>``); the plugin host loads it without error, as a third-party plugin
     with the distribution's version; it implements exactly the hooks of the categories in
     ``registers`` (plus ``other_hooks``, such as ``register_commands``) and registers exactly those names, each owned by the plugin, with the
-    expected factory and config model, whose defaults validate; each of its
+    expected factory and config model, whose defaults validate and whose every option (each
+    field but ``kind``) has a description; each of its
     ``deprecated_names`` resolves to its kind with a DeprecationWarning; with
     ``MEMCORE_PLUGINS=<plugin>`` it is the only third-party plugin loaded. In a fresh
     interpreter, loading the plugin (and importing each of ``light_imports``: module
@@ -157,6 +159,16 @@ class PluginRegistrationContract:
                 defaults = reg.config_model.model_fields
                 if all(not field.is_required() for key, field in defaults.items() if key != "kind"):
                     assert reg.parse_config({}, f"{category}.{name}").kind == name
+
+    def test_every_option_has_a_description(self, plugin_host: PluginHost) -> None:
+        plugin, _, _ = self._names()
+        missing = {
+            f"{category} {reg.name!r} ({reg.config_model.__name__})": undescribed_options(reg.config_model)
+            for category, entries in plugin_host.registry.entries.items()
+            for reg in entries.values()
+            if reg.plugin == plugin and undescribed_options(reg.config_model)
+        }
+        assert not missing, f'options without a description (declare each as Field(<default>, description="..."), docs/plugins/writing.md): {missing}'
 
     def test_deprecated_names_resolve_to_their_kind_with_a_warning(self, plugin_host: PluginHost) -> None:
         plugin, _, _ = self._names()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import secrets
 import string
+import time
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator
 
@@ -16,6 +17,7 @@ from ..errors import MemcoreError, NotFoundError, ValidationError
 from ..model._record import Record
 from ..services._service import Service
 from .disk import find_bytes
+from .options import assert_options_described
 
 __all__ = ["ServiceContract", "SERVICE_ITEMS"]
 
@@ -64,7 +66,13 @@ class ServiceContract:
     keys id, text, score, metadata (text and metadata as inserted); a ``metadata`` where
     filter returns only matching items; every item is found by its exact text among the
     first ``exact_match_k`` results; ``retrieve()`` without query and vector raises
-    :class:`memcore.ValidationError`; everything survives close and reopen.
+    :class:`memcore.ValidationError`; everything survives close and reopen; a memory closed
+    and reopened halfway through a history of inserts and retrieves ends as its twin that
+    never closed (same records, metadata, index memberships, results of
+    :attr:`reopen_probes`, plain public attributes of the service but
+    :attr:`reopen_ignored_attributes`): state kept only in Python is lost on reopen; every
+    option of the service's config model has a description. (The wall clock,
+    ``time.time``, stands still during the reopen check, so that timestamps agree.)
 
     Isolation and forgetting (scopes ``{"user_id": "alice"}``, ``{"user_id": "bob"}`` and
     ``{"user_id": "alice", "run_id": "r1"}``):
@@ -169,7 +177,8 @@ class ServiceContract:
         text (retrieved in ``scope`` when given)."""
         for rid in only or list(inserted):
             text = inserted[rid][0]
-            results = memory.retrieve(text, k=self.exact_match_k, **({"scope": scope} if scope else {}))
+            scoped: dict[str, Any] = {"scope": scope} if scope else {}
+            results = memory.retrieve(text, k=self.exact_match_k, **scoped)
             self.check_results(results, self.exact_match_k, inserted)
             assert rid in [r["id"] for r in results], f"{text!r} not found by its exact text: {[r['text'] for r in results]}"
 
@@ -219,6 +228,64 @@ class ServiceContract:
             memory.retrieve()
         with pytest.raises(ValidationError):
             memory.retrieve(None, vector=None, where={"topic": "work"})
+
+    # -- state kept in the store, not in Python objects ---------------------------------------
+
+    #: probes of :meth:`test_behaviour_survives_reopen`: (query, k) retrieved at each step
+    reopen_probes: ClassVar[tuple[tuple[str, int], ...]] = (("who moved to a new city for work", 3), ("pets and animals", 5), ("weekend hobby", 8))
+    #: public attributes of the service that may differ after a reopen (a cache, an open time...)
+    reopen_ignored_attributes: ClassVar[frozenset[str]] = frozenset()
+
+    def observed(self, memory: Memory) -> dict[str, Any]:
+        """What a user can observe of a memory, by text (ids may be random): every stored
+        record with its metadata and indexes, each probe's results, and the service's plain
+        public attributes (numbers, strings, booleans: a counter, a cursor...)."""
+        collection = memory.collection
+        texts = {r.id: r.text for r in collection.get_many(collection.ids()) if r is not None}
+        records = sorted((r.text, repr(sorted(r.metadata.items()))) for r in collection.get_many(list(texts)) if r is not None)
+        indexes = {i["name"]: sorted(texts.get(rid, rid) for rid in collection.ids(index=i["name"])) for i in collection.list_indexes()}
+        probes = [[(r["text"], round(float(r["score"]), 5)) for r in memory.retrieve(q, k=k)] for q, k in self.reopen_probes]
+        plain = (bool, int, float, str)
+        attributes = {
+            name: value
+            for name, value in sorted(vars(memory.service).items())
+            if not name.startswith("_") and isinstance(value, plain) and name not in self.reopen_ignored_attributes
+        }
+        return {"records": records, "indexes": indexes, "probes": probes, "service attributes": attributes}
+
+    def test_behaviour_survives_reopen(self, service_memories: Callable[..., Memory], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A memory closed and reopened in the middle of a history behaves as its twin that
+        never closed: same records, metadata, index memberships, retrieve results and plain
+        service attributes. State kept only in a Python attribute (a counter of inserts, a
+        turn number) is lost on reopen and shows here. The wall clock (``time.time``) stands
+        still meanwhile, so that the twins' timestamps (a record's birth, an age) agree."""
+        frozen = time.time()
+        monkeypatch.setattr(time, "time", lambda: frozen)
+        twin = service_memories(tmp_path / "twin")
+        path = tmp_path / "restarted"
+        restarted = service_memories(path)
+        half = len(self.items) // 2
+        for memory in (twin, restarted):
+            for text, metadata in self.items[:half]:
+                memory.insert(text, metadata=metadata)
+            for query, k in self.reopen_probes:
+                memory.retrieve(query, k=k)  # a retrieve may update state (heat, access counts)
+        restarted.close()
+        restarted = service_memories(path)
+        for memory in (twin, restarted):
+            for text, metadata in self.items[half:]:
+                memory.insert(text, metadata=metadata)
+        before, after = self.observed(twin), self.observed(restarted)
+        for part in before:
+            assert after[part] == before[part], (
+                f"after close() and reopen the memory differs from its twin that stayed open ({part}): keep the service's "
+                f"state in the store (WriteBatch.state / Collection.set_state), not in Python attributes\n"
+                f"  never closed: {before[part]}\n  reopened:     {after[part]}"
+            )
+
+    def test_every_option_has_a_description(self, service_memories: Callable[..., Memory]) -> None:
+        memory = service_memories()
+        assert_options_described(memory.service.config, f"service {memory.service.config.kind!r}")
 
     def test_state_survives_close_and_reopen(self, service_memories: Callable[..., Memory], tmp_path: Path) -> None:
         path = tmp_path / "reopened"

@@ -12,6 +12,7 @@ from .._plugins._host import get_registry
 from ..model._query import Contribution, Hit
 from ..model._query import Query
 from .data import make_texts
+from .options import assert_options_described
 
 __all__ = ["StageContract", "build_stage"]
 
@@ -53,7 +54,8 @@ class StageContract:
     the filter; running twice gives the same result. A stage offering the shortcuts
     :meth:`Stage.alone` / :meth:`Stage.cut` (the pipeline then skips its ``run``) answers
     exactly what its ``run`` leaves: ``alone`` the list a first stage leaves on an empty
-    context, ``cut`` how many of the working list's first hits it keeps.
+    context, ``cut`` how many of the working list's first hits it keeps. Every option of
+    the stage's config model (``stage.config``) has a description.
     """
 
     n_records: ClassVar[int] = 24
@@ -144,6 +146,12 @@ class StageContract:
 
     def test_is_a_stage(self, stage: Stage) -> None:
         assert isinstance(stage, Stage)
+
+    def test_every_option_has_a_description(self, stage: Stage) -> None:
+        config = getattr(stage, "config", None)
+        if config is None:
+            pytest.skip("the stage keeps no config model (stage.config)")
+        assert_options_described(config, f"stage {stage.name!r}")
 
     def test_run_keeps_ids_and_provenance(self, stage: Stage, stage_collection: Collection) -> None:
         self.run_stage(stage, stage_collection, self.make_query(stage_collection))

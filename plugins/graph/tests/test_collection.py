@@ -201,6 +201,11 @@ def test_close_reopen_identical_and_loaded_from_disk(tmp_path):
         assert [[(h.id, h.score, h.raw) for h in coll.retrieve(q, index="g", with_records=False)] for q in queries] == before
 
 
+def graph_score(hit):
+    """The hit's score in the graph index's list (its provenance), before the preset's stages."""
+    return next(c.score for c in hit.provenance if c.source == "links")
+
+
 def test_memcore_open_with_settings(tmp_path):
     settings = {"indexes": {"links": {"kind": "graph", "decay": 0.5, "entity_extraction": "rule"}}}
     with memcore.open(settings, path=tmp_path / "mem") as memory:
@@ -211,12 +216,12 @@ def test_memcore_open_with_settings(tmp_path):
                 {"id": "m3", "text": "Bob likes Acme coffee"},
             ]
         )
-        first = [(h.id, h.raw) for h in memory.query("where does alice work", k=5)]  # raw: the graph's score, before the preset's rerank
+        first = [(h.id, graph_score(h)) for h in memory.query("where does alice work", k=5)]
         walked = [(h.id, h.score) for h in memory.collection.retrieve(Query(extras={"graph": {"mode": "traverse", "start": ["m1"]}}), index="links")]
     assert first == [("m1", 1.0), ("m2", 0.5), ("m3", 0.25)]  # m3 through the Acme entity node
     assert walked == [("m1", 1.0), ("m2", 0.5), ("m3", 0.25)]  # m1 -> Acme -> m3
     with memcore.open(settings, path=tmp_path / "mem") as memory:
-        assert [(h.id, h.raw) for h in memory.query("where does alice work", k=5)] == first
+        assert [(h.id, graph_score(h)) for h in memory.query("where does alice work", k=5)] == first
         assert [(h.id, h.score) for h in memory.collection.retrieve(Query(extras={"graph": {"mode": "traverse", "start": ["m1"]}}), index="links")] == walked
 
 

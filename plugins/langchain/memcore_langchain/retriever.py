@@ -51,6 +51,9 @@ class MemcoreRetriever(BaseRetriever):
             self._owns_memory = True
         return self
 
+    def _scope_options(self) -> dict[str, Any]:
+        return {"scope": self.scope} if self.scope else {}
+
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None, where: Mapping[str, Any] | None = None
     ) -> list[Document]:
@@ -59,7 +62,7 @@ class MemcoreRetriever(BaseRetriever):
         depth = self.k if k is None else k
         condition = dict(where) if where is not None else self.where
         if self.via == "service":
-            items = memory.retrieve(query, where=condition, k=depth, **({"scope": self.scope} if self.scope else {}))
+            items = memory.retrieve(query, where=condition, k=depth, **self._scope_options())
             return [service_document(item) for item in items]
         return [hit_document(hit) for hit in memory.query(query, k=depth, where=condition, scope=self.scope)]
 

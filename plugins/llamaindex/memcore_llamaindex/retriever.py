@@ -59,9 +59,12 @@ class MemcoreRetriever(BaseRetriever):
         self.via = via
         super().__init__(**kwargs)
 
+    def _scope_options(self) -> dict[str, Any]:
+        return {"scope": self.scope} if self.scope else {}
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if self.via == "service":
-            items = self.memory.retrieve(query_bundle.query_str, where=self.where, k=self.k, **({"scope": self.scope} if self.scope else {}))
+            items = self.memory.retrieve(query_bundle.query_str, where=self.where, k=self.k, **self._scope_options())
             return [_service_node(item) for item in items]
         hits = self.memory.query(query_bundle.query_str, k=self.k, where=self.where, scope=self.scope)
         return [_hit_node(h) for h in hits if h.record is not None]
