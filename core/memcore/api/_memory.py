@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import ConfigError, NotFoundError, ValidationError
 from ..collection._input import coerce_ids
 from ..llms._llm import LLMs
 from ..model._query import Hit
@@ -53,6 +53,9 @@ class Memory:
         self.pipeline_error: Exception | None = None
         """Why the declared pipeline cannot run here (set only for services that do not use it,
         see ``Service.uses_pipeline``); :meth:`query` without ``index`` raises it."""
+        self.hints: tuple[str, ...] = ()
+        """One-line hints for the user from opening this memory (e.g. how to install MiniLM
+        when a new memory got the lexical ``hashing`` embedder); the CLI prints them."""
 
     # -- writes --------------------------------------------------------------------------
 
@@ -216,8 +219,21 @@ class Memory:
             if index is not None:
                 return self.collection.retrieve(text, index=index, k=k, where=where)
             if self.pipeline_error is not None:
-                raise self.pipeline_error
+                raise self._pipeline_unusable(self.pipeline_error)
             return self.pipeline.run(self.collection, text, k=k, where=where)
+
+    def _pipeline_unusable(self, error: Exception) -> ConfigError:
+        """Why :meth:`query` cannot run the pipeline here, and which verb to use instead."""
+        kind = getattr(getattr(self.service, "config", None), "kind", type(self.service).__name__)
+        indexes = sorted(i["name"] for i in self.collection.list_indexes())
+        exc = ConfigError(
+            f"Memory.query runs the declared pipeline, which the {kind!r} service does not use: ask the service with "
+            f"memory.retrieve(text, k=...) (what `memcore query` does for this memory), or search one index with "
+            f"memory.query(text, index=NAME) (indexes: {', '.join(indexes) or '(none)'}). The pipeline cannot run here: {error}",
+            location="pipeline",
+        )
+        exc.__cause__ = error
+        return exc
 
     # -- lifecycle -----------------------------------------------------------------------
 

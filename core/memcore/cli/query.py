@@ -75,7 +75,7 @@ def query(
       memcore query -c memoryos.toml -p ./mem --scope user_id=alice "what does she like"
     """
     query_text = " ".join(text)
-    service = declared_service(config)
+    service = declared_service(config, path)
     if through_service(service, forced, index):
         if explain:
             raise CliError(f"--explain needs hits with provenance: the {service!r} service's retrieve returns none; use --pipeline or --index")
