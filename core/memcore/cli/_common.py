@@ -239,7 +239,12 @@ def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[s
     exists = read_only if must_exist is None else must_exist
     if config is None:
         if exists:
-            require_collection(load_cli_settings(None), path)
+            base = load_cli_settings(None)
+            try:
+                require_collection(base, path)
+            except NotFoundError:
+                check_settings(base, get_registry())  # a bad environment is reported before a missing collection
+                raise
         return open_settings(None, path, **(_read_only_override() if read_only else {}))
     settings = load_cli_settings(config, read_only=read_only)
     if exists:
