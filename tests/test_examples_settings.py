@@ -104,7 +104,7 @@ def test_commented_alternatives_are_found():
     text = '[indexes.vector]\nkind = "exact"\n# metric = "ip"   # or cosine\n# See the docs = here\n\n# [llm]\n# model = "x"\n# temperature = 0.0\n'
     found = commented_alternatives(text)
     assert found == [
-        ("the commented option `metric = \"ip\"` of [indexes.vector]", {"indexes": {"vector": {"metric": "ip"}}}),
+        ('the commented option `metric = "ip"` of [indexes.vector]', {"indexes": {"vector": {"metric": "ip"}}}),
         ("the commented block [llm]", {"llm": {"model": "x", "temperature": 0.0}}),
     ]
 

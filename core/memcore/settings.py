@@ -17,7 +17,14 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import yaml
 from pydantic import Field, ValidationError as PydanticValidationError, field_validator
-from pydantic_settings import BaseSettings, InitSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource, YamlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+    YamlConfigSettingsSource,
+)
 
 from .errors import ConfigError
 from ._plugins._registry import unknown_key_message
