@@ -38,7 +38,7 @@ DIM = 256
 @pytest.fixture(autouse=True)
 def _no_memcore_env(monkeypatch):
     for key in list(os.environ):
-        if key.startswith("MEMCORE_"):
+        if key.startswith("MEMCORE_") and key != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(key)
 
 

@@ -26,7 +26,7 @@ EXAMPLES = REPO / "examples"
 def _clean_env(monkeypatch):
     """No MEMCORE_* variable of the caller's shell changes what the commands build."""
     for key in list(os.environ):
-        if key.startswith("MEMCORE_"):
+        if key.startswith("MEMCORE_") and key != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(key)
     yield
     configure_logging()  # undo a --log set by a test
@@ -354,7 +354,7 @@ def test_sample_data_is_consistent():
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_") or k == "MEMCORE_DEFAULT_EMBEDDER"}
     env["PYTHONPATH"] = os.pathsep.join([str(CORE), *filter(None, [env.get("PYTHONPATH")])])
     return subprocess.run([sys.executable, "-m", "memcore.cli", *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
 

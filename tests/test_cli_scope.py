@@ -62,7 +62,7 @@ def register_services(register):
 @pytest.fixture(autouse=True)
 def _plugin_and_env(monkeypatch):
     for key in list(os.environ):
-        if key.startswith("MEMCORE_"):
+        if key.startswith("MEMCORE_") and key != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(key)
     with register_plugin(SimpleNamespace(register_services=register_services), name="cli-tagging"):
         yield
@@ -220,7 +220,7 @@ def test_forget_needs_a_collection_and_a_scope(tmp_path):
 
 def test_forget_in_a_real_process_leaves_the_other_user(tmp_path):
     data = write_jsonl(tmp_path / "rows.jsonl", ROWS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_") or k == "MEMCORE_DEFAULT_EMBEDDER"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "core"), *filter(None, [env.get("PYTHONPATH")])])
 
     def run(*args: Any) -> subprocess.CompletedProcess:

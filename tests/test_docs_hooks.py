@@ -123,7 +123,7 @@ def test_the_package_registers_one_component_per_hook(extras):
 @pytest.mark.parametrize("page", sorted({page for page, _, _ in python_blocks(USAGE)}), ids=lambda p: p.stem)
 def test_usage_examples_run_and_print_what_the_page_shows(page, extras, tmp_path, monkeypatch):
     for key in list(os.environ):
-        if key.startswith("MEMCORE_"):
+        if key.startswith("MEMCORE_") and key != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(key)
     monkeypatch.chdir(tmp_path)
     for n, (_, code, shown) in enumerate(b for b in python_blocks(USAGE) if b[0] == page):
@@ -160,7 +160,7 @@ def test_the_test_module_of_the_pages_passes(tmp_path):
     tests.mkdir()
     (tests / "conftest.py").write_text(CONFTEST, encoding="utf-8")
     (tests / "test_extras.py").write_text("\n\n".join(code.split("\n", 1)[1] for _, code, _ in parts), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_") or k == "MEMCORE_DEFAULT_EMBEDDER"}
     env["HF_HUB_OFFLINE"] = "1"
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *filter(None, [env.get("PYTHONPATH")])])
     result = subprocess.run(

@@ -54,7 +54,7 @@ def run_module(tmp_path: Path, *, installed: bool) -> subprocess.CompletedProces
     tests = tmp_path / "tests"
     tests.mkdir()
     (tests / MODULE_NAME).write_text(the_module(), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_") and k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if (not k.startswith("MEMCORE_") or k == "MEMCORE_DEFAULT_EMBEDDER") and k != "PYTHONPATH"}
     env["HF_HUB_OFFLINE"] = "1"
     if not installed:
         site = tmp_path / "hide"

@@ -64,7 +64,7 @@ def test_no_failed_plugin_no_note():
 
 def test_query_without_path_on_a_file_store_suggests_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for key in [k for k in __import__("os").environ if k.startswith("MEMCORE_")]:
+    for key in [k for k in __import__("os").environ if k.startswith("MEMCORE_") and k != "MEMCORE_DEFAULT_EMBEDDER"]:
         monkeypatch.delenv(key)
     result = CliRunner().invoke(main, ["query", "where does Alice work"])
     assert result.exit_code == 2

@@ -17,7 +17,7 @@ from memcore.api._check import check_settings
 @pytest.fixture(autouse=True)
 def _no_memcore_env(monkeypatch):
     for key in list(os.environ):
-        if key.startswith("MEMCORE_"):
+        if key.startswith("MEMCORE_") and key != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(key)
 
 
@@ -59,7 +59,7 @@ def test_defaults():
     s = load_settings()
     assert s.path is None
     assert s.store == {"kind": "sqlite"}
-    assert s.spaces == {"default": {"embedder": {"kind": "hashing"}}}
+    assert s.spaces == {"default": {"embedder": {"kind": "auto"}}}  # resolved by memcore.open: minilm when installed, else hashing
     assert s.indexes == {"vector": {"kind": "exact", "space": "default"}}
     assert s.service == {"kind": "default"}
     assert s.pipeline == "basic"
@@ -108,9 +108,10 @@ def test_env_nesting_tunes_the_default_index(monkeypatch):
     assert parsed["indexes"]["vector"].metric == "ip"
     monkeypatch.setenv("MEMCORE_STORE__KIND", "memory")
     monkeypatch.setenv("MEMCORE_SPACES__DEFAULT__EMBEDDER__DIM", "32")
+    monkeypatch.setenv("MEMCORE_DEFAULT_EMBEDDER", "hashing")  # the default space's `auto` embedder is hashing here
     s = load_settings()
     assert s.store == {"kind": "memory"}
-    assert s.spaces["default"]["embedder"]["kind"] == "hashing"
+    assert s.spaces["default"]["embedder"]["kind"] == "auto"
     assert check_settings(s, get_registry())["spaces"]["default"].dim == 32  # validated by the embedder's model
 
 

@@ -17,7 +17,14 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import yaml
 from pydantic import Field, ValidationError as PydanticValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource, YamlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+    YamlConfigSettingsSource,
+)
 
 from .errors import ConfigError
 from ._plugins._registry import unknown_key_message
@@ -28,12 +35,16 @@ __all__ = ["MemcoreSettings", "load_settings", "merge_layers", "DEFAULTS"]
 
 DEFAULTS: dict[str, Any] = {
     "store": {"kind": "sqlite"},
-    "spaces": {"default": {"embedder": {"kind": "hashing"}}},
+    "spaces": {"default": {"embedder": {"kind": "auto"}}},
     "indexes": {"vector": {"kind": "exact", "space": "default"}},
     "service": {"kind": "default"},
 }
 """The embedded defaults. An entry given without ``kind`` whose name has a default is
-completed from it, so ``MEMCORE_INDEXES__VECTOR__METRIC=ip`` tunes the default index."""
+completed from it, so ``MEMCORE_INDEXES__VECTOR__METRIC=ip`` tunes the default index.
+
+The default space's embedder ``auto`` is resolved when a memory is opened
+(:mod:`memcore.embedders._default`): the embedder an existing space was created with, else
+``minilm`` when memcore-embed and its model are installed, else ``hashing``."""
 
 
 def _kind_entry(value: Any, what: str, default: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -54,13 +65,17 @@ class MemcoreSettings(BaseSettings):
     settings_file: ClassVar[Path | None] = None
     """The TOML/YAML file read by this settings class (set by :func:`load_settings`)."""
 
+    base_layer: ClassVar[Mapping[str, Any] | None] = None
+    """The lowest layer, under the file (set by :func:`load_settings`): the settings a memory
+    keeps about itself, when it is reopened without settings."""
+
     model_config = SettingsConfigDict(env_prefix="MEMCORE_", env_nested_delimiter="__", extra="forbid", nested_model_default_partial_update=False)
 
     path: str | None = Field(None, description="Collection directory (needed by file-backed stores).")
     store: dict[str, Any] = Field(default_factory=lambda: copy.deepcopy(DEFAULTS["store"]), description='Store entry, e.g. {kind = "sqlite"}.')
     spaces: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: copy.deepcopy(DEFAULTS["spaces"]),
-        description="Embedding spaces: name -> {embedder = kind or table, dim = n (only without embedder)}.",
+        description='Embedding spaces: name -> {embedder = kind or table, dim = n (only without embedder)}; embedder "auto": minilm when installed, else hashing.',
     )
     indexes: dict[str, dict[str, Any]] = Field(
         default_factory=lambda: copy.deepcopy(DEFAULTS["indexes"]),
@@ -131,6 +146,9 @@ class MemcoreSettings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         """init > env > TOML/YAML file (set by :func:`load_settings`), merged by :func:`merge_layers`."""
         layers: list[tuple[str, Callable[[], PydanticBaseSettingsSource]]] = []
+        base = getattr(settings_cls, "base_layer", None)
+        if base is not None:
+            layers.append(("the memory's stored settings", lambda: InitSettingsSource(settings_cls, init_kwargs=copy.deepcopy(dict(base)))))
         file = getattr(settings_cls, "settings_file", None)
         if file is not None:
             source_cls = TomlConfigSettingsSource if file.suffix.lower() == ".toml" else YamlConfigSettingsSource
@@ -163,11 +181,13 @@ class _LayeredSource(PydanticBaseSettingsSource):
         return merged
 
 
-def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: Any) -> MemcoreSettings:
+def load_settings(path: str | os.PathLike[str] | None = None, /, *, base: Mapping[str, Any] | None = None, **overrides: Any) -> MemcoreSettings:
     """Settings from a TOML/YAML file (optional), the environment and ``overrides``.
 
     The file is positional so that ``path=...`` among the overrides sets the collection
     directory (the ``path`` setting), as in a settings dict given to :func:`memcore.open`.
+    ``base``: a lowest layer under everything else (the settings a memory stored about
+    itself, see :func:`memcore.open`).
 
     Invalid settings raise :class:`ConfigError` naming the offending key.
     """
@@ -179,6 +199,8 @@ def load_settings(path: str | os.PathLike[str] | None = None, /, **overrides: An
         if p.suffix.lower() not in (".toml", ".yaml", ".yml"):
             raise ConfigError(f"settings file {p} must end in .toml, .yaml or .yml")
         cls = type("MemcoreSettingsFromFile", (MemcoreSettings,), {"settings_file": p})
+    if base is not None:
+        cls = type("MemcoreSettingsOverStored", (cls,), {"base_layer": dict(base)})
     try:
         return cls(**overrides)
     except PydanticValidationError as exc:

@@ -52,6 +52,12 @@ class ComponentConfig(BaseModel):
     """Fields that only matter at search time (faiss ``ef_search``...): changing them when a
     memory is reopened just works. Every other field is build-time (a change needs a rebuild)."""
 
+    secret_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields holding secrets (a password, a URL with credentials, a key): never written into
+    the memory's stored settings. A ``SecretStr`` field or one declared with
+    ``Field(json_schema_extra={"secret": True})`` is secret too. Prefer ``<name>_env``
+    fields naming an environment variable: the name is stored, never the value."""
+
     kind: str
 
 
@@ -147,9 +153,10 @@ class Registry:
             raise PluginError(f"{category} {name!r}: config_model must be a pydantic model class")
         if "kind" not in config_model.model_fields:
             raise PluginError(f"{category} {name!r}: config_model must have a 'kind' field (subclass memcore.ComponentConfig)")
-        unknown = sorted(set(getattr(config_model, "search_time", ())) - set(config_model.model_fields))
-        if unknown:
-            raise PluginError(f"{category} {name!r}: search_time names {unknown}, which are not fields of {config_model.__name__}")
+        for attribute in ("search_time", "secret_fields"):
+            unknown = sorted(set(getattr(config_model, attribute, ())) - set(config_model.model_fields))
+            if unknown:
+                raise PluginError(f"{category} {name!r}: {attribute} names {unknown}, which are not fields of {config_model.__name__}")
         if isinstance(deprecated_names, str) or not all(isinstance(n, str) for n in deprecated_names):
             raise PluginError(f"{category} {name!r}: deprecated_names must be a tuple of names, e.g. ({name.replace('_', '-')!r},)")
         old = tuple(dict.fromkeys(deprecated_names))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..embedders._default import AUTO, default_embedder
 from ..errors import ConfigError, PluginError
 from ..retrieval._pipeline import Pipeline
 from .._plugins._registry import ComponentConfig, Registration, Registry
@@ -115,6 +116,8 @@ def check_settings(settings: MemcoreSettings, registry: Registry) -> CheckedSett
     for name, space in settings.spaces.items():
         emb = space.get("embedder")
         if emb is not None:
+            if emb.get("kind") == AUTO:  # validated as what a new memory gets (memcore.open resolves it against the store)
+                emb = {**emb, "kind": default_embedder()[0]}
             reg = registrations[f"spaces.{name}"] = registry.get("embedders", emb["kind"], location=f"spaces.{name}.embedder.kind")
             spaces[name] = reg.parse_config(_without_kind(emb), f"spaces.{name}.embedder")
     indexes: dict[str, IndexDefinition] = {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import ConfigError, NotFoundError, ValidationError
 from ..collection._input import coerce_ids
 from ..llms._llm import LLMs
 from ..model._checks import check_page, validate_k, validate_min_score
@@ -78,6 +78,9 @@ class Memory:
         self.pipeline_error: Exception | None = None
         """Why the declared pipeline cannot run here (set only for services that do not use it,
         see ``Service.uses_pipeline``); :meth:`query` without ``index`` raises it."""
+        self.hints: tuple[str, ...] = ()
+        """One-line hints for the user from opening this memory (e.g. how to install MiniLM
+        when a new memory got the lexical ``hashing`` embedder); the CLI prints them."""
 
     # -- writes --------------------------------------------------------------------------
 
@@ -353,7 +356,7 @@ class Memory:
             if index is not None:
                 hits = self.collection.retrieve(text, index=index, k=k, where=where)
             elif self.pipeline_error is not None:
-                raise self.pipeline_error
+                raise self._pipeline_unusable(self.pipeline_error)
             else:
                 hits = self.pipeline.run(self.collection, text, k=k, where=where)
         return hits if cut is None else [h for h in hits if h.score >= cut]
@@ -372,6 +375,19 @@ class Memory:
         still finds afterwards]}``. Running it again is harmless."""
         repaired = list(self.service.repair())
         return {"repaired": repaired, "problems": self.check_service()}
+
+    def _pipeline_unusable(self, error: Exception) -> ConfigError:
+        """Why :meth:`query` cannot run the pipeline here, and which verb to use instead."""
+        kind = getattr(getattr(self.service, "config", None), "kind", type(self.service).__name__)
+        indexes = sorted(i["name"] for i in self.collection.list_indexes())
+        exc = ConfigError(
+            f"Memory.query runs the declared pipeline, which the {kind!r} service does not use: ask the service with "
+            f"memory.retrieve(text, k=...) (what `memcore query` does for this memory), or search one index with "
+            f"memory.query(text, index=NAME) (indexes: {', '.join(indexes) or '(none)'}). The pipeline cannot run here: {error}",
+            location="pipeline",
+        )
+        exc.__cause__ = error
+        return exc
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..collection._collection import Collection
+from ..embedders._default import AUTO, default_embedder
 from ..embedders._embedder import Embedder, Space
 from ..errors import ConfigError
 from ..llms._llm import LLMs
 from .._plugins._host import get_registry
+from .._plugins._registry import Registry
+from .._util.log import get_logger
 from ._memory import Memory
 from ..services._service import Service
 from ..settings import MemcoreSettings, load_settings
 from ._check import CheckedSettings, check_built_service, check_settings
+from ._stored import StoredMemory, check_omitted, peek, record_settings, settings_document, stored_layer
 
 __all__ = ["open", "Memory"]
+
+log = get_logger("memcore.open")
+_hinted: set[str] = set()
+"""The creation hints already shown in this process (each is shown once)."""
 
 
 def _build_spaces(settings: MemcoreSettings, checked: CheckedSettings) -> dict[str, Space]:
@@ -52,22 +61,81 @@ def _resolve(settings: MemcoreSettings | str | os.PathLike[str] | Mapping[str, A
     return load_settings(settings, **overrides)
 
 
+def _auto_spaces(settings: MemcoreSettings) -> list[str]:
+    """The spaces whose embedder is ``auto`` (resolved when the memory is opened)."""
+    return [name for name, space in settings.spaces.items() if (space.get("embedder") or {}).get("kind") == AUTO]
+
+
+def _resolve_auto(settings: MemcoreSettings, stored: StoredMemory | None, registry: Registry) -> tuple[MemcoreSettings, list[str]]:
+    """``auto`` embedders made concrete: an existing space keeps the embedder it was created
+    with (its pin), a new one gets :func:`memcore.embedders._default.default_embedder`.
+    Returns the settings and the hints to show (the hashing fallback's, at creation)."""
+    names = _auto_spaces(settings)
+    if not names:
+        return settings, []
+    pins = stored.spaces if stored is not None else {}
+    spaces = {name: dict(space) for name, space in settings.spaces.items()}
+    hints: list[str] = []
+    for name in names:
+        options = {k: v for k, v in spaces[name]["embedder"].items() if k != "kind"}
+        pinned = pins.get(name)
+        if isinstance(pinned, Mapping) and isinstance(pinned.get("embedder"), str):
+            kind = registry.canonical("embedders", pinned["embedder"])
+        else:
+            kind, hint = default_embedder()
+            if hint is not None and hint not in hints:
+                hints.append(hint)
+        spaces[name]["embedder"] = {"kind": kind, **options}
+    return settings.model_copy(update={"spaces": spaces}), hints
+
+
+def _show(hints: list[str]) -> None:
+    """Each creation hint once per process: a log warning and a Python warning."""
+    for hint in hints:
+        log.warning("memory.hint", hint=hint)
+        if hint not in _hinted:
+            _hinted.add(hint)
+            warnings.warn(hint, UserWarning, stacklevel=3)
+
+
+def _settings_for(
+    settings: MemcoreSettings | str | os.PathLike[str] | Mapping[str, Any] | None, path: Any, overrides: dict[str, Any], registry: Registry
+) -> tuple[MemcoreSettings, Path | None, StoredMemory | None]:
+    """The settings to build with: ``settings`` as given; without them, the memory's own
+    (stored in it when it was made, see :mod:`memcore.api._stored`) under the environment
+    and ``overrides``, or the environment and the defaults for a new memory."""
+    resolved = _resolve(settings, overrides)
+    directory = Path(path) if path is not None else (Path(resolved.path) if resolved.path else None)
+    stored = peek(resolved, registry, directory) if settings is None or _auto_spaces(resolved) else None
+    if settings is None and stored is not None and stored.settings is not None:
+        resolved = load_settings(None, base=stored_layer(stored, registry), **overrides)
+        check_omitted(stored, resolved)
+    return resolved, directory, stored
+
+
 def open(
     settings: MemcoreSettings | str | os.PathLike[str] | Mapping[str, Any] | None = None,
     *,
     path: str | os.PathLike[str] | None = None,
     **overrides: Any,
 ) -> Memory:
-    """Build the memory declared by ``settings`` (an object, a TOML/YAML path, a dict, or None
-    for environment + defaults) at the collection directory ``path``.
+    """Build the memory declared by ``settings`` (an object, a TOML/YAML path, a dict) at the
+    collection directory ``path``.
+
+    Without ``settings``, an existing memory reopens with the settings it keeps about itself
+    (those it was last opened with for writing, without secrets), under the ``MEMCORE_``
+    environment and ``overrides``; a new one gets the environment and the defaults. Given
+    settings are checked against the memory: search-time options apply, a changed build-time
+    option or embedder is refused (with the rebuild command). A memory opened for writing
+    keeps the settings it was opened with.
 
     Indexes declared in settings or required by the service are created when missing;
     existing ones are loaded and caught up from the store. Each index is built once.
     """
-    resolved = _resolve(settings, overrides)
     registry = get_registry()
+    resolved, directory, stored = _settings_for(settings, path, overrides, registry)
+    resolved, hints = _resolve_auto(resolved, stored, registry)
     checked = check_settings(resolved, registry)  # every entry validated before anything opens
-    directory = Path(path) if path is not None else (Path(resolved.path) if resolved.path else None)
     spaces = _build_spaces(resolved, checked)
     llms = LLMs(checked.llms, registry)  # each built on first use; indexes with an LLM step get them too
     store = checked.registrations["store"].build(checked.store, directory)
@@ -89,10 +157,13 @@ def open(
         service = _build_service(checked, collection)
         checked.pipeline.bind_llms(llms)
         service.bind_llms(llms)
+        record_settings(store, settings_document(resolved, registry))
     except BaseException:
         store.close()
         llms.close()
         raise
     memory = Memory(resolved, collection, checked.pipeline, service, llms)
     memory.pipeline_error = pipeline_error
+    memory.hints = tuple(hints)
+    _show(hints)
     return memory

@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence, TypeVar
 
@@ -197,33 +198,79 @@ def progress_bar(label: str, total: int) -> Iterator[Any]:
         yield bar.update
 
 
-def open_settings(settings: Any, path: str | os.PathLike[str] | None) -> Any:
-    """``memcore.open`` with progress bars on stderr for long work (filling a new index...)."""
+def open_settings(settings: Any, path: str | os.PathLike[str] | None, **overrides: Any) -> Any:
+    """``memcore.open`` with progress bars on stderr for long work (filling a new index...);
+    the hints of opening (the hashing fallback at creation) are printed on stderr.
+
+    ``settings`` None: the memory's own stored settings (a new memory: the defaults), with
+    ``overrides`` over them."""
     from ..api import _open as api
     from .._util.progress import use_progress
 
-    with use_progress(progress_bar):
-        return api.open(settings, path=path)
+    with use_progress(progress_bar), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the hints: printed below, once
+        memory = api.open(settings, path=path, **overrides)
+    for hint in memory.hints:
+        note(hint)
+    return memory
+
+
+def _read_only_override() -> dict[str, Any]:
+    """``store.read_only = true`` for a memory opened with its stored settings, when the
+    store kind (from the environment and defaults: sqlite) has the option."""
+    from .._plugins._host import get_registry
+
+    kind = dict(load_cli_settings(None).store).get("kind")
+    reg = get_registry().entries["stores"].get(kind) if isinstance(kind, str) else None
+    return {"store": {"read_only": True}} if reg is not None and "read_only" in reg.config_model.model_fields else {}
 
 
 def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[str] | None, *, read_only: bool = False, must_exist: bool | None = None) -> Any:
     """``memcore.open`` for a command (read-only for the reading commands).
 
+    Without ``config`` the memory at ``path`` opens with the settings it keeps about
+    itself (``--path`` alone is enough); a new memory gets the defaults.
     ``must_exist`` (default: ``read_only``): a directory without a collection is an error
     instead of a new, empty memory.
     """
     from .._plugins._host import get_registry
     from ..api._check import check_settings
 
+    exists = read_only if must_exist is None else must_exist
+    if config is None:
+        if exists:
+            base = load_cli_settings(None)
+            try:
+                require_collection(base, path)
+            except NotFoundError:
+                check_settings(base, get_registry())  # a bad environment is reported before a missing collection
+                raise
+        return open_settings(None, path, **(_read_only_override() if read_only else {}))
     settings = load_cli_settings(config, read_only=read_only)
-    if read_only if must_exist is None else must_exist:
+    if exists:
         check_settings(settings, get_registry())  # a bad config is reported before a missing collection
         require_collection(settings, path)
     return open_settings(settings, path)
 
 
-def declared_service(config: str | os.PathLike[str] | None) -> str:
-    """The kind of service the settings declare (``default`` unless they name another)."""
+def stored_settings(path: str | os.PathLike[str] | None) -> dict[str, Any] | None:
+    """The settings the memory at ``path`` keeps about itself (None: none, or no memory)."""
+    from .._plugins._host import get_registry
+    from ..api._stored import peek
+
+    if path is None:
+        return None
+    stored = peek(load_cli_settings(None), get_registry(), Path(path))
+    return stored.settings if stored is not None else None
+
+
+def declared_service(config: str | os.PathLike[str] | None, path: str | os.PathLike[str] | None = None) -> str:
+    """The kind of service the settings declare (``default`` unless they name another);
+    without ``config``, the one the memory at ``path`` was made with."""
+    if config is None:
+        service = (stored_settings(path) or {}).get("service")
+        if isinstance(service, Mapping) and isinstance(service.get("kind"), str):
+            return str(service["kind"])
     return str(dict(load_cli_settings(config).service).get("kind", "default"))
 
 

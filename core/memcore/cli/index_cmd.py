@@ -1,8 +1,8 @@
 """``memcore index list|add|drop|rebuild``: manage the indexes of a memory on disk.
 
-Each subcommand opens the memory at ``--path`` (with ``--config`` when given), so a
-declared index missing from the collection is created and filled like in
-:func:`memcore.open`. Long work (filling, rebuilding) draws a progress bar on stderr.
+Each subcommand opens the memory at ``--path`` with the settings it keeps about itself, or
+with ``--config`` when given (then a declared index missing from the collection is
+created and filled like in :func:`memcore.open`). Long work (filling, rebuilding) draws a progress bar on stderr.
 """
 
 from __future__ import annotations
@@ -31,6 +31,17 @@ def parse_option(text: str) -> tuple[str, Any]:
         return key.strip(), json.loads(value)
     except json.JSONDecodeError:
         return key.strip(), value
+
+
+def _open_without(config: Path | None, path: Path, name: str) -> Any:
+    """The memory at ``path`` for changing index ``name``: with ``--config``, its settings
+    without that index (a build-time change it declares is what the command applies);
+    without, the memory's own settings."""
+    settings = load_cli_settings(config)
+    require_collection(settings, path)
+    if config is None:
+        return open_memory(None, path)
+    return open_settings(settings.model_copy(update={"indexes": {k: v for k, v in settings.indexes.items() if k != name}}), path)
 
 
 @click.group("index")
@@ -110,9 +121,7 @@ def drop_cmd(config: Path | None, path: Path, as_json: bool, name: str) -> None:
 
     An index still declared in the settings is re-created (and filled) on the next open.
     """
-    settings = load_cli_settings(config)
-    require_collection(settings, path)
-    memory = open_settings(settings.model_copy(update={"indexes": {k: v for k, v in settings.indexes.items() if k != name}}), path)
+    memory = _open_without(config, path, name)
     try:
         memory.collection.drop_index(name)
     finally:
@@ -129,15 +138,14 @@ def drop_cmd(config: Path | None, path: Path, as_json: bool, name: str) -> None:
 @JSON
 @click.argument("name")
 def rebuild_cmd(config: Path | None, path: Path, as_json: bool, name: str) -> None:
-    """Rebuild index NAME from the store, with the options --config declares for it.
+    """Rebuild index NAME from the store, with the options --config declares for it
+    (without --config: with its stored options, e.g. to repair a broken index).
 
     This is how a build-time option (faiss factory, bm25 stemmer...) changes: edit the
     settings file, then rebuild; every record of the index is indexed again.
     """
-    settings = load_cli_settings(config)
-    require_collection(settings, path)
-    declared = dict(settings.indexes.get(name) or {})
-    memory = open_settings(settings.model_copy(update={"indexes": {k: v for k, v in settings.indexes.items() if k != name}}), path)
+    declared = dict(load_cli_settings(config).indexes.get(name) or {}) if config is not None else {}  # none: the stored definition
+    memory = _open_without(config, path, name)
     started = time.perf_counter()
     try:
         collection = memory.collection

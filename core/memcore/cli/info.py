@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..api._stored import KEY, NAMESPACE
 from ..errors import NotFoundError
 from ._common import config_option, path_option, dir_bytes, echo_json, human_bytes, load_cli_settings
 
@@ -65,6 +66,7 @@ def _read(store: Any, path: Path, filename: str) -> dict[str, Any]:
         "records": store.count(),
         "seq": store.last_seq(),
         "spaces": spaces,
+        "settings": store.get_state(NAMESPACE, KEY),
         "indexes": indexes,
         "bytes": store_bytes + sum(i["bytes"] for i in indexes),
     }
@@ -84,8 +86,8 @@ def _read(store: Any, path: Path, filename: str) -> dict[str, Any]:
     ),
 )
 def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
-    """Show a collection: records, embedding spaces, indexes (kind, count, size on disk,
-    saved sequence number) and store size.
+    """Show a collection: records, embedding spaces, the settings it keeps about itself,
+    indexes (kind, count, size on disk, saved sequence number) and store size.
 
     Works without a settings file: the SQLite store is opened read-only. With --config
     the memory is also built (read-only) and each index reports its live statistics;
@@ -135,6 +137,7 @@ def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
         for name, space in data["spaces"].items():
             model = space.get("model_id") or space.get("embedder") or "-"
             click.echo(f"    {name}: dim {space.get('dim')}, embedder {space.get('embedder')} ({model})")
+    click.echo(f"  settings: {describe_settings(data['settings'])}")
     if not data["indexes"]:
         click.echo("  indexes: (none)")
         _print_check(data)
@@ -149,6 +152,20 @@ def info(path: Path, config: Path | None, as_json: bool, check: bool) -> None:
             + (f"  [{options}]" if options else "")
         )
     _print_check(data)
+
+
+def describe_settings(document: Any) -> str:
+    """One line on the settings the memory keeps about itself (what ``--path`` alone opens it with)."""
+    if not isinstance(document, dict):
+        return "none kept (made by an older memcore: opening it for writing keeps them)"
+    pipeline = document.get("pipeline")
+    if isinstance(pipeline, list):
+        pipeline = "+".join(str(stage.get("kind")) for stage in pipeline if isinstance(stage, dict))
+    elif isinstance(pipeline, dict):
+        pipeline = f"{pipeline.get('preset', 'basic')} (with overrides)"
+    service = (document.get("service") or {}).get("kind")
+    omitted = f"; secrets not kept: {', '.join(document['omitted'])}" if document.get("omitted") else ""
+    return f"kept in the memory (store {(document.get('store') or {}).get('kind')}, pipeline {pipeline}, service {service}{omitted})"
 
 
 def _print_check(data: dict[str, Any]) -> None:

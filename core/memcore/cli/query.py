@@ -111,7 +111,7 @@ def query(
       memcore query -p ./mem --min-score 0.3 "a question the memory may not answer"
     """
     texts = query_texts(text, each, queries_file)
-    service = declared_service(config)
+    service = declared_service(config, path)
     several = len(texts) > 1 or each or queries_file is not None
     if through_service(service, forced, index):
         if explain:

@@ -25,7 +25,7 @@ SAMPLE = REPO / "core" / "memcore" / "data" / "sample_conversation.jsonl"
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
     for key in list(os.environ):
-        if key.startswith("MEMCORE_"):
+        if key.startswith("MEMCORE_") and key != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(key)
 
 
@@ -122,7 +122,7 @@ def run_crashing_writer(path: Path, mode: str) -> dict:
         capture_output=True,
         text=True,
         timeout=120,
-        env={k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_")},
+        env={k: v for k, v in os.environ.items() if not k.startswith("MEMCORE_") or k == "MEMCORE_DEFAULT_EMBEDDER"},
     )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])

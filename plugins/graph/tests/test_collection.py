@@ -238,7 +238,7 @@ def test_cli_with_the_example_settings(tmp_path, monkeypatch):
     from memcore.cli import main
 
     for key in list(os.environ):
-        if key.startswith("MEMCORE_"):
+        if key.startswith("MEMCORE_") and key != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(key)
     data = tmp_path / "data.jsonl"
     rows = [

@@ -15,7 +15,7 @@ from memcore.testing import check_scope_forgotten, retrieve_by_index
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
     for key in list(os.environ):
-        if key.startswith("MEMCORE_"):
+        if key.startswith("MEMCORE_") and key != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(key)
 
 

@@ -83,7 +83,7 @@ def test_pipeline_with_dbsf_and_mmr_through_memory_query(tmp_path):
 @pytest.fixture
 def clean_env(monkeypatch):
     for name in list(os.environ):
-        if name.startswith("MEMCORE_"):
+        if name.startswith("MEMCORE_") and name != "MEMCORE_DEFAULT_EMBEDDER":  # the suite's default embedder (conftest.py) stays
             monkeypatch.delenv(name)
 
 
