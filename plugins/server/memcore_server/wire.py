@@ -66,7 +66,9 @@ def error_body(kind: str, message: str) -> dict[str, Any]:
 
 
 def _memcore_class(name: str) -> type[MemcoreError] | None:
-    value = getattr(memcore, name, None) if name in memcore.__all__ else None
+    if not name.isidentifier() or name.startswith("_"):
+        return None
+    value = vars(memcore).get(name)  # the face's own names only (no deprecated aliases resolved)
     return value if isinstance(value, type) and issubclass(value, MemcoreError) else None
 
 
