@@ -147,3 +147,12 @@ def test_the_newer_verbs_awaited(tmp_path):
             assert await memory.delete(where_document={"$contains": "pears"}) == 1
 
     asyncio.run(main())
+
+
+def test_async_memory_has_memorys_signatures():
+    import inspect
+
+    for name in ["insert", "upsert", "update", "delete", "forget", "get", "count", "history", "retrieve", "retrieve_many", "query"]:
+        theirs = inspect.signature(getattr(memcore.Memory, name)).parameters
+        ours = inspect.signature(getattr(memcore.AsyncMemory, name)).parameters
+        assert [(p.name, p.kind, p.default) for p in ours.values()] == [(p.name, p.kind, p.default) for p in theirs.values()], name

@@ -174,10 +174,11 @@ class AsyncMemory:
         k: int = 10,
         *,
         where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
         **options: Any,
     ) -> list[dict[str, Any]]:
         """:meth:`memcore.Memory.retrieve`, awaited."""
-        call = functools.partial(self.memory.retrieve, query, vector, where, k, where_document=where_document, **options)
+        call = functools.partial(self.memory.retrieve, query, vector, where, k, where_document=where_document, min_score=min_score, **options)
         return await self._run(call, write=False)
 
     async def retrieve_many(
@@ -187,10 +188,11 @@ class AsyncMemory:
         k: int = 10,
         where: Mapping[str, Any] | None = None,
         where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
         **options: Any,
     ) -> list[list[dict[str, Any]]]:
         """:meth:`memcore.Memory.retrieve_many`, awaited."""
-        call = functools.partial(self.memory.retrieve_many, queries, k=k, where=where, where_document=where_document, **options)
+        call = functools.partial(self.memory.retrieve_many, queries, k=k, where=where, where_document=where_document, min_score=min_score, **options)
         return await self._run(call, write=False)
 
     async def query(
@@ -202,9 +204,10 @@ class AsyncMemory:
         index: str | None = None,
         scope: ScopeLike = None,
         where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
     ) -> list[Hit]:
         """:meth:`memcore.Memory.query`, awaited."""
-        call = functools.partial(self.memory.query, text, k=k, where=where, index=index, scope=scope, where_document=where_document)
+        call = functools.partial(self.memory.query, text, k=k, where=where, index=index, scope=scope, where_document=where_document, min_score=min_score)
         return await self._run(call, write=False)
 
     # -- lifecycle -----------------------------------------------------------------------
