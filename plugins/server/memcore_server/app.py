@@ -205,7 +205,9 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
 
     bearer = HTTPBearer(auto_error=False, description="An API key declared in [server.keys] (not needed when none is declared).")
 
-    def caller(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+    async def caller(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+        """The caller of a request; async so FastAPI runs it on the event loop (a sync dependency
+        costs a worker-thread hop per request, and this is a hash and a dictionary lookup)."""
         header = f"{credentials.scheme} {credentials.credentials}" if credentials is not None else None
         return authenticate(ring, header)
 
