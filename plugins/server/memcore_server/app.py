@@ -15,11 +15,13 @@ Routes (OpenAPI 3.1 at ``/openapi.json``, interactive docs at ``/docs``):
 ``POST /v1/insert_many``           many items in one write
 ``POST /v1/upsert``                insert or replace
 ``POST /v1/update``                change fields of one record
-``POST /v1/get``                   by ids, or by where / scope (with ``limit``)
-``POST /v1/delete``                by ids, where and/or scope
+``POST /v1/get``                   by ids, or by where / where_document / scope (a page: ``offset``, ``limit``)
+``POST /v1/delete``                by ids, where, where_document and/or scope
 ``POST /v1/forget``                everything of a scope
-``POST /v1/count``                 how many (where, scope, index)
+``POST /v1/count``                 how many (where, where_document, scope, index)
 ``POST /v1/search``                retrieve (text or vector), or with ``explain`` the pipeline's hits
+``POST /v1/retrieve_many``         retrieve for several query texts, one result list each
+``POST /v1/history``               every version of one record, oldest first
 ``GET|PATCH|DELETE /v1/records/{id}``  the same verbs for one record, REST-style
 =================================  ============================================
 """
@@ -35,7 +37,7 @@ from memcore import MemcoreError, Record, ValidationError
 from memcore.plugin import get_logger
 
 from .config import ServerConfig
-from .limits import BodyLimit, TooLarge, check_batch, check_filter, check_k
+from .limits import BodyLimit, TooLarge, check_batch, check_filters, check_k
 from .schemas import (
     CountBody,
     CountOut,
@@ -46,6 +48,8 @@ from .schemas import (
     ForgetOut,
     GetBody,
     HealthOut,
+    HistoryBody,
+    HistoryOut,
     IdOut,
     IdsOut,
     InfoOut,
@@ -53,6 +57,8 @@ from .schemas import (
     InsertOne,
     RecordOut,
     RecordsOut,
+    ResultsManyOut,
+    RetrieveManyBody,
     ScopeIn,
     SearchBody,
     SearchOut,
@@ -199,7 +205,9 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
 
     bearer = HTTPBearer(auto_error=False, description="An API key declared in [server.keys] (not needed when none is declared).")
 
-    def caller(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+    async def caller(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+        """The caller of a request; async so FastAPI runs it on the event loop (a sync dependency
+        costs a worker-thread hop per request, and this is a hash and a dictionary lookup)."""
         header = f"{credentials.scheme} {credentials.credentials}" if credentials is not None else None
         return authenticate(ring, header)
 
@@ -295,7 +303,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
 
     def _get(body: GetBody) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
-            found = memory.get(body.ids, where=body.where, scope=_scope(body.scope), limit=body.limit)
+            found = memory.get(body.ids, where=body.where, scope=_scope(body.scope), limit=body.limit, offset=body.offset, where_document=body.where_document)
             records = [found] if isinstance(found, Record) else found
             return {"records": [record_out(r, body.with_vectors) for r in records]}
 
@@ -303,23 +311,24 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
 
     @v1.post("/get", response_model=RecordsOut, response_model_exclude_unset=True, summary="Get records")
     async def get(body: GetBody, who: Caller = Depends(caller)) -> dict[str, Any]:
-        """Records by ids (in order; 404 when one is unknown or outside the scope), or those matching where / scope."""
+        """Records by ids (in order; 404 when one is unknown or outside the scope), or a page
+        (``offset``, ``limit``; insertion order) of those matching where / where_document / scope."""
         if body.ids is not None:
             check_batch(len(body.ids), config, "ids")
-        check_filter(body.where, config)
+        check_filters(body.where, body.where_document, config)
         if body.limit is not None:
             check_batch(body.limit, config, "records")
         return await call(who, _get(body))
 
     def _delete(body: DeleteBody) -> Callable[[], dict[str, Any]]:
-        return lambda: {"deleted": memory.delete(body.ids, where=body.where, scope=_scope(body.scope))}
+        return lambda: {"deleted": memory.delete(body.ids, where=body.where, scope=_scope(body.scope), where_document=body.where_document)}
 
     @v1.post("/delete", response_model=DeletedOut, summary="Delete records")
     async def delete(body: DeleteBody, who: Caller = Depends(caller)) -> dict[str, Any]:
-        """By ids (404 and nothing deleted when one is unknown), by a where filter and/or a scope (``Memory.delete``)."""
+        """By ids (404 and nothing deleted when one is unknown), by where / where_document filters and/or a scope (``Memory.delete``)."""
         if body.ids is not None:
             check_batch(len(body.ids), config, "ids")
-        check_filter(body.where, config)
+        check_filters(body.where, body.where_document, config)
         return await call(who, _delete(body))
 
     @v1.post("/forget", response_model=ForgetOut, response_model_exclude_unset=True, summary="Forget a scope")
@@ -330,28 +339,63 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
     @v1.post("/count", response_model=CountOut, summary="Count records")
     async def count(body: CountBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """How many records match (``Memory.count``): only the caller's scope is counted."""
-        check_filter(body.where, config)
-        return {"count": await call(who, lambda: memory.count(where=body.where, scope=_scope(body.scope), index=body.index))}
+        check_filters(body.where, body.where_document, config)
+        count = lambda: memory.count(where=body.where, scope=_scope(body.scope), index=body.index, where_document=body.where_document)  # noqa: E731
+        return {"count": await call(who, count)}
 
     @v1.post("/search", response_model=SearchOut, response_model_exclude_unset=True, summary="Search")
     async def search(body: SearchBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Through the service (``Memory.retrieve``: a query text and/or a vector), or with ``explain``
         through the pipeline or one ``index`` (``Memory.query``: hits with provenance and an explanation)."""
         check_k(body.k, config)
-        check_filter(body.where, config)
+        check_filters(body.where, body.where_document, config)
         scope = _scope(body.scope)
         if body.explain:
             if body.query is None or body.vector is not None or body.options:
                 raise ValidationError("explain runs the pipeline on a query text: give query, without vector or options")
             text = body.query
-            return {"results": [_hit_out(h) for h in await call(who, lambda: memory.query(text, k=body.k, where=body.where, index=body.index, scope=scope))]}
+
+            def query() -> list[memcore.Hit]:
+                return memory.query(
+                    text, k=body.k, where=body.where, index=body.index, scope=scope, where_document=body.where_document, min_score=body.min_score
+                )
+
+            return {"results": [_hit_out(h) for h in await call(who, query)]}
         if body.index is not None:
             raise ValidationError("index is for explain (Memory.query); a retrieve goes through the service")
         options = dict(body.options)
         if scope is not None:
             options["scope"] = scope
-        found = await call(who, lambda: memory.retrieve(body.query, vector=body.vector, where=body.where, k=body.k, **options))
+        found = await call(
+            who,
+            lambda: memory.retrieve(
+                body.query, vector=body.vector, where=body.where, k=body.k, where_document=body.where_document, min_score=body.min_score, **options
+            ),
+        )
         return {"results": [_result_out(r) for r in found]}
+
+    @v1.post("/retrieve_many", response_model=ResultsManyOut, response_model_exclude_unset=True, summary="Search for several queries")
+    async def retrieve_many(body: RetrieveManyBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """``Memory.retrieve_many``: one result list per query text (in order), the texts embedded in one batch;
+        at most ``max_batch`` queries (413 above)."""
+        check_batch(len(body.queries), config, "queries")
+        check_k(body.k, config)
+        check_filters(body.where, body.where_document, config)
+        options = dict(body.options)
+        scope = _scope(body.scope)
+        if scope is not None:
+            options["scope"] = scope
+
+        def run() -> list[list[dict[str, Any]]]:
+            return memory.retrieve_many(body.queries, k=body.k, where=body.where, where_document=body.where_document, min_score=body.min_score, **options)
+
+        return {"results": [[_result_out(r) for r in found] for found in await call(who, run)]}
+
+    @v1.post("/history", response_model=HistoryOut, summary="The versions of one record")
+    async def history(body: HistoryBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+        """``Memory.history(id, scope=)``: every version, oldest first; 404 when the id has no
+        history or is outside the caller's scope (the same answer: nothing tells them apart)."""
+        return {"versions": await call(who, lambda: memory.history(body.id, scope=_scope(body.scope)))}
 
     @v1.get("/records/{id}", response_model=RecordOut, response_model_exclude_unset=True, summary="Get one record")
     async def get_one(id: str, who: Caller = Depends(caller)) -> dict[str, Any]:

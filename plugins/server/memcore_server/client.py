@@ -2,7 +2,7 @@
 
 Both have the methods, arguments, return types and errors of :class:`memcore.Memory`
 (``insert``, ``get``, ``update``, ``upsert``, ``delete``, ``forget``, ``count``,
-``retrieve``, ``query``, ``close``, ``len()``, the ``with`` block), so code written against a
+``history``, ``retrieve``, ``retrieve_many``, ``query``, ``close``, ``len()``, the ``with`` block), so code written against a
 local memory runs against a server by changing how it is opened. The server's error body
 names the memcore exception, which the client raises again (a record of another tenant is a
 :class:`memcore.NotFoundError`, as it is in process).
@@ -11,7 +11,8 @@ Transport (httpx; this module imports neither FastAPI nor uvicorn):
 
 - a refused connection is retried for every call (nothing reached the server); timeouts,
   dropped connections and HTTP 502/503/504 are retried only for idempotent calls (``get``,
-  ``count``, ``retrieve``, ``query``, ``upsert``, ``update``, ``info``, ``health``), with
+  ``count``, ``history``, ``retrieve``, ``retrieve_many``, ``query``, ``upsert``, ``update``,
+  ``info``, ``health``), with
   exponential backoff; ``insert``, ``delete`` and ``forget`` are sent once;
 - when the retries are used up, a connection failure is a
   :class:`memcore.StoreUnavailableError` (the memory cannot be reached) and an HTTP failure
@@ -192,11 +193,12 @@ class _Verbs:
         body = {"id": id, "text": text, "metadata": metadata, "merge_metadata": merge_metadata, "vectors": vectors, "scope": _scope(scope)}
         return _Call("POST", "/v1/update", body, True, lambda reply: record_from_dict(reply["record"]))
 
-    def _delete(self, ids: Any, where: Any, scope: ScopeLike) -> _Call:
-        if ids is None and where is None and scope is None:
-            raise ValidationError("delete needs ids, a where filter or a scope (to empty the memory: delete(where={}))")
+    def _delete(self, ids: Any, where: Any, scope: ScopeLike, where_document: Any) -> _Call:
+        if ids is None and where is None and where_document is None and scope is None:
+            raise ValidationError("delete needs ids, a where filter or a scope, or a where_document filter (to empty the memory: delete(where={}))")
         wanted = [ids] if isinstance(ids, str) else (list(ids) if ids is not None else None)
-        return _Call("POST", "/v1/delete", {"ids": wanted, "where": where, "scope": _scope(scope)}, False, lambda reply: int(reply["deleted"]))
+        body = {"ids": wanted, "where": where, "scope": _scope(scope), "where_document": where_document}
+        return _Call("POST", "/v1/delete", body, False, lambda reply: int(reply["deleted"]))
 
     def _forget(self, scope: ScopeLike) -> _Call:
         wanted = _scope(scope)
@@ -204,12 +206,16 @@ class _Verbs:
             raise ValidationError("forget needs a non-empty scope, e.g. {'user_id': 'bob'}")
         return _Call("POST", "/v1/forget", {"scope": wanted}, False, dict)
 
-    def _get(self, ids: Any, where: Any, scope: ScopeLike, limit: int | None) -> _Call:
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+    def _get(self, ids: Any, where: Any, scope: ScopeLike, limit: int | None, offset: int, where_document: Any) -> _Call:
+        if limit is not None and (type(limit) is not int or limit < 0):
             raise ValidationError(f"limit must be a non-negative int, not {limit!r}")
+        if type(offset) is not int or offset < 0:
+            raise ValidationError(f"offset must be a non-negative int, not {offset!r}")
         one = isinstance(ids, str)
         wanted = [ids] if one else (list(ids) if ids is not None else None)
-        body = {"ids": wanted, "where": where, "scope": _scope(scope), "limit": limit, "with_vectors": True}
+        body = {"ids": wanted, "where": where, "scope": _scope(scope), "limit": limit, "with_vectors": True, "where_document": where_document}
+        if offset:
+            body["offset"] = offset
 
         def decode(reply: Any) -> Any:
             records = [record_from_dict(r) for r in reply["records"]]
@@ -217,17 +223,55 @@ class _Verbs:
 
         return _Call("POST", "/v1/get", body, True, decode)
 
-    def _count(self, where: Any, scope: ScopeLike, index: str | None) -> _Call:
-        return _Call("POST", "/v1/count", {"where": where, "scope": _scope(scope), "index": index}, True, lambda reply: int(reply["count"]))
+    def _count(self, where: Any, scope: ScopeLike, index: str | None, where_document: Any) -> _Call:
+        body = {"where": where, "scope": _scope(scope), "index": index, "where_document": where_document}
+        return _Call("POST", "/v1/count", body, True, lambda reply: int(reply["count"]))
 
-    def _retrieve(self, query: Any, vector: Any, where: Any, k: int, options: dict[str, Any]) -> _Call:
+    def _history(self, id: str, scope: ScopeLike) -> _Call:
+        return _Call("POST", "/v1/history", {"id": id, "scope": _scope(scope)}, True, lambda reply: list(reply["versions"]))
+
+    def _retrieve(self, query: Any, vector: Any, where: Any, k: int, where_document: Any, min_score: Any, options: dict[str, Any]) -> _Call:
         options = dict(options)
         scope = _scope(options.pop("scope", None))
-        body = {"query": query, "vector": vector, "where": where, "k": k, "scope": scope, "options": options}
+        body = {
+            "query": query,
+            "vector": vector,
+            "where": where,
+            "k": k,
+            "scope": scope,
+            "options": options,
+            "where_document": where_document,
+            "min_score": _plain(min_score),
+        }
         return _Call("POST", "/v1/search", body, True, lambda reply: list(reply["results"]))
 
-    def _query(self, text: str, k: int, where: Any, index: str | None, scope: ScopeLike) -> _Call:
-        body = {"query": text, "k": k, "where": where, "index": index, "scope": _scope(scope), "explain": True}
+    def _retrieve_many(self, queries: Any, k: int, where: Any, where_document: Any, min_score: Any, options: dict[str, Any]) -> _Call:
+        if isinstance(queries, str) or not isinstance(queries, (list, tuple)):
+            raise ValidationError(f"queries must be a list of query texts, not {type(queries).__name__}")
+        options = dict(options)
+        scope = _scope(options.pop("scope", None))
+        body = {
+            "queries": list(queries),
+            "k": k,
+            "where": where,
+            "where_document": where_document,
+            "min_score": _plain(min_score),
+            "scope": scope,
+            "options": options,
+        }
+        return _Call("POST", "/v1/retrieve_many", body, True, lambda reply: [list(found) for found in reply["results"]])
+
+    def _query(self, text: str, k: int, where: Any, index: str | None, scope: ScopeLike, where_document: Any, min_score: Any) -> _Call:
+        body = {
+            "query": text,
+            "k": k,
+            "where": where,
+            "index": index,
+            "scope": _scope(scope),
+            "explain": True,
+            "where_document": where_document,
+            "min_score": _plain(min_score),
+        }
         return _Call("POST", "/v1/search", body, True, lambda reply: [_hit_from_dict(h) for h in reply["results"]])
 
 
@@ -335,33 +379,84 @@ class RemoteMemory(_Verbs, _Transport):
         """Change fields of one record; see :meth:`memcore.Memory.update`."""
         return self._send(self._update(id, text, metadata, merge_metadata, vectors, scope))  # type: ignore[no-any-return]
 
-    def delete(self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None) -> int:
+    def delete(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> int:
         """Delete by ids, a where filter and/or a scope; see :meth:`memcore.Memory.delete`."""
-        return self._send(self._delete(ids, where, scope))  # type: ignore[no-any-return]
+        return self._send(self._delete(ids, where, scope, where_document))  # type: ignore[no-any-return]
 
     def forget(self, scope: ScopeLike) -> dict[str, Any]:
         """Forget everything of ``scope``; see :meth:`memcore.Memory.forget`."""
         return self._send(self._forget(scope))  # type: ignore[no-any-return]
 
     def get(
-        self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, limit: int | None = None
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        limit: int | None = None,
+        offset: int = 0,
+        where_document: Mapping[str, Any] | None = None,
     ) -> Record | list[Record]:
         """One record by id, records by ids, or those matching where / scope; see :meth:`memcore.Memory.get`."""
-        return self._send(self._get(ids, where, scope, limit))  # type: ignore[no-any-return]
+        return self._send(self._get(ids, where, scope, limit, offset, where_document))  # type: ignore[no-any-return]
 
-    def count(self, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, index: str | None = None) -> int:
+    def count(
+        self, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, index: str | None = None, where_document: Mapping[str, Any] | None = None
+    ) -> int:
         """Number of records; see :meth:`memcore.Memory.count`."""
-        return self._send(self._count(where, scope, index))  # type: ignore[no-any-return]
+        return self._send(self._count(where, scope, index, where_document))  # type: ignore[no-any-return]
 
     def retrieve(
-        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **options: Any
+        self,
+        query: str | None = None,
+        vector: Any = None,
+        where: Mapping[str, Any] | None = None,
+        k: int = 10,
+        *,
+        where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        **options: Any,
     ) -> list[dict[str, Any]]:
         """Recall through the service: ``[{"id", "text", "score", "metadata"}]``; see :meth:`memcore.Memory.retrieve`."""
-        return self._send(self._retrieve(query, vector, where, k, options))  # type: ignore[no-any-return]
+        return self._send(self._retrieve(query, vector, where, k, where_document, min_score, options))  # type: ignore[no-any-return]
 
-    def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: ScopeLike = None) -> list[Hit]:
+    def query(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        index: str | None = None,
+        scope: ScopeLike = None,
+        where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
         """Run the pipeline (or one index): hits with provenance; see :meth:`memcore.Memory.query`."""
-        return self._send(self._query(text, k, where, index, scope))  # type: ignore[no-any-return]
+        return self._send(self._query(text, k, where, index, scope, where_document, min_score))  # type: ignore[no-any-return]
+
+    def history(self, id: str, *, scope: ScopeLike = None) -> list[dict[str, Any]]:
+        """Every version of one record, oldest first; see :meth:`memcore.Memory.history`."""
+        return self._send(self._history(id, scope))  # type: ignore[no-any-return]
+
+    def retrieve_many(
+        self,
+        queries: Sequence[str],
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        **options: Any,
+    ) -> list[list[dict[str, Any]]]:
+        """One result list per query text, in order; see :meth:`memcore.Memory.retrieve_many`."""
+        return self._send(self._retrieve_many(queries, k, where, where_document, min_score, options))  # type: ignore[no-any-return]
 
     def health(self) -> dict[str, Any]:
         """``{"status": "ok"}`` when the server is up."""
@@ -435,33 +530,84 @@ class AsyncRemoteMemory(_Verbs, _Transport):
         """See :meth:`RemoteMemory.update`."""
         return await self._send(self._update(id, text, metadata, merge_metadata, vectors, scope))  # type: ignore[no-any-return]
 
-    async def delete(self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None) -> int:
+    async def delete(
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        where_document: Mapping[str, Any] | None = None,
+    ) -> int:
         """See :meth:`RemoteMemory.delete`."""
-        return await self._send(self._delete(ids, where, scope))  # type: ignore[no-any-return]
+        return await self._send(self._delete(ids, where, scope, where_document))  # type: ignore[no-any-return]
 
     async def forget(self, scope: ScopeLike) -> dict[str, Any]:
         """See :meth:`RemoteMemory.forget`."""
         return await self._send(self._forget(scope))  # type: ignore[no-any-return]
 
     async def get(
-        self, ids: str | Sequence[str] | None = None, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, limit: int | None = None
+        self,
+        ids: str | Sequence[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        scope: ScopeLike = None,
+        limit: int | None = None,
+        offset: int = 0,
+        where_document: Mapping[str, Any] | None = None,
     ) -> Record | list[Record]:
         """See :meth:`RemoteMemory.get`."""
-        return await self._send(self._get(ids, where, scope, limit))  # type: ignore[no-any-return]
+        return await self._send(self._get(ids, where, scope, limit, offset, where_document))  # type: ignore[no-any-return]
 
-    async def count(self, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, index: str | None = None) -> int:
+    async def count(
+        self, *, where: Mapping[str, Any] | None = None, scope: ScopeLike = None, index: str | None = None, where_document: Mapping[str, Any] | None = None
+    ) -> int:
         """See :meth:`RemoteMemory.count`."""
-        return await self._send(self._count(where, scope, index))  # type: ignore[no-any-return]
+        return await self._send(self._count(where, scope, index, where_document))  # type: ignore[no-any-return]
 
     async def retrieve(
-        self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **options: Any
+        self,
+        query: str | None = None,
+        vector: Any = None,
+        where: Mapping[str, Any] | None = None,
+        k: int = 10,
+        *,
+        where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        **options: Any,
     ) -> list[dict[str, Any]]:
         """See :meth:`RemoteMemory.retrieve`."""
-        return await self._send(self._retrieve(query, vector, where, k, options))  # type: ignore[no-any-return]
+        return await self._send(self._retrieve(query, vector, where, k, where_document, min_score, options))  # type: ignore[no-any-return]
 
-    async def query(self, text: str, *, k: int = 10, where: Mapping[str, Any] | None = None, index: str | None = None, scope: ScopeLike = None) -> list[Hit]:
+    async def query(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        index: str | None = None,
+        scope: ScopeLike = None,
+        where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
         """See :meth:`RemoteMemory.query`."""
-        return await self._send(self._query(text, k, where, index, scope))  # type: ignore[no-any-return]
+        return await self._send(self._query(text, k, where, index, scope, where_document, min_score))  # type: ignore[no-any-return]
+
+    async def history(self, id: str, *, scope: ScopeLike = None) -> list[dict[str, Any]]:
+        """See :meth:`RemoteMemory.history`."""
+        return await self._send(self._history(id, scope))  # type: ignore[no-any-return]
+
+    async def retrieve_many(
+        self,
+        queries: Sequence[str],
+        *,
+        k: int = 10,
+        where: Mapping[str, Any] | None = None,
+        where_document: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        **options: Any,
+    ) -> list[list[dict[str, Any]]]:
+        """See :meth:`RemoteMemory.retrieve_many`."""
+        return await self._send(self._retrieve_many(queries, k, where, where_document, min_score, options))  # type: ignore[no-any-return]
 
     async def health(self) -> dict[str, Any]:
         """See :meth:`RemoteMemory.health`."""

@@ -15,7 +15,7 @@ from memcore import FilterError, ValidationError
 from .config import ServerConfig
 from .wire import REQUEST_TOO_LARGE, error_body
 
-__all__ = ["BodyLimit", "TooLarge", "check_batch", "check_k", "check_filter"]
+__all__ = ["BodyLimit", "TooLarge", "check_batch", "check_k", "check_filter", "check_filters"]
 
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -91,10 +91,16 @@ def check_k(k: int, config: ServerConfig) -> None:
         raise ValidationError(f"k={k} is over this server's limit of {config.max_k}")
 
 
-def check_filter(where: Mapping[str, Any] | None, config: ServerConfig) -> None:
-    """A ``where`` filter at most ``max_filter_bytes`` long as compact JSON."""
+def check_filter(where: Mapping[str, Any] | None, config: ServerConfig, what: str = "where") -> None:
+    """A filter (``where``, or ``where_document`` named by ``what``) at most ``max_filter_bytes`` long as compact JSON."""
     if where is None:
         return
     size = len(json.dumps(where, separators=(",", ":"), ensure_ascii=False).encode())
     if size > config.max_filter_bytes:
-        raise FilterError(f"the where filter is {size} bytes; this server's limit is {config.max_filter_bytes}")
+        raise FilterError(f"the {what} filter is {size} bytes; this server's limit is {config.max_filter_bytes}")
+
+
+def check_filters(where: Mapping[str, Any] | None, where_document: Mapping[str, Any] | None, config: ServerConfig) -> None:
+    """Both filters of a request within ``max_filter_bytes`` (each on its own)."""
+    check_filter(where, config)
+    check_filter(where_document, config, "where_document")

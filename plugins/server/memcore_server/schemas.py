@@ -24,6 +24,8 @@ __all__ = [
     "ForgetBody",
     "CountBody",
     "SearchBody",
+    "HistoryBody",
+    "RetrieveManyBody",
     "LinkOut",
     "RecordOut",
     "IdOut",
@@ -36,6 +38,9 @@ __all__ = [
     "ContributionOut",
     "ResultOut",
     "SearchOut",
+    "VersionOut",
+    "HistoryOut",
+    "ResultsManyOut",
     "HealthOut",
     "InfoOut",
     "ErrorDetail",
@@ -122,22 +127,29 @@ class UpdateBody(_Body):
     scope: ScopeIn | None = None
 
 
+WHERE_DOCUMENT = 'A text filter on the record text: {"$contains": "..."}, $not_contains, $and, $or.'
+MIN_SCORE = "Drop the results scoring below this (a finite number; at most k remain)."
+
+
 class GetBody(_Body):
-    """``Memory.get(ids, where=, scope=, limit=)``: records by id, or those matching a filter."""
+    """``Memory.get(ids, where=, scope=, limit=, offset=, where_document=)``: records by id, or a page of those matching."""
 
     ids: list[str] | None = None
     where: dict[str, Any] | None = None
     scope: ScopeIn | None = None
     limit: int | None = Field(None, ge=0)
+    offset: int = Field(0, ge=0, description="Skip this many (insertion order; with ids, of the ids given).")
+    where_document: dict[str, Any] | None = Field(None, description=WHERE_DOCUMENT)
     with_vectors: bool = Field(False, description="Return each record's stored vectors.")
 
 
 class DeleteBody(_Body):
-    """``Memory.delete(ids, where=, scope=)``: at least one of the three."""
+    """``Memory.delete(ids, where=, scope=, where_document=)``: at least one of the four."""
 
     ids: list[str] | None = None
     where: dict[str, Any] | None = None
     scope: ScopeIn | None = None
+    where_document: dict[str, Any] | None = Field(None, description=WHERE_DOCUMENT)
 
 
 class ForgetBody(_Body):
@@ -147,11 +159,12 @@ class ForgetBody(_Body):
 
 
 class CountBody(_Body):
-    """``Memory.count(where=, scope=, index=)``."""
+    """``Memory.count(where=, scope=, index=, where_document=)``."""
 
     where: dict[str, Any] | None = None
     scope: ScopeIn | None = None
     index: str | None = None
+    where_document: dict[str, Any] | None = Field(None, description=WHERE_DOCUMENT)
 
 
 class SearchBody(_Body):
@@ -166,6 +179,28 @@ class SearchBody(_Body):
     explain: bool = Field(False, description="Run the pipeline and return each hit's provenance and explanation (needs a query text).")
     index: str | None = Field(None, description="With explain: search this one index instead of the pipeline.")
     options: dict[str, Any] = Field(default_factory=dict, description="Service options of a retrieve.")
+    where_document: dict[str, Any] | None = Field(None, description=WHERE_DOCUMENT)
+    min_score: float | None = Field(None, strict=True, allow_inf_nan=False, description=MIN_SCORE)
+
+
+class HistoryBody(_Body):
+    """``Memory.history(id, scope=)``: every version of one record, oldest first."""
+
+    id: str
+    scope: ScopeIn | None = None
+
+
+class RetrieveManyBody(_Body):
+    """``Memory.retrieve_many(queries, k=, where=, where_document=, min_score=, **options)``:
+    one result list per query text, in order."""
+
+    queries: list[str]
+    k: int = Field(10, ge=1)
+    where: dict[str, Any] | None = None
+    where_document: dict[str, Any] | None = Field(None, description=WHERE_DOCUMENT)
+    min_score: float | None = Field(None, strict=True, allow_inf_nan=False, description=MIN_SCORE)
+    scope: ScopeIn | None = None
+    options: dict[str, Any] = Field(default_factory=dict, description="Service options of each retrieve.")
 
 
 class LinkOut(BaseModel):
@@ -260,6 +295,31 @@ class SearchOut(BaseModel):
     """Results, best first."""
 
     results: list[ResultOut]
+
+
+class ResultsManyOut(BaseModel):
+    """One result list per query, in the order of the queries; each best first."""
+
+    results: list[list[ResultOut]]
+
+
+class VersionOut(BaseModel):
+    """One version of a record: ``op`` is insert, update or delete (a deleted record's texts
+    and metadata are erased: None), ``seq`` the store's sequence number, ``at`` seconds since the epoch."""
+
+    id: str
+    seq: int
+    op: str
+    text: str | None = None
+    metadata: dict[str, Any] | None = None
+    scope: dict[str, str] | None = None
+    at: float
+
+
+class HistoryOut(BaseModel):
+    """The versions of one record, oldest first."""
+
+    versions: list[VersionOut]
 
 
 class HealthOut(BaseModel):

@@ -203,6 +203,19 @@ def test_batch_k_and_filter_limits(memory: memcore.Memory, served: Any) -> None:
     error_of(call(server, "POST", "/v1/search", None, {"query": "x", "k": 5, "where": where}), 400, "FilterError")
     error_of(call(server, "POST", "/v1/delete", None, {"where": where}), 400, "FilterError")
     assert memory.count() == 3
+    text_filter = {"$or": [{"$contains": f"word-{i}"} for i in range(10)]}
+    for path, body in (
+        ("/v1/get", {}),
+        ("/v1/count", {}),
+        ("/v1/delete", {}),
+        ("/v1/search", {"query": "x", "k": 5}),
+        ("/v1/retrieve_many", {"queries": ["x"], "k": 5}),
+    ):
+        assert "where_document filter" in error_of(call(server, "POST", path, None, {**body, "where_document": text_filter}), 400, "FilterError")
+    error_of(call(server, "POST", "/v1/retrieve_many", None, {"queries": ["a", "b", "c", "d"]}), 413, "RequestTooLarge")
+    error_of(call(server, "POST", "/v1/retrieve_many", None, {"queries": ["a"], "k": 6}), 400, "ValidationError")
+    assert [len(r) for r in ok(call(server, "POST", "/v1/retrieve_many", None, {"queries": ["a", "b", "c"], "k": 5}))["results"]] == [3, 3, 3]
+    assert memory.count() == 3
 
 
 def test_request_time_limit_is_a_504(memory: memcore.Memory, served: Any, monkeypatch: pytest.MonkeyPatch) -> None:

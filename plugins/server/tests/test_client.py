@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import subprocess
 import sys
 from typing import Any
@@ -126,8 +127,29 @@ def test_async_client(memory: memcore.Memory, served: Any) -> None:
             assert (await remote.forget({"user_id": "nobody"}))["records"] == 0
             with pytest.raises(NotFoundError):
                 await remote.get("missing")
+            await remote.insert([{"text": f"page {i}", "id": f"p{i}"} for i in range(4)])
+            assert [r.id for r in await remote.get(offset=1, limit=2, where_document={"$contains": "page"})] == ["p1", "p2"]
+            assert await remote.count(where_document={"$contains": "page"}) == 4
+            many = await remote.retrieve_many(["page 1", "page 3"], k=2, min_score=-1e9)
+            assert [found[0]["id"] for found in many] == ["p1", "p3"]
+            assert [v["op"] for v in await remote.history("u")] == ["insert"]
+            assert await remote.delete(where_document={"$contains": "page"}) == 4
 
     asyncio.run(run())
+
+
+VERBS = ("insert", "upsert", "update", "delete", "forget", "get", "count", "history", "retrieve", "retrieve_many", "query")
+
+
+@pytest.mark.parametrize("client", [RemoteMemory, AsyncRemoteMemory])
+@pytest.mark.parametrize("verb", VERBS)
+def test_the_clients_take_the_arguments_of_memory(client: type, verb: str) -> None:
+    """Every verb of the clients has Memory's parameters: names, kinds and defaults."""
+
+    def shape(fn: Any) -> list[tuple[str, Any, Any]]:
+        return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+    assert shape(getattr(client, verb)) == shape(getattr(memcore.Memory, verb))
 
 
 def test_the_client_imports_neither_fastapi_nor_uvicorn() -> None:

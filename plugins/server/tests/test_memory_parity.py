@@ -207,3 +207,106 @@ def test_query_hits_equal_in_process(mem: Any, memory: memcore.Memory) -> None:
     assert plain(mem.query("topic", k=3, index="vector")) == plain(memory.query("topic", k=3, index="vector"))
     assert mem.retrieve("topic 2", k=5) == memory.retrieve("topic 2", k=5)
     assert [r.to_dict(with_vectors=True) for r in mem.get(limit=3)] == [r.to_dict(with_vectors=True) for r in memory.get(limit=3)]
+
+
+def test_history_of_a_record(mem: Any) -> None:
+    mem.insert("first text", id="h1", metadata={"v": 1}, scope={"user_id": "u"})
+    mem.update("h1", text="second text", metadata={"v": 2})
+    versions = mem.history("h1")
+    assert [v["op"] for v in versions] == ["insert", "update"]
+    assert [v["text"] for v in versions] == ["first text", "second text"] and versions[1]["metadata"] == {"v": 2}
+    assert set(versions[0]) == {"id", "seq", "op", "text", "metadata", "scope", "at"}
+    assert versions[0]["id"] == "h1" and versions[0]["scope"] == {"user_id": "u"} and isinstance(versions[0]["at"], float)
+    assert versions[0]["seq"] < versions[1]["seq"]
+    assert mem.history("h1", scope={"user_id": "u"}) == versions
+    mem.delete("h1")
+    after = mem.history("h1")
+    assert [v["op"] for v in after] == ["insert", "update", "delete"] and after[0]["text"] is None
+    with pytest.raises(NotFoundError):
+        mem.history("missing")
+    mem.insert("kept", id="h2", scope={"user_id": "u"})
+    with pytest.raises(NotFoundError):
+        mem.history("h2", scope={"user_id": "w"})
+
+
+def test_get_pages_with_offset_and_limit(mem: Any) -> None:
+    mem.insert([{"text": f"memory {i}", "id": f"m{i}", "metadata": {"even": i % 2 == 0}} for i in range(7)])
+    pages = [[r.id for r in mem.get(offset=offset, limit=3)] for offset in (0, 3, 6, 9)]
+    assert pages == [["m0", "m1", "m2"], ["m3", "m4", "m5"], ["m6"], []]
+    assert [r.id for r in mem.get(where={"even": True}, offset=1, limit=2)] == ["m2", "m4"]
+    assert [r.id for r in mem.get(["m5", "m1", "m3"], offset=1)] == ["m1", "m3"]
+    assert [r.id for r in mem.get(offset=5)] == ["m5", "m6"]
+    with pytest.raises(ValidationError):
+        mem.get(offset=-1)
+
+
+def test_where_document_on_get_count_delete_retrieve_and_query(mem: Any) -> None:
+    mem.insert(
+        [
+            {"text": "the cat sat on the mat", "id": "cat", "metadata": {"pet": True}},
+            {"text": "a cat chased the dog", "id": "chase", "metadata": {"pet": True}},
+            {"text": "dogs bark at the moon", "id": "dog", "metadata": {"pet": False}},
+        ]
+    )
+    cats = {"$contains": "cat"}
+    assert [r.id for r in mem.get(where_document=cats)] == ["cat", "chase"]
+    assert [r.id for r in mem.get(where_document={"$not_contains": "cat"})] == ["dog"]
+    assert [r.id for r in mem.get(where_document={"$and": [cats, {"$contains": "dog"}]})] == ["chase"]
+    assert mem.count(where_document=cats) == 2 and mem.count(where_document=cats, where={"pet": False}) == 0
+    assert {r["id"] for r in mem.retrieve("cat", k=10, where_document={"$contains": "moon"})} == {"dog"}
+    assert {h.id for h in mem.query("cat", k=10, where_document={"$contains": "moon"})} == {"dog"}
+    with pytest.raises(NotFoundError):
+        mem.get(["dog"], where_document=cats)
+    with pytest.raises(FilterError):
+        mem.get(where_document={"$bogus": "x"})
+    with pytest.raises(FilterError):
+        mem.count(where_document={"$contains": 3})
+    assert mem.delete(where_document={"$contains": "mat"}) == 1
+    assert mem.count() == 2
+
+
+def test_min_score_on_retrieve_and_query(mem: Any) -> None:
+    mem.insert([f"memory number {i} about topic {i % 3}" for i in range(10)])
+    everything = mem.retrieve("topic 1", k=10)
+    cut = everything[3]["score"]
+    kept = mem.retrieve("topic 1", k=10, min_score=cut)
+    assert kept and all(r["score"] >= cut for r in kept) and kept == [r for r in everything if r["score"] >= cut]
+    assert mem.retrieve("topic 1", k=10, min_score=1e9) == []
+    hits = mem.query("topic 1", k=10)
+    assert [h.id for h in mem.query("topic 1", k=10, min_score=hits[2].score)] == [h.id for h in hits if h.score >= hits[2].score]
+    for bad in (float("nan"), float("inf"), True, "high"):
+        with pytest.raises(ValidationError):
+            mem.retrieve("topic", min_score=bad)
+        with pytest.raises(ValidationError):
+            mem.query("topic", min_score=bad)
+
+
+def test_retrieve_many_is_a_loop_of_retrieve(mem: Any) -> None:
+    mem.insert(
+        [
+            {"text": "the cat sat on the mat", "id": "cat", "metadata": {"topic": "cats"}},
+            {"text": "dogs bark at the moon", "id": "dog", "metadata": {"topic": "dogs"}, "scope": {"user_id": "u"}},
+            {"text": "fish swim in the sea", "id": "fish", "metadata": {"topic": "fish"}},
+        ]
+    )
+    queries = ["a cat on the mat", "barking dogs", "the sea"]
+    answers = mem.retrieve_many(queries, k=2)
+    assert isinstance(answers, list) and len(answers) == 3
+    assert answers == [mem.retrieve(q, k=2) for q in queries]
+    assert [a[0]["id"] for a in answers] == ["cat", "dog", "fish"]
+    assert mem.retrieve_many(queries, k=3, where={"topic": "fish"}) == [mem.retrieve(q, k=3, where={"topic": "fish"}) for q in queries]
+    assert [[r["id"] for r in a] for a in mem.retrieve_many(queries, scope={"user_id": "u"})] == [["dog"]] * 3
+    assert [[r["id"] for r in a] for a in mem.retrieve_many(queries, where_document={"$contains": "moon"})] == [["dog"]] * 3
+    cut = answers[0][0]["score"]
+    assert mem.retrieve_many(queries[:1], k=2, min_score=cut) == [[r for r in answers[0] if r["score"] >= cut]]
+    for bad in ([], "one text", ["ok", "  "], ["ok", 3]):
+        with pytest.raises(ValidationError):
+            mem.retrieve_many(bad)
+    with pytest.raises(ValidationError):
+        mem.retrieve_many(queries, k=0)
+    with pytest.raises(ValidationError):
+        mem.retrieve_many(queries, min_score=float("nan"))
+    with pytest.raises(FilterError):
+        mem.retrieve_many(queries, where={"topic": {"$bogus": 1}})
+    with pytest.raises(ValidationError):
+        mem.retrieve_many(queries, colour="red")

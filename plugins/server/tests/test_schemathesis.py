@@ -38,6 +38,8 @@ OPERATIONS = [
     ("POST", "/v1/forget"),
     ("POST", "/v1/count"),
     ("POST", "/v1/search"),
+    ("POST", "/v1/retrieve_many"),
+    ("POST", "/v1/history"),
     ("GET", "/v1/records/{id}"),
     ("PATCH", "/v1/records/{id}"),
     ("DELETE", "/v1/records/{id}"),

@@ -80,6 +80,9 @@ def test_guessed_ids_of_another_tenant_look_unknown(server: Any, two_tenants: di
         ("POST", "/v1/update", {"id": "{id}", "metadata": {"owned": True}}),
         ("POST", "/v1/delete", {"ids": ["{id}"]}),
         ("POST", "/v1/delete", {"ids": ["a1", "{id}"]}),
+        ("POST", "/v1/history", {"id": "{id}"}),
+        ("POST", "/v1/history", {"id": "{id}", "scope": {"user_id": "alice"}}),
+        ("POST", "/v1/get", {"ids": ["{id}"], "offset": 0, "where_document": {"$contains": "tea"}}),
     ]
     for method, path, body in probes:
         answers = []
@@ -108,6 +111,9 @@ def test_a_scope_outside_the_key_is_403_and_changes_nothing(server: Any, two_ten
         ("POST", "/v1/get", {"scope": bob_scope}),
         ("POST", "/v1/search", {"query": "tea", "scope": bob_scope}),
         ("POST", "/v1/search", {"query": "tea", "scope": bob_scope, "explain": True}),
+        ("POST", "/v1/retrieve_many", {"queries": ["tea", "bob"], "scope": bob_scope}),
+        ("POST", "/v1/history", {"id": "b1", "scope": bob_scope}),
+        ("POST", "/v1/delete", {"where_document": {"$contains": "tea"}, "scope": bob_scope}),
         ("POST", "/v1/delete", {"scope": bob_scope}),
         ("POST", "/v1/delete", {"where": {"kind": "pref"}, "scope": bob_scope}),
         ("POST", "/v1/forget", {"scope": bob_scope}),
@@ -152,3 +158,29 @@ def test_writes_are_stamped_with_the_key_scope(server: Any, two_tenants: dict[st
     # the same text from two tenants is two records (content ids include the scope)
     same = ok(call(server, "POST", "/v1/insert", two_tenants["alice"], {"text": "no scope given"}))["id"]
     assert same != one and memory.count() == 4 + 3
+
+
+def test_new_verbs_stay_inside_the_tenant(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
+    """history, retrieve_many, pages and text filters see only the caller's records."""
+    alice, bob = two_tenants["alice"], two_tenants["bob"]
+    memory.update("b1", text="bob now likes coffee")
+    versions = ok(call(server, "POST", "/v1/history", alice, {"id": "a1"}))["versions"]
+    assert [v["op"] for v in versions] == ["insert"] and versions[0]["scope"] == {"user_id": "alice"}
+    assert [v["op"] for v in ok(call(server, "POST", "/v1/history", bob, {"id": "b1"}))["versions"]] == ["insert", "update"]
+    assert [v["op"] for v in ok(call(server, "POST", "/v1/history", two_tenants["ops"], {"id": "b1"}))["versions"]] == ["insert", "update"]
+    many = ok(call(server, "POST", "/v1/retrieve_many", alice, {"queries": ["bob likes coffee", "tea"], "k": 10}))["results"]
+    assert [{r["id"] for r in found} for found in many] == [{"a1", "a2"}, {"a1", "a2"}]
+    assert [r["id"] for r in ok(call(server, "POST", "/v1/get", alice, {"offset": 1}))["records"]] == ["a2"]
+    assert ok(call(server, "POST", "/v1/get", alice, {"offset": 2}))["records"] == []
+    tea = {"where_document": {"$contains": "likes"}}
+    assert ok(call(server, "POST", "/v1/count", alice, tea))["count"] == 2
+    assert {r["id"] for r in ok(call(server, "POST", "/v1/get", alice, tea))["records"]} == {"a1", "a2"}
+    coffee = {"where_document": {"$contains": "coffee"}}
+    assert ok(call(server, "POST", "/v1/count", alice, coffee))["count"] == 0
+    assert ok(call(server, "POST", "/v1/search", alice, {"query": "coffee", **coffee}))["results"] == []
+    assert ok(call(server, "POST", "/v1/delete", alice, coffee)) == {"deleted": 0}
+    assert ok(call(server, "POST", "/v1/delete", alice, tea)) == {"deleted": 2}
+    assert memory.count() == 2 and memory.get("b1").text == "bob now likes coffee"
+    # alice's deleted record keeps its history (texts erased); bob's stays unknown to her
+    assert [v["op"] for v in ok(call(server, "POST", "/v1/history", alice, {"id": "a1"}))["versions"]] == ["insert", "delete"]
+    assert _unknown(call(server, "POST", "/v1/history", alice, {"id": "b1"})) == _unknown(call(server, "POST", "/v1/history", alice, {"id": "zz-none"}))
