@@ -36,7 +36,7 @@ def _project(plugin_dir: Path) -> dict:
 def _extra_of(dist: str) -> str | None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
     for extra, requirements in extras.items():
-        if extra != "all" and any(r.split(" @")[0].strip() == dist for r in requirements):
+        if extra != "all" and any(r.split(" @")[0].split("[")[0].strip() == dist for r in requirements):
             return extra
     return None
 

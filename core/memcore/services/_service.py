@@ -220,12 +220,12 @@ class Service(ABC):
             method = cls.__dict__.get(verb)
             if callable(method):
                 setattr(cls, verb, _binds_scope(method))
-        if callable(cls.__dict__.get("retrieve")):
-            cls.retrieve = _maps_metadata(cls.__dict__["retrieve"])  # type: ignore[method-assign]
         for verb in SERIALISED_VERBS:
             method = cls.__dict__.get(verb)
             if callable(method):
                 setattr(cls, verb, _serialised(verb, method))
+        if callable(cls.__dict__.get("retrieve")):  # outermost: its warning points at the caller
+            cls.retrieve = _maps_metadata(cls.__dict__["retrieve"])  # type: ignore[method-assign]
         if "read_only_verbs" not in cls.__dict__:  # an inherited promise does not cover a verb this class rewrites
             rewritten = {verb for verb in cls.read_only_verbs if verb in cls.__dict__}
             if rewritten:
@@ -432,9 +432,9 @@ class Service(ABC):
 
 for _verb in SCOPED_VERBS:
     setattr(Service, _verb, _binds_scope(getattr(Service, _verb)))
-Service.retrieve = _maps_metadata(Service.retrieve)  # type: ignore[method-assign]
 for _verb in SERIALISED_VERBS:
     setattr(Service, _verb, _serialised(_verb, getattr(Service, _verb)))
+Service.retrieve = _maps_metadata(Service.retrieve)  # type: ignore[method-assign]
 
 
 # -- the builtin default service ------------------------------------------------------------

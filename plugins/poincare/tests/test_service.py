@@ -17,6 +17,9 @@ def settings(**service):
 
 
 class TestHyperAmyContract(ServiceContract):
+    # a particle is born when it is inserted: the same text inserted again is a new particle
+    idempotent_inserts = False
+
     @pytest.fixture
     def open_memory(self):
         return lambda path: memcore.open(settings(), path=path)
