@@ -129,6 +129,10 @@ class PgvectorIndex(VectorIndex):
                     sql.Identifier(name), vector_table(slot), sql.SQL(c.method), sql.Literal(self.dim), sql.SQL(_OPCLASS[c.metric]), options
                 )
             )
+            # fresh statistics, so the planner sees how many records are members (a bulk load
+            # leaves none until autovacuum runs)
+            conn.execute("ANALYZE records")
+            conn.execute(sql.SQL("ANALYZE {}").format(vector_table(slot)))
             return True
 
         self._built = bool(self.store.pool.write(f"building the pgvector index of {self.name!r}", build))
@@ -142,6 +146,13 @@ class PgvectorIndex(VectorIndex):
         else:
             parts = [f"SET LOCAL ivfflat.probes = {int(c.probes)}", f"SET LOCAL ivfflat.iterative_scan = {c.iterative_scan}"]
         return "BEGIN READ ONLY; " + "; ".join(parts)
+
+    def _settings_for(self, allowed: AbstractSet[str] | None) -> str:
+        """The search settings, with the planner kept on the vector index unless an id list
+        (whose size the planner sees) restricts the search."""
+        if self.config.force_index and allowed is None:
+            return self._settings + "; SET LOCAL enable_sort = off"
+        return self._settings
 
     # -- Index -------------------------------------------------------------------------------
 
@@ -186,7 +197,7 @@ class PgvectorIndex(VectorIndex):
             if slot is None:
                 return []
             statement, params = self.statement(query, vector, k, allowed, slot)
-            conn.execute(self._settings)
+            conn.execute(self._settings_for(allowed))
             try:
                 rows = conn.execute(statement, params).fetchall()
             except BaseException:

@@ -71,7 +71,7 @@ def _plan(index: PgvectorIndex, query: Query, vector: np.ndarray) -> str:
 
     def explain(conn: Any) -> str:
         statement, params = index.statement(query, vector, K, None, index._slot or 0)
-        conn.execute(index._settings)
+        conn.execute(index._settings_for(None))
         rows = conn.execute(b"EXPLAIN " + statement.as_bytes(conn), params).fetchall()
         conn.execute("ROLLBACK")
         return "\n".join(r[0] for r in rows)
