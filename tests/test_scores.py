@@ -208,3 +208,46 @@ def test_memcore_query_min_score(tmp_path):
     assert runner.invoke(main, ["query", "--path", str(path), "--min-score", "0.99", UNRELATED]).output.strip() == "No hits."
     bad = runner.invoke(main, ["query", "--path", str(path), "--min-score", "nan", "Alice"])
     assert bad.exit_code != 0 and "min_score must be a finite number" in bad.output
+
+
+@pytest.mark.parametrize("index", [{"kind": "exact"}, {"kind": "faiss", "factory": "HNSW32"}])
+def test_the_relevance_stage_reuses_the_recall_cosines(tmp_path, monkeypatch, index):
+    """A hit recalled by an index that scores by exact cosine keeps that cosine (no read of
+    its vector back); the scores equal those computed from the stored vectors."""
+    from memcore.retrieval import _pipeline, _relevance
+
+    if index["kind"] == "faiss":
+        pytest.importorskip("memcore_faiss")
+    texts = ["Alice moved to Lisbon in April", "Bob adopted a beagle", "Clara rides tram 28", "Lisbon trams are yellow", "Dogs love walks"]
+    settings = {"spaces": {"default": {"embedder": {"kind": "hashing", "dim": 64}}}, "indexes": {"vector": index}, "pipeline": "basic"}
+    with memcore.open(settings, path=tmp_path / "m") as memory:
+        memory.insert(texts)
+        reads: list[int] = []
+        original = _pipeline.PipelineContext.vectors
+        monkeypatch.setattr(_pipeline.PipelineContext, "vectors", lambda self, ids, space: reads.append(len(ids)) or original(self, ids, space))
+        reused = [(h["id"], h["score"]) for h in memory.retrieve("trams in Lisbon", k=4)]
+        assert reads == []  # the recall's cosines, not the store's vectors
+        monkeypatch.setattr(_relevance, "_index_cosines", lambda ctx, hits, space: None)
+        read_back = [(h["id"], h["score"]) for h in memory.retrieve("trams in Lisbon", k=4)]
+        assert reads  # the fallback reads the vectors
+    assert [i for i, _ in reused] == [i for i, _ in read_back]
+    assert np.allclose([s for _, s in reused], [s for _, s in read_back], atol=1e-5)
+
+
+def test_a_hit_no_cosine_index_recalled_reads_its_vector(tmp_path, monkeypatch):
+    """BM25-only hits (the advanced preset without a dense match) are scored from their vectors."""
+    from memcore.retrieval import _pipeline
+
+    pytest.importorskip("memcore_bm25")
+    settings = {
+        "spaces": {"default": {"embedder": {"kind": "hashing", "dim": 64}}},
+        "indexes": {"vector": {"kind": "exact", "metric": "l2"}, "bm25": {"kind": "bm25"}},
+        "pipeline": "advanced",
+    }
+    with memcore.open(settings, path=tmp_path / "m") as memory:
+        memory.insert(["Alice moved to Lisbon in April", "Bob adopted a beagle"])
+        reads: list[int] = []
+        original = _pipeline.PipelineContext.vectors
+        monkeypatch.setattr(_pipeline.PipelineContext, "vectors", lambda self, ids, space: reads.append(len(ids)) or original(self, ids, space))
+        hits = memory.retrieve("Lisbon", k=2)
+    assert hits and reads  # an l2 index's scores are not cosines: read back

@@ -4,6 +4,8 @@ search-time options and when indexes are added or dropped), never with its secre
 
 from __future__ import annotations
 
+import json
+
 from importlib import util
 from pathlib import Path
 from types import SimpleNamespace
@@ -264,16 +266,18 @@ def test_secrets_are_never_written_into_the_memory(tmp_path, monkeypatch):
         assert document["spaces"]["default"]["embedder"] == {"kind": "keyed_hashing", "api_key_env": "EMBED_KEY"}
         assert sorted(document["omitted"]) == ["spaces.default.embedder.api_key", "store.mirror", "store.password", "store.session", "store.url"]
         # reopening without settings asks for the secrets instead of using a default in their place
-        monkeypatch.setenv("MEMCORE_STORE__KIND", "vault")
+        # the store's own secrets first (the directory names the store: store.json), then the rest
+        assert json.loads((tmp_path / "m" / "store.json").read_text())["store"] == {"kind": "vault", "password_env": "VAULT_PASSWORD"}
         with pytest.raises(ConfigError, match=r"store\.url, .*are secrets.*MEMCORE_STORE__URL=\.\.\.") as caught:
             memcore.open(path=tmp_path / "m")
-        assert all(place in str(caught.value) for place in document["omitted"])
+        assert all(place in str(caught.value) for place in document["omitted"] if place.startswith("store."))
         for name, value in (("URL", "postgresql://memcore:x@db/m"), ("PASSWORD", "x"), ("SESSION", "s"), ("MIRROR", "https://r:x@m/m")):
             monkeypatch.setenv(f"MEMCORE_STORE__{name}", value)
+        with pytest.raises(ConfigError, match=r"spaces\.default\.embedder\.api_key is a secret"):
+            memcore.open(path=tmp_path / "m")
         monkeypatch.setenv("MEMCORE_SPACES__DEFAULT__EMBEDDER__API_KEY", "k")
         with memcore.open(path=tmp_path / "m") as memory:
             assert memory.count() == 3 and memory.settings.pipeline == settings["pipeline"]
-        monkeypatch.delenv("MEMCORE_STORE__KIND")  # the default store kind: sqlite (the vault store's files are SQLite's)
 
 
 def test_what_counts_as_a_secret():
@@ -292,3 +296,35 @@ def test_the_stored_document_is_json_settings(tmp_path):
     assert document["format"] == 1 and "indexes" not in document and "path" not in document
     assert document["store"] == {"kind": "sqlite"} and document["service"] == {"kind": "default"}
     assert document["spaces"] == CUSTOM["spaces"] and document["pipeline"] == CUSTOM["pipeline"]
+
+
+def test_a_memory_on_another_store_entry_is_named_in_its_directory(tmp_path):
+    default = tmp_path / "default"
+    with memcore.open({"spaces": {"default": {"embedder": {"kind": "hashing", "dim": 64}}}}, path=default) as memory:
+        memory.insert(TEXTS)
+    assert not (default / "store.json").exists()  # the default store is found by looking
+    other = tmp_path / "other"
+    settings = {"store": {"kind": "sqlite", "filename": "notes.db"}, "spaces": {"default": {"embedder": {"kind": "hashing", "dim": 64}}}}
+    with memcore.open(settings, path=other) as memory:
+        memory.insert(TEXTS)
+    assert json.loads((other / "store.json").read_text()) == {"format": 1, "store": {"kind": "sqlite", "filename": "notes.db"}}
+    with memcore.open(path=other) as memory:  # by its path alone
+        assert memory.count() == 3 and memory.settings.store["filename"] == "notes.db"
+    assert sorted(p.name for p in other.iterdir() if p.name.startswith("store")) == ["store.json"]  # no default store.sqlite3 made
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"format": 1}', '{"store": {"filename": "x"}}'])
+def test_a_damaged_store_name_is_a_corrupt_error_and_changes_nothing(tmp_path, content):
+    from memcore.errors import CorruptError
+
+    settings = {"store": {"kind": "sqlite", "filename": "notes.db"}, "spaces": {"default": {"embedder": {"kind": "hashing", "dim": 64}}}}
+    with memcore.open(settings, path=tmp_path / "m") as memory:
+        memory.insert(TEXTS)
+    (tmp_path / "m" / "store.json").write_text(content)
+    before = sorted(p.name for p in (tmp_path / "m").iterdir())
+    with pytest.raises(CorruptError, match="store.json"):
+        memcore.open(path=tmp_path / "m")
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == before
+    with memcore.open(settings, path=tmp_path / "m") as memory:  # full settings still open it, and mend the file
+        assert memory.count() == 3
+    assert json.loads((tmp_path / "m" / "store.json").read_text())["store"]["filename"] == "notes.db"

@@ -19,6 +19,7 @@ from ._memory import Memory
 from ..services._service import Service
 from ..settings import MemcoreSettings, load_settings
 from ._check import CheckedSettings, check_built_service, check_settings
+from ._store_file import check_store_secrets, read_store_entry, write_store_entry
 from ._stored import StoredMemory, check_omitted, peek, record_settings, settings_document, stored_layer
 
 __all__ = ["open", "Memory"]
@@ -106,11 +107,26 @@ def _settings_for(
     and ``overrides``, or the environment and the defaults for a new memory."""
     resolved = _resolve(settings, overrides)
     directory = Path(path) if path is not None else (Path(resolved.path) if resolved.path else None)
-    stored = peek(resolved, registry, directory) if settings is None or _auto_spaces(resolved) else None
-    if settings is None and stored is not None and stored.settings is not None:
-        resolved = load_settings(None, base=stored_layer(stored, registry), **overrides)
-        check_omitted(stored, resolved)
+    named = read_store_entry(directory) if settings is None else None
+    if named is not None:  # the memory's store is not the default: it is named in the directory
+        entry, omitted = named
+        resolved = load_settings(None, base={"store": entry}, **overrides)
+        check_store_secrets(omitted, resolved.store)
+    stored = peek(resolved, registry, directory, keep=named is not None) if settings is None or _auto_spaces(resolved) else None
+    try:
+        if settings is None and stored is not None and stored.settings is not None:
+            resolved = load_settings(None, base=stored_layer(stored, registry), **overrides)
+            check_omitted(stored, resolved)
+    except BaseException:
+        _drop(stored)
+        raise
     return resolved, directory, stored
+
+
+def _drop(stored: StoredMemory | None) -> None:
+    """Close the store ``peek`` kept open, if any (the open failed before taking it)."""
+    if stored is not None and stored.store is not None:
+        stored.store.close()
 
 
 def open(
@@ -134,11 +150,16 @@ def open(
     """
     registry = get_registry()
     resolved, directory, stored = _settings_for(settings, path, overrides, registry)
-    resolved, hints = _resolve_auto(resolved, stored, registry)
-    checked = check_settings(resolved, registry)  # every entry validated before anything opens
-    spaces = _build_spaces(resolved, checked)
+    try:
+        resolved, hints = _resolve_auto(resolved, stored, registry)
+        checked = check_settings(resolved, registry)  # every entry validated before anything opens
+        spaces = _build_spaces(resolved, checked)
+    except BaseException:
+        _drop(stored)
+        raise
     llms = LLMs(checked.llms, registry)  # each built on first use; indexes with an LLM step get them too
-    store = checked.registrations["store"].build(checked.store, directory)
+    kept = stored.take_store(resolved.store) if stored is not None else None
+    store = kept if kept is not None else checked.registrations["store"].build(checked.store, directory)
     try:
         declared = {name: (d.kind, d.config) for name, d in checked.indexes.items()}
         kinds = {d.kind: checked.registrations[f"indexes.{name}"] for name, d in checked.indexes.items()}
@@ -157,7 +178,10 @@ def open(
         service = _build_service(checked, collection)
         checked.pipeline.bind_llms(llms)
         service.bind_llms(llms)
-        record_settings(store, settings_document(resolved, registry))
+        document = settings_document(resolved, registry)
+        record_settings(store, document)
+        if not store.read_only:
+            write_store_entry(directory, document["store"], [place for place in document.get("omitted", []) if place.startswith("store.")])
     except BaseException:
         store.close()
         llms.close()

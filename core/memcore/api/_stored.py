@@ -18,6 +18,7 @@ environment and the defaults), and gets one the first time it is opened for writ
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -30,7 +31,7 @@ from ._check import service_required_indexes
 if TYPE_CHECKING:
     from ..settings import MemcoreSettings
 
-__all__ = ["NAMESPACE", "KEY", "StoredMemory", "peek", "stored_layer", "check_omitted", "settings_document", "record_settings"]
+__all__ = ["NAMESPACE", "KEY", "StoredMemory", "peek", "stored_layer", "check_omitted", "secrets_needed", "settings_document", "record_settings"]
 
 NAMESPACE, KEY = "memory", "settings"
 """Where the document lives in the store's component state."""
@@ -55,16 +56,35 @@ class StoredMemory:
     """The space pins: ``{space: {"dim", "embedder", "model_id"}}``."""
     indexes: dict[str, Any] = field(default_factory=dict)
     """The stored index definitions: ``{name: {"kind", "config"}}``."""
+    store: Store | None = None
+    """The store opened to read this, left open (``peek(keep=True)``) for the memory to use
+    when it opens that same store entry; whoever holds it closes it."""
+    store_entry: dict[str, Any] | None = None
+    """The store entry ``store`` was opened with."""
+
+    def take_store(self, entry: Mapping[str, Any]) -> Store | None:
+        """The kept store when it was opened with ``entry``; closed (None) otherwise."""
+        if self.store is None:
+            return None
+        if dict(entry) == self.store_entry:
+            return self.store
+        self.store.close()
+        return None
 
 
-def peek(settings: "MemcoreSettings", registry: Registry, directory: Any) -> StoredMemory | None:
-    """Read what the store of ``settings`` at ``directory`` holds about its memory (opened
-    read-only when the store kind can be, then closed); None when there is no memory there
-    yet, or it cannot be read (the real open then reports why)."""
+def peek(settings: "MemcoreSettings", registry: Registry, directory: Any, *, keep: bool = False) -> StoredMemory | None:
+    """Read what the store of ``settings`` at ``directory`` holds about its memory; None when
+    there is no memory there yet, or it cannot be read (the real open then reports why).
+
+    The store is opened read-only when its kind can be, and closed. With ``keep`` (the
+    memory is known to exist: opening its store creates nothing), it is opened as
+    ``settings`` say and left open in the result for the memory to reuse
+    (:meth:`StoredMemory.take_store`): a store that is slow to open (an embedded server)
+    opens once."""
     entry = dict(settings.store)
     registration = registry.get("stores", entry.get("kind", "sqlite"), location="store.kind")
     options = {k: v for k, v in entry.items() if k != "kind"}
-    if "read_only" in registration.config_model.model_fields:
+    if "read_only" in registration.config_model.model_fields and not keep:
         options["read_only"] = True
     try:
         store = registration.factory(registration.parse_config(options, "store"), directory)
@@ -72,9 +92,14 @@ def peek(settings: "MemcoreSettings", registry: Registry, directory: Any) -> Sto
         return None
     try:
         document = store.get_state(NAMESPACE, KEY)
-        return StoredMemory(document if isinstance(document, dict) else None, dict(store.state_items("spaces")), dict(store.state_items("indexes")))
-    finally:
+        stored = StoredMemory(document if isinstance(document, dict) else None, dict(store.state_items("spaces")), dict(store.state_items("indexes")))
+    except BaseException:
         store.close()
+        raise
+    if not keep:
+        store.close()
+        return stored
+    return dataclasses.replace(stored, store=store, store_entry=entry)
 
 
 def _service_indexes(service: Any, registry: Registry) -> set[str]:
@@ -139,10 +164,15 @@ def check_omitted(stored: StoredMemory, settings: "MemcoreSettings") -> None:
     """Refuse to reopen a memory whose secrets were left out of its stored settings until
     they are given again (environment or arguments): never a silent default in their place."""
     missing = [place for place in (stored.settings or {}).get("omitted", []) if _lookup(settings, place) is None]
-    if not missing:
-        return
+    if missing:
+        raise secrets_needed(missing)
+
+
+def secrets_needed(missing: list[str]) -> ConfigError:
+    """The error asking for the secrets at the dotted places ``missing`` (left out of what a
+    memory keeps) to be given again."""
     variables = ", ".join("MEMCORE_" + place.replace("[", "__").replace("]", "").replace(".", "__").upper() + "=..." for place in missing)
-    raise ConfigError(
+    return ConfigError(
         f"{', '.join(missing)} {'is a secret' if len(missing) == 1 else 'are secrets'}, so the memory does not keep "
         f"{'it' if len(missing) == 1 else 'them'}: give {'it' if len(missing) == 1 else 'them'} again when opening without settings "
         f"({variables}, or keyword arguments of memcore.open), give the whole settings file (--config), "

@@ -174,6 +174,16 @@ def load_cli_settings(config: str | os.PathLike[str] | None, *, read_only: bool 
     return settings
 
 
+def directory_settings(path: str | os.PathLike[str] | None) -> Any:
+    """The environment and defaults, with the store the memory directory ``path`` names
+    (``store.json``: a memory on another store than the default)."""
+    from ..api._store_file import read_store_entry
+    from ..settings import load_settings
+
+    named = read_store_entry(Path(path)) if path is not None else None
+    return load_cli_settings(None) if named is None else load_settings(None, base={"store": named[0]})
+
+
 def require_collection(settings: Any, path: str | os.PathLike[str] | None) -> None:
     """For a file-backed (SQLite) store: fail clearly when ``path`` holds no collection yet."""
     store = dict(settings.store)
@@ -215,12 +225,12 @@ def open_settings(settings: Any, path: str | os.PathLike[str] | None, **override
     return memory
 
 
-def _read_only_override() -> dict[str, Any]:
+def _read_only_override(path: str | os.PathLike[str] | None) -> dict[str, Any]:
     """``store.read_only = true`` for a memory opened with its stored settings, when the
-    store kind (from the environment and defaults: sqlite) has the option."""
+    store kind (the one its directory names, else the environment's and defaults') has the option."""
     from .._plugins._host import get_registry
 
-    kind = dict(load_cli_settings(None).store).get("kind")
+    kind = dict(directory_settings(path).store).get("kind")
     reg = get_registry().entries["stores"].get(kind) if isinstance(kind, str) else None
     return {"store": {"read_only": True}} if reg is not None and "read_only" in reg.config_model.model_fields else {}
 
@@ -239,13 +249,13 @@ def open_memory(config: str | os.PathLike[str] | None, path: str | os.PathLike[s
     exists = read_only if must_exist is None else must_exist
     if config is None:
         if exists:
-            base = load_cli_settings(None)
+            base = directory_settings(path)
             try:
                 require_collection(base, path)
             except NotFoundError:
                 check_settings(base, get_registry())  # a bad environment is reported before a missing collection
                 raise
-        return open_settings(None, path, **(_read_only_override() if read_only else {}))
+        return open_settings(None, path, **(_read_only_override(path) if read_only else {}))
     settings = load_cli_settings(config, read_only=read_only)
     if exists:
         check_settings(settings, get_registry())  # a bad config is reported before a missing collection
@@ -260,7 +270,7 @@ def stored_settings(path: str | os.PathLike[str] | None) -> dict[str, Any] | Non
 
     if path is None:
         return None
-    stored = peek(load_cli_settings(None), get_registry(), Path(path))
+    stored = peek(directory_settings(path), get_registry(), Path(path))
     return stored.settings if stored is not None else None
 
 

@@ -277,6 +277,13 @@ class CollectionReader(CallBindings):
                 for h in self._indexes.values()
             ]
 
+    def cosine_space(self, index: str) -> str | None:
+        """The dense space whose exact cosine similarity the hits of ``index`` carry as their
+        score (:attr:`memcore.plugin.Index.cosine_space`); None for another score, a broken
+        index or no index of that name."""
+        handle = self._indexes.get(index)
+        return handle.index.cosine_space if handle is not None and handle.error is None else None
+
     def has_index(self, name: str) -> bool:
         """True when an index of that name exists."""
         return name in self._indexes

@@ -103,6 +103,7 @@ class ExactIndex(VectorIndex):
         super().__init__(config, context)
         self.score_name = {"cosine": "cosine similarity", "ip": "inner product", "l2": "negative squared L2 distance"}[config.metric]
         self.score_range = {"cosine": (-1.0, 1.0), "ip": (None, None), "l2": (None, 0.0)}[config.metric]
+        self.cosine_space = config.space if config.metric == "cosine" else None
         self._matrix = np.zeros((0, self.dim), dtype=np.float32)
         self._ids: list[str] = []
         self._rows: dict[str, int] = {}

@@ -117,6 +117,11 @@ class Index(ABC):
     score_name: str = "score"
     #: (low, high) bounds of converted scores; None where unbounded
     score_range: tuple[float | None, float | None] = (None, None)
+    #: the dense space whose cosine similarity (query vs stored vector, exactly) each hit of
+    #: ``search`` carries as its score; None when the score is anything else (another
+    #: metric, an approximation of the vectors such as PQ codes). The ``relevance`` stage
+    #: then takes those scores instead of reading the hits' vectors back from the store.
+    cosine_space: str | None = None
     #: bump when the on-disk format changes; a saved index of another version is rebuilt
     #: (the core checks it against ``index.json`` before calling ``load``)
     format_version: int = 1

@@ -104,6 +104,25 @@ def _cosines(matrix: np.ndarray, present: np.ndarray, query: np.ndarray) -> np.n
     return out
 
 
+def _index_cosines(ctx: PipelineContext, hits: list[Hit], space: str) -> np.ndarray | None:
+    """The hits' cosines in ``space`` as an index scored them, when each hit is in a list
+    of this run that came straight from an index scoring by that exact cosine (the dense
+    recall of the presets, whatever stages re-ranked it since); None otherwise (then the
+    vectors are read back)."""
+    known: dict[str, float] = {}
+    spaces: dict[str, str | None] = {}
+    for listed in ctx.lists.values():
+        for hit in listed:
+            source = hit.source
+            if source not in spaces:
+                spaces[source] = ctx.collection.cosine_space(source) if isinstance(source, str) and source else None
+            if spaces[source] == space:
+                known.setdefault(hit.id, float(hit.score))
+    if not all(hit.id in known for hit in hits):
+        return None
+    return np.fromiter((known[hit.id] for hit in hits), dtype=np.float64, count=len(hits))
+
+
 class RelevanceStage(Stage):
     """Re-score the working list with an absolute relevance, keeping its order (see the module)."""
 
@@ -147,8 +166,11 @@ class RelevanceStage(Stage):
                     raise
                 ctx.note(self.name, signal="overlap", space=space, fallback=f"{type(exc).__name__}: {exc}")
             else:
-                matrix, present = ctx.vectors(ids, space)
                 ctx.note(self.name, signal="cosine", space=space)
+                known = _index_cosines(ctx, hits, space)
+                if known is not None:
+                    return known
+                matrix, present = ctx.vectors(ids, space)
                 return _cosines(matrix, present, query_vector)
         else:
             ctx.note(self.name, signal="overlap")

@@ -48,6 +48,9 @@ class FactorySpec:
     text: str
     transforms: tuple[tuple[str, int, int], ...]
     pq: tuple[int, int] | None
+    exact_vectors: bool = False
+    """True when the index keeps the vectors as given (no transform, ``Flat`` storage): its
+    distances are exact, only the candidates it visits are approximate."""
 
 
 def _number(text: str, what: str, low: int, high: int) -> int:
@@ -98,8 +101,9 @@ def parse_factory(text: str) -> FactorySpec:
             _number(match[key], "HNSW M", *HNSW_M)
     if match["nlist"] is not None:
         _number(match["nlist"], "IVF nlist", *IVF_NLIST)
-    pq = _pq(match["hnsw_storage"] or match["ivf_storage"] or match["storage"])
-    return FactorySpec(text, tuple(transforms), pq)
+    storage = match["hnsw_storage"] or match["ivf_storage"] or match["storage"]
+    pq = _pq(storage)
+    return FactorySpec(text, tuple(transforms), pq, exact_vectors=not transforms and storage in (None, "Flat"))
 
 
 def check_dimension(spec: FactorySpec, dim: int) -> None:

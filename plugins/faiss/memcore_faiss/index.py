@@ -37,6 +37,7 @@ from memcore.plugin import (
 from . import refill, storage
 from .build import Layout, make_layout
 from .container import Container
+from .grammar import parse_factory
 from .config import FaissIndexConfig, FaissQueryMode
 from .defaults import auto_ef_search
 from .gather import GatherBudget
@@ -71,6 +72,7 @@ class FaissIndex(VectorIndex):
         self._scoring = Scoring(config.metric, self.dim)
         self.score_name = self._scoring.name
         self.score_range = self._scoring.range
+        self.cosine_space = config.space if config.metric == "cosine" and parse_factory(config.factory).exact_vectors else None
         self._blas: int | None = None
         if config.blas_min_queries is not None:
             per = self.dim if blas_counts_elements(self._faiss) else 1

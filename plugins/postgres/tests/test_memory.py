@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -110,3 +111,29 @@ def test_a_reader_cannot_write_and_needs_the_schema(pg_url: str, schema: str) ->
             reader.apply(WriteBatch(state={("ns", "k"): 1}))
     finally:
         reader.close()
+
+
+def test_a_postgres_memory_reopens_by_its_path_alone(pg_dir: Path) -> None:
+    with memcore.open(settings(schema="notes"), path=pg_dir) as memory:
+        memory.insert([{"id": "a", "text": "the cat sat on the mat"}, {"id": "b", "text": "dogs bark at night"}])
+    assert json.loads((pg_dir / "store.json").read_text())["store"] == {"kind": "postgres", "schema": "notes"}
+    with memcore.open(path=pg_dir) as memory:  # the directory names its store: no --config needed
+        assert memory.settings.store["kind"] == "postgres" and memory.count() == 2
+        assert [h["id"] for h in memory.retrieve("cat on a mat", k=1)] == ["a"]
+    counted = subprocess.run(["memcore", "count", "--path", str(pg_dir), "--json"], capture_output=True, text=True, timeout=300)
+    assert counted.returncode == 0, counted.stderr
+    assert json.loads(counted.stdout)["count"] == 2
+    assert postmasters(pg_dir) == []
+
+
+def test_a_url_memory_reopened_by_path_asks_for_its_url(pg_url: str, schema: str, pg_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with memcore.open(settings(url=pg_url, schema=schema), path=pg_dir) as memory:
+        memory.insert({"id": "x", "text": "hello"})
+    named = json.loads((pg_dir / "store.json").read_text())
+    assert named == {"format": 1, "store": {"kind": "postgres", "schema": schema}, "omitted": ["store.url"]}
+    with pytest.raises(ConfigError, match=r"store\.url is a secret.*MEMCORE_STORE__URL"):
+        memcore.open(path=pg_dir)  # never an embedded server in the URL's place
+    assert not (pg_dir / "pgdata").exists()
+    monkeypatch.setenv("MEMCORE_STORE__URL", pg_url)
+    with memcore.open(path=pg_dir) as memory:
+        assert memory.get("x").text == "hello"
