@@ -96,3 +96,60 @@ def server(memory: memcore.Memory, served: Callable[..., Served]) -> Served:
 def keys() -> dict[str, str]:
     """The raw keys of the ``server`` fixture: name -> key."""
     return dict(KEYS)
+
+
+class ServeProcess:
+    """``memcore serve --config F --path P`` as a process of its own, on a free port."""
+
+    def __init__(self, settings: Path, path: Path, port: int):
+        import os
+        import subprocess
+        import sys
+
+        self.url = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "memcore.cli", "serve", "--config", str(settings), "--path", str(path), "--port", str(port)],
+            env=dict(os.environ),
+            text=True,
+            stderr=subprocess.PIPE,
+        )
+
+    def wait(self) -> "ServeProcess":
+        """Return once the server answers /v1/health (AssertionError when it exits or never does)."""
+        import httpx
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"memcore serve exited: {self.process.communicate()[1]}")
+            try:
+                httpx.get(self.url + "/v1/health", timeout=1)
+                return self
+            except httpx.TransportError:
+                time.sleep(0.1)
+        raise AssertionError("memcore serve did not start")
+
+    def stop(self) -> str:
+        """SIGINT, wait; the server's stderr."""
+        import signal
+
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        return self.process.communicate(timeout=60)[1]
+
+
+@pytest.fixture
+def serve_process() -> Iterator[Callable[[Path, Path], ServeProcess]]:
+    """``serve_process(settings_file, memory_dir)``: a started ``memcore serve`` process
+    (stopped after the test if the test did not stop it)."""
+    started: list[ServeProcess] = []
+
+    def start(settings: Path, path: Path) -> ServeProcess:
+        server = ServeProcess(settings, path, free_port())
+        started.append(server)
+        return server.wait()
+
+    yield start
+    for server in started:
+        if server.process.returncode is None:
+            server.stop()
