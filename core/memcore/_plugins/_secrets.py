@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, SecretBytes, SecretStr
 
-__all__ = ["secret_field_names", "looks_secret", "url_has_password", "strip_secrets"]
+__all__ = ["secret_field_names", "looks_secret", "url_has_password", "strip_secrets", "redact_urls"]
 
 SECRET_KEY = re.compile(r"(?:^|_)(?:password|passwd|secret|token|api_?key|access_key|secret_key|private_key|credentials?)$", re.IGNORECASE)
 """Key names that hold a secret in any component (``api_key``, ``db_password``, ``token``)."""
@@ -53,6 +53,16 @@ def url_has_password(value: str) -> bool:
         return bool(parts.scheme and parts.netloc and parts.password)
     except ValueError:
         return False
+
+
+_URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://)([^:@\s/]*):[^@\s/]*@", re.IGNORECASE)
+_PASSWORD_KEYWORD = re.compile(r"\b(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the password of every URL in it (``scheme://user:***@host``) and of
+    every libpq ``password=...`` keyword replaced by ``***``: what a message may show."""
+    return _PASSWORD_KEYWORD.sub(r"\1***", _URL_CREDENTIALS.sub(r"\1\2:***@", text))
 
 
 def looks_secret(key: str, value: Any) -> bool:

@@ -18,6 +18,7 @@ from .._util.log import get_logger
 from ._memory import Memory
 from ..services._service import Service
 from ..settings import MemcoreSettings, load_settings
+from ._migrate import check_complete
 from ._check import CheckedSettings, check_built_service, check_settings
 from ._store_file import check_store_secrets, read_store_entry, write_store_entry
 from ._stored import StoredMemory, check_omitted, peek, record_settings, settings_document, stored_layer
@@ -161,6 +162,7 @@ def open(
     kept = stored.take_store(resolved.store) if stored is not None else None
     store = kept if kept is not None else checked.registrations["store"].build(checked.store, directory)
     try:
+        check_complete(store)  # a copy `memcore migrate` did not finish is not a memory
         declared = {name: (d.kind, d.config) for name, d in checked.indexes.items()}
         kinds = {d.kind: checked.registrations[f"indexes.{name}"] for name, d in checked.indexes.items()}
         collection = Collection(store, spaces, registry, directory, declared=declared, llms=llms, index_kinds=kinds)  # search-time changes: one load

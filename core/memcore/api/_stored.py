@@ -31,7 +31,7 @@ from ._check import service_required_indexes
 if TYPE_CHECKING:
     from ..settings import MemcoreSettings
 
-__all__ = ["NAMESPACE", "KEY", "StoredMemory", "peek", "stored_layer", "check_omitted", "secrets_needed", "settings_document", "record_settings"]
+__all__ = ["NAMESPACE", "KEY", "StoredMemory", "peek", "stored_layer", "check_omitted", "secrets_needed", "settings_document", "store_document", "record_settings"]
 
 NAMESPACE, KEY = "memory", "settings"
 """Where the document lives in the store's component state."""
@@ -220,6 +220,15 @@ def settings_document(settings: "MemcoreSettings", registry: Registry) -> dict[s
     if omitted:
         document["omitted"] = omitted
     return document
+
+
+def store_document(entry: Mapping[str, Any], registry: Registry) -> dict[str, Any]:
+    """A store entry as a settings document keeps it: without its open mode and secrets,
+    the places of the secrets left out under ``omitted`` (a memory copied to another store
+    by ``memcore migrate`` keeps this in place of the source's store entry)."""
+    omitted: list[str] = []
+    kept = dict(_entry({k: v for k, v in entry.items() if k not in OPEN_MODE}, "stores", "store", registry, omitted))
+    return {**kept, "omitted": omitted} if omitted else kept
 
 
 def record_settings(store: Store, document: Mapping[str, Any]) -> None:

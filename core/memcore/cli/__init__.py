@@ -1,5 +1,5 @@
 """The ``memcore`` command line: ``plugins``, ``ingest``, ``query``, ``forget``, ``info``, ``demo``, ``eval``,
-``index``, ``service``, and the record verbs ``get``, ``count``, ``delete``, ``history``.
+``index``, ``service``, ``migrate``, and the record verbs ``get``, ``count``, ``delete``, ``history``.
 
 Every command has ``--help``. Machine output with ``--json`` (stdout holds exactly one
 JSON document); progress bars and notes go to stderr. A :class:`memcore.MemcoreError`
@@ -113,6 +113,7 @@ from .eval_cmd import eval_group  # noqa: E402
 from .index_cmd import index_group  # noqa: E402
 from .records import count, delete, get, history  # noqa: E402
 from .service_cmd import service_group  # noqa: E402
+from .migrate import migrate  # noqa: E402
 
 main.add_command(plugins)
 main.add_command(demo)
@@ -127,3 +128,4 @@ main.add_command(count)
 main.add_command(delete)
 main.add_command(history)
 main.add_command(service_group)
+main.add_command(migrate)

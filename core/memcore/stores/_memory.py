@@ -132,6 +132,21 @@ class MemoryStore(Store):
         with self._mutex:
             return [Version(v.seq, v.record_id, v.op, v.text, _json_copy(v.metadata), v.scope, v.at) for v in self._history.get(record_id, ())]
 
+    def history_ids(self) -> list[str]:
+        if not self.keeps_history:
+            return super().history_ids()
+        with self._mutex:
+            return list(self._history)
+
+    def import_history(self, versions: Sequence[Version]) -> None:
+        if not self.keeps_history:
+            super().import_history(versions)
+        grouped: dict[str, list[Version]] = {}
+        for v in versions:
+            grouped.setdefault(v.record_id, []).append(Version(v.seq, v.record_id, v.op, v.text, _json_copy(v.metadata), v.scope, v.at))
+        with self._mutex:
+            self._history.update(grouped)
+
     def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
         with self._mutex:
             out = []

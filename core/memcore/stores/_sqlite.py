@@ -46,7 +46,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from .._util.atomic import storage_full
-from ..errors import ConfigError, CorruptError, FilterError, LockedError, MemcoreError, NotFoundError, StorageFullError
+from ..errors import ConfigError, CorruptError, FilterError, LockedError, MemcoreError, NotFoundError, StorageFullError, ValidationError
 from ..model._document import DocumentFilter, document_to_sql
 from ..model._filters import Filter, filter_fields, to_sql
 from .._util.log import get_logger
@@ -56,7 +56,7 @@ from ..model._checks import check_finite_vectors
 from .._plugins._registry import ComponentConfig
 from ._store import LogRead, Op, Store, Version
 from ._sqlite_fields import FieldIndexes
-from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, members as _members, open_schema, unpack_ops
+from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, json_text, members as _members, open_schema, unpack_ops
 from ._sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
 from ._sqlite_writes import SQLiteWrites, WriterLock, rollback
 
@@ -576,6 +576,48 @@ class SQLiteStore(SQLiteWrites, Store):
             out.append(Version(int(seq), record_id, op, text, None if metadata is None else json.loads(metadata), scope, float(at)))
         return out
 
+    def history_ids(self) -> list[str]:
+        """Every record id of the ``history`` table, by its first version."""
+        if not self.keeps_history:
+            return super().history_ids()
+        with self._mutex:
+            try:
+                return [row[0] for row in self.db.execute("SELECT record_id FROM history GROUP BY record_id ORDER BY min(n)")]
+            except sqlite3.OperationalError:
+                if self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='history'").fetchone() is None:
+                    return []
+                raise
+
+    def import_history(self, versions: Sequence[Version]) -> None:
+        """Replace the ``history`` rows of the records of ``versions`` in one transaction; the
+        latest version of a live record keeps no text or metadata (they are its row)."""
+        if not self.keeps_history:
+            super().import_history(versions)
+        if self.read_only:
+            raise ValidationError("this store is open read-only")
+        rows = [(v.seq, v.record_id, v.op, v.text, None if v.metadata is None else json_text(v.metadata), *_scope_fields(v.scope), v.at) for v in versions]
+        ids = list(dict.fromkeys(v.record_id for v in versions))
+        with self._mutex:
+            cur = self.db.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                for chunk in _chunks(ids):
+                    cur.execute(f"DELETE FROM history WHERE record_id IN ({','.join('?' * len(chunk))})", list(chunk))
+                cur.executemany(
+                    "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                )
+                for chunk in _chunks(ids):
+                    marks = ",".join("?" * len(chunk))
+                    cur.execute(
+                        f"UPDATE history SET text = NULL, metadata = NULL WHERE op != 'delete' AND n IN (SELECT max(h.n) FROM history h "
+                        f"WHERE h.record_id IN ({marks}) AND h.record_id IN (SELECT id FROM records) GROUP BY h.record_id)",
+                        list(chunk),
+                    )
+                cur.execute("COMMIT")
+            except BaseException:
+                rollback(self.db)
+                raise
+
     def memberships(self, ids: Sequence[str]) -> dict[str, set[str]]:
         out: dict[str, set[str]] = {}
         with self._mutex:
@@ -713,3 +755,8 @@ def sqlite_store_factory(config: SQLiteStoreConfig, path: str | os.PathLike[str]
     if path is None:
         raise ConfigError('the sqlite store needs a collection directory (path=...); use kind = "memory" for no files', location="store")
     return SQLiteStore(path, config)
+
+
+def _scope_fields(scope: Scope | None) -> tuple[str | None, str | None, str | None]:
+    """The ``user_id, agent_id, run_id`` columns of a scope."""
+    return (None, None, None) if scope is None else (scope.user_id, scope.agent_id, scope.run_id)

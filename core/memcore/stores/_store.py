@@ -278,6 +278,20 @@ class Store(ABC):
         pruning does not touch it. The default keeps none: it raises ConfigError."""
         raise ConfigError(f"{type(self).__name__} keeps no record history (use the sqlite or memory store)")
 
+    def history_ids(self) -> list[str]:
+        """The ids of every record with a kept version (deleted records' included), in the
+        order of their first version: with :meth:`history`, how a copy of the store
+        (``memcore migrate``) reads all of it. The default keeps none: it raises ConfigError."""
+        raise ConfigError(f"{type(self).__name__} keeps no record history (use the sqlite or memory store)")
+
+    def import_history(self, versions: Sequence[Version]) -> None:
+        """Make the kept versions of each record named in ``versions`` exactly these, in this
+        order (their ``seq`` and ``at`` as given): the history read from another store, written
+        after its records were copied (``memcore migrate``). Versions of other records are not
+        touched. The latest version of a live record must be the record as stored (what the
+        copy wrote). The default keeps none: it raises ConfigError."""
+        raise ConfigError(f"{type(self).__name__} keeps no record history (use the sqlite or memory store)")
+
     def state_namespaces(self) -> list[str]:
         """Every state namespace that holds a key (forgetting a scope drops the scope's own).
 

@@ -6,7 +6,8 @@ closing and reopening at random -- and kills it with SIGKILL after a random dela
 child prints each batch *after* the call returned (an acknowledged write). The parent
 then reopens the collection and checks: every acknowledged record is in the store with
 its text, deleted ones are gone, and each index holds exactly its members and finds every
-acknowledged record (vector indexes: by its own vector at rank 1). Trials continue on the
+acknowledged record (vector indexes: by its own vector at rank 1), and an insert batch the
+writer died in is there whole or not at all (``partial_batches``). Trials continue on the
 same directory, so each open also recovers from the previous kill.
 
 ``kill_in_remove`` (index names) aims the kill instead: the writer deletes a record it
@@ -66,6 +67,10 @@ class CrashReport:
     resurrected: int = 0
     index_misses: int = 0
     phantoms: int = 0
+    partial_batches: int = 0
+    """Insert batches killed mid-call that the reopened memory holds only part of (all or none is the promise)."""
+    killed_batches: int = 0
+    """Insert batches of several records the writer was killed in (checked for ``partial_batches``)."""
     unopenable: int = 0
     other_errors: list[str] = field(default_factory=list)
     kill_phases: dict[str, int] = field(default_factory=dict)
@@ -74,7 +79,7 @@ class CrashReport:
     @property
     def ok(self) -> bool:
         """True when no promise was broken."""
-        return not (self.lost or self.resurrected or self.index_misses or self.phantoms or self.unopenable or self.other_errors)
+        return not (self.lost or self.resurrected or self.index_misses or self.phantoms or self.partial_batches or self.unopenable or self.other_errors)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-safe totals."""
@@ -123,7 +128,7 @@ def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int, kil
         if action == "insert":
             ids = [f"{prefix}-{n + i}" for i in range(rng.randint(1, 40))]
             n += len(ids)
-            say(phase="insert")
+            say(phase="insert", ids=ids)
             memory.collection.insert([{"id": i, "text": f"text of {i}", "vectors": {"v": vector_of(i)}} for i in ids])
             live.extend(ids)
             fresh.extend(ids)
@@ -157,7 +162,7 @@ def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int, kil
             memory = memcore.open(settings, path=directory)
 
 
-def _verify(directory: Path, settings: dict[str, Any], expected: dict[str, str], gone: set[str], report: CrashReport) -> None:
+def _verify(directory: Path, settings: dict[str, Any], expected: dict[str, str], gone: set[str], report: CrashReport, killed: list[str] | None = None) -> None:
     import memcore
 
     try:
@@ -175,6 +180,10 @@ def _verify(directory: Path, settings: dict[str, Any], expected: dict[str, str],
                 report.lost += 1
         present = c.get_many(sorted(gone))
         report.resurrected += sum(r is not None for r in present)
+        if killed and len(killed) > 1:  # the insert batch the writer died in: all of it or none
+            report.killed_batches += 1
+            held = sum(r is not None for r in c.get_many(killed))
+            report.partial_batches += 0 < held < len(killed)
         for entry in c.list_indexes():
             name = entry["name"]
             if entry.get("status", "ok") != "ok":
@@ -266,7 +275,7 @@ def run_crash_trials(
             expected.pop(rid, None)
             gone.discard(rid)
         report.kill_phases[phase] = report.kill_phases.get(phase, 0) + 1
-        _verify(directory, settings, expected, gone, report)
+        _verify(directory, settings, expected, gone, report, pending if phase == "insert" else None)
         report.trials += 1
         if progress is not None:
             progress(trial, report)

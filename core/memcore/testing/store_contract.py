@@ -7,11 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ..errors import NotFoundError
+from ..errors import ConfigError, NotFoundError
 from ..model._document import parse_where_document
 from ..model._filters import parse_filter
 from ..model._record import Link, Record, Scope
-from ..stores._store import Applied, Op, OpKind, Store, WriteBatch, plan_ops
+from ..stores._store import Applied, Op, OpKind, Store, Version, WriteBatch, plan_ops
 
 __all__ = ["StoreContract"]
 
@@ -464,6 +464,28 @@ class StoreContract:
         self.apply_checked(store, WriteBatch(forget_scopes=[alice]))
         assert store.history("h1") == []
         assert [v.op for v in store.history("h2")] == ["insert"]
+
+    def test_history_copied_in_with_import_history(self, store: Store) -> None:
+        """What ``memcore migrate`` reads (:meth:`Store.history_ids`, :meth:`Store.history`)
+        and writes (:meth:`Store.import_history`); a store keeping no history refuses both."""
+        if not store.keeps_history:
+            with pytest.raises(ConfigError):
+                store.history_ids()
+            with pytest.raises(ConfigError):
+                store.import_history([])
+            return
+        alice = Scope(user_id="alice")
+        self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "one", scope=alice), _rec("h2", "other")]))
+        self.apply_checked(store, WriteBatch(upserts=[_rec("h1", "two", metadata={"v": 2}, scope=alice)], deletes=["h2"]))
+        assert store.history_ids() == ["h1", "h2"]
+        copied = [Version(7, "h1", "insert", "zero", {"v": 0}, alice, 10.0), Version(9, "h1", "update", "two", {"v": 2}, alice, 20.0)]
+        store.import_history(copied)
+        assert store.history("h1") == copied
+        gone = [Version(3, "gone", "insert", None, None, None, 5.0), Version(4, "gone", "delete", None, None, None, 6.0)]
+        store.import_history(gone)
+        assert store.history("gone") == gone
+        assert [v.op for v in store.history("h2")] == ["insert", "delete"]  # untouched
+        assert set(store.history_ids()) == {"h1", "h2", "gone"}
 
     def test_no_filter_and_limit(self, store: Store) -> None:
         self.insert_filter_records(store)
