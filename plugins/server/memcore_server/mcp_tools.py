@@ -20,6 +20,7 @@ message (``NotFoundError: ...``); anything else a generic one.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import memcore
@@ -60,7 +61,11 @@ def create_mcp_server(memory: memcore.Memory, caller: Caller | None = None) -> "
 
     from . import __version__
 
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
     server: MCPServer[Any] = MCPServer(name="memcore", version=__version__, instructions=INSTRUCTIONS)
+    root.setLevel(level)  # the SDK configures the root logger (INFO, to stderr): the host's logging is not ours to change
+    root.handlers[:] = handlers
 
     def who(ctx: Context) -> Caller:
         if caller is not None:

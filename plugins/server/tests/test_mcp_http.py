@@ -138,3 +138,21 @@ def test_the_mcp_only_app(served: Any, memory: memcore.Memory, keys: dict[str, s
 
     rid = session(server.url + "/mcp", keys["alice"], body)
     assert memory.get(rid).scope == memcore.Scope(user_id="alice")  # type: ignore[union-attr]
+
+
+def test_serving_mcp_leaves_the_process_logging_alone(memory: memcore.Memory) -> None:
+    """The SDK configures the root logger when its server is made; create_app puts it back."""
+    import logging
+
+    from memcore_server.app import create_app
+    from memcore_server.config import ServerConfig
+
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    root.handlers.clear()  # as in a process that configured no logging (pytest adds its own handlers)
+    try:
+        create_app(memory, ServerConfig())
+        create_mcp_app(memory, ServerConfig())
+        assert (root.level, root.handlers) == (level, [])
+    finally:
+        root.handlers[:] = handlers
