@@ -103,3 +103,13 @@ def key_settings() -> dict[str, dict[str, Any]]:
 def keys() -> dict[str, str]:
     """The raw keys of the ``server`` fixture: name -> key."""
     return dict(KEYS)
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage() -> Iterator[None]:
+    """Collect garbage after each test, so that a socket, client or file a test leaves open
+    warns (ResourceWarning) in that test rather than at some later collection."""
+    yield
+    import gc
+
+    gc.collect()
