@@ -4,7 +4,8 @@
   ``/v1`` (:mod:`memcore_server.app`), settings in the ``[server]`` table
   (:class:`memcore_server.config.ServerConfig`), keys in ``[server.keys.<name>]``;
 - ``memcore mcp --config memcore.toml --path ./my-memory``: the memory as MCP tools over
-  stdio (:mod:`memcore_server.mcp_tools`) for agent hosts;
+  stdio or streamable HTTP (:mod:`memcore_server.mcp_tools`) for agent hosts; ``memcore
+  serve`` also serves them at ``/mcp``;
 - ``memcore keys hash`` / ``memcore keys new``: the SHA-256 digests keys are declared as;
 - :class:`RemoteMemory`: the Python client, with the methods, arguments, return types and
   errors of :class:`memcore.Memory` (httpx; it imports neither FastAPI nor uvicorn).

@@ -23,7 +23,11 @@ Routes (OpenAPI 3.1 at ``/openapi.json``, interactive docs at ``/docs``):
 ``POST /v1/retrieve_many``         retrieve for several query texts, one result list each
 ``POST /v1/history``               every version of one record, oldest first
 ``GET|PATCH|DELETE /v1/records/{id}``  the same verbs for one record, REST-style
+``POST /mcp``                      the MCP tools over streamable HTTP (:mod:`.mcp_tools`; ``server.mcp``)
 =================================  ============================================
+
+Every route but ``/v1/health`` (and the schema and docs) needs a key when keys are declared;
+the key guard (:mod:`.guard`) checks it before the body is read.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from memcore import MemcoreError, Record, ValidationError
 from memcore.plugin import get_logger
 
 from .config import ServerConfig
+from .guard import KeyGuard, request_caller
 from .limits import BodyLimit, TooLarge, check_batch, check_filters, check_k
 from .schemas import (
     CountBody,
@@ -67,13 +72,13 @@ from .schemas import (
     UpsertBody,
     _Body,
 )
-from .tenancy import Caller, authenticate, imposed
+from .tenancy import Caller, Served, imposed
 from .wire import INTERNAL_ERROR, REQUEST_TIMEOUT, REQUEST_TOO_LARGE, error_body, status_of
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-__all__ = ["create_app", "API_VERSION"]
+__all__ = ["create_app", "create_mcp_app", "API_VERSION", "MCP_PATH"]
 
 API_VERSION = "v1"
 T = TypeVar("T")
@@ -158,14 +163,17 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
 
     config = config or ServerConfig()
     ring = config.key_ring()
+    mcp_routes, lifespan = _mcp(memory, config)
     app = FastAPI(
         title="memcore",
         version=__version__,
         description="A memcore memory over HTTP (memcore-server): write, read, search and forget memories, scoped by API key.",
         docs_url="/docs" if config.docs else None,
         redoc_url=None,
+        lifespan=lifespan,
     )
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(KeyGuard, ring=ring, protected=("/v1/", MCP_PATH))  # outermost: the key is checked before the body is read
     app.state.memory = memory
     app.state.config = config
 
@@ -205,19 +213,20 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
 
     bearer = HTTPBearer(auto_error=False, description="An API key declared in [server.keys] (not needed when none is declared).")
 
-    async def caller(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
-        """The caller of a request; async so FastAPI runs it on the event loop (a sync dependency
-        costs a worker-thread hop per request, and this is a hash and a dictionary lookup)."""
-        header = f"{credentials.scheme} {credentials.credentials}" if credentials is not None else None
-        return authenticate(ring, header)
+    async def caller(who: Caller = Depends(request_caller), credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
+        """The caller of a request, as the key guard (:mod:`.guard`) authenticated it before the
+        body was read (``bearer`` declares the scheme in the OpenAPI schema); async so FastAPI
+        runs it on the event loop (a sync dependency costs a worker-thread hop per request)."""
+        return who
 
-    async def call(who: Caller, fn: Callable[[], T]) -> T:
-        """Run ``fn`` in a worker thread, inside the caller's scope, within the time limit."""
+    async def call(who: Caller, fn: Callable[[Served], T]) -> T:
+        """Run ``fn`` on the memory as the caller sees it, in a worker thread, inside the
+        caller's scope, within the time limit."""
 
         def scoped() -> T:
             try:
-                with imposed(memory, who):
-                    return fn()
+                with imposed(memory, who) as served:
+                    return fn(served)
             except MemcoreError:
                 raise
             except Exception as exc:  # answered here, not by the server-error middleware (which re-raises to uvicorn)
@@ -249,7 +258,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
     async def info(who: Caller = Depends(caller)) -> dict[str, Any]:
         """The service, the indexes (their sizes only for an unrestricted caller), the plugins, the limits and the caller."""
 
-        def run() -> dict[str, Any]:
+        def run(_: Served) -> dict[str, Any]:
             indexes = memory.collection.list_indexes()
             if who.scope is not None:  # sizes count every tenant's records
                 indexes = [{k: v for k, v in i.items() if k != "size"} for i in indexes]
@@ -271,28 +280,26 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         options = {**body.options, **item}
         if set(body.options) & set(item):
             raise ValidationError(f"{sorted(set(body.options) & set(item))} given both as a field and in options")
-        return {"id": await call(who, lambda: memory.insert(text, vector=body.vector, metadata=metadata, **options))}
+        return {"id": await call(who, lambda m: m.insert(text, vector=body.vector, metadata=metadata, **options))}
 
     @v1.post("/insert_many", response_model=IdsOut, summary="Insert many items")
     async def insert_many(body: InsertMany, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Many items in one write (``Memory.insert([...])``); returns their ids in order."""
         check_batch(len(body.items), config)
         items = [i.as_item() for i in body.items]
-        return {"ids": await call(who, lambda: memory.insert(items))}
+        return {"ids": await call(who, lambda m: m.insert(items))}
 
     @v1.post("/upsert", response_model=IdsOut, summary="Insert or replace")
     async def upsert(body: UpsertBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Insert new records and replace existing ones (``Memory.upsert``); returns the ids."""
         check_batch(len(body.items), config)
         items = [i.as_item() for i in body.items]
-        return {"ids": await call(who, lambda: memory.upsert(items, scope=_scope(body.scope)))}
+        return {"ids": await call(who, lambda m: m.upsert(items, scope=_scope(body.scope)))}
 
-    def _update(body: UpdateBody) -> Callable[[], dict[str, Any]]:
-        return lambda: {
+    def _update(body: UpdateBody) -> Callable[[Served], dict[str, Any]]:
+        return lambda m: {
             "record": record_out(
-                memory.update(
-                    body.id, text=body.text, metadata=body.metadata, merge_metadata=body.merge_metadata, vectors=body.vectors, scope=_scope(body.scope)
-                )
+                m.update(body.id, text=body.text, metadata=body.metadata, merge_metadata=body.merge_metadata, vectors=body.vectors, scope=_scope(body.scope))
             )
         }
 
@@ -301,9 +308,9 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         """Change the text, metadata (replaced or merged) or vectors of one record (``Memory.update``)."""
         return await call(who, _update(body))
 
-    def _get(body: GetBody) -> Callable[[], dict[str, Any]]:
-        def run() -> dict[str, Any]:
-            found = memory.get(body.ids, where=body.where, scope=_scope(body.scope), limit=body.limit, offset=body.offset, where_document=body.where_document)
+    def _get(body: GetBody) -> Callable[[Served], dict[str, Any]]:
+        def run(m: Served) -> dict[str, Any]:
+            found = m.get(body.ids, where=body.where, scope=_scope(body.scope), limit=body.limit, offset=body.offset, where_document=body.where_document)
             records = [found] if isinstance(found, Record) else found
             return {"records": [record_out(r, body.with_vectors) for r in records]}
 
@@ -320,8 +327,8 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
             check_batch(body.limit, config, "records")
         return await call(who, _get(body))
 
-    def _delete(body: DeleteBody) -> Callable[[], dict[str, Any]]:
-        return lambda: {"deleted": memory.delete(body.ids, where=body.where, scope=_scope(body.scope), where_document=body.where_document)}
+    def _delete(body: DeleteBody) -> Callable[[Served], dict[str, Any]]:
+        return lambda m: {"deleted": m.delete(body.ids, where=body.where, scope=_scope(body.scope), where_document=body.where_document)}
 
     @v1.post("/delete", response_model=DeletedOut, summary="Delete records")
     async def delete(body: DeleteBody, who: Caller = Depends(caller)) -> dict[str, Any]:
@@ -334,13 +341,13 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
     @v1.post("/forget", response_model=ForgetOut, response_model_exclude_unset=True, summary="Forget a scope")
     async def forget(body: ForgetBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Everything of a non-empty scope, in one commit (``Memory.forget``); returns what went by kind."""
-        return await call(who, lambda: memory.forget(_scope(body.scope)))
+        return await call(who, lambda m: m.forget(_scope(body.scope)))
 
     @v1.post("/count", response_model=CountOut, summary="Count records")
     async def count(body: CountBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """How many records match (``Memory.count``): only the caller's scope is counted."""
         check_filters(body.where, body.where_document, config)
-        count = lambda: memory.count(where=body.where, scope=_scope(body.scope), index=body.index, where_document=body.where_document)  # noqa: E731
+        count = lambda m: m.count(where=body.where, scope=_scope(body.scope), index=body.index, where_document=body.where_document)  # noqa: E731
         return {"count": await call(who, count)}
 
     @v1.post("/search", response_model=SearchOut, response_model_exclude_unset=True, summary="Search")
@@ -355,10 +362,8 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
                 raise ValidationError("explain runs the pipeline on a query text: give query, without vector or options")
             text = body.query
 
-            def query() -> list[memcore.Hit]:
-                return memory.query(
-                    text, k=body.k, where=body.where, index=body.index, scope=scope, where_document=body.where_document, min_score=body.min_score
-                )
+            def query(m: Served) -> list[memcore.Hit]:
+                return m.query(text, k=body.k, where=body.where, index=body.index, scope=scope, where_document=body.where_document, min_score=body.min_score)
 
             return {"results": [_hit_out(h) for h in await call(who, query)]}
         if body.index is not None:
@@ -368,7 +373,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
             options["scope"] = scope
         found = await call(
             who,
-            lambda: memory.retrieve(
+            lambda m: m.retrieve(
                 body.query, vector=body.vector, where=body.where, k=body.k, where_document=body.where_document, min_score=body.min_score, **options
             ),
         )
@@ -386,8 +391,8 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         if scope is not None:
             options["scope"] = scope
 
-        def run() -> list[list[dict[str, Any]]]:
-            return memory.retrieve_many(body.queries, k=body.k, where=body.where, where_document=body.where_document, min_score=body.min_score, **options)
+        def run(m: Served) -> list[list[dict[str, Any]]]:
+            return m.retrieve_many(body.queries, k=body.k, where=body.where, where_document=body.where_document, min_score=body.min_score, **options)
 
         return {"results": [[_result_out(r) for r in found] for found in await call(who, run)]}
 
@@ -395,7 +400,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
     async def history(body: HistoryBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """``Memory.history(id, scope=)``: every version, oldest first; 404 when the id has no
         history or is outside the caller's scope (the same answer: nothing tells them apart)."""
-        return {"versions": await call(who, lambda: memory.history(body.id, scope=_scope(body.scope)))}
+        return {"versions": await call(who, lambda m: m.history(body.id, scope=_scope(body.scope)))}
 
     @v1.get("/records/{id}", response_model=RecordOut, response_model_exclude_unset=True, summary="Get one record")
     async def get_one(id: str, who: Caller = Depends(caller)) -> dict[str, Any]:
@@ -414,8 +419,41 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         return await call(who, _delete(DeleteBody(ids=[id])))
 
     app.include_router(v1)
+    app.router.routes.extend(mcp_routes)
     _errors_in_schema(app)
     return app
+
+
+MCP_PATH = "/mcp"
+"""Where ``memcore serve`` serves the MCP tools (streamable HTTP)."""
+
+
+def create_mcp_app(memory: memcore.Memory, config: ServerConfig | None = None) -> Any:
+    """An application serving only the MCP tools at ``/mcp`` (``memcore mcp --transport http``),
+    with the key guard and the body limit of :func:`create_app`."""
+    from starlette.applications import Starlette
+
+    config = (config or ServerConfig()).model_copy(update={"mcp": True})
+    routes, lifespan = _mcp(memory, config)
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(KeyGuard, ring=config.key_ring(), protected=(MCP_PATH,))
+    return app
+
+
+def _mcp(memory: memcore.Memory, config: ServerConfig) -> tuple[list[Any], Any]:
+    """The routes of the MCP tools over streamable HTTP and the lifespan running their session
+    manager (none when ``server.mcp`` is off). Stateless: every POST carries its key, and each
+    tool call runs in the scope of the key of its own request, never of an earlier one."""
+    if not config.mcp:
+        return [], None
+    from .mcp_tools import create_mcp_server
+
+    server = create_mcp_server(memory)
+    mcp_app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, stateless_http=True, json_response=True, host=config.host, max_request_body_size=config.max_body_bytes
+    )
+    return list(mcp_app.routes), lambda _app: server.session_manager.run()
 
 
 def _errors_in_schema(app: "FastAPI") -> None:

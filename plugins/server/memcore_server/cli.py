@@ -6,9 +6,16 @@ import ipaddress
 import secrets
 import sys
 
+from typing import TYPE_CHECKING
+
 import click
 
 from memcore import ConfigError
+
+if TYPE_CHECKING:
+    import memcore
+
+    from .config import ServerConfig
 
 __all__ = ["serve", "keys_group"]
 
@@ -50,19 +57,27 @@ def serve(config_path: str | None, path: str | None, host: str | None, port: int
 
     settings = memcore.load_settings(config_path)
     config = load_server_config(settings.server, host=host, port=port)
+    _check_anonymous(config)
+    memory = memcore.open(settings, path=path)
+    try:
+        app = create_app(memory, config)
+        mcp = f", MCP at http://{config.host}:{config.port}/mcp" if config.mcp else ""
+        click.echo(
+            f"memcore: serving {path or settings.path or 'the memory'} on http://{config.host}:{config.port} ({len(config.keys)} API key(s){mcp})", err=True
+        )
+        uvicorn.run(app, host=config.host, port=config.port, log_level=uvicorn_log, timeout_graceful_shutdown=5)
+    finally:
+        memory.close()
+
+
+def _check_anonymous(config: "ServerConfig") -> None:
+    """Without keys, serve loopback only (unless server.allow_anonymous)."""
     if not config.keys and not _loopback(config.host) and not config.allow_anonymous:
         raise ConfigError(
             f"no API keys are declared: refusing to serve {config.host} without them (declare [server.keys.<name>], "
             "or set server.allow_anonymous = true to serve everyone)",
             location="server.keys",
         )
-    memory = memcore.open(settings, path=path)
-    try:
-        app = create_app(memory, config)
-        click.echo(f"memcore: serving {path or settings.path or 'the memory'} on http://{config.host}:{config.port} ({len(config.keys)} API key(s))", err=True)
-        uvicorn.run(app, host=config.host, port=config.port, log_level=uvicorn_log, timeout_graceful_shutdown=5)
-    finally:
-        memory.close()
 
 
 @click.group("keys")
@@ -111,10 +126,30 @@ def keys_new(name: str, user_id: str | None, agent_id: str | None, run_id: str |
 @click.option("--user-id", default=None, help="Confine every tool to this user_id (unless MEMCORE_API_KEY names a key).")
 @click.option("--agent-id", default=None, help="Confine every tool to this agent_id.")
 @click.option("--run-id", default=None, help="Confine every tool to this run_id.")
-def mcp_command(config_path: str | None, path: str | None, user_id: str | None, agent_id: str | None, run_id: str | None) -> None:
-    """Serve the memory as MCP tools over stdio (remember, search, get, forget, list_memories),
-    for agent hosts. The scope is that of the API key in MEMCORE_API_KEY (declared in
-    [server.keys]) or the one given with --user-id/--agent-id/--run-id."""
+@click.option(
+    "--transport",
+    default="stdio",
+    show_default=True,
+    type=click.Choice(["stdio", "http"]),
+    help="stdio (the host starts this process) or http (streamable HTTP at http://HOST:PORT/mcp; each request's Bearer key gives its scope).",
+)
+@click.option("--host", default=None, help="With --transport http: interface to listen on (default: server.host, 127.0.0.1).")
+@click.option("--port", default=None, type=click.IntRange(0, 65535), help="With --transport http: TCP port (default: server.port, 8765).")
+def mcp_command(
+    config_path: str | None,
+    path: str | None,
+    user_id: str | None,
+    agent_id: str | None,
+    run_id: str | None,
+    transport: str,
+    host: str | None,
+    port: int | None,
+) -> None:
+    """Serve the memory as MCP tools (remember, search, get, forget, list_memories) for agent
+    hosts. Over stdio the scope is that of the API key in MEMCORE_API_KEY (declared in
+    [server.keys]) or the one given with --user-id/--agent-id/--run-id. Over streamable HTTP
+    (--transport http) each request authenticates with Authorization: Bearer <key> and runs in
+    that key's scope (`memcore serve` also serves these tools at /mcp, beside /v1)."""
     import os
 
     import memcore
@@ -124,8 +159,15 @@ def mcp_command(config_path: str | None, path: str | None, user_id: str | None, 
     from .tenancy import ANONYMOUS, Caller, authenticate
 
     settings = memcore.load_settings(config_path)
-    config = load_server_config(settings.server)
     scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
+    if transport == "http":
+        if scope or os.environ.get("MEMCORE_API_KEY"):
+            raise click.UsageError("over HTTP each request's key gives its scope: drop --user-id/--agent-id/--run-id and MEMCORE_API_KEY")
+        _serve_mcp_http(settings, path, load_server_config(settings.server, host=host, port=port))
+        return
+    if host is not None or port is not None:
+        raise click.UsageError("--host and --port are for --transport http")
+    config = load_server_config(settings.server)
     key = os.environ.get("MEMCORE_API_KEY")
     if key:
         if scope:
@@ -139,5 +181,25 @@ def mcp_command(config_path: str | None, path: str | None, user_id: str | None, 
     try:
         click.echo(f"memcore mcp: serving {path or settings.path or 'the memory'} over stdio (scope: {caller.scope or 'all'})", err=True)
         create_mcp_server(memory, caller).run("stdio")
+    finally:
+        memory.close()
+
+
+def _serve_mcp_http(settings: "memcore.MemcoreSettings", path: str | None, config: "ServerConfig") -> None:
+    """``memcore mcp --transport http``: only the MCP tools, at http://HOST:PORT/mcp."""
+    import uvicorn
+
+    import memcore
+
+    from .app import create_mcp_app
+
+    _check_anonymous(config)
+    memory = memcore.open(settings, path=path)
+    try:
+        app = create_mcp_app(memory, config)
+        click.echo(
+            f"memcore mcp: serving {path or settings.path or 'the memory'} at http://{config.host}:{config.port}/mcp ({len(config.keys)} API key(s))", err=True
+        )
+        uvicorn.run(app, host=config.host, port=config.port, log_level="warning", timeout_graceful_shutdown=5)
     finally:
         memory.close()

@@ -11,6 +11,7 @@ when the server starts (a typo is a :class:`memcore.ConfigError` naming the key)
     max_k = 1000
     max_filter_bytes = 16384
     request_timeout_s = 30
+    mcp = true                      # the MCP tools at /mcp (streamable HTTP)
 
     [server.keys.alice]
     sha256 = "<hex SHA-256 digest of alice's key>"   # memcore keys hash (reads the key from stdin)
@@ -52,6 +53,7 @@ class ServerConfig(BaseModel):
     request_timeout_s: float = Field(30.0, gt=0, description="Longest a call may run before the client gets 504 (the call itself is not interrupted).")
     allow_anonymous: bool = Field(False, description="Serve without keys on a non-loopback host (never needed on 127.0.0.1).")
     docs: bool = Field(True, description="Serve the interactive docs at /docs (the schema is always at /openapi.json).")
+    mcp: bool = Field(True, description="Serve the MCP tools over streamable HTTP at /mcp (the same keys and scopes as /v1).")
     keys: dict[str, dict[str, Any]] = Field(default_factory=dict, description="API keys: name -> {sha256, scope | admin}.")
 
     @field_validator("keys", mode="before")

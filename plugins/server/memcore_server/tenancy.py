@@ -8,6 +8,9 @@ scope (an id of another tenant is as unknown as an id nobody wrote: the same 404
 the scope on what the call writes, and refuses a scope the call asks for outside it
 (a 403 here). An admin key, or any call to a server without keys, is unrestricted.
 
+Record ids are global in a collection; a scoped caller's ids live in a namespace of its
+scope (:mod:`.idspace`), so a tenant never collides with, nor learns of, another's ids.
+
 Keys are never logged, echoed or kept: only their names are.
 """
 
@@ -15,13 +18,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Union
 
 import memcore
 from memcore import AuthenticationError, PermissionDeniedError, ScopeError
 from memcore.plugin import ApiKey, ApiKeyRing, get_logger
 
-__all__ = ["Caller", "authenticate", "imposed"]
+from .idspace import TenantMemory
+
+__all__ = ["Caller", "authenticate", "imposed", "Served"]
 
 log = get_logger("memcore.server")
 
@@ -57,14 +62,19 @@ def authenticate(ring: ApiKeyRing, authorization: str | None) -> Caller:
     return Caller(name=key.name, scope=key.scope, admin=key.admin)
 
 
+Served = Union[memcore.Memory, TenantMemory]
+"""What a call runs on: the memory itself (unrestricted callers) or a tenant's view of it."""
+
+
 @contextmanager
-def imposed(memory: memcore.Memory, caller: Caller) -> Iterator[None]:
-    """Run the block inside the caller's scope; a scope outside it becomes a 403."""
+def imposed(memory: memcore.Memory, caller: Caller) -> Iterator[Served]:
+    """Run the block inside the caller's scope, on the memory as the caller sees it (its
+    ids in its own namespace, :class:`.idspace.TenantMemory`); a scope outside it becomes a 403."""
     if caller.scope is None:
-        yield
+        yield memory
         return
     try:
         with memory.collection.scoped(caller.scope):
-            yield
+            yield TenantMemory(memory, caller.scope)
     except ScopeError as exc:
         raise PermissionDeniedError(f"outside the scope of API key {caller.name!r}: {exc}") from None

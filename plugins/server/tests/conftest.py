@@ -1,6 +1,7 @@
 """Fixtures: a real uvicorn server on 127.0.0.1 (a free port), started and stopped per test.
 
-``served(memory, **server_settings)`` serves a memory and returns its base URL; the server
+``served(memory, **server_settings)`` serves a memory (``create_app``, or the application
+``factory=`` builds) and returns its base URL; the server
 runs in a thread of the test process (uvicorn's own ``Server``, real sockets, real HTTP) and
 is shut down when the test ends. Keys: ``alice`` and ``bob`` are bound to their user_id,
 ``ops`` is an admin key.
@@ -43,7 +44,7 @@ class Served:
     def __init__(self, app: Any):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"))
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def start(self) -> "Served":
@@ -75,9 +76,9 @@ def served() -> Iterator[Callable[..., Served]]:
     """``served(memory, **server_settings)``: a running server (stopped after the test)."""
     running: list[Served] = []
 
-    def start(memory: memcore.Memory, **settings: Any) -> Served:
+    def start(memory: memcore.Memory, factory: Callable[..., Any] = create_app, **settings: Any) -> Served:
         config = load_server_config(settings)
-        server = Served(create_app(memory, config)).start()
+        server = Served(factory(memory, config)).start()
         running.append(server)
         return server
 
@@ -90,6 +91,12 @@ def served() -> Iterator[Callable[..., Served]]:
 def server(memory: memcore.Memory, served: Callable[..., Served]) -> Served:
     """The memory served with the three keys (alice, bob, ops)."""
     return served(memory, keys=KEY_SETTINGS)
+
+
+@pytest.fixture
+def key_settings() -> dict[str, dict[str, Any]]:
+    """The ``[server.keys]`` table of the ``server`` fixture."""
+    return {name: dict(entry) for name, entry in KEY_SETTINGS.items()}
 
 
 @pytest.fixture
@@ -153,3 +160,13 @@ def serve_process() -> Iterator[Callable[[Path, Path], ServeProcess]]:
     for server in started:
         if server.process.returncode is None:
             server.stop()
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage() -> Iterator[None]:
+    """Collect garbage after each test, so that a socket, client or file a test leaves open
+    warns (ResourceWarning) in that test rather than at some later collection."""
+    yield
+    import gc
+
+    gc.collect()

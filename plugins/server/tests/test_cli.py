@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -95,3 +96,51 @@ def test_loopback_hosts(host: str) -> None:
     from memcore_server.cli import _loopback
 
     assert _loopback(host) and not _loopback("0.0.0.0") and not _loopback("example.org")
+
+
+def test_mcp_over_http_as_a_process(tmp_path: Path) -> None:
+    """``memcore mcp --transport http``: the tools at /mcp, each request in its key's scope."""
+    import asyncio
+
+    mcp = pytest.importorskip("mcp")
+    httpx2 = pytest.importorskip("httpx2")
+    from mcp.client.streamable_http import streamable_http_client
+
+    port, key = _port(), "mcp-http-key-123"
+    settings = tmp_path / "memcore.toml"
+    settings.write_text(f'[server.keys.carol]\nsha256 = "{hash_api_key(key)}"\nscope = {{user_id = "carol"}}\n', encoding="utf-8")
+    command = [*MEMCORE, "mcp", "--config", str(settings), "--path", str(tmp_path / "mem"), "--transport", "http", "--port", str(port)]
+    process = subprocess.Popen(command, text=True, stderr=subprocess.PIPE)
+
+    async def remember() -> Any:
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=60) as client:
+            async with streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client) as (read, write):
+                async with mcp.ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await session.call_tool("remember", {"text": "carol's memory over http"})
+
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert process.poll() is None and time.monotonic() < deadline, "memcore mcp --transport http did not start"
+            time.sleep(0.1)
+        assert httpx.post(f"http://127.0.0.1:{port}/mcp", json={}, timeout=30).status_code == 401
+        assert httpx.post(f"http://127.0.0.1:{port}/v1/count", json={}, headers={"authorization": f"Bearer {key}"}, timeout=30).status_code == 404
+        result = asyncio.run(remember())
+        assert not result.is_error, result
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert key not in stderr and f"http://127.0.0.1:{port}/mcp" in stderr
+    with memcore.open(settings, path=tmp_path / "mem") as memory:
+        assert [(r.text, r.scope) for r in memory.get()] == [("carol's memory over http", memcore.Scope(user_id="carol"))]  # type: ignore[union-attr]
+    for extra, env in ((["--user-id", "x"], {}), ([], {"MEMCORE_API_KEY": key})):
+        out = subprocess.run([*command, *extra], env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2 and "each request's key" in out.stderr
+    out = subprocess.run([*MEMCORE, "mcp", "--config", str(settings), "--port", "1"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "--transport http" in out.stderr
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -13,6 +13,12 @@ import httpx
 import pytest
 
 import memcore
+from memcore_server.idspace import id_prefix
+
+
+def stored(user: str, rid: str) -> str:
+    """The stored id of ``rid`` written with the key of ``user`` (its namespace, memcore_server.idspace)."""
+    return id_prefix({"user_id": user}) + rid
 
 
 def call(server: Any, method: str, path: str, key: str | None, body: Any = None) -> httpx.Response:
@@ -31,7 +37,8 @@ def two_tenants(server: Any, keys: dict[str, str], memory: memcore.Memory) -> di
     for who in ("alice", "bob"):
         items = [{"text": f"{who} likes tea number {i}", "id": f"{who[0]}{i}", "metadata": {"kind": "pref"}} for i in (1, 2)]
         assert ok(call(server, "POST", "/v1/insert_many", keys[who], {"items": items}))["ids"] == [f"{who[0]}1", f"{who[0]}2"]
-    assert memory.get("a1").scope == memcore.Scope(user_id="alice") and memory.get("b1").scope == memcore.Scope(user_id="bob")
+    assert memory.get(stored("alice", "a1")).scope == memcore.Scope(user_id="alice")
+    assert memory.get(stored("bob", "b1")).scope == memcore.Scope(user_id="bob")
     return keys
 
 
@@ -92,15 +99,15 @@ def test_guessed_ids_of_another_tenant_look_unknown(server: Any, two_tenants: di
             answers.append(_unknown(call(server, method, filled, alice, payload)))
         assert answers[0] == answers[1], (method, path, answers)
         assert answers[0][0] == 404 and answers[0][1] == "NotFoundError"
-    # an upsert creates an unknown id; bob's id is refused as unknown, and stays bob's
+    # an upsert creates an unknown id; bob's id is as unknown: alice gets her own b1, bob keeps his
     upsert = {"items": [{"text": "mine now", "id": "b1"}], "scope": {"user_id": "alice"}}
-    assert _unknown(call(server, "POST", "/v1/upsert", alice, upsert))[:2] == (404, "NotFoundError")
+    assert ok(call(server, "POST", "/v1/upsert", alice, upsert)) == {"ids": ["b1"]}
     upsert["items"][0]["id"] = "zz-none"  # type: ignore[index]
     assert ok(call(server, "POST", "/v1/upsert", alice, upsert)) == {"ids": ["zz-none"]}
-    bob_record = memory.get("b1")
+    bob_record = memory.get(stored("bob", "b1"))
     assert bob_record.text == "bob likes tea number 1" and bob_record.metadata == {"kind": "pref"} and bob_record.scope == memcore.Scope(user_id="bob")
-    assert memory.count() == 4 + 1  # alice's upsert of the unknown id created it, in alice's scope
-    assert memory.get("zz-none").scope == memcore.Scope(user_id="alice")
+    assert memory.count() == 4 + 2  # alice's upserts created her own records, in alice's scope
+    assert memory.get(stored("alice", "zz-none")).scope == memory.get(stored("alice", "b1")).scope == memcore.Scope(user_id="alice")
 
 
 def test_a_scope_outside_the_key_is_403_and_changes_nothing(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
@@ -128,7 +135,7 @@ def test_a_scope_outside_the_key_is_403_and_changes_nothing(server: Any, two_ten
         assert response.status_code == 403, (path, body, response.text)
         assert response.json()["error"]["type"] == "PermissionDeniedError"
     assert memory.count() == 4 and memory.count(scope=bob_scope) == 2
-    assert memory.get("a1").text == "alice likes tea number 1"
+    assert memory.get(stored("alice", "a1")).text == "alice likes tea number 1"
 
 
 def test_a_narrower_scope_inside_the_key_is_allowed(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
@@ -144,7 +151,7 @@ def test_a_narrower_scope_inside_the_key_is_allowed(server: Any, two_tenants: di
 def test_deletes_and_forgets_stay_inside_the_tenant(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
     alice, bob = two_tenants["alice"], two_tenants["bob"]
     assert ok(call(server, "POST", "/v1/delete", alice, {"where": {"kind": "pref"}})) == {"deleted": 2}
-    assert memory.count() == 2 and {r.id for r in memory.get()} == {"b1", "b2"}  # type: ignore[union-attr]
+    assert memory.count() == 2 and {r.id for r in memory.get()} == {stored("bob", "b1"), stored("bob", "b2")}  # type: ignore[union-attr]
     assert ok(call(server, "POST", "/v1/delete", alice, {"where": {}})) == {"deleted": 0}
     assert ok(call(server, "POST", "/v1/forget", bob, {"scope": {"user_id": "bob"}}))["records"] == 2
     assert memory.count() == 0
@@ -154,7 +161,7 @@ def test_writes_are_stamped_with_the_key_scope(server: Any, two_tenants: dict[st
     bob = two_tenants["bob"]
     one = ok(call(server, "POST", "/v1/insert", bob, {"text": "no scope given"}))["id"]
     ids = ok(call(server, "POST", "/v1/upsert", bob, {"items": [{"text": "upserted", "id": "u1"}]}))["ids"]
-    assert memory.get(one).scope == memcore.Scope(user_id="bob") and memory.get(ids[0]).scope == memcore.Scope(user_id="bob")
+    assert ids == ["u1"] and memory.get(one).scope == memcore.Scope(user_id="bob") and memory.get(stored("bob", "u1")).scope == memcore.Scope(user_id="bob")
     # the same text from two tenants is two records (content ids include the scope)
     same = ok(call(server, "POST", "/v1/insert", two_tenants["alice"], {"text": "no scope given"}))["id"]
     assert same != one and memory.count() == 4 + 3
@@ -163,11 +170,11 @@ def test_writes_are_stamped_with_the_key_scope(server: Any, two_tenants: dict[st
 def test_new_verbs_stay_inside_the_tenant(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
     """history, retrieve_many, pages and text filters see only the caller's records."""
     alice, bob = two_tenants["alice"], two_tenants["bob"]
-    memory.update("b1", text="bob now likes coffee")
+    memory.update(stored("bob", "b1"), text="bob now likes coffee")
     versions = ok(call(server, "POST", "/v1/history", alice, {"id": "a1"}))["versions"]
     assert [v["op"] for v in versions] == ["insert"] and versions[0]["scope"] == {"user_id": "alice"}
     assert [v["op"] for v in ok(call(server, "POST", "/v1/history", bob, {"id": "b1"}))["versions"]] == ["insert", "update"]
-    assert [v["op"] for v in ok(call(server, "POST", "/v1/history", two_tenants["ops"], {"id": "b1"}))["versions"]] == ["insert", "update"]
+    assert [v["op"] for v in ok(call(server, "POST", "/v1/history", two_tenants["ops"], {"id": stored("bob", "b1")}))["versions"]] == ["insert", "update"]
     many = ok(call(server, "POST", "/v1/retrieve_many", alice, {"queries": ["bob likes coffee", "tea"], "k": 10}))["results"]
     assert [{r["id"] for r in found} for found in many] == [{"a1", "a2"}, {"a1", "a2"}]
     assert [r["id"] for r in ok(call(server, "POST", "/v1/get", alice, {"offset": 1}))["records"]] == ["a2"]
@@ -180,7 +187,7 @@ def test_new_verbs_stay_inside_the_tenant(server: Any, two_tenants: dict[str, st
     assert ok(call(server, "POST", "/v1/search", alice, {"query": "coffee", **coffee}))["results"] == []
     assert ok(call(server, "POST", "/v1/delete", alice, coffee)) == {"deleted": 0}
     assert ok(call(server, "POST", "/v1/delete", alice, tea)) == {"deleted": 2}
-    assert memory.count() == 2 and memory.get("b1").text == "bob now likes coffee"
+    assert memory.count() == 2 and memory.get(stored("bob", "b1")).text == "bob now likes coffee"
     # alice's deleted record keeps its history (texts erased); bob's stays unknown to her
     assert [v["op"] for v in ok(call(server, "POST", "/v1/history", alice, {"id": "a1"}))["versions"]] == ["insert", "delete"]
     assert _unknown(call(server, "POST", "/v1/history", alice, {"id": "b1"})) == _unknown(call(server, "POST", "/v1/history", alice, {"id": "zz-none"}))
