@@ -237,7 +237,8 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
                 raise _Unexpected("the server failed unexpectedly; the details are in its log") from None
 
         try:
-            return await asyncio.wait_for(run_in_threadpool(scoped), config.request_timeout_s)
+            async with asyncio.timeout(config.request_timeout_s):  # no extra task, unlike wait_for (~45 us per request)
+                return await run_in_threadpool(scoped)
         except TimeoutError:
             raise _Timeout(f"the call took longer than {config.request_timeout_s} s (it may still complete)") from None
 
