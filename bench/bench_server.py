@@ -13,12 +13,21 @@ operations (same vectors, same order per client) run against:
   vectors, through ``chromadb.HttpClient`` (its HNSW index: approximate, where memcore's
   ``exact`` is exact).
 
-For each: throughput (operations per second), search and insert p50/p99 in ms, errors.
-Goals of issue 23: search p50 over HTTP <= in-process p50 + 3 ms; throughput >= Chroma's
-server; 0 errors.
+For each: throughput (operations per second), search and insert p50/p99 in ms, errors, the
+CPU the bench process spent per operation (for ``in_process`` that is all the work; for the
+others the clients' share) and, for ``memcore serve``, the server's CPU per operation. Then
+one client alone runs ``--single-ops`` searches against each (the latency without queueing).
 
-    python bench/bench_server.py --n 2000 --ops 20          # quick
-    python bench/bench_server.py                            # 10k records, 32 clients
+BLAS / OpenMP threads: ``--blas-threads N`` (default 1, the server's default) is the
+server's ``[server] blas_threads`` and, through threadpoolctl, the cap of the in-process
+run, so both sides search with the same thread pools (0: the libraries' default on both).
+
+Goals of issue 23, answered in ``"goals"`` (each: value, target, met): search p50 over HTTP
+<= in-process p50 + 3 ms (32 clients; the one-client figure beside it); throughput >=
+Chroma's server; 0 errors. The load average before and after each run is in ``"load"``.
+
+    python bench/bench_server.py --quick                    # 2k records, 32 clients x 20 ops
+    python bench/bench_server.py                            # 10k records, 32 clients x 50 ops
 
 Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
 """
@@ -26,6 +35,7 @@ Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import socket
 import subprocess
@@ -34,15 +44,17 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from contextlib import nullcontext
 from typing import Any, Callable
 
 import numpy as np
 
-from _common import emit, finish_environment, header, log, pct, use_checkout
+from _common import emit, finish_environment, header, loadavg, log, pct, use_checkout
 
 use_checkout("server")
 
 import memcore  # noqa: E402
+from memcore_server.threads import compute_threads  # noqa: E402
 
 
 def clustered(n: int, dim: int, seed: int) -> np.ndarray:
@@ -68,8 +80,23 @@ def plan(args: argparse.Namespace) -> list[list[tuple[str, int]]]:
     return work
 
 
-def run(work: list[list[tuple[str, int]]], make: Callable[[], Any], search: Callable[[Any, int], Any], insert: Callable[[Any, int], Any]) -> dict[str, Any]:
-    """Run every client's operations in its own thread; latencies, throughput, errors."""
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) a process has used so far (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run(
+    work: list[list[tuple[str, int]]],
+    make: Callable[[], Any],
+    search: Callable[[Any, int], Any],
+    insert: Callable[[Any, int], Any],
+    server_pid: int | None = None,
+) -> dict[str, Any]:
+    """Run every client's operations in its own thread; latencies, throughput, errors, CPU per op, load."""
     lat: dict[str, list[float]] = {"search": [], "insert": []}
     errors: list[str] = []
     lock = threading.Lock()
@@ -98,11 +125,15 @@ def run(work: list[list[tuple[str, int]]], make: Callable[[], Any], search: Call
     threads = [threading.Thread(target=client, args=(ops,)) for ops in work]
     for t in threads:
         t.start()
+    load_before = loadavg()
     barrier.wait()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
+    s0 = process_cpu_s(server_pid) if server_pid else None
     for t in threads:
         t.join()
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - c0
+    s1 = process_cpu_s(server_pid) if server_pid else None
     done = len(lat["search"]) + len(lat["insert"])
     return {
         "seconds": round(seconds, 2),
@@ -111,7 +142,38 @@ def run(work: list[list[tuple[str, int]]], make: Callable[[], Any], search: Call
         "insert_ms": {"n": len(lat["insert"]), "p50": round(pct(lat["insert"], 50), 2), "p99": round(pct(lat["insert"], 99), 2)} if lat["insert"] else None,
         "errors": len(errors),
         "first_errors": errors[:3],
+        "bench_cpu_ms_per_op": round(cpu * 1000 / max(1, done), 2),
+        **({"server_cpu_ms_per_op": round((s1 - s0) * 1000 / max(1, done), 2)} if s0 is not None and s1 is not None else {}),
+        "load": {"before": load_before, "after": loadavg()},
     }
+
+
+def single(ops: int, queries: int, search: Callable[[int], Any]) -> dict[str, Any] | None:
+    """One client alone: ``ops`` searches one after the other (latency without queueing)."""
+    if ops <= 0:
+        return None
+    for row in range(min(10, ops)):  # warm the connection and the caches
+        search(row % queries)
+    lat, load_before = [], loadavg()
+    for i in range(ops):
+        t0 = time.perf_counter()
+        search(i % queries)
+        lat.append((time.perf_counter() - t0) * 1000)
+    return {"n": ops, "p50": round(pct(lat, 50), 2), "p90": round(pct(lat, 90), 2), "load": {"before": load_before, "after": loadavg()}}
+
+
+def blas_limit(threads: int) -> Any:
+    """threadpoolctl's cap on this process's BLAS / OpenMP pools for a block (nothing for 0)."""
+    if threads <= 0:
+        return nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=threads)
+
+
+def goal(value: float, target: float, at_most: bool, unit: str) -> dict[str, Any]:
+    """One goal of the issue: its value, its target and whether it is met."""
+    return {"value": value, "target": f"{'<=' if at_most else '>='} {target}{unit}", "met": bool(value <= target if at_most else value >= target)}
 
 
 def free_port() -> int:
@@ -129,9 +191,14 @@ def main() -> None:
     parser.add_argument("--insert-share", type=float, default=0.2)
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--single-ops", type=int, default=200, help="searches of the one-client run (0: skip it)")
+    parser.add_argument("--blas-threads", type=int, default=1, help="BLAS/OpenMP threads, server and in process alike (0: the libraries' default)")
+    parser.add_argument("--quick", action="store_true", help="2,000 records, 20 ops per client, 100 one-client searches")
     parser.add_argument("--no-chroma", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.ops, args.single_ops = min(args.n, 2000), min(args.ops, 20), min(args.single_ops, 100)
 
     result = header("server", args)
     x = clustered(args.n, args.dim, args.seed)
@@ -156,15 +223,19 @@ def main() -> None:
         def m_insert(handle: Any, row: int) -> Any:
             return handle.insert({"text": f"new {row}", "id": f"n{row}", "vectors": {"default": new[row]}})
 
-        log("in process")
-        with memcore.open(settings, path=Path(tmp) / "local") as memory:
+        log(f"in process (BLAS/OpenMP threads: {args.blas_threads or 'library default'})")
+        with memcore.open(settings, path=Path(tmp) / "local") as memory, blas_limit(args.blas_threads):
             result["in_process"] = run(work, lambda: memory, m_search, m_insert)
+            result["in_process"]["one_client_search_ms"] = single(args.single_ops, args.queries, lambda row: m_search(memory, row))
+            result["in_process"]["compute_threads"] = compute_threads()
 
         log("over HTTP (memcore serve)")
         port = free_port()
         config = Path(tmp) / "memcore.toml"
         config.write_text(
-            f'[spaces.default]\ndim = {args.dim}\n\n[indexes.vector]\nkind = "exact"\nspace = "default"\n\n[server]\nport = {port}\n', encoding="utf-8"
+            f'[spaces.default]\ndim = {args.dim}\n\n[indexes.vector]\nkind = "exact"\nspace = "default"\n\n'
+            f"[server]\nport = {port}\nblas_threads = {args.blas_threads}\n",
+            encoding="utf-8",
         )
         proc = subprocess.Popen(
             [sys.executable, "-m", "memcore.cli", "serve", "--config", str(config), "--path", str(Path(tmp) / "served")], stderr=subprocess.DEVNULL
@@ -182,7 +253,9 @@ def main() -> None:
                     if proc.poll() is not None or time.monotonic() > deadline:
                         raise RuntimeError("memcore serve did not start") from None
                     time.sleep(0.2)
-            result["http"] = run(work, lambda: RemoteMemory(url, retries=0, timeout=120), m_search, m_insert)
+            result["http"] = run(work, lambda: RemoteMemory(url, retries=0, timeout=120), m_search, m_insert, server_pid=proc.pid)
+            with RemoteMemory(url, retries=0, timeout=120) as remote:
+                result["http"]["one_client_search_ms"] = single(args.single_ops, args.queries, lambda row: m_search(remote, row))
         finally:
             proc.terminate()
             proc.wait(timeout=60)
@@ -214,11 +287,21 @@ def main() -> None:
                     return handle.add(ids=[f"n{row}"], embeddings=new[row : row + 1], documents=[f"new {row}"])
 
                 result["chroma_server"] = run(work, c_make, c_search, c_insert)
+                one = c_make()
+                result["chroma_server"]["one_client_search_ms"] = single(args.single_ops, args.queries, lambda row: c_search(one, row))
 
     local, http = result["in_process"], result["http"]
+    result["blas_threads"] = {"server": args.blas_threads, "in_process": args.blas_threads, "note": "0 = the libraries' default"}
     result["http_search_p50_minus_in_process_ms"] = round(http["search_ms"]["p50"] - local["search_ms"]["p50"], 2)
+    goals = {"search_p50_http_minus_in_process_ms": goal(result["http_search_p50_minus_in_process_ms"], 3.0, True, " ms")}
+    if local.get("one_client_search_ms") and http.get("one_client_search_ms"):
+        one = round(http["one_client_search_ms"]["p50"] - local["one_client_search_ms"]["p50"], 2)
+        goals["search_p50_http_minus_in_process_ms"]["one_client"] = goal(one, 3.0, True, " ms")
     if "chroma_server" in result:
         result["http_throughput_over_chroma"] = round(http["ops_per_s"] / result["chroma_server"]["ops_per_s"], 2)
+        goals["throughput_http_over_chroma_server"] = goal(result["http_throughput_over_chroma"], 1.0, False, "")
+    goals["errors"] = goal(http["errors"] + local["errors"], 0, True, "")
+    result["goals"] = goals
     result["environment"] = finish_environment(result["environment"])
     emit(result, args.out)
 

@@ -131,6 +131,18 @@ def _result_out(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _serialised(content: Any) -> Any:
+    """A 200 JSON reply serialised in one pass by pydantic-core (NaN and infinities as null, as
+    the response models do), not validated again against the route's response model: for the
+    hot routes, whose handlers build exactly what their model declares (the schema is unchanged).
+    Validating and dumping ten search results through the model costs ~0.2 ms of the server's
+    CPU per request, about a tenth of its HTTP work."""
+    from fastapi.responses import Response
+    from pydantic_core import to_json
+
+    return Response(to_json(content, inf_nan_mode="null"), media_type="application/json")
+
+
 def _hit_out(hit: memcore.Hit) -> dict[str, Any]:
     out = hit.to_dict()
     out["score"] = float(hit.score)
@@ -234,7 +246,8 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
                 raise _Unexpected("the server failed unexpectedly; the details are in its log") from None
 
         try:
-            return await asyncio.wait_for(run_in_threadpool(scoped), config.request_timeout_s)
+            async with asyncio.timeout(config.request_timeout_s):  # no extra task, unlike wait_for (~45 us per request)
+                return await run_in_threadpool(scoped)
         except TimeoutError:
             raise _Timeout(f"the call took longer than {config.request_timeout_s} s (it may still complete)") from None
 
@@ -351,7 +364,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         return {"count": await call(who, count)}
 
     @v1.post("/search", response_model=SearchOut, response_model_exclude_unset=True, summary="Search")
-    async def search(body: SearchBody, who: Caller = Depends(caller)) -> dict[str, Any]:
+    async def search(body: SearchBody, who: Caller = Depends(caller)) -> Any:
         """Through the service (``Memory.retrieve``: a query text and/or a vector), or with ``explain``
         through the pipeline or one ``index`` (``Memory.query``: hits with provenance and an explanation)."""
         check_k(body.k, config)
@@ -377,7 +390,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
                 body.query, vector=body.vector, where=body.where, k=body.k, where_document=body.where_document, min_score=body.min_score, **options
             ),
         )
-        return {"results": [_result_out(r) for r in found]}
+        return _serialised({"results": [_result_out(r) for r in found]})
 
     @v1.post("/retrieve_many", response_model=ResultsManyOut, response_model_exclude_unset=True, summary="Search for several queries")
     async def retrieve_many(body: RetrieveManyBody, who: Caller = Depends(caller)) -> dict[str, Any]:

@@ -54,18 +54,23 @@ def serve(config_path: str | None, path: str | None, host: str | None, port: int
 
     from .app import create_app
     from .config import load_server_config
+    from .threads import limit_compute_threads
 
     settings = memcore.load_settings(config_path)
     config = load_server_config(settings.server, host=host, port=port)
     _check_anonymous(config)
+    limit_compute_threads(config.blas_threads)  # before the libraries load (environment), and
     memory = memcore.open(settings, path=path)
     try:
+        limit_compute_threads(config.blas_threads)  # those the memory loaded (threadpoolctl)
         app = create_app(memory, config)
         mcp = f", MCP at http://{config.host}:{config.port}/mcp" if config.mcp else ""
         click.echo(
             f"memcore: serving {path or settings.path or 'the memory'} on http://{config.host}:{config.port} ({len(config.keys)} API key(s){mcp})", err=True
         )
-        uvicorn.run(app, host=config.host, port=config.port, log_level=uvicorn_log, timeout_graceful_shutdown=5)
+        # access lines only where uvicorn would print them (info, debug): below, skip their formatting
+        access_log = uvicorn_log in ("info", "debug")
+        uvicorn.run(app, host=config.host, port=config.port, log_level=uvicorn_log, access_log=access_log, timeout_graceful_shutdown=5)
     finally:
         memory.close()
 

@@ -7,7 +7,9 @@ local memory runs against a server by changing how it is opened. The server's er
 names the memcore exception, which the client raises again (a record of another tenant is a
 :class:`memcore.NotFoundError`, as it is in process).
 
-Transport (httpx; this module imports neither FastAPI nor uvicorn):
+Transport (this module imports neither FastAPI nor uvicorn): :class:`RemoteMemory` on
+keep-alive connections of the standard library's ``http.client`` (:mod:`.http11`: about a
+third of httpx's CPU per request), :class:`AsyncRemoteMemory` on httpx:
 
 - a refused connection is retried for every call (nothing reached the server); timeouts,
   dropped connections and HTTP 502/503/504 are retried only for idempotent calls (``get``,
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from memcore import Contribution, Hit, Link, Record, Scope, StoreUnavailableError, ValidationError
 
+from .http11 import ConnectError, ConnectionPool, Reply, TransportError
 from .wire import error_from_body
 
 if TYPE_CHECKING:
@@ -303,6 +306,8 @@ class _Transport:
         return float(min(2.0, self.backoff_s * math.pow(2, attempt)))
 
     def _retryable(self, exc: Exception, call: _Call) -> bool:
+        if isinstance(exc, (ConnectError, TransportError)):  # the sync client's (.http11)
+            return isinstance(exc, ConnectError) or call.idempotent
         import httpx
 
         return isinstance(exc, httpx.ConnectError) or (call.idempotent and isinstance(exc, httpx.TransportError))
@@ -310,7 +315,7 @@ class _Transport:
     def _unreachable(self, exc: Exception, attempts: int) -> StoreUnavailableError:
         return StoreUnavailableError(f"cannot reach the memcore server at {self.url} after {attempts} attempt(s): {type(exc).__name__}: {exc}")
 
-    def _read(self, response: "httpx.Response", call: _Call, attempts: int) -> Any:
+    def _read(self, response: "httpx.Response | Reply", call: _Call, attempts: int) -> Any:
         try:
             body = response.json()
         except ValueError:
@@ -331,21 +336,17 @@ class RemoteMemory(_Verbs, _Transport):
     """
 
     def __init__(self, url: str, api_key: str | None = None, *, timeout: float = 30.0, retries: int = 3, backoff_s: float = 0.1):
-        import httpx
-
         super().__init__(url, api_key, timeout, retries, backoff_s)
-        self._http = httpx.Client(base_url=self.url, timeout=timeout, headers=self._headers)
+        self._http = ConnectionPool(self.url, timeout, self._headers)
 
     def _send(self, call: _Call) -> Any:
-        import httpx
-
         content = _json(_drop_none(call.body)) if call.body is not None else None
         attempts = self._attempts(call)
         connect_attempts = 1 + self.retries  # a refused connection reached nothing: always safe to retry
         for attempt in range(max(attempts, connect_attempts)):
             try:
-                response = self._http.request(call.method, call.path, content=content)
-            except httpx.HTTPError as exc:
+                response = self._http.request(call.method, call.path, content)
+            except TransportError as exc:
                 if not self._retryable(exc, call) or attempt + 1 >= connect_attempts:
                     raise self._unreachable(exc, attempt + 1) from None
                 time.sleep(self._delay(attempt))

@@ -12,6 +12,7 @@ when the server starts (a typo is a :class:`memcore.ConfigError` naming the key)
     max_filter_bytes = 16384
     request_timeout_s = 30
     mcp = true                      # the MCP tools at /mcp (streamable HTTP)
+    blas_threads = 1            # BLAS / OpenMP threads per search (0: the libraries' default)
 
     [server.keys.alice]
     sha256 = "<hex SHA-256 digest of alice's key>"   # memcore keys hash (reads the key from stdin)
@@ -52,6 +53,12 @@ class ServerConfig(BaseModel):
     max_filter_bytes: int = Field(16 * 1024, ge=2, description="Largest where or where_document filter, each as compact JSON (400 above).")
     request_timeout_s: float = Field(30.0, gt=0, description="Longest a call may run before the client gets 504 (the call itself is not interrupted).")
     allow_anonymous: bool = Field(False, description="Serve without keys on a non-loopback host (never needed on 127.0.0.1).")
+    blas_threads: int = Field(
+        1,
+        ge=0,
+        description="Threads each BLAS / OpenMP call may use (numpy, faiss), set when the server starts; 0 leaves the libraries' default "
+        "(one per core, which makes concurrent searches fight for the cores).",
+    )
     docs: bool = Field(True, description="Serve the interactive docs at /docs (the schema is always at /openapi.json).")
     mcp: bool = Field(True, description="Serve the MCP tools over streamable HTTP at /mcp (the same keys and scopes as /v1).")
     keys: dict[str, dict[str, Any]] = Field(default_factory=dict, description="API keys: name -> {sha256, scope | admin}.")

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 import memcore
+from memcore_server.schemas import SearchOut
 
 
 def call(server: Any, method: str, path: str, key: str | None, body: Any = None, **kw: Any) -> httpx.Response:
@@ -96,8 +97,12 @@ def test_write_read_search_delete_round_trip(server: Any, ops: str, memory: memc
     assert ok(call(server, "POST", "/v1/count", ops, {"scope": {"user_id": "u"}}))["count"] == 1
     assert ok(call(server, "POST", "/v1/count", ops, {"index": "vector"}))["count"] == 3
 
-    results = ok(call(server, "POST", "/v1/search", ops, {"query": "cat on a mat", "k": 2}))["results"]
+    reply = ok(call(server, "POST", "/v1/search", ops, {"query": "cat on a mat", "k": 2}))
+    results = reply["results"]
     assert results[0]["id"] == "a" and set(results[0]) >= {"id", "text", "score", "metadata"}
+    # serialised without the response model (the hot route), yet exactly what the model makes of it
+    assert SearchOut.model_validate(reply).model_dump(mode="json", exclude_unset=True) == reply
+    assert reply == {"results": memory.retrieve("cat on a mat", k=2)}
     by_vector = ok(call(server, "POST", "/v1/search", ops, {"vector": [0.5] * dim, "k": 1}))["results"]
     assert by_vector[0]["id"] == "c"
     filtered = ok(call(server, "POST", "/v1/search", ops, {"query": "cat", "where": {"topic": "dogs"}}))["results"]

@@ -39,6 +39,7 @@ def test_the_core_settings_accept_a_server_table_and_leave_it_alone(tmp_path: Pa
         ({"port": 70000}, "server.port"),
         ({"max_body_bytes": 10}, "server.max_body_bytes"),
         ({"request_timeout_s": -1}, "server.request_timeout_s"),
+        ({"blas_threads": -1}, "server.blas_threads"),
     ],
 )
 def test_a_bad_server_setting_names_its_key(table: dict[str, object], location: str) -> None:
