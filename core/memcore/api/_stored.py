@@ -31,7 +31,18 @@ from ._check import service_required_indexes
 if TYPE_CHECKING:
     from ..settings import MemcoreSettings
 
-__all__ = ["NAMESPACE", "KEY", "StoredMemory", "peek", "stored_layer", "check_omitted", "secrets_needed", "settings_document", "store_document", "record_settings"]
+__all__ = [
+    "NAMESPACE",
+    "KEY",
+    "StoredMemory",
+    "peek",
+    "stored_layer",
+    "check_omitted",
+    "secrets_needed",
+    "settings_document",
+    "store_document",
+    "record_settings",
+]
 
 NAMESPACE, KEY = "memory", "settings"
 """Where the document lives in the store's component state."""
