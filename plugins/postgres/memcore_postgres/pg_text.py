@@ -88,6 +88,7 @@ class PgTextIndex(Index):
         self.score_name = "BM25 (PostgreSQL)" if config.scoring == "bm25" else "ts_rank_cd"
         self.column = text_column(config.language)
         self._built = False
+        self._corpus_cache: tuple[int | None, tuple[float, float]] | None = None
         self._check_language()
 
     def _check_language(self) -> None:
@@ -172,10 +173,15 @@ class PgTextIndex(Index):
     def __len__(self) -> int:
         return self.store.count(index=self.name)
 
-    def statement(self, query: Query, k: int, allowed: AbstractSet[str] | None, column_present: bool = True) -> tuple[sql.Composed, list[Any]]:
+    def statement(
+        self, query: Query, k: int, allowed: AbstractSet[str] | None, column_present: bool = True, corpus: tuple[float, float] | None = None
+    ) -> tuple[sql.Composed, list[Any]]:
         """The one SQL statement of a search and its parameters (``EXPLAIN`` it to see the plan).
+
         Without the generated column (no writer has added to the index yet) the ``tsvector``
-        is computed from the text in the statement."""
+        is computed from the text in the statement. ``corpus``: the members' count and
+        average length for BM25 when known (:meth:`search` keeps them per store sequence
+        number), else the statement computes them (a scan of the members)."""
         c = self.config
         text = self._query_text(query)
         language = sql.Literal(c.language).as_string(None)
@@ -186,34 +192,61 @@ class PgTextIndex(Index):
             condition += " AND r.id = ANY(%s)"
             where_params.append(list(allowed))
         params: list[Any] = [text]
-        parts = [f"WITH terms AS (SELECT t.lexeme FROM unnest(to_tsvector({language}::regconfig, %s)) AS t)"]
+        parts = [f"WITH terms AS MATERIALIZED (SELECT t.lexeme FROM unnest(to_tsvector({language}::regconfig, %s)) AS t)"]
         if c.match == "any":
-            parts.append(f", q AS (SELECT (SELECT string_agg({_QUOTED.format(x='lexeme')}, ' | ') FROM terms)::tsquery AS tsq)")
+            tsq = f"(SELECT string_agg({_QUOTED.format(x='lexeme')}, ' | ') FROM terms)::tsquery"
         else:
-            parts.append(f", q AS (SELECT plainto_tsquery({language}::regconfig, %s) AS tsq)")
+            tsq = f"plainto_tsquery({language}::regconfig, %s)"
             params.append(text)
-        limit = f" LIMIT {int(k)}"
+        parts.append(f", q AS MATERIALIZED (SELECT {tsq} AS tsq, (SELECT array_agg(lexeme) FROM terms) AS lexemes)")
+        order = f' ORDER BY score DESC, r.id COLLATE "C" LIMIT {int(k)}'
         if c.scoring == "ts_rank_cd":
             parts.append(
-                f" SELECT r.id, ts_rank_cd({tsv}, q.tsq, {int(c.normalization)})::float8 AS score FROM records r, q "
-                f'WHERE {tsv} @@ q.tsq AND {condition} ORDER BY score DESC, r.id COLLATE "C"{limit}'
+                f" SELECT r.id, ts_rank_cd({tsv}, q.tsq, {int(c.normalization)})::float8 AS score FROM records r, q WHERE {tsv} @@ q.tsq AND {condition}"
             )
             params.extend(where_params)
-            return sql.Composed([sql.SQL(" ".join(parts))]), params
+            return sql.Composed([sql.SQL(" ".join(parts) + order)]), params
         member = "r.member_of @> ARRAY[%s::text]"
+        if corpus is None:
+            parts.append(
+                f", corpus AS MATERIALIZED (SELECT count(*)::float8 AS n, coalesce(avg(length({tsv})), 0)::float8 AS avgdl FROM records r WHERE {member})"
+            )
+            params.append(self.name)
+        else:
+            parts.append(", corpus AS MATERIALIZED (SELECT %s::float8 AS n, %s::float8 AS avgdl)")
+            params.extend(corpus)
+        k1, b = float(c.k1), float(c.b)
         parts.append(
-            f", corpus AS (SELECT count(*)::float8 AS n, coalesce(avg(length({tsv})), 1)::float8 AS avgdl FROM records r WHERE {member})"
-            f", df AS (SELECT t.lexeme, ln(1 + (c.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM terms t CROSS JOIN corpus c CROSS JOIN LATERAL "
+            ", df AS MATERIALIZED (SELECT t.lexeme, ln(1 + (c.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM terms t CROSS JOIN corpus c CROSS JOIN LATERAL "
             f"(SELECT count(*)::float8 AS df FROM records r WHERE {member} AND {tsv} @@ {_QUOTED.format(x='t.lexeme')}::tsquery) d)"
-            f", hits AS (SELECT r.id, {tsv} AS tsv FROM records r, q WHERE {tsv} @@ q.tsq AND {condition})"
-            f" SELECT h.id, sum(df.idf * u.tf / (u.tf + {float(c.k1)} * (1 - {float(c.b)} + {float(c.b)} * length(h.tsv) / greatest(c.avgdl, 1e-9)))) AS score"
-            " FROM hits h CROSS JOIN corpus c CROSS JOIN LATERAL"
-            " (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf FROM unnest(h.tsv) AS x) u JOIN df ON df.lexeme = u.lexeme"
-            f' GROUP BY h.id ORDER BY score DESC, h.id COLLATE "C"{limit}'
+            # each candidate scored on its own: only its lexemes that are query terms, joined to their idf
+            f" SELECT r.id, (SELECT coalesce(sum(df.idf * u.tf / (u.tf + {k1} * (1 - {b} + {b} * length({tsv}) / greatest(c.avgdl, 1e-9)))), 0)"
+            # the record's query terms only (setweight marks them, ts_filter keeps them: C, no unnest of the whole tsvector)
+            " FROM (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf FROM unnest(ts_filter(setweight("
+            f"{tsv}, 'A', q.lexemes), '{{a}}')) AS x) u JOIN df ON df.lexeme = u.lexeme) AS score"
+            f" FROM records r, q, corpus c WHERE {tsv} @@ q.tsq AND {condition}"
         )
-        params.extend([self.name, self.name])
+        params.append(self.name)
         params.extend(where_params)
-        return sql.Composed([sql.SQL(" ".join(parts))]), params
+        return sql.Composed([sql.SQL(" ".join(parts) + order)]), params
+
+    def _corpus(self, conn: Connection[Any], column_present: bool) -> tuple[float, float] | None:
+        """The members' count and average length (distinct lexemes) for BM25, computed once
+        per store sequence number (a scan of the members); None without the column."""
+        if self.config.scoring != "bm25" or not column_present:
+            return None
+        row = conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()
+        seq = None if row is None else int(row[0])
+        cached = self._corpus_cache
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        query = sql.SQL("SELECT count(*)::float8, coalesce(avg(length({})), 0)::float8 FROM records WHERE member_of @> ARRAY[%s::text]").format(
+            sql.Identifier(self.column)
+        )
+        got = conn.execute(query, (self.name,)).fetchone()
+        corpus = (float(got[0]), float(got[1])) if got is not None else (0.0, 0.0)
+        self._corpus_cache = (seq, corpus)
+        return corpus
 
     def search(self, query: Query, k: int, allowed: AbstractSet[str] | None = None) -> list[Hit]:
         """The best ``k`` records for the query's text among the index's members that pass
@@ -224,7 +257,8 @@ class PgTextIndex(Index):
             return []
 
         def run(conn: Connection[Any]) -> list[tuple[str, float]]:
-            statement, params = self.statement(query, k, allowed, self._column_present(conn))
+            present = self._column_present(conn)
+            statement, params = self.statement(query, k, allowed, present, self._corpus(conn, present))
             return conn.execute(statement, params).fetchall()
 
         rows = self.store.pool.read(f"searching the pg_text index {self.name!r}", run)
