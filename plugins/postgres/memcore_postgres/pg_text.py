@@ -171,6 +171,7 @@ class PgTextIndex(Index):
         """Nothing to do: the store's batch took the ids out of ``member_of`` (or deleted them)."""
 
     def __len__(self) -> int:
+        """The number of the store's records that are members of this index."""
         return self.store.count(index=self.name)
 
     def statement(
@@ -280,5 +281,6 @@ class PgTextIndex(Index):
             self._ensure_built()
 
     def stats(self) -> dict[str, Any]:
+        """Size, language, scoring, matching and the generated column's name."""
         c = self.config
         return {"size": len(self), "language": c.language, "scoring": c.scoring, "match": c.match, "column": self.column}
