@@ -102,7 +102,7 @@ class CollectionBase:
         other processes committed."""
         if self._store.read_only or self._store.shared:
             for handle in self._indexes.values():
-                if handle.error is None:
+                if handle.error is None and not handle.index.reads_store:
                     self._catch_up(handle)
 
     def _catch_up(self, handle: IndexHandle) -> None:

@@ -185,7 +185,7 @@ class CollectionReader(CallBindings):
             handle = self._indexes.get(name)  # the usual case without a call: open, known, fresh, usable
             if handle is None or handle.stale or handle.error is not None or self._state.closed:
                 handle = self._handle(name)  # closed, unknown, stale or broken: the full lookup says so
-            if self._store.read_only or self._store.shared:  # pipelines search through here: readers catch up first
+            if (self._store.read_only or self._store.shared) and not handle.index.reads_store:  # pipelines search through here: readers catch up first
                 self._catch_up(handle)
             if type(k) is not int or k <= 0:  # the depth a stage asks for: the common case without a call
                 validate_k(k)

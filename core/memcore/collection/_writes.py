@@ -380,7 +380,7 @@ class Writes(CollectionBase):
             if handle.error is not None:
                 continue  # broken: the store keeps its membership, a rebuild applies it
             try:
-                if not self._store.shared or handle.applied_seq == applied.seq - 1:  # no other process wrote in between
+                if not self._store.shared or handle.applied_seq == applied.seq - 1 or handle.index.reads_store:  # no other process wrote in between
                     handle.apply(applied.ops, self._store, cache)
                     handle.applied_seq = applied.seq
                 else:  # a shared store: what other processes committed first, then this batch, from the log

@@ -140,6 +140,11 @@ class Index(ABC):
     #: ``allowed`` ids first and passes ``allowed=None`` -- unless the query also has a text
     #: filter (``where_document``, a bound text filter), whose ids it still resolves and passes
     applies_filters: ClassVar[bool] = False
+    #: True when the index keeps no data of its own and every ``search`` reads the store's
+    #: current data (an index inside the store's database, such as ``pgvector``): it is never
+    #: behind the store, so a collection on a shared store does not read the op log to catch
+    #: it up before each search, and applies its own writes to it directly
+    reads_store: ClassVar[bool] = False
 
     requires: Requirements = Requirements()
 

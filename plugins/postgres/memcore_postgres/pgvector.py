@@ -8,8 +8,9 @@ which the collection's batches already write. So ``add`` and ``remove`` have not
 copy (``add`` builds the database index once, when missing); the index is current the
 moment the store's batch commits, in every process.
 
-A search is **one SQL statement** in one short transaction: the ``SET LOCAL`` search
-settings (``hnsw.ef_search`` / ``ivfflat.probes`` and pgvector 0.8's iterative scan, so a
+A search is **one SQL statement** in one short transaction, sent in one round trip
+(psycopg's pipeline mode): the search settings local to the transaction
+(``hnsw.ef_search`` / ``ivfflat.probes`` and pgvector 0.8's iterative scan, so a
 selective filter still returns ``k`` rows), then ``SELECT ... ORDER BY distance LIMIT k``
 over the vectors joined to ``records`` with the membership, the query's ``where`` filter
 (compiled to SQL over ``jsonb`` by the store's filter compiler) and its scope in the
@@ -61,6 +62,7 @@ class PgvectorIndex(VectorIndex):
     """A pgvector index over the postgres store's vectors of ``config.space`` (see the module docstring)."""
 
     applies_filters = True
+    reads_store = True
     format_version = 1
 
     def __init__(self, config: PgvectorIndexConfig, context: IndexContext):
@@ -130,22 +132,28 @@ class PgvectorIndex(VectorIndex):
 
         self._built = bool(self.store.pool.write(f"building the pgvector index of {self.name!r}", build))
 
-    def _search_settings(self) -> str:
-        """The ``SET LOCAL`` statements of every search (numbers and names from the checked config only)."""
+    def _search_settings(self) -> list[tuple[str, str]]:
+        """The search settings of every search, ``(name, value)`` (numbers and names from the checked config only)."""
         c = self.config
         if c.method == "hnsw":
-            parts = [f"SET LOCAL hnsw.ef_search = {int(c.ef_search)}", f"SET LOCAL hnsw.iterative_scan = {c.iterative_scan}"]
-            parts.append(f"SET LOCAL hnsw.max_scan_tuples = {int(c.max_scan_tuples)}")
-        else:
-            parts = [f"SET LOCAL ivfflat.probes = {int(c.probes)}", f"SET LOCAL ivfflat.iterative_scan = {c.iterative_scan}"]
-        return "BEGIN READ ONLY; " + "; ".join(parts)
+            return [("hnsw.ef_search", str(int(c.ef_search))), ("hnsw.iterative_scan", c.iterative_scan), ("hnsw.max_scan_tuples", str(int(c.max_scan_tuples)))]
+        return [("ivfflat.probes", str(int(c.probes))), ("ivfflat.iterative_scan", c.iterative_scan)]
 
-    def _settings_for(self, allowed: AbstractSet[str] | None) -> str:
+    def _settings_list(self, allowed: AbstractSet[str] | None) -> list[tuple[str, str]]:
         """The search settings, with the planner kept on the vector index unless an id list
         (whose size the planner sees) restricts the search."""
         if self.config.force_index and allowed is None:
-            return self._settings + "; SET LOCAL enable_sort = off"
+            return [*self._settings, ("enable_sort", "off")]
         return self._settings
+
+    def _settings_statement(self, allowed: AbstractSet[str] | None) -> str:
+        """One ``SELECT set_config(name, value, true), ...`` of the search settings (local to
+        the search's transaction, like ``SET LOCAL``; fixed names, values from the checked config)."""
+        return "SELECT " + ", ".join(f"set_config('{name}', '{value}', true)" for name, value in self._settings_list(allowed))
+
+    def _settings_for(self, allowed: AbstractSet[str] | None) -> str:
+        """The transaction start and search settings as one multi-statement text (``EXPLAIN``-ing a search by hand)."""
+        return "BEGIN READ ONLY; " + self._settings_statement(allowed)
 
     # -- Index -------------------------------------------------------------------------------
 
@@ -190,14 +198,19 @@ class PgvectorIndex(VectorIndex):
             if slot is None:
                 return []
             statement, params = self.statement(query, vector, k, allowed, slot)
-            conn.execute(self._settings_for(allowed))
+            # one round trip: the transaction, its settings, the search and the commit are
+            # sent together (pipeline mode) and read back at once
             try:
-                rows = conn.execute(statement, params).fetchall()
+                with conn.pipeline():
+                    conn.execute("BEGIN READ ONLY")
+                    conn.execute(self._settings_statement(allowed))
+                    cursor = conn.execute(statement, params)
+                    conn.execute("COMMIT")
+                rows: list[tuple[str, float]] = cursor.fetchall()
             except BaseException:
-                if not conn.broken:
+                if not conn.broken and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                     conn.rollback()
                 raise
-            conn.execute("COMMIT")
             return rows
 
         rows = self.store.pool.read(f"searching the pgvector index {self.name!r}", run)

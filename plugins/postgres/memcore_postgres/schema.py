@@ -81,7 +81,10 @@ def create_schema(conn: Connection[Any], schema: str) -> int:
         return version
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memcore:{schema}",))
-        conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+        # a schema an administrator created (and gave the store's role) is used as it is:
+        # CREATE SCHEMA would need the CREATE privilege on the database even when it exists
+        if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
         conn.execute(sql.SQL("SET LOCAL search_path = {}, public").format(sql.Identifier(schema)))
         for statement in filter(str.strip, _TABLES.split(";")):
             conn.execute(statement)  # fixed text, no parameters

@@ -11,7 +11,7 @@ error rolls the whole batch back: nothing of it, not even its sequence number, r
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from psycopg import Connection, sql
 
@@ -87,7 +87,8 @@ class PostgresWrites:
             link_sources = {r[0] for r in conn.execute("SELECT DISTINCT source FROM links WHERE target = ANY(%s)", (deletes,))}
         involved = involved_ids(batch) | link_sources
         stored: dict[str, tuple[int, set[str]]] = {
-            rid: (int(n), set(members)) for rid, n, members in conn.execute("SELECT id, n, member_of FROM records WHERE id = ANY(%s)", (list(involved),))
+            rid: (int(n), set(members))
+            for rid, n, members in conn.execute("SELECT id, n, member_of FROM records WHERE id = ANY(%b::text[])", (list(involved),))
         }
         ops = plan_ops(batch, {rid: m for rid, (_, m) in stored.items()}, link_sources)
         upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
@@ -103,12 +104,13 @@ class PostgresWrites:
         for index, rids in batch.remove_membership.items():
             if rids:
                 conn.execute(
-                    "UPDATE records SET member_of = array_remove(member_of, %s) WHERE id = ANY(%s) AND member_of @> ARRAY[%s::text]", (index, list(rids), index)
+                    "UPDATE records SET member_of = array_remove(member_of, %s) WHERE id = ANY(%b::text[]) AND member_of @> ARRAY[%s::text]",
+                    (index, list(rids), index),
                 )
         for index, rids in batch.add_membership.items():
             if rids:
                 conn.execute(
-                    "UPDATE records SET member_of = array_append(member_of, %s) WHERE id = ANY(%s) AND NOT member_of @> ARRAY[%s::text]",
+                    "UPDATE records SET member_of = array_append(member_of, %s) WHERE id = ANY(%b::text[]) AND NOT member_of @> ARRAY[%s::text]",
                     (index, list(dict.fromkeys(rids)), index),
                 )
         for index in batch.drop_indexes:
@@ -173,7 +175,7 @@ class PostgresWrites:
             conn.execute("DELETE FROM links WHERE source = ANY(%s)", ([r.id for r in old],))
             conn.execute(
                 "UPDATE records r SET text = u.text, metadata = u.metadata::jsonb, user_id = u.user_id, agent_id = u.agent_id, run_id = u.run_id, "
-                "updated_at = u.updated_at FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::float8[]) "
+                "updated_at = u.updated_at FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::float8[]) "
                 "AS u(n, text, metadata, user_id, agent_id, run_id, updated_at) WHERE r.n = u.n",
                 (old_numbers, *_columns(old, ("text", "metadata", "user_id", "agent_id", "run_id", "updated_at"))),
             )
@@ -182,7 +184,7 @@ class PostgresWrites:
             rows = conn.execute(
                 "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at) "
                 "SELECT u.id, u.text, u.metadata::jsonb, u.user_id, u.agent_id, u.run_id, u.created_at, u.updated_at "
-                "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::float8[], %s::float8[]) "
+                "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::float8[]) "
                 "WITH ORDINALITY AS u(id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, k) ORDER BY u.k RETURNING id, n",
                 cols,
             ).fetchall()
@@ -201,30 +203,42 @@ class PostgresWrites:
         links = [(r.id, link.target, link.relation, float(link.weight)) for r in last.values() for link in r.links]
         if links:
             conn.execute(
-                "INSERT INTO links SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::float8[]) "
+                "INSERT INTO links SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::float8[]) "
                 "ON CONFLICT (source, target, relation) DO UPDATE SET weight = EXCLUDED.weight",
                 tuple(list(column) for column in zip(*links)),
             )
 
 
+def _scope_part(name: str) -> Callable[[Record], Any]:
+    def get(r: Record) -> Any:
+        return None if r.scope is None else getattr(r.scope, name)
+
+    return get
+
+
+_COLUMN: dict[str, Callable[[Record], Any]] = {
+    "id": lambda r: r.id,
+    "text": lambda r: r.text,
+    "metadata": lambda r: metadata_json(r.metadata),
+    "user_id": _scope_part("user_id"),
+    "agent_id": _scope_part("agent_id"),
+    "run_id": _scope_part("run_id"),
+    "created_at": lambda r: r.created_at,
+    "updated_at": lambda r: r.updated_at,
+}
+"""How each column of ``records`` is read from a :class:`Record`."""
+
+
 def _columns(records: Sequence[Record], names: Sequence[str], created: dict[str, float] | None = None) -> tuple[list[Any], ...]:
-    """One list per column name, in record order (what ``unnest`` takes)."""
-    out: dict[str, list[Any]] = {name: [] for name in names}
-    for r in records:
-        scope = r.scope
-        values = {
-            "id": r.id,
-            "text": r.text,
-            "metadata": metadata_json(r.metadata),
-            "user_id": None if scope is None else scope.user_id,
-            "agent_id": None if scope is None else scope.agent_id,
-            "run_id": None if scope is None else scope.run_id,
-            "created_at": created[r.id] if created else r.created_at,
-            "updated_at": r.updated_at,
-        }
-        for name in names:
-            out[name].append(values[name])
-    return tuple(out.values())
+    """One list per column name, in record order (what ``unnest`` takes); ``created``
+    overrides ``created_at`` per id."""
+    out: list[list[Any]] = []
+    for name in names:
+        if name == "created_at" and created:
+            out.append([created[r.id] for r in records])
+        else:
+            out.append(list(map(_COLUMN[name], records)))
+    return tuple(out)
 
 
 def _json(value: Any) -> str:

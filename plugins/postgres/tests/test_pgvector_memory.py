@@ -63,3 +63,24 @@ def test_another_store_is_a_clear_config_error(tmp_path: Path) -> None:
         with memcore.open(config, path=tmp_path / "m") as memory:
             memory.insert({"text": "x"})
             memory.retrieve("x", k=1)
+
+
+def test_searches_read_no_op_log(pg_url: str, schema: str, pg_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index reads the store's current rows (``reads_store``): another process's writes
+    are seen without the op log being read before a search (no round trip, no records fetched)."""
+    from memcore_postgres import PostgresStore
+
+    with memcore.open(settings(pg_url, schema), path=pg_dir) as first, memcore.open(settings(pg_url, schema), path=tmp_path / "other") as second:
+        first.insert(RECORDS[:2])
+        reads: list[str] = []
+        read_log = PostgresStore.read_log
+
+        def spy(self: PostgresStore, seq: int, index: str) -> Any:
+            reads.append(index)
+            return read_log(self, seq, index)
+
+        monkeypatch.setattr(PostgresStore, "read_log", spy)
+        assert {h["id"] for h in second.retrieve("cat", k=5)} == {"a", "b"}
+        first.insert(RECORDS[2:])
+        assert {h["id"] for h in second.retrieve("cat", k=5, where={"topic": "wild"})} == {"d"}
+        assert reads == []

@@ -58,3 +58,40 @@ def test_a_stopped_server_is_store_unavailable_and_the_store_recovers(tcp_server
         assert store.ids() == ["one", "two"]
     finally:
         store.close()
+
+
+def test_roles_a_writer_without_create_on_the_database_and_a_reader(tcp_server: Any, pg_dir: Path, tmp_path: Path) -> None:
+    """What docs/guides/postgres.md tells an administrator to grant: the writer owns a schema
+    created for it (no CREATE on the database), the reader has USAGE and SELECT only."""
+    import psycopg
+
+    admin = tcp_server.url()
+    app, reader = admin.replace("memcore:", "memcore_app:"), admin.replace("memcore:", "memcore_reader:")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("CREATE ROLE memcore_app LOGIN PASSWORD 'zqxTcpPassw0rd'")
+        conn.execute("CREATE ROLE memcore_reader LOGIN PASSWORD 'zqxTcpPassw0rd'")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("REVOKE CREATE ON DATABASE postgres FROM PUBLIC")
+        conn.execute("CREATE SCHEMA agent_memory AUTHORIZATION memcore_app")
+        conn.execute("GRANT USAGE ON SCHEMA agent_memory TO memcore_reader")
+        conn.execute("ALTER DEFAULT PRIVILEGES FOR ROLE memcore_app IN SCHEMA agent_memory GRANT SELECT ON TABLES TO memcore_reader")
+    try:
+
+        def config(url: str, read_only: bool = False) -> dict[str, Any]:
+            return {"store": {"kind": "postgres", "url": url, "schema": "agent_memory", "read_only": read_only}, "indexes": {"main": {"kind": "pgvector"}}}
+
+        with memcore.open(config(app), path=pg_dir) as memory:
+            memory.insert([{"id": "a", "text": "the cat sat on the mat"}, {"id": "b", "text": "stock markets fell"}])
+        with memcore.open(config(reader, read_only=True), path=tmp_path / "reader") as memory:
+            assert [h["id"] for h in memory.retrieve("a cat on a mat", k=1)] == ["a"]
+            with pytest.raises(memcore.ValidationError):
+                memory.insert({"text": "a reader cannot write"})
+        with psycopg.connect(reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM agent_memory.records")
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute("DROP SCHEMA IF EXISTS agent_memory CASCADE")
+            conn.execute("DROP OWNED BY memcore_app, memcore_reader")
+            conn.execute("DROP ROLE memcore_app")
+            conn.execute("DROP ROLE memcore_reader")
+            conn.execute("GRANT CREATE ON DATABASE postgres TO PUBLIC")
