@@ -325,8 +325,13 @@ class ExactIndex(VectorIndex):
         (directory / "vectors.npy").unlink(missing_ok=True)  # format 1's own copy
 
     def _write_matrix(self, path: str) -> None:
-        with open(path, "wb") as fh:  # a file object: np.save given a name would append ".npy" to it
-            np.save(fh, self._matrix[: self._n], allow_pickle=False)
+        # the header, then the rows straight from memory (no copy) by the file's own write: a
+        # full disk or file size limit raises its OSError (ENOSPC, EFBIG), which np.save's
+        # tofile would turn into one without an errno (not recognised as StorageFullError)
+        matrix = np.ascontiguousarray(self._matrix[: self._n])
+        with open(path, "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, np.lib.format.header_data_from_array_1_0(matrix))
+            fh.write(matrix.reshape(-1).view(np.uint8).data)
 
     def load(self, directory: Path) -> None:
         """Map ``matrix.npy`` copy-on-write (nothing is read until searched; the first write
