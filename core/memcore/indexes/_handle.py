@@ -84,7 +84,7 @@ SAMPLED_FROM = 4 << 20
 """Files of at least this many bytes (an index's vectors, a graph) are checked at open by
 their size and a SHA-256 of samples (:func:`_sample_sha256`), not read whole: hashing a
 150 MiB payload took 0.4 s, longer than opening it memory-mapped. Their full SHA-256 stays
-in ``index.json`` (``files``) for a full check."""
+in ``index.json`` (``files``), not verified at open."""
 _SAMPLES = 64
 _SAMPLE_BYTES = 4096
 

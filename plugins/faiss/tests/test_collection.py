@@ -57,8 +57,8 @@ def test_insert_retrieve_close_reopen(tmp_path, index):
     memory.close()
     files = sorted(p.name for p in (tmp_path / "indexes" / "vec").iterdir())
     assert "state.json" in files
-    # the store keeps the vectors: a Flat index saves no faiss file, an HNSW graph no storage
-    assert ("index.faiss" in files) == (index["factory"] != "Flat")
+    # format 2: every layout saves its vectors in index.faiss (opened without reading the store)
+    assert "index.faiss" in files and "tombstones.npy" not in files
     again = memcore.open(settings(**index), path=tmp_path)
     assert again.collection.index("vec").stats()["size"] == 110
     assert {p: _hits(again, p) for p in probes} == before
