@@ -64,7 +64,12 @@ import_s = None
 
 
 def rss_mib():
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    # VmHWM: this process's own peak (ru_maxrss keeps the parent's peak across fork + exec)
+    try:
+        with open("/proc/self/status") as fh:
+            return round(int(next(line for line in fh if line.startswith("VmHWM:")).split()[1]) / 1024, 1)
+    except (OSError, StopIteration):
+        return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def finish(out):
