@@ -28,6 +28,7 @@ from ..model._query import Query
 from ..model._record import Record
 from ..model._checks import check_finite_vectors
 from ._vector import VectorIndex
+from ._exact_mapped import ROWS, SCALE, MappedRows
 from .._plugins._registry import ComponentConfig
 
 __all__ = ["ExactIndex", "ExactIndexConfig", "top_k", "top_columns"]
@@ -122,8 +123,8 @@ class ExactIndex(VectorIndex):
     """A float32 matrix with one row per id; search is one matrix-vector product."""
 
     config: ExactIndexConfig
-    format_version = 2
-    readable_versions = (1,)
+    format_version = 3
+    readable_versions = (1, 2)
 
     def __init__(self, config: ExactIndexConfig, context: IndexContext):
         super().__init__(config, context)
@@ -135,6 +136,9 @@ class ExactIndex(VectorIndex):
         self._n = 0
         self._epoch = 0  # bumped when held rows move or go (not on appends): memos of allowed sets compare (epoch, rows)
         self._reader = context.vectors  # the store's vectors: what a format-1 save without its own copy reads back
+        self._mapped: MappedRows | None = None
+        """The rows are the store's (its mapped file), not :attr:`_matrix`: see :mod:`._exact_mapped`."""
+        self._own = False  # the rows could not be the store's: a copy of its own until rebuilt
 
     def _prepare(self, vectors: np.ndarray, *, in_place: bool = False) -> np.ndarray:
         """Vectors as the index keeps them (unit rows for cosine). ``in_place``: ``vectors``
@@ -163,6 +167,13 @@ class ExactIndex(VectorIndex):
         # a batch may repeat an id: the last one wins (rows in order of first appearance, as before)
         latest, vectors = self.record_matrix(records, latest=True)
         check_finite_vectors(vectors, f"index {self.name!r}: vectors")  # norms float32 arithmetic handles
+        mapped = self._mapped if self._mapped is not None or self._n else self._map_store()
+        if mapped is not None:
+            rows = mapped.rows_of(latest, vectors)
+            if rows is not None:
+                self._add_mapped(mapped, latest, rows, vectors)
+                return
+            self._own_copy()
         start, count = self._n, len(latest)
         self._reserve(start + count)
         # the checked vectors are normalised where they are, then go into the spare rows past
@@ -177,6 +188,34 @@ class ExactIndex(VectorIndex):
         self._rows.update(zip(latest, range(start, start + count)))
         self._ids.extend(latest)
         self._n = start + count
+
+    def _map_store(self) -> MappedRows | None:
+        """An empty index over a store that keeps this space in a mapped file: its rows
+        become the store's (None: a copy of its own, as without a store)."""
+        if self._own or self._reader is None:
+            return None
+        space = self._reader.mapped(self.config.space, self.dim)
+        if space is None:
+            return None
+        self._mapped = MappedRows(space, self.config.metric == "cosine")
+        return self._mapped
+
+    def _add_mapped(self, mapped: MappedRows, latest: list[str], rows: np.ndarray, vectors: np.ndarray) -> None:
+        if not self._rows.keys().isdisjoint(latest):  # some ids are held already: replaced
+            self.remove([rid for rid in latest if rid in self._rows])
+        start = self._n
+        mapped.put(start, rows, vectors)
+        self._rows.update(zip(latest, range(start, start + len(latest))))
+        self._ids.extend(latest)
+        self._n = start + len(latest)
+
+    def _own_copy(self) -> None:
+        """Keep the rows in a matrix of its own from now on (the store does not hold some
+        vector it was given): the held rows are copied out of the store's file."""
+        mapped, self._mapped, self._own = self._mapped, None, True
+        if mapped is not None:
+            self._matrix = mapped.vectors(None, self._n) if self._n else np.zeros((0, self.dim), dtype=np.float32)
+            self._epoch += 1
 
     def _reserve(self, need: int) -> None:
         """Room for ``need`` rows (at least doubling, so appends stay amortised O(1))."""
@@ -198,14 +237,20 @@ class ExactIndex(VectorIndex):
             last = self._n - 1
             if row != last:
                 moved = self._ids[last]
-                self._matrix[row] = self._matrix[last]
+                if self._mapped is not None:
+                    self._mapped.move(row, last)
+                else:
+                    self._matrix[row] = self._matrix[last]
                 self._ids[row] = moved
                 self._rows[moved] = row
             self._ids.pop()
             self._n -= 1
 
     def _scores(self, rows: np.ndarray | None, queries: np.ndarray) -> np.ndarray:
-        matrix = self._matrix[: self._n] if rows is None else self._matrix[rows]
+        if self._mapped is not None:
+            matrix = self._mapped.vectors(rows, self._n)
+        else:
+            matrix = self._matrix[: self._n] if rows is None else self._matrix[rows]
         if self.config.metric == "l2":
             diff = (matrix * matrix).sum(axis=1)[None, :] - 2.0 * (queries @ matrix.T) + (queries * queries).sum(axis=1)[:, None]
             scores: np.ndarray = -np.maximum(diff, 0.0)
@@ -230,11 +275,17 @@ class ExactIndex(VectorIndex):
             if metric == "cosine":
                 norm = math.sqrt(float(q.dot(q)))
                 q = q / norm if norm > 0 else np.zeros_like(q)
-            if rows is not None and 4 * len(rows) > self._n and (len(rows) > GATHER_MAX or not isinstance(allowed, AllowedIds)):
+            mapped = self._mapped
+            if mapped is not None and rows is None:
+                scores = mapped.scores(q, self._n)
+            elif rows is not None and 4 * len(rows) > self._n and (len(rows) > GATHER_MAX or not isinstance(allowed, AllowedIds)):
                 # a dense allowed set no gathered copy holds: gathering its rows reads and writes
                 # them before the product reads them again; one product over every row reads each
                 # row once (2x faster at half of 100k x 384, measured), then its rows' scores are picked
-                scores = self._matrix[: self._n].dot(q)[rows]
+                scores = (self._matrix[: self._n].dot(q) if mapped is None else mapped.scores(q, self._n))[rows]
+            elif mapped is not None:
+                assert rows is not None
+                scores = mapped.rescale(self._matrix_of(rows, allowed).dot(q), rows)
             else:
                 matrix = self._matrix[: self._n] if rows is None else self._matrix_of(rows, allowed)
                 scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
@@ -246,15 +297,17 @@ class ExactIndex(VectorIndex):
         extended as records are appended, gathered again once rows moved."""
         if rows is None:
             return self._matrix[: self._n]
+        # mapped: the store's raw rows of these positions (the caller rescales their scores)
+        stored, picks = (self._matrix, rows) if self._mapped is None else (self._mapped.raw(), self._mapped.file_rows(rows))
         if not isinstance(allowed, AllowedIds) or len(rows) > GATHER_MAX:
-            picked: np.ndarray = self._matrix[rows]
+            picked: np.ndarray = stored[picks]
             return picked
         gathered: GatheredRows = allowed.memo(
             self,
             "gathered",
             (self._epoch, self._n),
-            lambda: GatheredRows.of(rows, self._matrix),
-            lambda old, version, _changed: old.extended(rows, self._matrix) if version[0] == self._epoch else None,
+            lambda: GatheredRows.of(picks, stored),
+            lambda old, version, _changed: old.extended(picks, stored) if version[0] == self._epoch else None,
         )
         return gathered.matrix()
 
@@ -316,13 +369,23 @@ class ExactIndex(VectorIndex):
         return self._n
 
     def save(self, directory: Path) -> None:
-        """``matrix.npy`` (the held rows as the index keeps them: float32, unit rows for
-        cosine; a raw ``.npy`` that :meth:`load` memory-maps) and ``ids.json`` (the id of each
-        row). Format 2; format 1 (``vectors.npy``, or only ids with the vectors read back from
-        the store) is still read."""
-        atomic_write_with(directory / MATRIX, self._write_matrix)
-        atomic_write_json(directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "matrix", "space": self.config.space})
-        (directory / "vectors.npy").unlink(missing_ok=True)  # format 1's own copy
+        """``ids.json`` (the id of each row) and the rows: over a store that keeps them in a
+        mapped file, only their row numbers there (``rows.npy``, and ``scale.npy`` the inverse
+        norms for cosine: format 3, :mod:`._exact_mapped`); otherwise ``matrix.npy`` (the held
+        rows as the index keeps them: float32, unit rows for cosine; a raw ``.npy`` that
+        :meth:`load` memory-maps). Formats 1 and 2 are still read."""
+        mapped = self._mapped
+        if mapped is not None:
+            mapped.save(directory, self._n)
+            stale = [MATRIX, "vectors.npy"]
+        else:
+            atomic_write_with(directory / MATRIX, self._write_matrix)
+            stale = [ROWS, SCALE, "vectors.npy"]
+        atomic_write_json(
+            directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "rows" if mapped is not None else "matrix", "space": self.config.space}
+        )
+        for name in stale:  # another layout's files
+            (directory / name).unlink(missing_ok=True)
 
     def _write_matrix(self, path: str) -> None:
         # the header, then the rows straight from memory (no copy) by the file's own write: a
@@ -334,8 +397,11 @@ class ExactIndex(VectorIndex):
             fh.write(matrix.reshape(-1).view(np.uint8).data)
 
     def load(self, directory: Path) -> None:
-        """Map ``matrix.npy`` copy-on-write (nothing is read until searched; the first write
-        that grows the matrix copies it into memory) or read a format-1 save."""
+        """Format 3 over a store's mapped file: read the row numbers, map the file; a save
+        of another layout over such a store adopts the store's rows (its own copy is not
+        read; the next save rewrites it as format 3). Otherwise map ``matrix.npy``
+        copy-on-write (nothing is read until searched; the first write that grows the matrix
+        copies it into memory) or read a format-1 save."""
         where = f"exact index {self.name!r}"
         try:
             meta = json.loads((directory / "ids.json").read_text())
@@ -343,26 +409,52 @@ class ExactIndex(VectorIndex):
             rows = dict(zip(ids, range(len(ids)))) if isinstance(ids, list) else {}
             if not isinstance(ids, list) or len(rows) != len(ids) or not {*map(type, ids)} <= {str}:
                 raise ValueError("ids must be a list of distinct strings")
+            if meta.get("dim") != self.dim or meta.get("space", self.config.space) != self.config.space:
+                raise ValueError(f"saved for space {meta.get('space')!r} of dimension {meta.get('dim')}, not {self.config.space!r} of {self.dim}")
             layout = meta.get("vectors", "own")
-            if layout == "matrix":
+            space = None if self._reader is None else self._reader.mapped(self.config.space, self.dim)
+            if layout == "rows" and space is None:
+                raise ValueError("saved as rows of the store's vector file, which the store does not offer")
+            mapped = None if space is None else MappedRows(space, self.config.metric == "cosine")
+            if mapped is not None:
+                matrix = None
+                if layout == "rows":
+                    mapped.load(directory, len(ids), where)
+                else:
+                    ids, rows = self._adopt(mapped, ids)
+            elif layout == "matrix":
                 matrix = _map_matrix(directory / MATRIX)
             else:
                 matrix = None if layout == "store" else np.load(directory / "vectors.npy", allow_pickle=False)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise CorruptError(f"{where}: cannot read {directory}: {exc}") from None
-        if matrix is None:
-            matrix, kept = self._read_store(ids, meta, where)
-            if len(kept) != len(ids):
-                ids, rows = kept, {rid: i for i, rid in enumerate(kept)}
-        elif meta.get("dim") != self.dim or not isinstance(matrix, np.ndarray) or matrix.dtype != np.float32 or matrix.shape != (len(ids), self.dim):
-            raise CorruptError(f"{where}: files do not match dimension {self.dim} and {len(ids)} ids")
-        if not matrix.flags.c_contiguous:
-            raise CorruptError(f"{where}: the saved matrix is not in C order")
-        self._matrix = matrix
+        if mapped is not None:
+            self._mapped, self._own = mapped, False
+            self._matrix = np.zeros((0, self.dim), dtype=np.float32)
+        else:
+            if matrix is None:
+                matrix, kept = self._read_store(ids, meta, where)
+                if len(kept) != len(ids):
+                    ids, rows = kept, {rid: i for i, rid in enumerate(kept)}
+            elif not isinstance(matrix, np.ndarray) or matrix.dtype != np.float32 or matrix.shape != (len(ids), self.dim):
+                raise CorruptError(f"{where}: files do not match dimension {self.dim} and {len(ids)} ids")
+            if not matrix.flags.c_contiguous:
+                raise CorruptError(f"{where}: the saved matrix is not in C order")
+            self._matrix, self._mapped = matrix, None
         self._ids = ids
         self._rows = rows
         self._n = len(self._ids)
         self._epoch += 1
+
+    def _adopt(self, mapped: MappedRows, ids: list[str]) -> tuple[list[str], dict[str, int]]:
+        """An older save over a store with a mapped file: the store's rows of the saved ids
+        (ids the store no longer has are dropped: deleted since, the catch-up agrees)."""
+        found = mapped.space.rows(ids)
+        if not (found >= 0).all():
+            ids = [rid for rid, row in zip(ids, found.tolist()) if row >= 0]
+            found = found[found >= 0]
+        mapped.adopt(found)
+        return ids, dict(zip(ids, range(len(ids))))
 
     def _read_store(self, ids: list[str], meta: dict[str, Any], where: str) -> tuple[np.ndarray, list[str]]:
         """The saved ids' vectors from the store, prepared; ids the store no longer has are dropped."""
