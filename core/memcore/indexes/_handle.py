@@ -163,6 +163,8 @@ class IndexHandle:
     """Why the index is broken (it could not be built, loaded or rebuilt); None when usable."""
     load_error: str | None = None
     """Why the saved files could not be loaded (they are rebuilt from the store); None otherwise."""
+    full_check: bool = False
+    """Check every block of every payload file at load, however large (``memcore info --check``)."""
     canonical_kinds: Callable[[Any], Any] = field(default=lambda value: value, repr=False)
     """Rewrites deprecated kind spellings in a saved ``index.json`` to the current names
     (:meth:`memcore.registry.Registry.canonical_kinds`), so an index saved before its kind
@@ -349,7 +351,7 @@ class IndexHandle:
             if saved_version != self.index.format_version and saved_version not in self.index.readable_versions:
                 readable = sorted({self.index.format_version, *self.index.readable_versions})
                 raise CorruptError(f"format version {saved_version} is not one this {self.kind} index reads ({', '.join(map(str, readable))})")
-            _check_files(directory, meta)
+            _check_files(directory, meta, full=self.full_check)
             self.pristine = False
             self.index.load(directory)
             len(self.index)  # a library that opens its files lazily reads them now, not at the first search

@@ -361,7 +361,13 @@ class SQLiteStore(SQLiteWrites, Store):
         except sqlite3.DatabaseError as exc:
             self.close()
             raise CorruptError(f"{self.file} is not a readable memcore store: {exc}") from None
-        except CorruptError:
+        except OSError as exc:  # a full disk while migrating or recovering the space files
+            self.close()
+            full = storage_full(exc, self.file)
+            if full is None:
+                raise
+            raise full from exc
+        except BaseException:
             self.close()
             raise
 
@@ -707,10 +713,24 @@ class SQLiteStore(SQLiteWrites, Store):
     # -- lifecycle -----------------------------------------------------------------------
 
     def integrity_check(self) -> list[str]:
-        """SQLite's ``PRAGMA integrity_check``: the problems found (empty when the file is sound)."""
-        with self._mutex:
+        """SQLite's ``PRAGMA integrity_check`` and each space file's length against the rows
+        the store references: the problems found (empty when the store is sound)."""
+        with self._mutex, self._snapshot():
             rows = [row[0] for row in self.db.execute("PRAGMA integrity_check").fetchall()]
-        return [] if rows == ["ok"] else rows
+            problems = [] if rows == ["ok"] else rows
+            for space in self._spaces.items(refresh=True):
+                committed = self._spaces.committed(space)
+                try:
+                    have = self._spaces.file(space).size_rows()
+                except CorruptError as exc:
+                    problems.append(str(exc))
+                    continue
+                if have < committed:
+                    problems.append(f"vectors/{space.slot}.f32 (space {space.name!r}) holds {have} rows, the store references {committed}")
+                top = self.db.execute(f"SELECT max(row) FROM {space.table}").fetchone()[0]
+                if top is not None and top >= committed:
+                    problems.append(f"space {space.name!r}: a record references row {top}, past the committed {committed}")
+        return problems
 
     def size_bytes(self) -> int:
         files = [*self.dir.glob(self.config.filename + "*"), *(self.dir / VECTOR_DIR).glob("*.f32")]
