@@ -65,14 +65,9 @@ class MappedRows:
         """The store's rows of ``ids``, when each holds exactly the given vector (what the
         index is asked to add); None otherwise (a record the store does not keep in this
         space, or keeps otherwise): the index then keeps a copy of its own."""
-        rows = self.space.rows(ids)
-        if len(rows) and rows.min() < 0:
-            return None
-        self.file = self.space.matrix()
-        if len(rows) and rows.max() >= len(self.file):
-            return None
-        if not np.array_equal(np.take(self.file, rows, axis=0), vectors):
-            return None
+        rows = self.space.rows_holding(ids, vectors)
+        if rows is not None:
+            self.file = self.space.matrix()
         return rows
 
     def put(self, start: int, rows: np.ndarray, vectors: np.ndarray) -> None:

@@ -326,8 +326,8 @@ class SQLiteStore(SQLiteWrites, Store):
         self._rows = RowCache()
         self._seq: int | None = None  # the writer's last sequence number, known without a read (only it writes)
         self._probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
-        self._row_memo: tuple[int, dict[str, dict[str, int]]] | None = None
-        """The file rows the writer's last batch gave its records: ``(seq, space -> id -> row)``."""
+        self._row_memo: tuple[int, dict[str, tuple[list[str], np.ndarray, np.ndarray]]] | None = None
+        """What the writer's last batch wrote: ``(seq, space -> (ids, rows, vectors))``."""
         """What the writer's last ``get`` found: ``(seq, id -> (rowid, member_of), None when absent)``."""
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
@@ -633,16 +633,34 @@ class SQLiteStore(SQLiteWrites, Store):
             found = self._spaces.get(space)
         if found is None:
             return None
-        return MappedSpace(space, found.dim, lambda ids: self._vector_rows(found, ids), lambda populate: self._mapped_matrix(found, populate))
+        return MappedSpace(
+            space,
+            found.dim,
+            lambda ids: self._vector_rows(found, ids),
+            lambda populate: self._mapped_matrix(found, populate),
+            lambda ids, vectors: self._rows_holding(found, ids, vectors),
+        )
 
     def _vector_rows(self, space: Space, ids: Sequence[str]) -> np.ndarray:
-        memo = self._row_memo
-        if memo is not None and memo[0] == self._seq and space.name in memo[1]:  # the rows the writer's last batch wrote
-            rows = memo[1][space.name]
-            if all(map(rows.__contains__, ids)):
-                return np.fromiter(map(rows.__getitem__, ids), dtype=np.int64, count=len(ids))
         with self._mutex, self._snapshot():
             return vector_rows(self.db, space, list(ids), _SCAN_FROM)
+
+    def _rows_holding(self, space: Space, ids: Sequence[str], vectors: np.ndarray) -> np.ndarray | None:
+        """The rows of ``ids`` when each holds the given vector, else None. The writer's last
+        batch is compared in memory (the index receiving the records it just stored, in
+        order); otherwise the rows are looked up and compared with the file."""
+        memo = self._row_memo
+        if memo is not None and memo[0] == self._seq and space.name in memo[1]:
+            written, rows, matrix = memo[1][space.name]
+            if written == ids:  # a list compare: the batch's ids, in order
+                return rows if np.array_equal(matrix, vectors) else None
+        found = self._vector_rows(space, ids)
+        if len(found) and found.min() < 0:
+            return None
+        stored = self._mapped_matrix(space, False)
+        if len(found) and found.max() >= len(stored):
+            return None
+        return found if np.array_equal(np.take(stored, found, axis=0), vectors) else None
 
     def _mapped_matrix(self, space: Space, populate: bool) -> np.ndarray:
         with self._mutex, self._snapshot():

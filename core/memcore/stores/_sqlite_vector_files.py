@@ -165,15 +165,28 @@ class MappedSpace:
     reused once the write that freed it committed, so an index keeps rows exactly as long
     as it keeps the ids (its catch-up from the log replaces both)."""
 
-    def __init__(self, space: str, dim: int, rows_of: Callable[[Sequence[str]], np.ndarray], matrix: Callable[[bool], np.ndarray]):
+    def __init__(
+        self,
+        space: str,
+        dim: int,
+        rows_of: Callable[[Sequence[str]], np.ndarray],
+        matrix: Callable[[bool], np.ndarray],
+        holding: Callable[[Sequence[str], np.ndarray], np.ndarray | None],
+    ):
         self.space = space
         self.dim = dim
         self._rows_of = rows_of
         self._matrix = matrix
+        self._holding = holding
 
     def rows(self, ids: Sequence[str]) -> np.ndarray:
         """The file row of each id (int64; -1: no vector of this record in the space)."""
         return self._rows_of(ids)
+
+    def rows_holding(self, ids: Sequence[str], vectors: np.ndarray) -> np.ndarray | None:
+        """The rows of ``ids`` when each holds exactly the given vector (row ``i`` of
+        ``vectors``, float32), else None (a record the store does not keep, or keeps otherwise)."""
+        return self._holding(ids, vectors)
 
     def matrix(self, populate: bool = False) -> np.ndarray:
         """Every committed row, ``(rows, dim)`` float32, read-only, memory-mapped."""

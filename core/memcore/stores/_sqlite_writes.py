@@ -35,6 +35,7 @@ __all__ = ["SQLiteWrites", "WriterLock", "LOCK_NOTE"]
 
 _F32 = np.dtype(np.float32)
 _dtype = attrgetter("dtype")
+_vectors_of = attrgetter("vectors")
 _ndim = attrgetter("ndim")
 
 
@@ -116,14 +117,14 @@ def _matrix(space: str, vectors: list[Any]) -> np.ndarray:
 class _Pending:
     """What one batch does to the space files, undone when it rolls back: the rows it
     wrote (``reused`` free rows, appended past ``before``), the rows it frees (zeroed once
-    it committed) and the rows it gave each record (the writer's row memo)."""
+    it committed) and per space the ids, rows and vectors it wrote (the writer's row memo)."""
 
     def __init__(self) -> None:
         self.before: dict[int, int] = {}
         self.reused: dict[int, list[int]] = {}
         self.freed: dict[int, list[int]] = {}
         self.spaces: dict[int, Space] = {}
-        self.rows: dict[str, dict[str, int]] = {}
+        self.rows: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
 
 
 def rollback(db: sqlite3.Connection) -> None:
@@ -166,7 +167,7 @@ class SQLiteWrites:
     _spaces: SpaceSlots
     _sync_files: bool
     _pending: _Pending
-    _row_memo: tuple[int, dict[str, dict[str, int]]] | None
+    _row_memo: tuple[int, dict[str, tuple[list[str], np.ndarray, np.ndarray]]] | None
 
     def last_seq(self) -> int:
         """The store's last sequence number (the store answers it)."""
@@ -474,15 +475,23 @@ class SQLiteWrites:
             else:  # someone else's rowids in the sequence: look them up
                 rowids.update((rid, rowid) for rid, (rowid, _) in self._stored_rows(cur, [r.id for r in fresh]).items())
         by_space: dict[str, tuple[list[str], list[int], list[Any]]] = {}
-        for r in last.values():
-            rowid = rowids[r.id]
-            for space, v in r.vectors.items():
-                column = by_space.get(space)
-                if column is None:
-                    column = by_space[space] = ([], [], [])
-                column[0].append(r.id)
-                column[1].append(rowid)
-                column[2].append(v)
+        written = list(last.values())
+        shapes = {*map(tuple, map(_vectors_of, written))}
+        if len(shapes) == 1:  # the common batch: every record has vectors in the same spaces
+            written_ids = [r.id for r in written]
+            written_rids = [rowids[rid] for rid in written_ids]
+            for space in next(iter(shapes)):
+                by_space[space] = (written_ids, written_rids, [r.vectors[space] for r in written])
+        else:
+            for r in written:
+                rowid = rowids[r.id]
+                for space, v in r.vectors.items():
+                    column = by_space.get(space)
+                    if column is None:
+                        column = by_space[space] = ([], [], [])
+                    column[0].append(r.id)
+                    column[1].append(rowid)
+                    column[2].append(v)
         for name, (vector_ids, vector_rids, vectors) in by_space.items():
             self._write_vectors(cur, name, vector_ids, vector_rids, _matrix(name, vectors))
         if versions:
@@ -504,7 +513,7 @@ class SQLiteWrites:
         rows = self._allocate(cur, space, len(ids))
         self._spaces.file(space).write(rows, matrix)
         cur.executemany(f"INSERT INTO {space.table} (rid, row) VALUES (?, ?)", zip(rids, rows.tolist()))
-        self._pending.rows[name] = dict(zip(ids, rows.tolist()))
+        self._pending.rows[name] = (ids, rows, matrix)
 
     def _allocate(self, cur: sqlite3.Cursor, space: Space, n: int) -> np.ndarray:
         """``n`` rows for new vectors: the lowest free rows (freed by earlier, committed
