@@ -67,7 +67,7 @@ def saved(tmp_path, monkeypatch) -> tuple[Path, list[str]]:
 def test_block_checksums_are_recorded_and_an_intact_payload_loads(saved):
     path, expected = saved
     manifest = json.loads((path / "indexes" / "e" / "index.json").read_text())
-    assert set(manifest["blocks"]) == set(manifest["files"]) == {"ids.json", "rows.npy", "scale.npy"}
+    assert set(manifest["blocks"]) == set(manifest["files"]) == {"ids.json", "ids.txt", "rows.npy", "scale.npy"}
     rows = manifest["blocks"]["rows.npy"]
     assert rows["block"] == BLOCK and len(rows["crc32"]) == -(-rows["size"] // BLOCK) > 1
     col = _open(path)
@@ -78,7 +78,7 @@ def test_block_checksums_are_recorded_and_an_intact_payload_loads(saved):
         col.close()
 
 
-@pytest.mark.parametrize("name", ["rows.npy", "scale.npy", "ids.json"])
+@pytest.mark.parametrize("name", ["rows.npy", "scale.npy", "ids.txt", "ids.json"])
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
 def test_a_damaged_payload_is_refused_and_rebuilt(saved, damage, name):
     path, expected = saved

@@ -82,7 +82,11 @@ def test_a_version_2_collection_opens_migrated_with_the_same_records_and_results
     assert sorted(p.name for p in (v2 / "vectors").iterdir()) == ["0.f32", "1.f32"]  # ...for one file per space
     manifests = {name: json.loads((v2 / "indexes" / name / "index.json").read_text()) for name in INDEX_SPACE}
     assert {name: m["format_version"] for name, m in manifests.items()} == {"vec": 3, "few": 3, "hnsw": 2, "flat": 2}  # rewritten at the close
-    assert sorted(manifests["vec"]["files"]) == ["ids.json", "rows.npy", "scale.npy"] and sorted(manifests["few"]["files"]) == ["ids.json", "rows.npy"]
+    assert sorted(manifests["vec"]["files"]) == ["ids.json", "ids.txt", "rows.npy", "scale.npy"] and sorted(manifests["few"]["files"]) == [
+        "ids.json",
+        "ids.txt",
+        "rows.npy",
+    ]
     col = Collection(SQLiteStore(v2), SPACES, get_registry(), v2)
     try:
         assert all(col._handle(name).loaded_from_disk for name in INDEX_SPACE)

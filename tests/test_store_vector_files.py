@@ -214,7 +214,13 @@ def test_the_exact_index_searches_the_store_rows_with_the_results_of_its_own_cop
     same(col)
     col.close()
     folder = tmp_path / "indexes" / "e"
-    assert {p.name for p in folder.iterdir() if p.is_file()} == {"ids.json", "index.json", "rows.npy", *(["scale.npy"] if metric == "cosine" else [])}
+    assert {p.name for p in folder.iterdir() if p.is_file()} == {
+        "ids.json",
+        "ids.txt",
+        "index.json",
+        "rows.npy",
+        *(["scale.npy"] if metric == "cosine" else []),
+    }
     assert json.loads((folder / "index.json").read_text())["format_version"] == 3
     col = _collection(tmp_path)
     assert col._handle("e").loaded_from_disk
@@ -232,4 +238,26 @@ def test_the_exact_index_keeps_its_own_copy_of_vectors_the_store_does_not_hold(t
     index.add([other])
     assert index._mapped is None and index.search(Query(vectors={"v": vec(77)}, k=1), 1)[0].id == "r3"
     assert [h.id for h in index.search(Query(vectors={"v": vec(4)}, k=1), 1)] == ["r4"]
+    col.close()
+
+
+def test_saved_ids_are_read_lazily_and_an_id_with_a_line_break_is_saved_as_json(tmp_path):
+    col = _collection(tmp_path)
+    col.create_index("e", "exact", space="v")
+    col.insert([{"id": f"r{i}", "text": "t", "vectors": {"v": vec(i)}} for i in range(20)])
+    col.close()
+    assert (tmp_path / "indexes" / "e" / "ids.txt").read_text().split("\n") == [f"r{i}" for i in range(20)]
+    col = _collection(tmp_path)
+    index = col._handle("e").index
+    assert index._rows_map is None  # a search needs no id -> position map
+    assert col.search_index("e", Query(vectors={"v": vec(7)}, k=1), 1)[0].id == "r7" and index._rows_map is None
+    col.delete(["r3"])
+    col.insert([{"id": "a\nb", "text": "t", "vectors": {"v": vec(100)}}])
+    assert col.search_index("e", Query(vectors={"v": vec(100)}, k=1), 1)[0].id == "a\nb"
+    col.close()
+    meta = json.loads((tmp_path / "indexes" / "e" / "ids.json").read_text())
+    assert "a\nb" in meta["ids"] and not (tmp_path / "indexes" / "e" / "ids.txt").exists()
+    col = _collection(tmp_path)
+    assert col._handle("e").loaded_from_disk and len(col._handle("e").index) == 20
+    assert col.search_index("e", Query(vectors={"v": vec(100)}, k=1), 1)[0].id == "a\nb"
     col.close()

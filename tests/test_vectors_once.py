@@ -128,7 +128,13 @@ def test_exact_index_saves_row_numbers_only_and_recovers_a_crash_from_the_store(
     c.insert([{"id": r.id, "text": r.text, "vectors": {"v": r.vectors["v"]}} for r in records])
     c.close()
     folder = tmp_path / "indexes" / "e"
-    assert sorted(p.name for p in folder.iterdir()) == ["ids.json", "index.json", "rows.npy", "scale.npy"]  # no vectors: the store's file is searched
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "ids.json",
+        "ids.txt",
+        "index.json",
+        "rows.npy",
+        "scale.npy",
+    ]  # no vectors: the store's file is searched
     assert json.loads((folder / "ids.json").read_text())["vectors"] == "rows"
 
     c = _open(tmp_path)

@@ -21,7 +21,7 @@ from pydantic import Field
 
 from ._allowed import GATHER_MAX, AllowedIds, GatheredRows, merge_sorted
 from ..errors import CorruptError, DimensionError
-from .._util.atomic import atomic_write_json, atomic_write_with
+from .._util.atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from ._index import IndexContext
 from ..model._query import Hit
 from ..model._query import Query
@@ -106,7 +106,7 @@ class _RowIds(SequenceABC[str]):
 
     __slots__ = ("_ids", "_rows")
 
-    def __init__(self, ids: list[str], rows: np.ndarray):
+    def __init__(self, ids: Sequence[str], rows: np.ndarray):
         self._ids = ids
         self._rows = rows
 
@@ -117,6 +117,43 @@ class _RowIds(SequenceABC[str]):
         if isinstance(i, slice):
             return [self._ids[r] for r in self._rows[i].tolist()]
         return self._ids[int(self._rows[i])]
+
+
+IDS_TEXT = "ids.txt"
+"""The ids of the rows, UTF-8, one per line (format 3, when no id holds a line break)."""
+
+
+class SavedIds(SequenceABC[str]):
+    """The ids of a loaded save, read from ``ids.txt`` without building a string per id:
+    an id is decoded when asked for (a query decodes its hits' ids only). An index that
+    changes turns it into a list first (:meth:`ExactIndex._id_list`)."""
+
+    __slots__ = ("_blob", "_starts", "_ends")
+
+    def __init__(self, blob: bytes):
+        self._blob = blob
+        if blob:
+            breaks = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
+            self._starts = np.concatenate([np.zeros(1, dtype=np.int64), breaks + 1]).tolist()
+            self._ends = np.concatenate([breaks, np.array([len(blob)], dtype=np.int64)]).tolist()
+        else:
+            self._starts, self._ends = [], []
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._blob[self._starts[i] : self._ends[i]].decode()
+
+    def to_list(self) -> list[str]:
+        """Every id, as a list."""
+        return self._blob.decode().split("\n") if self._blob else []
+
+    def text(self) -> bytes:
+        """The ``ids.txt`` bytes it was read from."""
+        return self._blob
 
 
 class ExactIndex(VectorIndex):
@@ -131,14 +168,36 @@ class ExactIndex(VectorIndex):
         self.score_name = {"cosine": "cosine similarity", "ip": "inner product", "l2": "negative squared L2 distance"}[config.metric]
         self.score_range = {"cosine": (-1.0, 1.0), "ip": (None, None), "l2": (None, 0.0)}[config.metric]
         self._matrix = np.zeros((0, self.dim), dtype=np.float32)
-        self._ids: list[str] = []
-        self._rows: dict[str, int] = {}
+        self._ids: list[str] | SavedIds = []
+        self._rows_map: dict[str, int] | None = {}
         self._n = 0
         self._epoch = 0  # bumped when held rows move or go (not on appends): memos of allowed sets compare (epoch, rows)
         self._reader = context.vectors  # the store's vectors: what a format-1 save without its own copy reads back
         self._mapped: MappedRows | None = None
         """The rows are the store's (its mapped file), not :attr:`_matrix`: see :mod:`._exact_mapped`."""
         self._own = False  # the rows could not be the store's: a copy of its own until rebuilt
+
+    @property
+    def _rows(self) -> dict[str, int]:
+        """The position of each id, built on first use after a load (a search needs none)."""
+        rows = self._rows_map
+        if rows is None:
+            ids = self._id_list()
+            rows = self._rows_map = dict(zip(ids, range(len(ids))))
+            if len(rows) != len(ids):
+                raise CorruptError(f"exact index {self.name!r}: the saved ids repeat an id")
+        return rows
+
+    @_rows.setter
+    def _rows(self, rows: dict[str, int]) -> None:
+        self._rows_map = rows
+
+    def _id_list(self) -> list[str]:
+        """The ids as a list (a loaded :class:`SavedIds` is turned into one: the index changes)."""
+        ids = self._ids
+        if not isinstance(ids, list):
+            ids = self._ids = ids.to_list()
+        return ids
 
     def _prepare(self, vectors: np.ndarray, *, in_place: bool = False) -> np.ndarray:
         """Vectors as the index keeps them (unit rows for cosine). ``in_place``: ``vectors``
@@ -186,7 +245,7 @@ class ExactIndex(VectorIndex):
                 self._matrix[self._n : self._n + count] = block  # numpy copies overlapping rows safely
                 start = self._n
         self._rows.update(zip(latest, range(start, start + count)))
-        self._ids.extend(latest)
+        self._id_list().extend(latest)
         self._n = start + count
 
     def _map_store(self) -> MappedRows | None:
@@ -206,7 +265,7 @@ class ExactIndex(VectorIndex):
         start = self._n
         mapped.put(start, rows, vectors)
         self._rows.update(zip(latest, range(start, start + len(latest))))
-        self._ids.extend(latest)
+        self._id_list().extend(latest)
         self._n = start + len(latest)
 
     def _own_copy(self) -> None:
@@ -229,8 +288,11 @@ class ExactIndex(VectorIndex):
                 self._matrix = grown
 
     def remove(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        held, self._ids = self._rows, self._id_list()
         for rid in ids:
-            row = self._rows.pop(rid, None)
+            row = held.pop(rid, None)
             if row is None:
                 continue
             self._epoch += 1
@@ -381,9 +443,18 @@ class ExactIndex(VectorIndex):
         else:
             atomic_write_with(directory / MATRIX, self._write_matrix)
             stale = [ROWS, SCALE, "vectors.npy"]
-        atomic_write_json(
-            directory / "ids.json", {"dim": self.dim, "ids": self._ids, "vectors": "rows" if mapped is not None else "matrix", "space": self.config.space}
-        )
+        meta: dict[str, Any] = {"dim": self.dim, "vectors": "rows" if mapped is not None else "matrix", "space": self.config.space}
+        ids = self._ids
+        if isinstance(ids, SavedIds):  # unchanged since loaded
+            atomic_write_bytes(directory / IDS_TEXT, ids.text())
+            meta["ids"], meta["count"] = IDS_TEXT, len(ids)
+        elif any("\n" in rid for rid in ids):  # a line break in an id: the ids as JSON
+            meta["ids"] = ids
+            stale.append(IDS_TEXT)
+        else:
+            atomic_write_bytes(directory / IDS_TEXT, "\n".join(ids).encode())
+            meta["ids"], meta["count"] = IDS_TEXT, len(ids)
+        atomic_write_json(directory / "ids.json", meta)
         for name in stale:  # another layout's files
             (directory / name).unlink(missing_ok=True)
 
@@ -405,22 +476,32 @@ class ExactIndex(VectorIndex):
         where = f"exact index {self.name!r}"
         try:
             meta = json.loads((directory / "ids.json").read_text())
-            ids = meta["ids"]
-            rows = dict(zip(ids, range(len(ids)))) if isinstance(ids, list) else {}
-            if not isinstance(ids, list) or len(rows) != len(ids) or not {*map(type, ids)} <= {str}:
-                raise ValueError("ids must be a list of distinct strings")
+            ids: list[str] | SavedIds
+            rows: dict[str, int] | None
+            if meta.get("ids") == IDS_TEXT:  # format 3: one id per line, decoded when asked for
+                ids, rows = SavedIds((directory / IDS_TEXT).read_bytes()), None
+                if len(ids) != meta.get("count"):
+                    raise ValueError(f"{IDS_TEXT} holds {len(ids)} ids, {meta.get('count')} saved")
+            else:
+                ids = meta["ids"]
+                rows = dict(zip(ids, range(len(ids)))) if isinstance(ids, list) else {}
+                if not isinstance(ids, list) or len(rows) != len(ids) or not {*map(type, ids)} <= {str}:
+                    raise ValueError("ids must be a list of distinct strings")
             if meta.get("dim") != self.dim or meta.get("space", self.config.space) != self.config.space:
                 raise ValueError(f"saved for space {meta.get('space')!r} of dimension {meta.get('dim')}, not {self.config.space!r} of {self.dim}")
             layout = meta.get("vectors", "own")
             space = None if self._reader is None else self._reader.mapped(self.config.space, self.dim)
             if layout == "rows" and space is None:
                 raise ValueError("saved as rows of the store's vector file, which the store does not offer")
-            mapped = None if space is None else MappedRows(space, self.config.metric == "cosine")
+            # a save over the store's file, or an older one (format 1 or 2) adopting the store's rows
+            adopt = space is not None and isinstance(ids, list) and meta.get("ids") != IDS_TEXT
+            mapped = MappedRows(space, self.config.metric == "cosine") if space is not None and (layout == "rows" or adopt) else None
+            matrix = None
             if mapped is not None:
-                matrix = None
                 if layout == "rows":
                     mapped.load(directory, len(ids), where)
                 else:
+                    assert isinstance(ids, list)
                     ids, rows = self._adopt(mapped, ids)
             elif layout == "matrix":
                 matrix = _map_matrix(directory / MATRIX)
@@ -433,6 +514,7 @@ class ExactIndex(VectorIndex):
             self._matrix = np.zeros((0, self.dim), dtype=np.float32)
         else:
             if matrix is None:
+                assert isinstance(ids, list)  # formats 1 and 2 keep their ids in ids.json
                 matrix, kept = self._read_store(ids, meta, where)
                 if len(kept) != len(ids):
                     ids, rows = kept, {rid: i for i, rid in enumerate(kept)}
@@ -441,8 +523,9 @@ class ExactIndex(VectorIndex):
             if not matrix.flags.c_contiguous:
                 raise CorruptError(f"{where}: the saved matrix is not in C order")
             self._matrix, self._mapped = matrix, None
+            self._own = space is not None  # a copy of its own over a store's file: the vectors the store does not hold
         self._ids = ids
-        self._rows = rows
+        self._rows_map = rows
         self._n = len(self._ids)
         self._epoch += 1
 
