@@ -157,11 +157,15 @@ def main() -> None:
             reopens[system].append(run(CHILD, "memcore" if system == "memcore" else "raw", str(path), str(args.queries)))
     result["reopens"] = reopens
     result["median"] = {
-        system: {key: round(float(np.median([r[key] for r in runs if key in r])), 4) for key in runs[0] if isinstance(runs[0][key], (int, float)) and not isinstance(runs[0][key], bool)}
+        system: {
+            key: round(float(np.median([r[key] for r in runs if key in r])), 4)
+            for key in runs[0]
+            if isinstance(runs[0][key], (int, float)) and not isinstance(runs[0][key], bool)
+        }
         for system, runs in reopens.items()
         if runs and "error" not in runs[0]
     }
-    for system, med in result["median"].items():
+    for med in result["median"].values():
         if "peak_rss_mib" in med:
             med["rss_over_raw"] = round(med["peak_rss_mib"] * 2**20 / raw_bytes, 3)
     result["load"] = os.getloadavg()
