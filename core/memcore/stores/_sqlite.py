@@ -79,7 +79,10 @@ class SQLiteStoreConfig(ComponentConfig):
     filename: str = Field(
         "store.sqlite3", min_length=1, max_length=255, description="Database file name inside the collection directory (a plain name: no path separators)."
     )
-    synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
+    synchronous: Literal["OFF", "NORMAL", "FULL"] = Field(
+        "NORMAL",
+        description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss); the vector files are fdatasynced before each commit unless OFF.",
+    )
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
     history: bool = Field(
         True,
