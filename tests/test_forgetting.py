@@ -108,7 +108,7 @@ def test_find_bytes_reports_every_file_and_encoding(tmp_path):
 
 
 def _memory_with_a_canary_id(path):
-    """A memory whose exact index saved the id ``zqxcanaryid`` (its ``ids.json``), then deleted it."""
+    """A memory whose exact index saved the id ``zqxcanaryid`` (its ``ids.txt``), then deleted it."""
     memory = memcore.open(path=path)
     memory.insert([{"text": f"alice note {i}", "scope": {"user_id": "alice"}} for i in range(20)])
     memory.insert({"id": "zqxcanaryid", "text": CANARIES[0], "scope": {"user_id": "bob"}})
@@ -149,7 +149,7 @@ def test_a_backup_left_by_a_save_cut_short_after_its_manifest_goes_at_the_next_c
     with monkeypatch.context() as patch:  # the process dies before the backup is deleted
         patch.setattr(index_handle.shutil, "rmtree", lambda path, **kw: None if os.path.basename(path) == ".previous" else rmtree(path, **kw))
         memory.close()
-    assert list(find_bytes(tmp_path, ["zqxcanaryid"])) == ["indexes/vector/.previous/ids.json"]
+    assert list(find_bytes(tmp_path, ["zqxcanaryid"])) == ["indexes/vector/.previous/ids.txt"]
     with memcore.open(path=tmp_path) as again:
         assert again.count() == 20
     assert_no_bytes(tmp_path, ["zqxcanaryid"])

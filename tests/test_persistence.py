@@ -363,10 +363,11 @@ def test_damaged_index_is_rebuilt_with_identical_results(directory, damage, caps
     expected = results(c)
     c.close()
     folder = directory / "indexes" / "a"
-    if damage == "truncate-ids":  # the exact index saves ids only: the store keeps its vectors
-        (folder / "ids.json").write_bytes((folder / "ids.json").read_bytes()[:100])
+    ids = folder / "ids.txt"  # the exact index saves its ids and rows: the store keeps its vectors
+    if damage == "truncate-ids":
+        ids.write_bytes(ids.read_bytes()[:100])
     elif damage == "flip-ids":
-        _flip_bytes(folder / "ids.json")
+        _flip_bytes(ids)
     elif damage == "garbage-manifest":
         (folder / "index.json").write_text("{not json")
     elif damage == "delete-manifest":

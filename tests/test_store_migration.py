@@ -75,7 +75,7 @@ def test_a_version_1_store_reads_the_same_after_migration(v1, expected):
     got = _reads(store)
     store.close()
     assert got == {k: expected[k] for k in got}
-    assert _version(v1) == str(SCHEMA_VERSION) == "2"
+    assert _version(v1) == str(SCHEMA_VERSION) == "3"
     assert "membership" not in _tables(v1)
     again = SQLiteStore(v1)  # a migrated file opens as it is
     assert _reads(again) == got
@@ -144,8 +144,8 @@ def test_a_reader_does_not_migrate_and_says_how(v1):
 def test_a_newer_schema_is_refused(tmp_path):
     SQLiteStore(tmp_path).close()
     with sqlite3.connect(tmp_path / "store.sqlite3") as db:
-        db.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
-    with pytest.raises(CorruptError, match="schema version 3"):
+        db.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
+    with pytest.raises(CorruptError, match="schema version 4"):
         SQLiteStore(tmp_path)
 
 
@@ -159,13 +159,12 @@ def test_index_names_with_the_membership_separator_are_refused_before_writing(tm
     store.close()
 
 
-def test_the_vectors_view_reads_and_routes_updates(tmp_path):
+def test_the_vectors_view_says_where_each_vector_is(tmp_path):
     store = SQLiteStore(tmp_path)
     store.apply(WriteBatch(upserts=[Record("a", "a", vectors={"v": np.ones(3, dtype=np.float32), "w": np.ones(2, dtype=np.float32)})]))
-    rows = store.db.execute("SELECT record_id, space, dim FROM vectors ORDER BY space").fetchall()
-    assert rows == [("a", "v", 3), ("a", "w", 2)]
-    store.db.execute("UPDATE vectors SET data=? WHERE record_id='a' AND space='w'", (np.full(2, 2, dtype=np.float32).tobytes(),))
-    store.db.execute("DELETE FROM vectors WHERE record_id='a' AND space='v'")
-    got = store.get(["a"])[0]
-    assert list(got.vectors) == ["w"] and got.vectors["w"].tolist() == [2.0, 2.0]
+    store.apply(WriteBatch(upserts=[Record("b", "b", vectors={"v": np.zeros(3, dtype=np.float32)})]))
+    rows = store.db.execute("SELECT record_id, space, dim, row FROM vectors ORDER BY space, record_id").fetchall()
+    assert rows == [("a", "v", 3, 0), ("b", "v", 3, 1), ("a", "w", 2, 0)]
+    with pytest.raises(sqlite3.OperationalError):  # read-only: the values are in vectors/<slot>.f32
+        store.db.execute("UPDATE vectors SET row=5 WHERE record_id='a'")
     store.close()

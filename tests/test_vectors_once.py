@@ -1,5 +1,6 @@
 """Vectors stored once on disk: the store's bulk vector read, :class:`memcore.plugin.VectorReader`,
-and the ``exact`` index saving ids only and refilling from the store (also after a crash)."""
+and the ``exact`` index saving ids and row numbers only, searching the store's file (also
+after a crash)."""
 
 from __future__ import annotations
 
@@ -43,18 +44,24 @@ def test_sqlite_vectors_in_order_with_missing_and_repeated_ids(tmp_path, monkeyp
     store.close()
 
 
-@pytest.mark.parametrize("damage", ["short", "nan"])
-def test_sqlite_vectors_damaged_blob_is_corrupt_naming_the_record(tmp_path, damage):
+@pytest.mark.parametrize("damage", ["past_the_file", "nan"])
+def test_sqlite_vectors_damaged_row_is_corrupt_naming_the_record(tmp_path, damage):
     store = SQLiteStore(tmp_path)
     records = _records(3)
     store.apply(WriteBatch(upserts=records))
     store.close()
-    blob = b"\x00" * 8 if damage == "short" else np.full(DIM, np.nan, dtype=np.float32).tobytes()
-    with sqlite3.connect(tmp_path / "store.sqlite3") as db:
-        db.execute("UPDATE vectors SET data=? WHERE record_id='r1'", (blob,))
+    if damage == "nan":  # the values in the space's file
+        with open(tmp_path / "vectors" / "0.f32", "r+b") as fh:
+            fh.seek(1 * DIM * 4)
+            fh.write(np.full(DIM, np.nan, dtype=np.float32).tobytes())
+    else:  # the row number in the database
+        with sqlite3.connect(tmp_path / "store.sqlite3") as db:
+            db.execute("UPDATE vectors_0 SET row=999 WHERE rid=(SELECT rowid FROM records WHERE id='r1')")
     store = SQLiteStore(tmp_path)
     with pytest.raises(CorruptError, match="r1"):
         store.vectors(["r0", "r1", "r2"], "v")
+    with pytest.raises(CorruptError, match="r1"):
+        store.get(["r1"])
     store.close()
 
 
@@ -114,15 +121,21 @@ def _top(c: Collection, vector: np.ndarray) -> list[tuple[str, float]]:
     return [(h.id, round(float(h.score), 5)) for h in c.search_index("e", Query(vectors={"v": vector}, k=5), 5)]
 
 
-def test_exact_index_saves_ids_only_and_recovers_a_crash_from_the_store(tmp_path):
+def test_exact_index_saves_row_numbers_only_and_recovers_a_crash_from_the_store(tmp_path):
     records = _records(50)
     c = _open(tmp_path)
     c.create_index("e", "exact", space="v")
     c.insert([{"id": r.id, "text": r.text, "vectors": {"v": r.vectors["v"]}} for r in records])
     c.close()
     folder = tmp_path / "indexes" / "e"
-    assert sorted(p.name for p in folder.iterdir()) == ["ids.json", "index.json"]
-    assert json.loads((folder / "ids.json").read_text())["vectors"] == "store"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "ids.json",
+        "ids.txt",
+        "index.json",
+        "rows.npy",
+        "scale.npy",
+    ]  # no vectors: the store's file is searched
+    assert json.loads((folder / "ids.json").read_text())["vectors"] == "rows"
 
     c = _open(tmp_path)
     assert c._indexes["e"].loaded_from_disk
@@ -149,16 +162,18 @@ def test_exact_index_saved_with_its_own_copy_still_loads(tmp_path):
     context = IndexContext("e", {"v": SpaceInfo("v", DIM, "x")})
     own = ExactIndex(ExactIndexConfig(space="v"), context)
     own.add(records)
-    own.save(tmp_path)
-    assert (tmp_path / "vectors.npy").is_file()
+    # format 1 with its own copy: the unit rows in vectors.npy, ids.json without a layout
+    np.save(tmp_path / "vectors.npy", own._matrix[: len(own)])
+    (tmp_path / "ids.json").write_text(json.dumps({"dim": DIM, "ids": [r.id for r in records]}))
     store = MemoryStore()
     reader = VectorReader(store, "e")
     loaded = ExactIndex(ExactIndexConfig(space="v"), IndexContext("e", {"v": SpaceInfo("v", DIM, "x")}, vectors=reader))
     loaded.load(tmp_path)
     query = Query(vectors={"v": records[2].vectors["v"]})
     assert [h.id for h in loaded.search(query, 3)] == [h.id for h in own.search(query, 3)]
-    loaded.save(tmp_path)  # saved again in a collection: ids only
-    assert not (tmp_path / "vectors.npy").exists()
+    loaded.save(tmp_path)  # saved again over a store without a mapped file: its own matrix.npy (format 3)
+    assert not (tmp_path / "vectors.npy").exists() and (tmp_path / "matrix.npy").is_file()
+    (tmp_path / "ids.json").write_text(json.dumps({"dim": DIM, "ids": ["r0"], "vectors": "store", "space": "v"}))  # format 1, ids only
     bare = ExactIndex(ExactIndexConfig(space="v"), context)
     with pytest.raises(CorruptError, match="no store"):
         bare.load(tmp_path)

@@ -89,13 +89,21 @@ def test_exact_index_does_not_turn_overflowing_vectors_into_zeros():
     assert len(index) == 0
 
 
+def _damage_stored_vector(directory, record_id):
+    """NaN over the stored vector of ``record_id``, where the store keeps it: its row of the space's file."""
+    with sqlite3.connect(directory / "store.sqlite3") as db:
+        slot, row = db.execute(
+            "SELECT s.slot, v.row FROM vectors v JOIN vector_spaces s ON s.name = v.space WHERE v.record_id = ? AND v.space = 'v'", (record_id,)
+        ).fetchone()
+    with open(directory / "vectors" / f"{slot}.f32", "r+b") as fh:
+        fh.seek(row * DIM * 4)
+        fh.write(np.full(DIM, np.nan, dtype=np.float32).tobytes())
+
+
 def test_stored_vector_corrupted_to_nan_is_typed_and_does_not_brick_open(directory):
     with memcore.open(settings(), path=directory) as memory:
         memory.collection.insert([{"id": f"r{i}", "text": f"r{i}", "vectors": {"v": vec(i)}} for i in range(5)])
-    db = sqlite3.connect(directory / "store.sqlite3")
-    db.execute("UPDATE vectors SET data=? WHERE record_id='r3'", (np.full(DIM, np.nan, dtype=np.float32).tobytes(),))
-    db.commit()
-    db.close()
+    _damage_stored_vector(directory, "r3")
     for child in (directory / "indexes").iterdir():  # force a rebuild from the store
         (child / "index.json").unlink()
     with memcore.open(settings(), path=directory) as memory:
@@ -114,10 +122,7 @@ def test_stored_vector_corrupted_to_nan_is_typed_and_does_not_brick_open(directo
 def test_a_new_index_whose_fill_meets_a_corrupted_vector_is_broken_not_an_unopenable_memory(directory):
     with memcore.open(settings(), path=directory) as memory:
         memory.collection.insert([{"id": f"r{i}", "text": f"r{i}", "vectors": {"v": vec(i)}} for i in range(5)])
-    db = sqlite3.connect(directory / "store.sqlite3")
-    db.execute("UPDATE vectors SET data=? WHERE record_id='r3'", (np.full(DIM, np.nan, dtype=np.float32).tobytes(),))
-    db.commit()
-    db.close()
+    _damage_stored_vector(directory, "r3")
     declared = settings()
     declared["indexes"] = {**declared["indexes"], "more": {"kind": "exact", "space": "v", "metric": "l2"}}
     with memcore.open(declared, path=directory) as memory:  # the new index is filled from the store on create

@@ -1,7 +1,8 @@
 """``memcore info --check``: SQLite's integrity check plus a dry load of every index.
 
 Nothing is written: the store is opened read-only and each index is built from its
-stored definition and loaded from its saved files, exactly as an open would, without
+stored definition and loaded from its saved files, as an open would but checking every
+block of every payload file however large (an open samples files over 256 MiB), without
 rebuilding. Statuses: ``ok`` (loads), ``rebuild`` (files missing, behind the log or
 damaged: the next open rebuilds it from the store), ``broken`` (it cannot be built: see
 :class:`memcore.BrokenIndexError`; rebuild or drop it).
@@ -31,7 +32,7 @@ def _index_status(store: Any, path: Path, name: str, definition: dict[str, Any],
         def make() -> Any:
             return reg.build(config, context)
 
-        handle = IndexHandle(name, definition["kind"], config, make(), make, directory=path / "indexes" / name)
+        handle = IndexHandle(name, definition["kind"], config, make(), make, directory=path / "indexes" / name, full_check=True)
     except Exception as exc:  # noqa: BLE001 - reported, like the open reports it
         return {"status": "broken", "error": describe_failure(exc)}
     try:

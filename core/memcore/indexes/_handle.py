@@ -10,6 +10,7 @@ loaded and caught up from the store's operation log.
 from __future__ import annotations
 
 import hashlib
+import zlib
 import json
 import os
 import shutil
@@ -80,6 +81,67 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+BLOCK = 1 << 20
+"""Payload files are checksummed per block of this many bytes (CRC-32 each, in ``index.json``)."""
+FULL_CHECK_UP_TO = 256 << 20
+"""Files up to this size are checked whole at open, every block's CRC-32 (~2 GB/s: 25 MiB,
+the ``exact`` payload of a million records, in ~12 ms; SHA-256 ran at 0.2 GB/s here).
+Larger files (a faiss payload with its vectors) are checked by their size and
+:data:`_SAMPLES` blocks spread evenly, first and last included: what a truncated, emptied,
+replaced or overwritten file changes; a flipped bit elsewhere is found by
+``memcore info --check``, which checks every block."""
+_SAMPLES = 64
+
+
+def _crc_blocks(path: Path) -> dict[str, Any]:
+    """The size of ``path`` and the CRC-32 of each :data:`BLOCK` of it."""
+    crcs = []
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(BLOCK), b""):
+            crcs.append(zlib.crc32(block))
+    return {"size": path.stat().st_size, "block": BLOCK, "crc32": crcs}
+
+
+def _check_blocks(path: Path, expected: Any, full: bool) -> bool:
+    """Whether ``path`` has the recorded size and block CRCs: every block (``full``, or a
+    file up to :data:`FULL_CHECK_UP_TO`), else :data:`_SAMPLES` blocks spread evenly."""
+    if not isinstance(expected, dict) or not isinstance(expected.get("crc32"), list) or expected.get("block") != BLOCK:
+        raise CorruptError("index.json: malformed block checksums")
+    size = path.stat().st_size
+    crcs = expected["crc32"]
+    if size != expected.get("size") or len(crcs) != -(-size // BLOCK):
+        return False
+    count = len(crcs)
+    picks = (
+        range(count)
+        if full or size <= FULL_CHECK_UP_TO or count <= _SAMPLES
+        else sorted({0, count - 1, *(i * (count - 1) // _SAMPLES for i in range(_SAMPLES))})
+    )
+    with open(path, "rb") as fh:
+        for i in picks:
+            fh.seek(i * BLOCK)
+            if zlib.crc32(fh.read(BLOCK)) != crcs[i]:
+                return False
+    return True
+
+
+def _check_files(directory: Path, meta: dict[str, Any], full: bool = False) -> None:
+    """CorruptError unless every file listed in ``meta`` matches its recorded checksums:
+    the block CRC-32s (``blocks``: saves since format 3 of the manifest) or the whole file's
+    SHA-256 (older saves; ``sampled`` entries of session-13 saves are ignored: the SHA-256 is
+    checked)."""
+    blocks = meta.get("blocks") or {}
+    if not isinstance(blocks, dict):
+        raise CorruptError("index.json: 'blocks' is not an object")
+    for fname, digest in meta.get("files", {}).items():
+        path = directory / fname
+        if fname in blocks:
+            if not _check_blocks(path, blocks[fname], full):
+                raise CorruptError(f"checksum mismatch in {fname}")
+        elif _sha256(path) != digest:
+            raise CorruptError(f"checksum mismatch in {fname}")
+
+
 @dataclass
 class IndexHandle:
     """A named index with its kind, validated config and sync state against the store."""
@@ -101,6 +163,8 @@ class IndexHandle:
     """Why the index is broken (it could not be built, loaded or rebuilt); None when usable."""
     load_error: str | None = None
     """Why the saved files could not be loaded (they are rebuilt from the store); None otherwise."""
+    full_check: bool = False
+    """Check every block of every payload file at load, however large (``memcore info --check``)."""
     canonical_kinds: Callable[[Any], Any] = field(default=lambda value: value, repr=False)
     """Rewrites deprecated kind spellings in a saved ``index.json`` to the current names
     (:meth:`memcore.registry.Registry.canonical_kinds`), so an index saved before its kind
@@ -206,10 +270,19 @@ class IndexHandle:
         if manifest.exists():
             manifest.unlink()  # a crash mid-save leaves no manifest here -> the previous save, never a mix
         self.index.save(self.directory)
-        files = {p.name: _sha256(p) for p in sorted(self.directory.iterdir()) if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")}
+        paths = [p for p in sorted(self.directory.iterdir()) if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")]
+        files = {p.name: _sha256(p) for p in paths}
+        blocks = {p.name: _crc_blocks(p) for p in paths}
         atomic_write_json(
             manifest,
-            {**self.definition(), "format_version": self.index.format_version, "seq": self.applied_seq, "files": files, "count": len(self.index)},
+            {
+                **self.definition(),
+                "format_version": self.index.format_version,
+                "seq": self.applied_seq,
+                "files": files,
+                "blocks": blocks,
+                "count": len(self.index),
+            },
         )
         self.dirty = False
         self._drop_previous()
@@ -278,9 +351,7 @@ class IndexHandle:
             if saved_version != self.index.format_version and saved_version not in self.index.readable_versions:
                 readable = sorted({self.index.format_version, *self.index.readable_versions})
                 raise CorruptError(f"format version {saved_version} is not one this {self.kind} index reads ({', '.join(map(str, readable))})")
-            for fname, digest in meta.get("files", {}).items():
-                if _sha256(directory / fname) != digest:
-                    raise CorruptError(f"checksum mismatch in {fname}")
+            _check_files(directory, meta, full=self.full_check)
             self.pristine = False
             self.index.load(directory)
             len(self.index)  # a library that opens its files lazily reads them now, not at the first search
@@ -292,7 +363,7 @@ class IndexHandle:
             self.pristine = True
             return None
         self.loaded_from_disk = True
-        self.dirty = False
+        self.dirty = saved_version != self.index.format_version  # an older format is rewritten at the next save
         return int(meta["seq"])
 
     def size_bytes(self) -> int:

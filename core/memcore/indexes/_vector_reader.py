@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import CorruptError
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ..stores._sqlite_vector_files import MappedSpace
     from ..stores._store import Store
 
 __all__ = ["VectorReader"]
@@ -73,6 +74,17 @@ class VectorReader:
             raise CorruptError(f"index {self.index!r}: {exc}") from None
         self._check_missing(ids, present, space)
         return present
+
+    def mapped(self, space: str, dim: int) -> "MappedSpace | None":
+        """The store's vectors of ``space`` as one memory-mapped matrix plus the row of each
+        record, when the store keeps them so (the SQLite store); None otherwise (or when its
+        vectors of ``space`` have another dimension than ``dim``). An index may then search
+        the store's rows in place instead of keeping a copy (the ``exact`` index does)."""
+        get = getattr(self.store, "mapped_vectors", None)
+        found = None if get is None else get(space)
+        if found is None or found.dim != dim:
+            return None
+        return found  # type: ignore[no-any-return]
 
     def _check_missing(self, ids: list[str], present: np.ndarray, space: str) -> None:
         if not present.all():

@@ -57,7 +57,8 @@ from .._plugins._registry import ComponentConfig
 from ._store import LogRead, Op, Store, Version
 from ._sqlite_fields import FieldIndexes
 from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, json_text, members as _members, open_schema, unpack_ops
-from ._sqlite_vectors import SCAN_FROM, SpaceSlots, read_vectors
+from ._sqlite_vectors import SCAN_FROM, Space, SpaceSlots, read_vectors, vector_rows
+from ._sqlite_vector_files import VECTOR_DIR, MappedSpace
 from ._sqlite_writes import SQLiteWrites, WriterLock, rollback
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION", "FORGET_UP_TO", "RowCache", "guard_methods", "check_store_file"]
@@ -78,7 +79,10 @@ class SQLiteStoreConfig(ComponentConfig):
     filename: str = Field(
         "store.sqlite3", min_length=1, max_length=255, description="Database file name inside the collection directory (a plain name: no path separators)."
     )
-    synchronous: Literal["OFF", "NORMAL", "FULL"] = Field("NORMAL", description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss).")
+    synchronous: Literal["OFF", "NORMAL", "FULL"] = Field(
+        "NORMAL",
+        description="SQLite synchronous pragma (NORMAL is durable with WAL except on power loss); the vector files are fdatasynced before each commit unless OFF.",
+    )
     read_only: bool = Field(False, description="Open as a reader: no writer lock, writes raise.")
     history: bool = Field(
         True,
@@ -325,6 +329,8 @@ class SQLiteStore(SQLiteWrites, Store):
         self._rows = RowCache()
         self._seq: int | None = None  # the writer's last sequence number, known without a read (only it writes)
         self._probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
+        self._row_memo: tuple[int, dict[str, tuple[list[str], np.ndarray, np.ndarray]]] | None = None
+        """What the writer's last batch wrote: ``(seq, space -> (ids, rows, vectors))``."""
         """What the writer's last ``get`` found: ``(seq, id -> (rowid, member_of), None when absent)``."""
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
@@ -350,12 +356,21 @@ class SQLiteStore(SQLiteWrites, Store):
             if not self.read_only:  # deleted rows are overwritten with zeros, not left in free pages (see close)
                 self.db.execute("PRAGMA secure_delete=ON")
             self._open_schema()
-            self._spaces = SpaceSlots(self.db)
+            self._spaces = SpaceSlots(self.db, self.dir, writable=not self.read_only)
+            self._sync_files = self.config.synchronous != "OFF"
+            if not self.read_only:
+                self._spaces.recover()
             self._fields = FieldIndexes(self.db, self.config.filter_indexes, writable=not self.read_only)
         except sqlite3.DatabaseError as exc:
             self.close()
             raise CorruptError(f"{self.file} is not a readable memcore store: {exc}") from None
-        except CorruptError:
+        except OSError as exc:  # a full disk while migrating or recovering the space files
+            self.close()
+            full = storage_full(exc, self.file)
+            if full is None:
+                raise
+            raise full from exc
+        except BaseException:
             self.close()
             raise
 
@@ -416,10 +431,18 @@ class SQLiteStore(SQLiteWrites, Store):
                 for rid, ls in links.items():
                     found[rid].links = tuple(ls)
                 rowids = list(by_rowid)
-                for space, table in self._spaces.items(refresh=self.read_only):
-                    for rowid, data in self.db.execute(f"SELECT rid, data FROM {table} WHERE rid IN ({','.join('?' * len(rowids))})", rowids):
+                for space in self._spaces.items(refresh=self.read_only):
+                    pairs = self.db.execute(f"SELECT rid, row FROM {space.table} WHERE rid IN ({','.join('?' * len(rowids))})", rowids).fetchall()
+                    if not pairs:
+                        continue
+                    matrix = self._spaces.matrix(space)
+                    for rowid, row in pairs:
                         record = by_rowid[rowid]
-                        record.vectors[space] = self._stored_vector(record.id, space, data).copy()
+                        if not 0 <= row < len(matrix):
+                            raise CorruptError(
+                                f"{self.file}: stored vector {space.name!r} of record {record.id!r} is at row {row}, past the {len(matrix)} rows of its file"
+                            )
+                        record.vectors[space.name] = self._stored_vector(record.id, space.name, matrix[row].tobytes()).copy()
             if self._seq is not None:  # the writer, its sequence number known: remembered for the next apply
                 self._probe = (self._seq, dict.fromkeys(ids, None) | seen) if len(seen) < len(ids) else (self._seq, seen)
             return [found.get(i) for i in ids]
@@ -627,24 +650,66 @@ class SQLiteStore(SQLiteWrites, Store):
         return out
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[np.ndarray, np.ndarray]:
-        """Stored vectors of ``ids``: chunked lookups for a few ids, one scan of the space's
-        table in record order for many (an index refilling its vectors on load); see
-        :func:`.sqlite_vectors.read_vectors`."""
-        with self._mutex:
-            table = self._spaces.table(space)
-            if table is None:
+        """Stored vectors of ``ids``: their rows looked up (chunked for a few ids, one scan of
+        the space's table for many), then gathered from the space's mapped file; see
+        :func:`._sqlite_vectors.read_vectors`."""
+        with self._mutex, self._snapshot():
+            found = self._spaces.get(space)
+            if found is None:
                 return np.zeros((len(ids), 0), dtype=np.float32), np.zeros(len(ids), dtype=bool)
-            return read_vectors(self.db, table, list(ids), space, lambda rid, data: self._stored_vector(rid, space, data), self.file, _SCAN_FROM)
+            return read_vectors(self.db, self._spaces, found, list(ids), lambda rid, data: self._stored_vector(rid, space, data), self.file, _SCAN_FROM)
 
     def vectors_into(self, ids: Sequence[str], space: str, out: np.ndarray) -> np.ndarray:
-        """:meth:`vectors` with each blob copied straight into its row of ``out``."""
-        with self._mutex:
-            table = self._spaces.table(space)
-            if table is None:
+        """:meth:`vectors` with the rows gathered straight into ``out``."""
+        with self._mutex, self._snapshot():
+            found = self._spaces.get(space)
+            if found is None:
                 out[:] = 0.0
                 return np.zeros(len(ids), dtype=bool)
-            _, present = read_vectors(self.db, table, list(ids), space, lambda rid, data: self._stored_vector(rid, space, data), self.file, _SCAN_FROM, out=out)
+            _, present = read_vectors(
+                self.db, self._spaces, found, list(ids), lambda rid, data: self._stored_vector(rid, space, data), self.file, _SCAN_FROM, out=out
+            )
             return present
+
+    def mapped_vectors(self, space: str) -> MappedSpace | None:
+        """The space's file as a read-only mapped matrix and the rows of records (see
+        :class:`._sqlite_vector_files.MappedSpace`); None when the store has no such space yet."""
+        with self._mutex:
+            found = self._spaces.get(space)
+        if found is None:
+            return None
+        return MappedSpace(
+            space,
+            found.dim,
+            lambda ids: self._vector_rows(found, ids),
+            lambda populate: self._mapped_matrix(found, populate),
+            lambda ids, vectors: self._rows_holding(found, ids, vectors),
+        )
+
+    def _vector_rows(self, space: Space, ids: Sequence[str]) -> np.ndarray:
+        with self._mutex, self._snapshot():
+            return vector_rows(self.db, space, list(ids), _SCAN_FROM)
+
+    def _rows_holding(self, space: Space, ids: Sequence[str], vectors: np.ndarray) -> np.ndarray | None:
+        """The rows of ``ids`` when each holds the given vector, else None. The writer's last
+        batch is compared in memory (the index receiving the records it just stored, in
+        order); otherwise the rows are looked up and compared with the file."""
+        memo = self._row_memo
+        if memo is not None and memo[0] == self._seq and space.name in memo[1]:
+            written, rows, matrix = memo[1][space.name]
+            if written == ids:  # a list compare: the batch's ids, in order
+                return rows if np.array_equal(matrix, vectors) else None
+        found = self._vector_rows(space, ids)
+        if len(found) and found.min() < 0:
+            return None
+        stored = self._mapped_matrix(space, False)
+        if len(found) and found.max() >= len(stored):
+            return None
+        return found if np.array_equal(np.take(stored, found, axis=0), vectors) else None
+
+    def _mapped_matrix(self, space: Space, populate: bool) -> np.ndarray:
+        with self._mutex, self._snapshot():
+            return self._spaces.matrix(space, populate=populate)
 
     # -- log and state -------------------------------------------------------------------
 
@@ -711,13 +776,28 @@ class SQLiteStore(SQLiteWrites, Store):
     # -- lifecycle -----------------------------------------------------------------------
 
     def integrity_check(self) -> list[str]:
-        """SQLite's ``PRAGMA integrity_check``: the problems found (empty when the file is sound)."""
-        with self._mutex:
+        """SQLite's ``PRAGMA integrity_check`` and each space file's length against the rows
+        the store references: the problems found (empty when the store is sound)."""
+        with self._mutex, self._snapshot():
             rows = [row[0] for row in self.db.execute("PRAGMA integrity_check").fetchall()]
-        return [] if rows == ["ok"] else rows
+            problems = [] if rows == ["ok"] else rows
+            for space in self._spaces.items(refresh=True):
+                committed = self._spaces.committed(space)
+                try:
+                    have = self._spaces.file(space).size_rows()
+                except CorruptError as exc:
+                    problems.append(str(exc))
+                    continue
+                if have < committed:
+                    problems.append(f"vectors/{space.slot}.f32 (space {space.name!r}) holds {have} rows, the store references {committed}")
+                top = self.db.execute(f"SELECT max(row) FROM {space.table}").fetchone()[0]
+                if top is not None and top >= committed:
+                    problems.append(f"space {space.name!r}: a record references row {top}, past the committed {committed}")
+        return problems
 
     def size_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.dir.glob(self.config.filename + "*") if p.is_file())
+        files = [*self.dir.glob(self.config.filename + "*"), *(self.dir / VECTOR_DIR).glob("*.f32")]
+        return sum(p.stat().st_size for p in files if p.is_file())
 
     def close(self) -> None:
         """Checkpoint the WAL into the file and truncate it (the writer), then let go of the
@@ -732,6 +812,9 @@ class SQLiteStore(SQLiteWrites, Store):
                 if not self.read_only:
                     self._checkpoint(db)
                 db.close()
+                spaces = getattr(self, "_spaces", None)
+                if spaces is not None:
+                    spaces.close()
                 self.db = None  # type: ignore[assignment]
             lock = getattr(self, "_lock", None)
             if lock is not None:

@@ -1,26 +1,29 @@
-"""The tables of the SQLite store (schema version 2) and the migration of older files.
+"""The tables of the SQLite store (schema version 3) and the migration of older files.
 
-Version 2 writes one row and two B-trees per record and space where version 1 wrote four
-rows into eight B-trees (records, vectors, membership, oplog, each with a second index):
+Version 2 wrote one row and two B-trees per record and space where version 1 wrote four
+rows into eight B-trees (records, vectors, membership, oplog, each with a second index);
+version 3 moves the vectors out of the database into one fixed-width float32 file per
+space (:mod:`._sqlite_vector_files`), so that they are on disk once and an index can
+memory-map them:
 
 - ``records``: one row per record, its insertion order is the rowid (``AUTOINCREMENT``:
   a rowid is never reused). ``member_of`` holds the names of the indexes the record
   belongs to, as ``'|a|b|'`` (``'|'`` for none): membership is read with the record's row
   and written with it, not in a table of its own;
-- ``vector_spaces`` + one ``vectors_<slot>`` table per space: ``rid`` (the record's rowid)
-  -> float32 blob. A rowid table keyed by the record's integer id: a vector write appends
-  to one B-tree, and an index refilling its vectors scans one table in record order;
+- ``vector_spaces`` (name, slot, ``dim``, ``rows``: the committed length of the space's
+  file) + per space ``vectors_<slot>`` (``rid`` the record's rowid -> ``row`` in the file)
+  and ``free_<slot>`` (rows freed by committed writes, zeroed, reused before appending);
 - ``oplog``: one row per batch and index, with that index's ops of the batch in order
   (``{"ids": [...], "ops": "aru"}``: add / remove / update). ``Store.ops_since`` returns
   exactly what version 1 returned (one op per record and index, in the order logged);
 - ``links``, ``state`` and ``meta`` (schema version, last sequence number, log start) as
   in version 1;
-- ``vectors`` is a view with version 1's columns (``record_id, space, dim, data``) for
-  people and tools reading the file with ``sqlite3``; updating or deleting through it
-  reaches the space tables.
+- ``vectors`` is a read-only view (``record_id, space, dim, row``) for people and tools
+  reading the file with ``sqlite3``: row ``row`` of ``vectors/<slot>.f32`` holds the values.
 
-A writer opening a version 1 file migrates it in one transaction (all or nothing: a crash
-leaves the version 1 file as it was). A reader (``read_only``) cannot migrate and says so.
+A writer opening an older file migrates it in one transaction (all or nothing: a crash
+leaves the old file as it was; the space files it was writing are rewritten by the next
+attempt). A reader (``read_only``) cannot migrate and says so.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from ..errors import CorruptError
+from ._sqlite_vector_files import SpaceFile, space_file_path
 
 __all__ = [
     "CHUNK",
@@ -39,6 +45,9 @@ __all__ = [
     "SCHEMA",
     "HISTORY_SCHEMA",
     "ensure_vectors_view",
+    "free_table",
+    "vector_table",
+    "create_vector_table",
     "json_text",
     "member_text",
     "members",
@@ -54,7 +63,7 @@ __all__ = [
 CHUNK = 500
 """How many ids one statement binds (SQLite host parameters)."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,7 +76,9 @@ CREATE TABLE IF NOT EXISTS records (
     created_at REAL NOT NULL, updated_at REAL NOT NULL,
     member_of TEXT NOT NULL DEFAULT '|'
 );
-CREATE TABLE IF NOT EXISTS vector_spaces (name TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS vector_spaces (
+    name TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE, dim INTEGER NOT NULL DEFAULT 0, rows INTEGER NOT NULL DEFAULT 0
+);
 CREATE TABLE IF NOT EXISTS links (
     source TEXT NOT NULL, target TEXT NOT NULL, relation TEXT NOT NULL, weight REAL NOT NULL,
     PRIMARY KEY (source, target, relation)
@@ -152,30 +163,30 @@ def vector_table(slot: int) -> str:
 
 
 def create_vector_table(db: sqlite3.Connection | sqlite3.Cursor, slot: int) -> None:
-    """The rowid table of one space (a rowid table: WITHOUT ROWID would spill each blob to an overflow page)."""
-    db.execute(f"CREATE TABLE IF NOT EXISTS {vector_table(slot)} (rid INTEGER PRIMARY KEY, data BLOB NOT NULL)")
+    """The tables of one space: ``vectors_<slot>`` (record rowid -> file row) and ``free_<slot>`` (freed rows)."""
+    db.execute(f"CREATE TABLE IF NOT EXISTS {vector_table(slot)} (rid INTEGER PRIMARY KEY, row INTEGER NOT NULL)")
+    db.execute(f"CREATE TABLE IF NOT EXISTS {free_table(slot)} (row INTEGER PRIMARY KEY)")
+
+
+def free_table(slot: int) -> str:
+    """The table of the free rows of the space with this slot number."""
+    return f"free_{int(slot)}"
 
 
 def ensure_vectors_view(db: sqlite3.Connection | sqlite3.Cursor, slots: Iterable[int]) -> None:
-    """(Re)create the ``vectors`` view over the space tables, with triggers that route
-    ``UPDATE ... SET data`` and ``DELETE`` through it to the right space table."""
+    """(Re)create the read-only ``vectors`` view over the space tables: which record has a
+    vector in which space, of what dimension, at which row of the space's file."""
     slots = sorted(slots)
+    db.execute("DROP TRIGGER IF EXISTS vectors_update")
+    db.execute("DROP TRIGGER IF EXISTS vectors_delete")
     db.execute("DROP VIEW IF EXISTS vectors")
     parts = [
-        f"SELECT r.id AS record_id, s.name AS space, length(v.data) / 4 AS dim, v.data AS data "
+        f"SELECT r.id AS record_id, s.name AS space, s.dim AS dim, v.row AS row "
         f"FROM {vector_table(k)} v JOIN records r ON r.rowid = v.rid JOIN vector_spaces s ON s.slot = {k}"
         for k in slots
     ]
-    body = " UNION ALL ".join(parts) or "SELECT NULL AS record_id, NULL AS space, NULL AS dim, NULL AS data WHERE 0"
+    body = " UNION ALL ".join(parts) or "SELECT NULL AS record_id, NULL AS space, NULL AS dim, NULL AS row WHERE 0"
     db.execute(f"CREATE VIEW vectors AS {body}")
-    if not slots:
-        return
-    target = "(SELECT rowid FROM records WHERE id = OLD.record_id)"
-    space = "(SELECT name FROM vector_spaces WHERE slot = {k})"
-    updates = " ".join(f"UPDATE {vector_table(k)} SET data = NEW.data WHERE OLD.space = {space.format(k=k)} AND rid = {target};" for k in slots)
-    deletes = " ".join(f"DELETE FROM {vector_table(k)} WHERE OLD.space = {space.format(k=k)} AND rid = {target};" for k in slots)
-    db.execute(f"CREATE TRIGGER vectors_update INSTEAD OF UPDATE OF data ON vectors BEGIN {updates} END")
-    db.execute(f"CREATE TRIGGER vectors_delete INSTEAD OF DELETE ON vectors BEGIN {deletes} END")
 
 
 def pack_ops(entries: list[tuple[str, str]]) -> str:
@@ -214,7 +225,8 @@ def stored_version(db: sqlite3.Connection) -> int | None:
 
 def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | None:
     """Create the tables of a new file, or migrate an older one in one transaction (writers
-    only); refuse a newer one. Returns the version migrated from (None: nothing migrated)."""
+    only; the space files beside ``file``); refuse a newer one. Returns the version migrated
+    from (None: nothing migrated)."""
     version = stored_version(db)
     if version == SCHEMA_VERSION:
         if not read_only:
@@ -235,7 +247,7 @@ def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | No
             ensure_vectors_view(cur, [])
             cur.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
         else:
-            migrate(cur, version)
+            migrate(cur, version, file.parent)
             cur.execute(
                 "CREATE TABLE IF NOT EXISTS history (n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL, text TEXT, metadata TEXT, user_id TEXT, agent_id TEXT, run_id TEXT, at REAL NOT NULL)"
             )
@@ -248,13 +260,59 @@ def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | No
     return version
 
 
-def migrate(cur: sqlite3.Cursor, version: int) -> None:
+def migrate(cur: sqlite3.Cursor, version: int, directory: Path) -> None:
     """Bring a store file from ``version`` to :data:`SCHEMA_VERSION` inside the caller's
-    write transaction (the caller commits, or rolls back on any error)."""
+    write transaction (the caller commits, or rolls back on any error); the space files are
+    written in ``directory`` and synced before the caller commits."""
+    if version not in (1, 2):
+        raise CorruptError(f"no migration from schema version {version}")
     if version == 1:
         _migrate_1_to_2(cur)
-        return
-    raise CorruptError(f"no migration from schema version {version}")
+    _migrate_2_to_3(cur, directory)
+
+
+def _migrate_2_to_3(cur: sqlite3.Cursor, directory: Path) -> None:
+    """Each space's blobs -> its file (in rowid order), the blob table -> ``rid -> row``.
+    A blob that is not a vector of the space's width becomes a row of NaN: reading it is the
+    CorruptError naming the record that version 2 raised."""
+    cur.execute("DROP TRIGGER IF EXISTS vectors_update")
+    cur.execute("DROP TRIGGER IF EXISTS vectors_delete")
+    cur.execute("DROP VIEW IF EXISTS vectors")
+    cur.execute("ALTER TABLE vector_spaces ADD COLUMN dim INTEGER NOT NULL DEFAULT 0")
+    cur.execute("ALTER TABLE vector_spaces ADD COLUMN rows INTEGER NOT NULL DEFAULT 0")
+    slots = [int(slot) for (slot,) in cur.execute("SELECT slot FROM vector_spaces ORDER BY slot").fetchall()]
+    for slot in slots:
+        table = vector_table(slot)
+        old = f"v2_{table}"
+        cur.execute(f"ALTER TABLE {table} RENAME TO {old}")
+        create_vector_table(cur, slot)
+        width = cur.execute(f"SELECT length(data) FROM {old} WHERE length(data) > 0 AND length(data) % 4 = 0 ORDER BY rid LIMIT 1").fetchone()
+        if width is None:  # no readable vector: the space keeps no rows
+            cur.execute(f"DROP TABLE {old}")
+            continue
+        dim = int(width[0]) // 4
+        space = SpaceFile(space_file_path(directory, slot), dim, writable=True)
+        try:
+            space.truncate(0)  # what an earlier, interrupted migration wrote
+            count = 0
+            select = cur.connection.execute(f"SELECT rid, data FROM {old} ORDER BY rid")
+            while True:
+                chunk = select.fetchmany(4096)
+                if not chunk:
+                    break
+                block = np.full((len(chunk), dim), np.nan, dtype=np.float32)
+                for i, (_, data) in enumerate(chunk):
+                    if isinstance(data, bytes) and len(data) == 4 * dim:
+                        block[i] = np.frombuffer(data, dtype=np.float32)
+                space.write(np.arange(count, count + len(chunk)), block)
+                cur.executemany(f"INSERT INTO {table} (rid, row) VALUES (?, ?)", [(rid, count + i) for i, (rid, _) in enumerate(chunk)])
+                count += len(chunk)
+            space.sync()
+        finally:
+            space.close()
+        cur.execute("UPDATE vector_spaces SET dim = ?, rows = ? WHERE slot = ?", (dim, count, slot))
+        cur.execute(f"DROP TABLE {old}")
+    ensure_vectors_view(cur, slots)
 
 
 def _migrate_1_to_2(cur: sqlite3.Cursor) -> None:
@@ -274,7 +332,7 @@ def _migrate_1_to_2(cur: sqlite3.Cursor) -> None:
     spaces = [row[0] for row in cur.execute("SELECT DISTINCT space FROM vectors ORDER BY space").fetchall()]
     for slot, space in enumerate(spaces):
         cur.execute("INSERT INTO vector_spaces VALUES (?, ?)", (space, slot))
-        create_vector_table(cur, slot)
+        cur.execute(f"CREATE TABLE {vector_table(slot)} (rid INTEGER PRIMARY KEY, data BLOB NOT NULL)")  # version 2's blobs
         # a version 1 row may carry a blob longer than its dim (only dim values were read): keep those
         cur.execute(
             f"INSERT INTO {vector_table(slot)} (rid, data) SELECT r.rowid, CASE WHEN length(v.data) > 4 * v.dim "
@@ -295,4 +353,3 @@ def _migrate_1_to_2(cur: sqlite3.Cursor) -> None:
     cur.execute("CREATE TABLE oplog (n INTEGER PRIMARY KEY AUTOINCREMENT, seq INTEGER NOT NULL, index_name TEXT NOT NULL, ops TEXT NOT NULL)")
     cur.execute("CREATE INDEX oplog_index_seq ON oplog (index_name, seq)")
     cur.executemany("INSERT INTO oplog (seq, index_name, ops) VALUES (?, ?, ?)", [(seq, index, pack_ops(e)) for (seq, index), e in sorted(groups.items())])
-    ensure_vectors_view(cur, range(len(spaces)))

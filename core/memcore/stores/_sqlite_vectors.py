@@ -1,180 +1,198 @@
-"""Vectors in the SQLite store: one rowid table per space, read in bulk.
+"""Vectors in the SQLite store: the spaces of one connection, their files and bulk reads.
 
-Each space has a slot number (table ``vector_spaces``) and a table ``vectors_<slot>``
-keyed by the record's rowid. :func:`read_vectors` is what an index refilling its vectors
-on load calls (through :class:`memcore.VectorReader`): for many ids it scans the space's
-table once, in record order, copying each blob straight into its row of one preallocated
-float32 matrix (no intermediate list, no second copy).
+Each space has a slot number, a dimension and a committed row count (table
+``vector_spaces``), a table ``vectors_<slot>`` (record rowid -> row of the space's file)
+and its file ``vectors/<slot>.f32`` (see :mod:`._sqlite_vector_files`). :func:`read_vectors`
+is what an index refilling its vectors calls (through :class:`memcore.VectorReader`): the
+rows of many ids looked up in one pass, then gathered from the mapped file into one
+float32 matrix (``out`` when given: no second copy).
 """
 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
-from itertools import chain
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import CorruptError
-from ._sqlite_schema import create_vector_table, ensure_vectors_view, vector_table
+from ..errors import CorruptError, DimensionError
+from ._sqlite_schema import create_vector_table, ensure_vectors_view, free_table, vector_table
+from ._sqlite_vector_files import SpaceFile, space_file_path
 
-__all__ = ["SpaceSlots", "read_vectors", "SCAN_FROM"]
+__all__ = ["Space", "SpaceSlots", "check_dim", "read_vectors", "vector_rows", "SCAN_FROM"]
 
 SCAN_FROM = 5000
-"""``read_vectors`` of at least this many ids scans the space once instead of looking ids up."""
+"""``read_vectors`` of at least this many ids scans the space's table once instead of looking ids up."""
 _CHUNK = 500
 
 
+@dataclass
+class Space:
+    """One vector space of a store file."""
+
+    name: str
+    slot: int
+    dim: int
+
+    @property
+    def table(self) -> str:
+        """Its ``rid -> row`` table."""
+        return vector_table(self.slot)
+
+    @property
+    def free(self) -> str:
+        """Its table of free rows."""
+        return free_table(self.slot)
+
+
 class SpaceSlots:
-    """The space -> table map of one connection, read from ``vector_spaces`` when needed.
+    """The spaces of one connection (read from ``vector_spaces`` when needed) and their files.
 
-    Slots are never reused (a space keeps its table once created), so a cached map is
-    never wrong, only incomplete: an unknown space makes it read the table again."""
+    Slots are never reused (a space keeps its slot once created), so a cached map is never
+    wrong, only incomplete: an unknown space makes it read the table again."""
 
-    def __init__(self, db: sqlite3.Connection):
+    def __init__(self, db: sqlite3.Connection, directory: Path, writable: bool):
         self.db = db
-        self._slots: dict[str, int] | None = None
+        self.directory = directory
+        self.writable = writable
+        self._spaces: dict[str, Space] | None = None
+        self._files: dict[int, SpaceFile] = {}
 
-    def _load(self) -> dict[str, int]:
-        self._slots = {str(name): int(slot) for name, slot in self.db.execute("SELECT name, slot FROM vector_spaces")}
-        return self._slots
+    def _load(self) -> dict[str, Space]:
+        self._spaces = {str(name): Space(str(name), int(slot), int(dim)) for name, slot, dim in self.db.execute("SELECT name, slot, dim FROM vector_spaces")}
+        return self._spaces
 
     def forget(self) -> None:
         """Read the map again next time (after a rolled-back batch that may have added a space)."""
-        self._slots = None
+        self._spaces = None
 
-    def table(self, space: str, create: sqlite3.Cursor | None = None) -> str | None:
-        """The table of ``space``; None when it has none, unless ``create`` (a cursor in the
-        writer's transaction) is given: then the table is created with the batch."""
-        slots = self._slots
-        if slots is None or space not in slots:
-            slots = self._load()
-        slot = slots.get(space)
-        if slot is None:
-            if create is None:
-                return None
-            slot = max(slots.values(), default=-1) + 1
-            create.execute("INSERT INTO vector_spaces VALUES (?, ?)", (space, slot))
+    def get(self, name: str, create: sqlite3.Cursor | None = None, dim: int = 0) -> Space | None:
+        """The space ``name``; None when the store has none, unless ``create`` (a cursor in
+        the writer's transaction) is given: then it is created with the batch, of ``dim``."""
+        spaces = self._spaces
+        if spaces is None or name not in spaces:
+            spaces = self._load()
+        space = spaces.get(name)
+        if space is None and create is not None:
+            slot = max((s.slot for s in spaces.values()), default=-1) + 1
+            create.execute("INSERT INTO vector_spaces (name, slot, dim, rows) VALUES (?, ?, ?, 0)", (name, slot, dim))
             create_vector_table(create, slot)
-            slots[space] = slot
-            ensure_vectors_view(create, slots.values())
-        return vector_table(slot)
+            space = spaces[name] = Space(name, slot, dim)
+            ensure_vectors_view(create, [s.slot for s in spaces.values()])
+            stale = self._files.pop(slot, None)  # the file of a space a rolled-back batch created in this slot
+            if stale is not None:
+                stale.close()
+            self.file(space).truncate(0)  # a file left by a batch that created this slot and was rolled back
+        return space
 
-    def items(self, refresh: bool = False) -> list[tuple[str, str]]:
-        """``(space, table)`` of every space (``refresh``: read the map first, as a reader does)."""
-        slots = self._load() if refresh or self._slots is None else self._slots
-        return [(name, vector_table(slot)) for name, slot in slots.items()]
+    def table(self, name: str) -> str | None:
+        """The ``rid -> row`` table of ``name`` (None: no such space)."""
+        space = self.get(name)
+        return None if space is None else space.table
 
-    def tables(self) -> list[str]:
-        """Every space table."""
-        return [table for _, table in self.items()]
+    def items(self, refresh: bool = False) -> list[Space]:
+        """Every space (``refresh``: read the map first, as a reader does)."""
+        spaces = self._load() if refresh or self._spaces is None else self._spaces
+        return list(spaces.values())
+
+    def file(self, space: Space) -> SpaceFile:
+        """The open file of ``space``."""
+        handle = self._files.get(space.slot)
+        if handle is None:
+            handle = self._files[space.slot] = SpaceFile(space_file_path(self.directory, space.slot), space.dim, self.writable)
+        return handle
+
+    def committed(self, space: Space) -> int:
+        """The rows committed transactions reference (read in the caller's snapshot)."""
+        row = self.db.execute("SELECT rows FROM vector_spaces WHERE slot = ?", (space.slot,)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def matrix(self, space: Space, populate: bool = False) -> np.ndarray:
+        """The committed rows of ``space``, memory-mapped read-only."""
+        return self.file(space).array(self.committed(space), populate=populate)
+
+    def recover(self) -> None:
+        """The writer at open: cut each file back to its committed length (rows a batch
+        wrote before a crash kept it from committing) and zero the free rows a crash
+        between a commit and its zeroing left with content."""
+        for space in self.items(refresh=True):
+            handle = self.file(space)
+            committed = self.committed(space)
+            have = handle.size_rows()
+            if have > committed:
+                handle.truncate(committed)
+            elif have < committed:
+                handle.array(committed)  # the CorruptError naming the truncated file
+            free = np.fromiter((row for (row,) in self.db.execute(f"SELECT row FROM {space.free}")), dtype=np.int64)
+            if len(free):
+                matrix = handle.array(committed)
+                dirty = free[(free < committed)]
+                dirty = dirty[matrix[dirty].any(axis=1)] if len(dirty) else dirty
+                if len(dirty):
+                    handle.zero(dirty.tolist())
+                    handle.sync()
+
+    def close(self) -> None:
+        """Close every file."""
+        for handle in self._files.values():
+            handle.close()
+        self._files.clear()
 
 
-def _rows(db: sqlite3.Connection, table: str, wanted: Sequence[str], scan: bool) -> Iterator[tuple[str, bytes]]:
-    if scan:  # the space table in rowid order, each row's id looked up by rowid (sequential pages, no sort)
-        return iter(db.execute(f"SELECT r.id, v.data FROM {table} v JOIN records r ON r.rowid = v.rid ORDER BY v.rid"))
-    return chain.from_iterable(
-        db.execute(f"SELECT r.id, v.data FROM records r JOIN {table} v ON v.rid = r.rowid WHERE r.id IN ({','.join('?' * len(chunk))})", chunk)
-        for chunk in (list(wanted[start : start + _CHUNK]) for start in range(0, len(wanted), _CHUNK))
-    )
+def check_dim(space: Space, matrix: np.ndarray) -> None:
+    """A ``(n, dim)`` matrix of the space's width, or the DimensionError that says so."""
+    if matrix.ndim != 2 or matrix.shape[1] != space.dim:
+        raise DimensionError(f"space {space.name!r} stores {space.dim}-d vectors, got {matrix.shape[-1] if matrix.ndim else 0} values")
+
+
+def vector_rows(db: sqlite3.Connection, space: Space, ids: Sequence[str], scan_from: int = SCAN_FROM) -> np.ndarray:
+    """The file row of each of ``ids`` in ``space`` (int64; -1 when it has none there)."""
+    found: dict[str, int] = {}
+    if len(ids) >= scan_from:  # the whole table in rowid order, each row's id looked up by rowid
+        found = dict(db.execute(f"SELECT r.id, v.row FROM {space.table} v JOIN records r ON r.rowid = v.rid"))
+    else:
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            found.update(
+                db.execute(f"SELECT r.id, v.row FROM records r JOIN {space.table} v ON v.rid = r.rowid WHERE r.id IN ({','.join('?' * len(chunk))})", chunk)
+            )
+    get = found.get
+    return np.fromiter((get(rid, -1) for rid in ids), dtype=np.int64, count=len(ids))
 
 
 def read_vectors(
     db: sqlite3.Connection,
-    table: str,
+    slots: SpaceSlots,
+    space: Space,
     ids: list[str],
-    space: str,
     check: Callable[[str, bytes], np.ndarray],
     file: Path,
     scan_from: int = SCAN_FROM,
     out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(matrix, present)`` of ``ids`` in one space table; ``check(id, blob)`` raises the
-    CorruptError that names a damaged record. One vectorised finite check per call. From
-    ``scan_from`` ids on, the table is scanned instead of looking ids up; while the scan
-    meets ``ids`` in their order (an index that received the records as they were
-    inserted), each blob goes to the next row without an id lookup. With ``out`` (float32,
-    ``(len(ids), dim)``, C-contiguous) the blobs are written there and ``out`` is the matrix
-    returned; a stored vector of another width is a CorruptError."""
-    n = len(ids)
-    scan = n >= scan_from
-    wanted = ids if scan else list(dict.fromkeys(ids))
-    matrix, present, position = _place(_rows(db, table, wanted, scan), ids, scan, space, check, file, out)
-    if matrix.shape[1] == 0:
-        return matrix, present
+    """``(matrix, present)`` of ``ids`` in ``space``; ``check(id, bytes)`` raises the
+    CorruptError that names a damaged record. One vectorised finite check per call. With
+    ``out`` (float32, ``(len(ids), dim)``, C-contiguous) the rows are gathered there and
+    ``out`` is the matrix returned; another width is a CorruptError."""
+    rows = vector_rows(db, space, ids, scan_from)
+    committed = slots.committed(space)
+    present = rows >= 0
+    beyond = np.flatnonzero(rows >= committed)
+    if len(beyond):
+        rid = ids[int(beyond[0])]
+        raise CorruptError(f"{file}: stored vector {space.name!r} of record {rid!r} is at row {int(rows[beyond[0]])}, past the {committed} rows of its file")
+    if out is not None and out.shape[1] != space.dim:
+        raise CorruptError(f"{file}: stored vectors {space.name!r} have {space.dim} values, {out.shape[1]} expected")
+    matrix = out if out is not None else np.empty((len(ids), space.dim), dtype=np.float32)
+    source = slots.matrix(space) if present.any() else np.zeros((1, space.dim), dtype=np.float32)
+    np.take(source, np.where(present, rows, 0), axis=0, out=matrix, mode="clip")  # rows checked above
+    if not present.all():
+        matrix[~present] = 0.0
     squares = np.einsum("ij,ij->i", matrix, matrix)
     if not np.isfinite(squares).all():  # NaN, inf or overflow: the per-row check names the record
         for i in np.flatnonzero(~np.isfinite(squares)).tolist():
             check(ids[i], matrix[i].tobytes())
-    if position is not None and len(position) != n:  # a repeated id: every occurrence gets the row
-        for i, rid in enumerate(ids):
-            j = position[rid]
-            if j != i and present[j]:
-                matrix[i] = matrix[j]
-                present[i] = True
     return matrix, present
-
-
-def _positions(ids: list[str]) -> dict[str, int]:
-    position: dict[str, int] = {}
-    for i, rid in enumerate(ids):
-        position.setdefault(rid, i)
-    return position
-
-
-def _place(
-    rows: Iterator[tuple[str, bytes]],
-    ids: list[str],
-    in_order: bool,
-    space: str,
-    check: Callable[[str, bytes], np.ndarray],
-    file: Path,
-    out: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, dict[str, int] | None]:
-    """Copy each blob straight into its row of one preallocated matrix (``out`` when given):
-    the next row while the rows come in the order of ``ids`` (``in_order``), else the row of
-    its id (first occurrence). Returns the matrix, ``present`` and the id positions when they
-    were needed (None: every id was met in order, so none repeats)."""
-    n = len(ids)
-    present = np.zeros(n, dtype=bool)
-    matrix: np.ndarray | None = None
-    view: memoryview | None = None
-    width = 0
-    position = None if in_order else _positions(ids)
-    k = 0  # ids[:k] were met in order
-    placed: list[int] = []
-    for rid, data in rows:
-        if position is None and k < n and rid == ids[k]:
-            row = k
-            k += 1
-        else:
-            if position is None:
-                position = _positions(ids)
-            found = position.get(rid)
-            if found is None:
-                continue
-            row = found
-            placed.append(row)
-        if view is None:
-            check(rid, data)  # the first blob sets the width: it must be a readable vector
-            width = len(data)
-            if out is not None and width != out.shape[1] * 4:
-                raise CorruptError(f"{file}: stored vector {space!r} of record {rid!r} has {width // 4} values, {out.shape[1]} expected")
-            matrix = out if out is not None else np.zeros((n, width // 4), dtype=np.float32)
-            view = memoryview(matrix.data).cast("B")
-        if len(data) != width or type(data) is not bytes:  # damaged or another dimension: named by the per-row check
-            check(rid, data)
-            raise CorruptError(f"{file}: stored vector {space!r} of record {rid!r} has {len(data) // 4} values, others {width // 4}")
-        view[row * width : (row + 1) * width] = data
-    present[:k] = True
-    present[placed] = True
-    if k < n and position is None:  # ids left unmet: a repeated id may still get its row
-        position = _positions(ids)
-    if out is not None:
-        if not present.all():  # rows of absent ids are zeros, as in a fresh matrix
-            out[~present] = 0.0
-        return out, present, position
-    if matrix is None:
-        return np.zeros((n, 0), dtype=np.float32), present, position
-    return matrix, present, position

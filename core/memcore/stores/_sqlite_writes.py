@@ -18,15 +18,15 @@ import threading
 import time
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Collection, Iterator, Protocol, Sequence
 
 import numpy as np
 
 from .._util.log import get_logger
-from ..errors import LockedError, NotFoundError, ValidationError
+from ..errors import DimensionError, LockedError, NotFoundError, ValidationError
 from ..model._record import Record, Scope
 from ._sqlite_schema import chunks as _chunks, json_text as _json_text, member_text as _member_text, member_text_of, members as _members, pack_adds, pack_ops
-from ._sqlite_vectors import SpaceSlots
+from ._sqlite_vectors import Space, SpaceSlots, check_dim
 from ._store import Applied, WriteBatch, involved_ids, make_ops, plan_ops
 
 log = get_logger("memcore.store")
@@ -35,8 +35,8 @@ __all__ = ["SQLiteWrites", "WriterLock", "LOCK_NOTE"]
 
 _F32 = np.dtype(np.float32)
 _dtype = attrgetter("dtype")
+_vectors_of = attrgetter("vectors")
 _ndim = attrgetter("ndim")
-_c_contiguous = attrgetter("flags.c_contiguous")
 
 
 LOCK_NOTE = "writer.lock"
@@ -97,19 +97,34 @@ def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[st
         )
 
 
-def _blobs(vectors: list[Any]) -> Iterable[Any]:
-    """What ``executemany`` binds as each vector's blob: the arrays themselves when every one
-    is a C-contiguous, non-empty 1-d float32 array (sqlite3 reads an object's buffer and
-    copies it: the float32 bytes, with no bytes object made per vector), else ``tobytes``."""
+def _matrix(space: str, vectors: list[Any]) -> np.ndarray:
+    """The vectors of one space as one ``(n, dim)`` float32 matrix (one copy); vectors of
+    different lengths are a DimensionError (a space has one dimension)."""
     if (
         {*map(type, vectors)} == {np.ndarray}
         and {*map(id, map(_dtype, vectors))} == {id(_F32)}
         and {*map(_ndim, vectors)} == {1}
-        and all(map(_c_contiguous, vectors))
-        and all(map(len, vectors))
+        and len({*map(len, vectors)}) == 1
     ):
-        return vectors
-    return [v.tobytes() if type(v) is np.ndarray and v.dtype is _F32 else np.ascontiguousarray(v, dtype=np.float32).tobytes() for v in vectors]
+        return np.stack(vectors)
+    column = [np.asarray(v, dtype=np.float32).reshape(-1) for v in vectors]
+    widths = {len(v) for v in column}
+    if len(widths) != 1:
+        raise DimensionError(f"vectors of space {space!r} of different lengths {sorted(widths)[:5]} in one batch: a space has one dimension")
+    return np.stack(column)
+
+
+class _Pending:
+    """What one batch does to the space files, undone when it rolls back: the rows it
+    wrote (``reused`` free rows, appended past ``before``), the rows it frees (zeroed once
+    it committed) and per space the ids, rows and vectors it wrote (the writer's row memo)."""
+
+    def __init__(self) -> None:
+        self.before: dict[int, int] = {}
+        self.reused: dict[int, list[int]] = {}
+        self.freed: dict[int, list[int]] = {}
+        self.spaces: dict[int, Space] = {}
+        self.rows: dict[str, tuple[list[str], np.ndarray, np.ndarray]] = {}
 
 
 def rollback(db: sqlite3.Connection) -> None:
@@ -150,6 +165,9 @@ class SQLiteWrites:
     _probe: tuple[int, dict[str, tuple[int, str] | None]] | None
     _rows: _ForgetsRows
     _spaces: SpaceSlots
+    _sync_files: bool
+    _pending: _Pending
+    _row_memo: tuple[int, dict[str, tuple[list[str], np.ndarray, np.ndarray]]] | None
 
     def last_seq(self) -> int:
         """The store's last sequence number (the store answers it)."""
@@ -165,16 +183,45 @@ class SQLiteWrites:
             cur = self.db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             probe, self._probe = self._probe, None
+            pending = self._pending = _Pending()
+            self._row_memo = None
             try:
                 applied = self._apply(cur, batch, probe)
+                if self._sync_files:  # the rows the transaction references are on disk before it commits
+                    for slot in pending.before:
+                        self._spaces.file(pending.spaces[slot]).sync()
                 cur.execute("COMMIT")
                 self._seq = applied.seq
-                return applied
             except BaseException:
                 self._seq = None  # read again
                 rollback(self.db)
+                self._undo_files(pending)
                 self._spaces.forget()  # a space created by the failed batch is gone again
                 raise
+            self._zero_freed(pending)
+            if pending.rows:
+                self._row_memo = (applied.seq, pending.rows)
+            return applied
+
+    def _undo_files(self, pending: _Pending) -> None:
+        """After a rollback: cut each file back to its committed length and zero the free
+        rows the batch wrote (they stay free); a failure here is logged (the next open does it)."""
+        for slot, before in pending.before.items():
+            try:
+                handle = self._spaces.file(pending.spaces[slot])
+                handle.zero(pending.reused.get(slot, []))
+                handle.truncate(before)
+            except OSError as exc:
+                log.warning("store.vector_undo_failed", slot=slot, error=str(exc), action="done at the next open")
+
+    def _zero_freed(self, pending: _Pending) -> None:
+        """After a commit: zero the rows it freed (a crash before this is caught up at the next open)."""
+        for slot, rows in pending.freed.items():
+            if rows:
+                try:
+                    self._spaces.file(pending.spaces[slot]).zero(rows)
+                except OSError as exc:
+                    log.warning("store.vector_zero_failed", slot=slot, error=str(exc), action="done at the next open")
 
     def _stored_rows(
         self, cur: sqlite3.Cursor, ids: Sequence[str], probe: tuple[int, dict[str, tuple[int, str] | None]] | None = None
@@ -266,7 +313,10 @@ class SQLiteWrites:
         return Applied(seq, make_ops(seq, ops))
 
     def _finish(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int, logged: list[tuple[str, str]]) -> None:
-        """The end of every batch: its state changes, one oplog row per index (``(index, packed ops)``), the new sequence number."""
+        """The end of every batch: the rows it freed, its state changes, one oplog row per
+        index (``(index, packed ops)``), the new sequence number."""
+        for slot, rows in self._pending.freed.items():
+            cur.executemany(f"INSERT INTO {self._pending.spaces[slot].free} (row) VALUES (?)", [(row,) for row in rows])
         for (namespace, key), value in batch.state.items():
             if value is None:
                 cur.execute("DELETE FROM state WHERE namespace=? AND key=?", (namespace, key))
@@ -424,18 +474,26 @@ class SQLiteWrites:
                 rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))
             else:  # someone else's rowids in the sequence: look them up
                 rowids.update((rid, rowid) for rid, (rowid, _) in self._stored_rows(cur, [r.id for r in fresh]).items())
-        by_space: dict[str, tuple[list[int], list[Any]]] = {}
-        for r in last.values():
-            rowid = rowids[r.id]
-            for space, v in r.vectors.items():
-                column = by_space.get(space)
-                if column is None:
-                    column = by_space[space] = ([], [])
-                column[0].append(rowid)
-                column[1].append(v)
-        for space, (vector_rids, vectors) in by_space.items():
-            table = self._spaces.table(space, create=cur)
-            cur.executemany(f"INSERT OR REPLACE INTO {table} (rid, data) VALUES (?, ?)", zip(vector_rids, _blobs(vectors)))
+        by_space: dict[str, tuple[list[str], list[int], list[Any]]] = {}
+        written = list(last.values())
+        shapes = {*map(tuple, map(_vectors_of, written))}
+        if len(shapes) == 1:  # the common batch: every record has vectors in the same spaces
+            written_ids = [r.id for r in written]
+            written_rids = [rowids[rid] for rid in written_ids]
+            for space in next(iter(shapes)):
+                by_space[space] = (written_ids, written_rids, [r.vectors[space] for r in written])
+        else:
+            for r in written:
+                rowid = rowids[r.id]
+                for space, v in r.vectors.items():
+                    column = by_space.get(space)
+                    if column is None:
+                        column = by_space[space] = ([], [], [])
+                    column[0].append(r.id)
+                    column[1].append(rowid)
+                    column[2].append(v)
+        for name, (vector_ids, vector_rids, vectors) in by_space.items():
+            self._write_vectors(cur, name, vector_ids, vector_rids, _matrix(name, vectors))
         if versions:
             cur.executemany(
                 "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", versions
@@ -444,9 +502,46 @@ class SQLiteWrites:
         if links:
             cur.executemany("INSERT OR REPLACE INTO links VALUES (?, ?, ?, ?)", links)
 
+    def _write_vectors(self, cur: sqlite3.Cursor, name: str, ids: list[str], rids: list[int], matrix: np.ndarray) -> None:
+        """Give each record a row of the space's file (free rows first, then appended), write
+        the vectors there and reference them; the file is synced before the commit."""
+        if matrix.shape[1] == 0:
+            raise ValidationError(f"vectors of space {name!r} are empty")
+        space = self._spaces.get(name, create=cur, dim=matrix.shape[1])
+        assert space is not None
+        check_dim(space, matrix)
+        rows = self._allocate(cur, space, len(ids))
+        self._spaces.file(space).write(rows, matrix)
+        cur.executemany(f"INSERT INTO {space.table} (rid, row) VALUES (?, ?)", zip(rids, rows.tolist()))
+        self._pending.rows[name] = (ids, rows, matrix)
+
+    def _allocate(self, cur: sqlite3.Cursor, space: Space, n: int) -> np.ndarray:
+        """``n`` rows for new vectors: the lowest free rows (freed by earlier, committed
+        batches), then rows appended past the committed length (moved in the transaction)."""
+        pending = self._pending
+        committed = self._spaces.committed(space)
+        pending.spaces[space.slot] = space
+        pending.before.setdefault(space.slot, committed)
+        reused = [row for (row,) in cur.execute(f"SELECT row FROM {space.free} ORDER BY row LIMIT ?", (n,))]
+        if reused:
+            cur.execute(f"DELETE FROM {space.free} WHERE row <= ?", (reused[-1],))
+            pending.reused.setdefault(space.slot, []).extend(reused)
+        extra = n - len(reused)
+        if extra:
+            cur.execute("UPDATE vector_spaces SET rows = ? WHERE slot = ?", (committed + extra, space.slot))
+        return np.concatenate([np.asarray(reused, dtype=np.int64), np.arange(committed, committed + extra, dtype=np.int64)])
+
     def _delete_vectors(self, cur: sqlite3.Cursor, rowids: Sequence[int]) -> None:
+        """Unreference the vectors of ``rowids``; their rows are freed with the batch (zeroed after it commits)."""
         if not rowids:
             return
-        for table in self._spaces.tables():
+        pending = self._pending
+        for space in self._spaces.items():
+            freed: list[int] = []
             for chunk in _chunks(rowids):
-                cur.execute(f"DELETE FROM {table} WHERE rid IN ({','.join('?' * len(chunk))})", chunk)
+                marks = ",".join("?" * len(chunk))
+                freed.extend(row for (row,) in cur.execute(f"SELECT row FROM {space.table} WHERE rid IN ({marks})", chunk))
+                cur.execute(f"DELETE FROM {space.table} WHERE rid IN ({marks})", chunk)
+            if freed:
+                pending.spaces[space.slot] = space
+                pending.freed.setdefault(space.slot, []).extend(freed)

@@ -61,12 +61,13 @@ _EMPTY: frozenset[int] = frozenset()
 class FaissIndex(VectorIndex):
     """Vector search on faiss (Flat, HNSW, IVF, PQ... any ``index_factory`` string)."""
 
-    format_version = 1
+    format_version = 2
+    readable_versions = (1,)  # saves without their vectors (an HNSW graph, a Flat index), refilled from the store
     config: FaissIndexConfig
 
     def __init__(self, config: FaissIndexConfig, context: IndexContext):
         super().__init__(config, context)
-        self._reader = context.vectors  # the store's vectors: save() leaves out what it can read back
+        self._reader = context.vectors  # the store's vectors: what a format-1 save without its own copy reads back
         self._layout: Layout = make_layout(config, self.dim, self.name)
         self._faiss = self._layout.faiss
         self._scoring = Scoring(config.metric, self.dim)
@@ -516,16 +517,11 @@ class FaissIndex(VectorIndex):
 
     def save(self, directory: Path) -> None:
         directory = Path(directory)
-        layout = refill.store_layout(self._faiss, self._main, self._pending) if self._reader is not None else None
-        files = set()
-        if layout == "hnsw":  # the graph only: the store keeps the vectors (tombstones' apart)
-            storage.write_faiss(self._faiss, self._main.index, directory / storage.MAIN_FILE, self._faiss.IO_FLAG_SKIP_STORAGE)
-            files.add(storage.MAIN_FILE)
-            if refill.write_tombstones(self._main, self._labels, self.dim, directory / storage.TOMBSTONES_FILE):
-                files.add(storage.TOMBSTONES_FILE)
-        elif layout is None:
-            storage.write_faiss(self._faiss, self._main.index, directory / storage.MAIN_FILE)
-            files.add(storage.MAIN_FILE)
+        # format 2: every layout saves its own vectors, read back with the graph in one
+        # ``faiss.read_index`` (format 1 saved an HNSW graph or a Flat index without them and
+        # refilled them from the store row by row: 10x slower to open, see docs/performance.md)
+        files = {storage.MAIN_FILE}
+        storage.write_faiss(self._faiss, self._main.index, directory / storage.MAIN_FILE)
         if self._pending is not None:
             storage.write_faiss(self._faiss, self._pending.index, directory / storage.PENDING_FILE)
             files.add(storage.PENDING_FILE)
@@ -536,8 +532,8 @@ class FaissIndex(VectorIndex):
             "metric": self.config.metric,
             "factory": self.config.factory,
             "trained": self._pending is None,
-            "vectors": "store" if layout else "own",
-            "store_layout": layout,
+            "vectors": "own",
+            "store_layout": None,
             "space": self.config.space,
             "main_ntotal": int(self._main.ntotal),
             "pending_ntotal": int(self._pending.ntotal) if self._pending is not None else None,

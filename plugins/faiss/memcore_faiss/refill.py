@@ -1,4 +1,9 @@
-"""Saving without the vectors the store already keeps, and refilling them on load.
+"""Format 1: saves without the vectors the store already keeps, refilled on load.
+
+Format 2 (the index's ``save`` since issue 25) writes every layout with its vectors:
+refilling 100k x 384 vectors from SQLite row by row took ~1 s at open, reading them back
+with the graph in one ``faiss.read_index`` a fraction of that. This module still reads the
+format-1 saves described below (the next save rewrites them as format 2).
 
 In a collection the index gets a :class:`memcore.plugin.VectorReader` (``IndexContext.vectors``).
 Then the layouts whose vectors are the records' own vectors (prepared: normalised for

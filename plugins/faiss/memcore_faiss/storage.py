@@ -2,11 +2,12 @@
 
 Files (all written to a temp file in the same directory, fsynced, then ``os.replace``-d):
 
-- ``index.faiss``: the main index, faiss' own format (``faiss.write_index``); in a
-  collection an HNSW graph is written without its vectors and a Flat index not at all:
-  the store keeps the vectors (see :mod:`.refill`);
-- ``tombstones.npy``: with an HNSW graph saved without vectors, the vectors of its
-  tombstones (the store no longer has them);
+- ``index.faiss``: the main index with its vectors, faiss' own format
+  (``faiss.write_index``), read back in one ``faiss.read_index`` (format 2; format 1 wrote
+  an HNSW graph without its vectors and a Flat index not at all, refilled from the store's
+  vectors at load, see :mod:`.refill`: still read);
+- ``tombstones.npy``: only in a format-1 save of an HNSW graph without vectors, the
+  vectors of its tombstones (the store no longer has them);
 - ``pending.faiss``: only while a trainable index is untrained, the exact IDMap2(Flat)
   buffer holding the vectors collected so far;
 - ``idmap.npz``: the id map (ids, labels, tombstones) as arrays, see

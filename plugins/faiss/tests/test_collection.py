@@ -57,8 +57,8 @@ def test_insert_retrieve_close_reopen(tmp_path, index):
     memory.close()
     files = sorted(p.name for p in (tmp_path / "indexes" / "vec").iterdir())
     assert "state.json" in files
-    # the store keeps the vectors: a Flat index saves no faiss file, an HNSW graph no storage
-    assert ("index.faiss" in files) == (index["factory"] != "Flat")
+    # format 2: every layout saves its vectors in index.faiss (opened without reading the store)
+    assert "index.faiss" in files and "tombstones.npy" not in files
     again = memcore.open(settings(**index), path=tmp_path)
     assert again.collection.index("vec").stats()["size"] == 110
     assert {p: _hits(again, p) for p in probes} == before
@@ -107,13 +107,10 @@ def test_caller_vectors_and_query_modes_through_a_collection(tmp_path):
 
 
 @pytest.mark.parametrize("tombstones", [0, 25])
-def test_hnsw_storage_refilled_from_the_store_is_bit_identical(tmp_path, monkeypatch, tombstones):
-    """Reopening an HNSW graph saved without its vectors rebuilds faiss' storage from the
-    store (packed, then moved to each label's position past the tombstones): every position
-    holds exactly the vector it held before, tombstones included, and the graph is not rebuilt."""
-    from memcore_faiss import refill
-
-    monkeypatch.setattr(refill, "_CHUNK", 7)  # many in-place moves, overlapping ones among them
+def test_hnsw_storage_reopened_is_bit_identical(tmp_path, tombstones):
+    """Reopening an HNSW index (format 2: saved with its vectors, read back in one
+    ``faiss.read_index``): every position holds exactly the vector it held before,
+    tombstones included, and the graph is not rebuilt."""
     memory = memcore.open(settings(factory="HNSW32", compact_fraction=0.9), path=tmp_path)
     ids = memory.collection.insert(texts(200))
     memory.collection.delete(ids[3 : 3 + tombstones])
@@ -122,7 +119,7 @@ def test_hnsw_storage_refilled_from_the_store_is_bit_identical(tmp_path, monkeyp
     before = index._main.index.storage.reconstruct_n(0, index._main.ntotal)
     labels = dict(index._labels.label_of)
     memory.close()
-    assert ("tombstones.npy" in {p.name for p in (tmp_path / "indexes" / "vec").iterdir()}) == bool(tombstones)
+    assert "tombstones.npy" not in {p.name for p in (tmp_path / "indexes" / "vec").iterdir()}  # format 1's, with vectors kept in the store
     again = memcore.open(settings(factory="HNSW32", compact_fraction=0.9), path=tmp_path)
     assert again.collection._handle("vec").loaded_from_disk
     index = again.collection.index("vec")
