@@ -5,7 +5,8 @@ Reads the JSON of ``bench/bench_scale.py`` runs (one per size, same data kind), 
 each system and metric -- insert rec/s, reopen s, query p50 ms, filtered (10%) warm p50
 ms, peak RSS MiB (the larger of build and reopen), disk MiB -- takes the measured points,
 fits the slope of the last two in log-log space and extrapolates to the sizes no run
-measured (10M always; 1M for a system a run skipped, e.g. Chroma). Extrapolated points are
+measured (10M always; 1M for a system a run skipped, e.g. Chroma), the slope held between
+0 and 1 for costs and between -1 and 0 for the insert rate. Extrapolated points are
 flagged ``"extrapolated": true`` in the JSON and drawn hollow on dashed lines in the plot.
 Needs matplotlib for the plot (``pip install -r bench/requirements.txt``)::
 
@@ -49,19 +50,24 @@ METRICS: dict[str, tuple[str, Callable[[dict[str, Any]], float | None]]] = {
 }
 
 
-def curve(points: dict[int, float]) -> list[dict[str, Any]]:
+def curve(points: dict[int, float], bounds: tuple[float, float] = (0.0, 1.0)) -> list[dict[str, Any]]:
     """The measured points plus the sizes of :data:`SIZES` past them, extrapolated along
-    the log-log slope of the last two measured points (one point: nothing extrapolated)."""
+    the log-log slope of the last two measured points (one point: nothing extrapolated),
+    the slope held within ``bounds``: a cost grows at most linearly with the size and does
+    not shrink, a rate does not grow (a busy machine makes two points say otherwise)."""
     out = [{"n": n, "value": v, "extrapolated": False} for n, v in sorted(points.items())]
     if len(points) < 2:
         return out
     (n1, v1), (n2, v2) = sorted(points.items())[-2:]
     if v1 <= 0 or v2 <= 0:
         return out
-    slope = math.log(v2 / v1) / math.log(n2 / n1)
+    measured = math.log(v2 / v1) / math.log(n2 / n1)
+    slope = min(max(measured, bounds[0]), bounds[1])
     for n in SIZES:
         if n > n2:
-            out.append({"n": n, "value": round(v2 * (n / n2) ** slope, 4), "extrapolated": True, "slope": round(slope, 3)})
+            out.append(
+                {"n": n, "value": round(v2 * (n / n2) ** slope, 4), "extrapolated": True, "slope": round(slope, 3), "measured_slope": round(measured, 3)}
+            )
     return out
 
 
@@ -77,7 +83,7 @@ def build(results: list[dict[str, Any]]) -> dict[str, Any]:
                 if isinstance(value, (int, float)) and value > 0:
                     points[int(result["params"]["n"])] = float(value)
             if points:
-                curves.setdefault(system, {})[metric] = curve(points)
+                curves.setdefault(system, {})[metric] = curve(points, (-1.0, 0.0) if metric == "insert_rec_s" else (0.0, 1.0))
     runs = [
         {
             "n": r["params"]["n"],
