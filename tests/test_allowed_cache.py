@@ -86,6 +86,37 @@ def test_the_store_indexes_filtered_fields(tmp_path, col):
     assert "late" in col.ids(where={"user": "u1", "n": {"$gt": 3}})
 
 
+def test_a_filter_is_answered_from_the_field_index_alone(col):
+    col.ids(where={"user": "u1"})
+    sql = "SELECT r.id FROM records r WHERE json_extract(r.metadata, '$.\"user\"') = 'u1'"
+    plan = " ".join(row[3] for row in col.store.db.execute("EXPLAIN QUERY PLAN " + sql))
+    assert INDEX_PREFIX + "user" in plan and "TEMP B-TREE" not in plan  # an index search, no sort of the matches
+    (sql,) = col.store.db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (INDEX_PREFIX + "user",)).fetchone()
+    assert sql.endswith(", id)")  # the ids are read from the index
+    unordered = col.store.allowed_ids(where=memcore.Query(text="x", where={"user": "u1"}).parsed_where())
+    assert sorted(unordered) == sorted(col.ids(where={"user": "u1"})) and len(unordered) == 10
+
+
+def test_an_older_field_index_is_rebuilt_with_the_id(tmp_path):
+    path = tmp_path / "c"
+    c = Collection.create(path)
+    c.create_index("vec", "exact")
+    c.insert([{"id": f"r{i}", "text": f"note {i}", "metadata": {"user": f"u{i % 3}"}} for i in range(30)])
+    c.close()
+    db = sqlite3.connect(path / "store.sqlite3")  # an index as older versions made it: the expression alone
+    db.execute(f"""CREATE INDEX "{INDEX_PREFIX}user" ON records (json_extract(metadata, '$."user"'))""")
+    db.commit()
+    db.close()
+    reader = Collection.create(store=SQLiteStore(path, SQLiteStoreConfig(read_only=True)), path=path)
+    assert len(reader.retrieve("note", k=30, where={"user": "u1"})) == 10  # a reader uses the older index as it is
+    reader.close()
+    c = Collection.create(path)
+    assert len(c.retrieve("note", k=30, where={"user": "u1"})) == 10
+    (sql,) = c.store.db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (INDEX_PREFIX + "user",)).fetchone()
+    assert sql.endswith(", id)")
+    c.close()
+
+
 def test_field_indexes_can_be_turned_off(tmp_path):
     store = SQLiteStore(tmp_path, SQLiteStoreConfig(filter_indexes=0))
     c = Collection.create(store=store, path=tmp_path)

@@ -252,9 +252,7 @@ class CollectionReader(CallBindings):
         # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it
         # holds), so the store skips the membership join: measured at 100k records it was the
         # costlier half of the query, and it can only shrink a set whose size is paid in SQL anyway.
-        if document is None:
-            return self._store.ids(where=where, scope=scope)
-        return self._store.find_ids(where=where, where_document=document, scope=scope)
+        return self._store.allowed_ids(where=where, where_document=document, scope=scope)
 
     # -- reads ---------------------------------------------------------------------------
 

@@ -4,11 +4,16 @@ A ``where`` filter compiles to ``json_extract(metadata, '$."field"')`` condition
 :func:`memcore.model._filters.to_sql`). Without help SQLite evaluates them on every record (a
 scan with a JSON parse per row: ~40-60 ms at 100k records). The first time a writer
 resolves a filter on a field, this module adds an SQLite expression index on exactly that
-expression, so equality, ``$in`` and range conditions on it become index searches
-(~1 ms for 1% of 100k records). SQLite keeps the index in the same transaction as every
-record write; a reader uses the indexes the writer created. At most ``limit`` fields are
-indexed (each one costs a little on every insert); a failure to create one (a read-only
-file, a full disk) only leaves that field unindexed.
+expression, so equality, ``$in`` and range conditions on it become index searches.
+The index also holds the record id (``(json_extract(...), id)``): resolving a filter to
+ids (:meth:`SQLiteStore.allowed_ids`, what a filtered search asks) is then read from the
+index alone, without a lookup of each matching row in the records table (measured at
+100k records, CPU: 1% 2.3 -> 0.5 ms, 10% 11.6 -> 5.1 ms, 50% 47 -> 31 ms). An index of
+an older file on the expression alone is rebuilt with the id the first time a writer
+filters on its field. SQLite keeps the index in the same transaction as every record
+write; a reader uses the indexes the writer created. At most ``limit`` fields are indexed
+(each one costs a little on every insert); a failure to create one (a read-only file, a
+full disk) only leaves that field unindexed.
 """
 
 from __future__ import annotations
@@ -34,9 +39,10 @@ class FieldIndexes:
         self.db = db
         self.limit = limit
         self.writable = writable
-        self.known = {
-            name[len(INDEX_PREFIX) :] for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type='index' AND name LIKE ?", (INDEX_PREFIX + "%",))
-        }
+        found = db.execute("SELECT name, sql FROM sqlite_master WHERE type='index' AND name LIKE ?", (INDEX_PREFIX + "%",)).fetchall()
+        self.known = {name[len(INDEX_PREFIX) :] for name, sql in found}
+        #: fields whose index is on the expression alone (made before the id was added): rebuilt when a writer filters on them
+        self.uncovered = {name[len(INDEX_PREFIX) :] for name, sql in found if not (sql or "").rstrip().endswith(", id)")}
         self._failed: set[str] = set()
 
     def ensure(self, fields: Iterable[str]) -> None:
@@ -44,14 +50,30 @@ class FieldIndexes:
         if not self.writable:
             return
         for field in fields:
-            if field in self.known or field in self._failed or len(self.known) >= self.limit:
+            upgrade = field in self.uncovered
+            if field in self._failed or (field in self.known and not upgrade) or (not upgrade and len(self.known) >= self.limit):
                 continue
             name = INDEX_PREFIX + field
             try:
-                self.db.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON records (json_extract(metadata, {json_path(field)}))')
+                self._create(name, field, upgrade)
             except sqlite3.Error as exc:
                 self._failed.add(field)
                 log.warning("store.field_index_failed", field=field, error=str(exc))
                 continue
             self.known.add(field)
+            self.uncovered.discard(field)
             log.info("store.field_indexed", field=field)
+
+    def _create(self, name: str, field: str, upgrade: bool) -> None:
+        """Create the index of ``field`` (replacing its older one when ``upgrade``) in one
+        savepoint: on a failure the older index is kept, as it was."""
+        self.db.execute('SAVEPOINT "mc_field_index"')
+        try:
+            if upgrade:
+                self.db.execute(f'DROP INDEX IF EXISTS "{name}"')
+            self.db.execute(f'CREATE INDEX IF NOT EXISTS "{name}" ON records (json_extract(metadata, {json_path(field)}), id)')
+        except sqlite3.Error:
+            self.db.execute('ROLLBACK TO "mc_field_index"')
+            self.db.execute('RELEASE "mc_field_index"')
+            raise
+        self.db.execute('RELEASE "mc_field_index"')

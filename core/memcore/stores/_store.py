@@ -162,6 +162,14 @@ class Store(ABC):
     def count(self, *, where: Filter | None = None, scope: Scope | None = None, index: str | None = None) -> int:
         """How many records match."""
 
+    def allowed_ids(self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None) -> list[str]:
+        """The ids of the records a filtered search may return, in no particular order
+        (what a collection resolves a query's filter and scope to: a set). This default is
+        :meth:`find_ids`; a store that reads them faster unordered overrides it."""
+        if where_document is None:
+            return self.ids(where=where, scope=scope)
+        return self.find_ids(where=where, where_document=where_document, scope=scope)
+
     def find_ids(
         self,
         *,
