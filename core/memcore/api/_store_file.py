@@ -76,4 +76,5 @@ def write_store_entry(directory: Path | None, entry: Mapping[str, Any], omitted:
         document["omitted"] = list(omitted)
     if current == (document["store"], list(omitted)):
         return
+    Path(directory).mkdir(parents=True, exist_ok=True)  # a store in a database makes no directory of its own
     atomic_write_json(Path(directory) / FILENAME, document)

@@ -4,6 +4,7 @@ per test (dropped afterwards), and a second PostgreSQL on a TCP port with a pass
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -129,3 +130,63 @@ def tcp_server(pg_url: str) -> Iterator[Any]:
         yield server
     finally:
         server.remove()
+
+
+MEMBERS = "members.json"
+
+
+def store_fed_class(index_class: type) -> type:
+    """``index_class`` (an index that keeps nothing of its own: ``pgvector``, ``pg_text``)
+    with add/remove/save/load that also move the store's records and membership, so the
+    core's IndexContract, which adds and removes records on the index alone, can run on it:
+    the subclass plays the collection's part (commit to the store first; the member list kept
+    beside the index's own file, where a collection would catch up from the store's log)."""
+    from memcore.plugin import WriteBatch
+
+    class StoreFed(index_class):  # type: ignore[misc, valid-type]
+        def add(self, records: Any) -> None:
+            self.validate(records)
+            last = {r.id: r for r in records}
+            if last:
+                self.store.apply(WriteBatch(upserts=list(last.values()), add_membership={self.name: list(last)}))
+            super().add(records)
+
+        def remove(self, ids: Any) -> None:
+            held = set(self.store.ids(index=self.name))
+            gone = [i for i in dict.fromkeys(ids) if i in held]
+            if gone:
+                self.store.apply(WriteBatch(remove_membership={self.name: gone}))
+            super().remove(ids)
+
+        def save(self, directory: Path) -> None:
+            super().save(directory)
+            (Path(directory) / MEMBERS).write_text(json.dumps(self.store.ids(index=self.name)))
+
+        def load(self, directory: Path) -> None:
+            saved = json.loads((Path(directory) / MEMBERS).read_text())
+            held = self.store.ids(index=self.name)
+            batch = WriteBatch(remove_membership={self.name: [i for i in held if i not in set(saved)]}, add_membership={self.name: saved})
+            self.store.apply(batch)
+            super().load(directory)
+
+    StoreFed.__name__ = f"StoreFed{index_class.__name__}"
+    return StoreFed
+
+
+@pytest.fixture
+def store_fed(pg_store: PostgresStore) -> Any:
+    """``store_fed(index_class, config)``: an IndexContract ``make_index`` building
+    :func:`store_fed_class` of ``index_class`` over ``pg_store``."""
+    import dataclasses
+
+    from memcore.plugin import VectorReader
+
+    def maker(index_class: type, config: Any) -> Any:
+        fed = store_fed_class(index_class)
+
+        def make(context: Any) -> Any:
+            return fed(config, dataclasses.replace(context, vectors=VectorReader(pg_store, context.name)))
+
+        return make
+
+    return maker
