@@ -39,6 +39,21 @@ class End:
     """How the end is shown (no password)."""
 
 
+@dataclass(frozen=True)
+class Request:
+    """What ``memcore migrate`` was asked: its options, as given on the command line."""
+
+    source: str
+    target: str
+    config: Path | None
+    to_config: Path | None
+    from_schema: str | None
+    to_schema: str | None
+    replace: bool
+    sample: int
+    batch_size: int
+
+
 def _end(value: str, config: Path | None, schema: str | None, role: str) -> End:
     from ._common import directory_settings, load_cli_settings
 
@@ -134,7 +149,7 @@ def migrate(
       memcore migrate --from ./my-memory --to ./compact --to-config sqlite-no-history.toml
     """
     try:
-        report, src, dst = _run(source, target, config, to_config, from_schema, to_schema, replace, sample, batch_size)
+        report, src, dst = _run(Request(source, target, config, to_config, from_schema, to_schema, replace, sample, batch_size))
     except MemcoreError as exc:
         raise CliError(redact_urls(str(exc))) from None
     except OSError as exc:
@@ -145,22 +160,13 @@ def migrate(
         _print(report, src, dst)
 
 
-def _run(
-    source: str,
-    target: str,
-    config: Path | None,
-    to_config: Path | None,
-    from_schema: str | None,
-    to_schema: str | None,
-    replace: bool,
-    sample: int,
-    batch_size: int,
-) -> tuple[Any, End, End]:
+def _run(request: Request) -> tuple[Any, End, End]:
     from .._util.progress import use_progress
     from ..api._migrate import clear_store, is_empty, migrate_store
     from ..api._store_file import write_store_entry
 
-    src, dst = _end(source, config, from_schema, "from"), _end(target, to_config, to_schema, "to")
+    src, dst = _end(request.source, request.config, request.from_schema, "from"), _end(request.target, request.to_config, request.to_schema, "to")
+    replace, sample, batch_size = request.replace, request.sample, request.batch_size
     if src.directory is not None and dst.directory is not None and src.directory.resolve() == dst.directory.resolve():
         raise ValidationError("--from and --to are the same directory")
     if src.directory is not None and not src.directory.is_dir():
