@@ -72,7 +72,7 @@ def test_bad_ends_are_typed_errors(tmp_path: Path) -> None:
     code, out = run("--from", str(tmp_path / "nothing"), "--to", str(tmp_path / "b"))
     assert code == 2 and "no memory at" in out
     code, out = run("--from", str(tmp_path / "a"), "--to", "mysql://root:hunter2@db/x")
-    assert code == 2 and "postgresql://" in out and "hunter2" not in out
+    assert code == 2 and "not a mysql:// URL" in out and "hunter2" not in out  # the schemes installed stores take are named
     code, out = run("--from", str(tmp_path / "a"), "--to", str(tmp_path / "a"))
     assert code == 2 and "same directory" in out
     assert not (tmp_path / "b").exists()

@@ -58,6 +58,11 @@ class ComponentConfig(BaseModel):
     ``Field(json_schema_extra={"secret": True})`` is secret too. Prefer ``<name>_env``
     fields naming an environment variable: the name is stored, never the value."""
 
+    url_schemes: ClassVar[frozenset[str]] = frozenset()
+    """For a store: the URL schemes that name a store of this kind (``postgresql``), so a
+    tool given a URL where a memory directory may stand (``memcore migrate --to
+    postgresql://...``) opens this kind with the URL as its ``url`` option."""
+
     kind: str
 
 

@@ -25,9 +25,6 @@ from .._plugins._secrets import redact_urls
 from ..errors import ConfigError, MemcoreError, NotFoundError, ValidationError
 from ._common import CliError, config_option, echo_json, note, progress_bar
 
-URL_STORES = {"postgresql": "postgres", "postgres": "postgres"}
-"""URL schemes an end may be given as, and the store kind that opens them."""
-
 
 @dataclass
 class End:
@@ -58,10 +55,7 @@ def _end(value: str, config: Path | None, schema: str | None, role: str) -> End:
     from ._common import directory_settings, load_cli_settings
 
     if "://" in value:
-        scheme = urlsplit(value).scheme.lower()
-        kind = URL_STORES.get(scheme)
-        if kind is None:
-            raise ConfigError(f"--{role}: a memory directory or a postgresql:// URL, not a {scheme}:// URL", location=role)
+        kind = _url_store_kind(urlsplit(value).scheme.lower(), role)
         base = dict(load_cli_settings(config).store) if config is not None else {}
         store = {**(base if base.get("kind") == kind else {}), "kind": kind, "url": value}
         store.pop("url_env", None)
@@ -73,6 +67,20 @@ def _end(value: str, config: Path | None, schema: str | None, role: str) -> End:
     if schema is not None:
         store["schema"] = schema
     return End(store, Path(value), value)
+
+
+def _url_store_kind(scheme: str, role: str) -> str:
+    """The store kind whose config declares ``scheme`` among its ``url_schemes``."""
+    from .._plugins._host import get_registry
+
+    stores = get_registry().entries["stores"]
+    for name, registration in sorted(stores.items()):
+        if scheme in registration.config_model.url_schemes:
+            return name
+    known = sorted({f"{s}://" for registration in stores.values() for s in registration.config_model.url_schemes})
+    raise ConfigError(
+        f"--{role}: a memory directory or a store URL ({', '.join(known) or 'no installed store takes URLs'}), not a {scheme}:// URL", location=role
+    )
 
 
 def _open(end: End, directory: Path | None, *, read_only: bool) -> tuple[Any, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import ClassVar
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -23,6 +24,8 @@ class PostgresStoreConfig(ComponentConfig):
     logged and dumps as ``'**********'`` (so nothing writes it to the memory directory);
     prefer ``url_env``, the name of an environment variable holding it.
     """
+
+    url_schemes: ClassVar[frozenset[str]] = frozenset({"postgresql", "postgres"})
 
     kind: str = "postgres"
     url: SecretStr | None = Field(None, description="libpq URI of the database (postgresql://user:password@host:port/db); a secret, never logged or stored.")
