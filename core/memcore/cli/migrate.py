@@ -78,9 +78,7 @@ def _url_store_kind(scheme: str, role: str) -> str:
         if scheme in registration.config_model.url_schemes:
             return name
     known = sorted({f"{s}://" for registration in stores.values() for s in registration.config_model.url_schemes})
-    raise ConfigError(
-        f"--{role}: a memory directory or a store URL ({', '.join(known) or 'no installed store takes URLs'}), not a {scheme}:// URL", location=role
-    )
+    raise ConfigError(f"a memory directory or a store URL ({', '.join(known) or 'no installed store takes URLs'}), not a {scheme}:// URL", location=f"--{role}")
 
 
 def _open(end: End, directory: Path | None, *, read_only: bool) -> tuple[Any, Any]:
