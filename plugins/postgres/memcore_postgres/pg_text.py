@@ -220,12 +220,12 @@ class PgTextIndex(Index):
         parts.append(
             ", df AS MATERIALIZED (SELECT t.lexeme, ln(1 + (c.n - d.df + 0.5) / (d.df + 0.5)) AS idf FROM terms t CROSS JOIN corpus c CROSS JOIN LATERAL "
             f"(SELECT count(*)::float8 AS df FROM records r WHERE {member} AND {tsv} @@ {_QUOTED.format(x='t.lexeme')}::tsquery) d)"
-            # each candidate scored on its own: only its lexemes that are query terms, joined to their idf
-            f" SELECT r.id, (SELECT coalesce(sum(df.idf * u.tf / (u.tf + {k1} * (1 - {b} + {b} * length({tsv}) / greatest(c.avgdl, 1e-9)))), 0)"
-            # the record's query terms only (setweight marks them, ts_filter keeps them: C, no unnest of the whole tsvector)
-            " FROM (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf FROM unnest(ts_filter(setweight("
-            f"{tsv}, 'A', q.lexemes), '{{a}}')) AS x) u JOIN df ON df.lexeme = u.lexeme) AS score"
-            f" FROM records r, q, corpus c WHERE {tsv} @@ q.tsq AND {condition}"
+            # every candidate's query terms in one set (setweight marks them, ts_filter keeps them:
+            # C, no unnest of the whole tsvector), joined once to their idf and summed per record
+            f" SELECT r.id, sum(df.idf * u.tf / (u.tf + {k1} * (1 - {b} + {b} * length({tsv}) / greatest(c.avgdl, 1e-9))))::float8 AS score"
+            " FROM records r CROSS JOIN q CROSS JOIN corpus c CROSS JOIN LATERAL (SELECT x.lexeme, coalesce(array_length(x.positions, 1), 1)::float8 AS tf"
+            f" FROM unnest(ts_filter(setweight({tsv}, 'A', q.lexemes), '{{a}}')) AS x) u JOIN df ON df.lexeme = u.lexeme"
+            f" WHERE {tsv} @@ q.tsq AND {condition} GROUP BY r.id"
         )
         params.append(self.name)
         params.extend(where_params)
