@@ -75,7 +75,7 @@ def test_a_version_1_store_reads_the_same_after_migration(v1, expected):
     got = _reads(store)
     store.close()
     assert got == {k: expected[k] for k in got}
-    assert _version(v1) == str(SCHEMA_VERSION) == "3"
+    assert _version(v1) == str(SCHEMA_VERSION) == "4"
     assert "membership" not in _tables(v1)
     again = SQLiteStore(v1)  # a migrated file opens as it is
     assert _reads(again) == got
