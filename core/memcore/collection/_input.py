@@ -156,6 +156,14 @@ def _one_space(given: list[Any]) -> dict[str, list[Any]] | None:
     return {name: list(map(itemgetter(name), given))}
 
 
+def _column(items: Sequence[Any], key: str) -> list[Any]:
+    """``item.get(key)`` of every item: one C-level pass when every item has the key."""
+    try:
+        return list(map(itemgetter(key), items))
+    except KeyError:
+        return [item.get(key) for item in items]
+
+
 def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) -> list[Record] | None:
     """The common batch validated column by column: a list of dicts, each with a string
     ``id`` (unique in the batch), a ``text``, flat metadata and float32 vectors of declared
@@ -168,22 +176,22 @@ def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) 
         return None
     if {*map(type, items)} != {dict} or not all(map(_COLUMN_FIELDS.issuperset, items)):
         return None
-    ids = [item.get("id") for item in items]
-    texts = [item.get("text") for item in items]
+    ids = _column(items, "id")
+    texts = _column(items, "text")
     if {*map(type, ids)} != _STR or {*map(type, texts)} != _STR:
         return None
     if not all(ids) or max(map(len, ids)) > MAX_ID_CHARS or len(set(ids)) != len(ids) or not _unicode_clean(ids):
         return None
     if not all(texts) or any(map(str.isspace, texts)) or max(map(len, texts)) > MAX_TEXT_CHARS or not _unicode_clean(texts):
         return None
-    given_metadata = [item.get("metadata") for item in items]
+    given_metadata = _column(items, "metadata")
     metadata = _metadata_column(given_metadata)
     if metadata is None:
         each = list(map(_metadata, given_metadata))
         if None in each:
             return None
         metadata = cast("list[dict[str, Any]]", each)
-    given = [item.get("vectors") for item in items]
+    given = _column(items, "vectors")
     by_space = _one_space(given)
     holders: dict[str, list[dict[str, Any]]] = {}  # per space, the records' dicts holding its vectors, in column order
     if by_space is not None:  # the common batch: every item has a vector of the same one space

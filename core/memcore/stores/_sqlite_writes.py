@@ -16,6 +16,7 @@ import os
 import sqlite3
 import threading
 import time
+from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Collection, Iterator, Protocol, Sequence
@@ -37,6 +38,8 @@ _F32 = np.dtype(np.float32)
 _dtype = attrgetter("dtype")
 _vectors_of = attrgetter("vectors")
 _ndim = attrgetter("ndim")
+_id_of, _text_of, _metadata_of, _scope_of = attrgetter("id"), attrgetter("text"), attrgetter("metadata"), attrgetter("scope")
+_created_of, _updated_of = attrgetter("created_at"), attrgetter("updated_at")
 
 
 LOCK_NOTE = "writer.lock"
@@ -101,6 +104,32 @@ def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[st
             member.get(rid, "|"),
             hseq if made == r.updated_at else None,
         )
+
+
+def _plain_record_rows(fresh: list[Record], member: dict[str, str], hseq: int | None) -> Iterator[tuple[Any, ...]] | None:
+    """:func:`_record_rows` for the common batch -- every record of one scope (or none),
+    each one's ``created_at`` its ``updated_at`` (no id repeated in the batch) -- zipped from
+    columns with C-level passes; None for any other batch."""
+    scopes = {*map(_scope_of, fresh)}
+    if len(scopes) != 1:
+        return None
+    user, agent, run = _scope_row(next(iter(scopes)))
+    created = list(map(_created_of, fresh))
+    if created != list(map(_updated_of, fresh)):
+        return None
+    ids = list(map(_id_of, fresh))
+    return zip(
+        ids,
+        map(_text_of, fresh),
+        map(_json_text, map(_metadata_of, fresh)),
+        repeat(user),
+        repeat(agent),
+        repeat(run),
+        created,
+        created,
+        map(member.get, ids, repeat("|")),
+        repeat(hseq),
+    )
 
 
 def _matrix(space: str, vectors: list[Any]) -> np.ndarray:
@@ -491,7 +520,8 @@ class SQLiteWrites:
             base = int(row[0]) if row else 0
             cur.executemany(
                 "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of, hseq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                _record_rows(fresh, created, member, seq if self.keeps_history else None),
+                (None if created else _plain_record_rows(fresh, member, seq if self.keeps_history else None))
+                or _record_rows(fresh, created, member, seq if self.keeps_history else None),
             )
             if self.keeps_history:  # an insert is a version kept in its row (hseq), unless its stamps differ
                 versions.extend(
