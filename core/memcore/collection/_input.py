@@ -99,8 +99,10 @@ def _metadata_column(values: list[Any]) -> list[dict[str, Any]] | None:
         return None
     if {*map(type, keys)} != _STR or not all(keys) or not _plain_column(list(keys)):
         return None
+    columns: dict[str, list[Any]] = {}
     for key in keys:
         column: list[Any] = list(map(itemgetter(key), values))
+        columns[key] = column
         kinds = {*map(type, column)}
         if not kinds <= _SCALARS:
             return None
@@ -115,10 +117,7 @@ def _metadata_column(values: list[Any]) -> list[dict[str, Any]] | None:
     order = tuple(sorted(keys))
     if order == keys:
         return list(map(dict.copy, values))
-    pick = itemgetter(*order)
-    if len(order) == 1:
-        return [{order[0]: value} for value in map(pick, values)]
-    return [dict(zip(order, row)) for row in map(pick, values)]
+    return list(map(dict, map(zip, repeat(order), zip(*[columns[key] for key in order]))))
 
 
 def _vector_column(values: list[Any], dim: int) -> list[np.ndarray] | None:
