@@ -164,7 +164,14 @@ def uniform(n: int = 6) -> list[dict[str, Any]]:
     """A batch whose metadata dicts all have the same keys (checked column by column)."""
     items = good(n)
     for i, item in enumerate(items):
-        item["metadata"] = {"z": i, "a": "x" if i % 2 else "ü ✓", "f": 0.5 * i, "ok": bool(i % 2), "none": None, "mixed": [1, "s", None, 2.5, True, -(2**63)][i % 6]}
+        item["metadata"] = {
+            "z": i,
+            "a": "x" if i % 2 else "ü ✓",
+            "f": 0.5 * i,
+            "ok": bool(i % 2),
+            "none": None,
+            "mixed": [1, "s", None, 2.5, True, -(2**63)][i % 6],
+        }
     return items
 
 
