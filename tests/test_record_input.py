@@ -158,3 +158,79 @@ def test_column_path_with_one_space_or_none(shape):
     if shape != "no vectors":
         fast[0].vectors["b"] = vec(0, 3)
         assert "b" not in items[0]["vectors"]  # the record's own dict
+
+
+def uniform(n: int = 6) -> list[dict[str, Any]]:
+    """A batch whose metadata dicts all have the same keys (checked column by column)."""
+    items = good(n)
+    for i, item in enumerate(items):
+        item["metadata"] = {
+            "z": i,
+            "a": "x" if i % 2 else "ü ✓",
+            "f": 0.5 * i,
+            "ok": bool(i % 2),
+            "none": None,
+            "mixed": [1, "s", None, 2.5, True, -(2**63)][i % 6],
+        }
+    return items
+
+
+def test_metadata_checked_column_by_column_builds_what_the_per_record_path_builds():
+    items = uniform()
+    assert record_input._metadata_column([item["metadata"] for item in items]) is not None
+    fast = coerce_records(items, None, SPACES)
+    assert fields(fast) == fields(per_record(items))
+    assert all(list(r.metadata) == sorted(r.metadata) for r in fast)
+    fast[0].metadata["new"] = 1  # a copy: the caller's dict is untouched
+    assert "new" not in items[0]["metadata"]
+    one_key = [{**item, "metadata": {"k": i}} for i, item in enumerate(items)]
+    assert fields(coerce_records(one_key, None, SPACES)) == fields(per_record(one_key))
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("a", "a\x00b"), ("a", "bad \ud800"), ("z", 2**63), ("z", -(2**63) - 1), ("f", float("inf")), ("f", float("nan")), ("none", [1]), ("none", b"x")],
+)
+@pytest.mark.parametrize("position", [0, 5])
+def test_a_bad_metadata_value_in_a_uniform_batch_raises_what_the_per_record_path_raises(key, value, position):
+    items = uniform()
+    items[position]["metadata"][key] = value
+    assert record_input._metadata_column([item["metadata"] for item in items]) is None
+    if key == "none" and value == [1]:  # valid JSON: the per-value path accepts it
+        assert fields(coerce_records(items, None, SPACES)) == fields(per_record(items))
+        return
+    with pytest.raises(ValidationError) as per:
+        per_record(items)
+    with pytest.raises(ValidationError) as column:
+        coerce_records(items, None, SPACES)
+    assert str(column.value) == str(per.value)
+
+
+def test_bad_metadata_keys_in_a_uniform_batch_are_refused():
+    for key in ("", "k\x00", "k\udfff"):
+        items = [{**item, "metadata": {key: 1}} for item in good()]
+        assert record_input._metadata_column([item["metadata"] for item in items]) is None
+        with pytest.raises(ValidationError):
+            coerce_records(items, None, SPACES)
+
+
+def test_rows_of_a_memory_mapped_matrix_take_the_column_path(tmp_path):
+    """The rows of ``np.load(..., mmap_mode="r")`` (``np.memmap``, an ndarray subclass) are
+    checked as one matrix; the records hold plain float32 rows, as the per-record path makes."""
+    np.save(tmp_path / "a.npy", np.stack([vec(i) for i in range(6)]))
+    np.save(tmp_path / "b.npy", np.stack([vec(100 + i, 3) for i in range(6)]))
+    a, b = np.load(tmp_path / "a.npy", mmap_mode="r"), np.load(tmp_path / "b.npy", mmap_mode="r")
+    assert type(a[0]) is np.memmap
+    items = good()
+    for i, item in enumerate(items):
+        item["vectors"] = {"a": a[i], "b": b[i]} if i % 2 else {"a": a[i]}
+    assert record_input._column_batch(items, None, SPACES) is not None
+    fast = coerce_records(items, None, SPACES)
+    assert fields(fast) == fields(per_record(items))
+    assert {type(v) for r in fast for v in r.vectors.values()} == {np.ndarray}
+    assert all(type(item["vectors"]["a"]) is np.memmap for item in items)  # the caller's dicts untouched
+    bad = np.load(tmp_path / "a.npy", mmap_mode="r+")
+    bad[3, 2] = np.nan
+    items[3]["vectors"]["a"] = bad[3]
+    with pytest.raises(ValidationError, match="'r3'"):
+        coerce_records(items, None, SPACES)

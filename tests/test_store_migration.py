@@ -75,7 +75,7 @@ def test_a_version_1_store_reads_the_same_after_migration(v1, expected):
     got = _reads(store)
     store.close()
     assert got == {k: expected[k] for k in got}
-    assert _version(v1) == str(SCHEMA_VERSION) == "3"
+    assert _version(v1) == str(SCHEMA_VERSION) == "4"
     assert "membership" not in _tables(v1)
     again = SQLiteStore(v1)  # a migrated file opens as it is
     assert _reads(again) == got
@@ -144,8 +144,8 @@ def test_a_reader_does_not_migrate_and_says_how(v1):
 def test_a_newer_schema_is_refused(tmp_path):
     SQLiteStore(tmp_path).close()
     with sqlite3.connect(tmp_path / "store.sqlite3") as db:
-        db.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
-    with pytest.raises(CorruptError, match="schema version 4"):
+        db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    with pytest.raises(CorruptError, match=f"schema version {SCHEMA_VERSION + 1}"):
         SQLiteStore(tmp_path)
 
 

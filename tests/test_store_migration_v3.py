@@ -23,7 +23,7 @@ from memcore import Collection, Query
 from memcore._plugins._host import get_registry
 from memcore.embedders._embedder import Space
 from memcore.stores import _sqlite_schema
-from memcore.stores._sqlite import SQLiteStore
+from memcore.stores._sqlite import SCHEMA_VERSION, SQLiteStore
 
 pytest.importorskip("faiss")
 
@@ -65,7 +65,7 @@ def test_the_fixture_is_version_2_with_format_1_saves(v2, expected):
 def test_a_version_2_collection_opens_migrated_with_the_same_records_and_results(v2, expected):
     col = Collection(SQLiteStore(v2), SPACES, get_registry(), v2)
     try:
-        assert _version(v2) == "3"
+        assert _version(v2) == str(SCHEMA_VERSION) == "4"
         for name in INDEX_SPACE:
             handle = col._handle(name)
             assert handle.loaded_from_disk and handle.load_error is None, (name, handle.load_error)
@@ -111,7 +111,7 @@ def test_a_migration_cut_short_leaves_the_version_2_file_and_runs_again(v2, expe
     monkeypatch.undo()
     store = SQLiteStore(v2)
     try:
-        assert _version(v2) == "3"
+        assert _version(v2) == str(SCHEMA_VERSION) == "4"
         assert [r.to_dict(with_vectors=True) for r in store.get(store.ids())] == expected["records"]
     finally:
         store.close()

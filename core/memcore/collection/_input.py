@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -25,6 +26,8 @@ RecordInput = Record | Mapping[str, Any] | str
 _FIELDS = frozenset({"id", "text", "metadata", "vectors", "links", "scope"})
 _COLUMN_FIELDS = frozenset({"id", "text", "metadata", "vectors"})
 _STR = {str}
+_DICT = {dict}
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 _ARRAY = {np.ndarray}
 _F32_ID = {id(np.dtype(np.float32))}  # by identity, as records.as_vector's fast path compares dtypes
 _shape = attrgetter("shape")
@@ -75,18 +78,69 @@ def _metadata(value: Any) -> dict[str, Any] | None:
     return _flat_copy(value) if type(value) is dict else None
 
 
-def _vectors_fine(values: list[Any], dim: int) -> bool:
-    """Every value a float32 ndarray of shape ``(dim,)`` whose norm surely passes
-    :func:`memcore.model.check_finite_vectors`: one stacked float32 squared-norm test for
-    the batch (the per-vector test of ``records._fine``, vectorised)."""
-    if {*map(type, values)} != _ARRAY or {*map(_shape, values)} != {(dim,)} or {*map(id, map(_dtype, values))} != _F32_ID:
-        return False
+def _plain_column(values: list[str]) -> bool:
+    """No value holds a NUL or a lone surrogate (:func:`memcore.model._record._flat_copy`'s
+    rule for metadata strings), checked on all of them joined."""
+    joined = "".join(values)
+    return "\x00" not in joined and _unicode_clean([joined])
+
+
+def _metadata_column(values: list[Any]) -> list[dict[str, Any]] | None:
+    """:func:`_metadata` of every value of the batch, checked column by column: when every
+    value is a dict with the same keys in the same order, each key is checked once and each
+    column of values with one C-level pass per kind (the rules of ``_flat_copy``: strings
+    without NUL or lone surrogates, 64-bit ints, finite floats, bools and None). The copies
+    have their keys sorted, as ``_flat_copy`` makes them. None when the batch is of another
+    shape or any value breaks a rule (the per-value path then decides)."""
+    if {*map(type, values)} != _DICT:
+        return None
+    keys = tuple(values[0])
+    if not keys or {*map(tuple, values)} != {keys}:
+        return None
+    if {*map(type, keys)} != _STR or not all(keys) or not _plain_column(list(keys)):
+        return None
+    columns: dict[str, list[Any]] = {}
+    for key in keys:
+        column: list[Any] = list(map(itemgetter(key), values))
+        columns[key] = column
+        kinds = {*map(type, column)}
+        if not kinds <= _SCALARS:
+            return None
+        for kind in kinds:
+            same: list[Any] = column if len(kinds) == 1 else [v for v in column if type(v) is kind]
+            if kind is str and not _plain_column(same):
+                return None
+            if kind is int and not (-(2**63) <= min(same) and max(same) < 2**63):
+                return None
+            if kind is float and not all(map(math.isfinite, same)):
+                return None
+    order = tuple(sorted(keys))
+    if order == keys:
+        return list(map(dict.copy, values))
+    return list(map(dict, map(zip, repeat(order), zip(*[columns[key] for key in order]))))
+
+
+def _vector_column(values: list[Any], dim: int) -> list[np.ndarray] | None:
+    """The vectors of one space for the batch when every value is a float32 array of shape
+    ``(dim,)`` (a plain ndarray or a subclass, e.g. the rows of a memory-mapped ``.npy``)
+    whose norm surely passes :func:`memcore.model.check_finite_vectors`: one stacked float32
+    squared-norm test for the batch (the per-vector test of ``records._fine``, vectorised).
+    Plain arrays are returned as given; subclass rows as plain ndarray rows of the stacked
+    copy (what :func:`memcore.model.as_vector` would make of each: a plain array). None
+    when any value is of another shape or kind, or any norm is near a bound or not finite."""
+    types = {*map(type, values)}
+    if types != _ARRAY and not all(issubclass(kind, np.ndarray) for kind in types):
+        return None
+    if {*map(_shape, values)} != {(dim,)} or {*map(id, map(_dtype, values))} != _F32_ID:
+        return None
     matrix = np.concatenate(values).reshape(len(values), dim)
     try:
         squares = np.einsum("ij,ij->i", matrix, matrix)
     except RuntimeWarning:  # overflow, with warnings turned into errors: the per-record path decides
-        return False
-    return bool((squares > _FAST_LOW).all()) and bool((squares < _FAST_HIGH).all())
+        return None
+    if not (bool((squares > _FAST_LOW).all()) and bool((squares < _FAST_HIGH).all())):
+        return None
+    return values if types == _ARRAY else list(np.asarray(matrix))
 
 
 def _one_space(given: list[Any]) -> dict[str, list[Any]] | None:
@@ -101,6 +155,14 @@ def _one_space(given: list[Any]) -> dict[str, list[Any]] | None:
     return {name: list(map(itemgetter(name), given))}
 
 
+def _column(items: Sequence[Any], key: str) -> list[Any]:
+    """``item.get(key)`` of every item: one C-level pass when every item has the key."""
+    try:
+        return list(map(itemgetter(key), items))
+    except KeyError:
+        return [item.get(key) for item in items]
+
+
 def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) -> list[Record] | None:
     """The common batch validated column by column: a list of dicts, each with a string
     ``id`` (unique in the batch), a ``text``, flat metadata and float32 vectors of declared
@@ -113,21 +175,27 @@ def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) 
         return None
     if {*map(type, items)} != {dict} or not all(map(_COLUMN_FIELDS.issuperset, items)):
         return None
-    ids = [item.get("id") for item in items]
-    texts = [item.get("text") for item in items]
+    ids = _column(items, "id")
+    texts = _column(items, "text")
     if {*map(type, ids)} != _STR or {*map(type, texts)} != _STR:
         return None
     if not all(ids) or max(map(len, ids)) > MAX_ID_CHARS or len(set(ids)) != len(ids) or not _unicode_clean(ids):
         return None
     if not all(texts) or any(map(str.isspace, texts)) or max(map(len, texts)) > MAX_TEXT_CHARS or not _unicode_clean(texts):
         return None
-    metadata = list(map(_metadata, [item.get("metadata") for item in items]))
-    if None in metadata:
-        return None
-    given = [item.get("vectors") for item in items]
+    given_metadata = _column(items, "metadata")
+    metadata = _metadata_column(given_metadata)
+    if metadata is None:
+        each = list(map(_metadata, given_metadata))
+        if None in each:
+            return None
+        metadata = cast("list[dict[str, Any]]", each)
+    given = _column(items, "vectors")
     by_space = _one_space(given)
+    holders: dict[str, list[dict[str, Any]]] = {}  # per space, the records' dicts holding its vectors, in column order
     if by_space is not None:  # the common batch: every item has a vector of the same one space
         vectors = list(map(dict.copy, given))  # each record its own dict: filling vectors later never reaches the caller's
+        holders = dict.fromkeys(by_space, vectors)
     else:
         vectors, by_space = [], {}
         for value in given:
@@ -136,17 +204,24 @@ def _column_batch(items: Any, scope: Scope | None, spaces: Mapping[str, Space]) 
                 continue
             if type(value) is not dict:
                 return None
-            vectors.append(dict(value))
+            own = dict(value)
+            vectors.append(own)
             for name, vector in value.items():
                 column = by_space.get(name)
                 if column is None:
                     column = by_space[name] = []
+                    holders[name] = []
                 column.append(vector)
+                holders[name].append(own)
     if not all(type(name) is str and name in spaces for name in by_space):
         return None
     for name, column in by_space.items():
-        if not _vectors_fine(column, spaces[name].dim):
+        checked = _vector_column(column, spaces[name].dim)
+        if checked is None:
             return None
+        if checked is not column:  # plain rows in place of the caller's array subclass
+            for held, row in zip(holders[name], checked):
+                held[name] = row
     if scope is not None and scope.is_empty():
         scope = None
     now = time.time

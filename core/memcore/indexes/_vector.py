@@ -93,7 +93,7 @@ class VectorIndex(Index):
                 ids, column = list(last), [column[i] for i in last.values()]
         if not column:
             return ids, np.zeros((0, dim), dtype=np.float32)
-        matrix = np.asarray(np.stack(column), dtype=np.float32)
+        matrix = np.asarray(np.concatenate(column).reshape(len(column), dim), dtype=np.float32)  # np.stack's result, without its per-row Python
         if not _finite_rows(matrix):
             rows = np.isfinite(matrix).all(axis=1)
             if not rows.all():

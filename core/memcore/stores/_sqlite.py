@@ -600,7 +600,13 @@ class SQLiteStore(SQLiteWrites, Store):
                 if self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='history'").fetchone() is None:
                     return []
                 raise
-            if rows and rows[-1][1] != "delete" and rows[-1][2] is None:  # the latest version of a live record is its row
+            if not rows:  # an insert kept in the record's row (records.hseq): its only version
+                kept = self.db.execute(
+                    "SELECT hseq, text, metadata, user_id, agent_id, run_id, created_at FROM records WHERE id=? AND hseq IS NOT NULL", (record_id,)
+                ).fetchone()
+                if kept is not None:
+                    rows = [(kept[0], "insert", *kept[1:])]
+            elif rows[-1][1] != "delete" and rows[-1][2] is None:  # the latest version of a live record is its row
                 current = self.db.execute("SELECT text, metadata FROM records WHERE id=?", (record_id,)).fetchone()
                 if current is not None:
                     rows[-1] = (rows[-1][0], rows[-1][1], current[0], current[1], *rows[-1][4:])
@@ -611,12 +617,22 @@ class SQLiteStore(SQLiteWrites, Store):
         return out
 
     def history_ids(self) -> list[str]:
-        """Every record id of the ``history`` table, by its first version."""
+        """Every record id with a version (a row of ``history``, or an insert kept in its
+        record's row), ordered by the sequence number of its first version; within one
+        batch, ids whose first version is a row written then (a delete, an update) by that
+        row, then its inserts in insertion order (``rowid``, kept in ``history.rid`` once the
+        insert is written as a row)."""
         if not self.keeps_history:
             return super().history_ids()
-        with self._mutex:
+        with self._mutex:  # one statement: one snapshot
             try:
-                return [row[0] for row in self.db.execute("SELECT record_id FROM history GROUP BY record_id ORDER BY min(n)")]
+                return [
+                    row[0]
+                    for row in self.db.execute(
+                        "SELECT id FROM (SELECT record_id AS id, min(seq) AS first, min(rid) IS NOT NULL AS kind, coalesce(min(rid), min(n)) AS pos "
+                        "FROM history GROUP BY record_id UNION ALL SELECT id, hseq, 1, rowid FROM records WHERE hseq IS NOT NULL) ORDER BY first, kind, pos"
+                    )
+                ]
             except sqlite3.OperationalError:
                 if self.db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='history'").fetchone() is None:
                     return []
@@ -637,6 +653,7 @@ class SQLiteStore(SQLiteWrites, Store):
             try:
                 for chunk in _chunks(ids):
                     cur.execute(f"DELETE FROM history WHERE record_id IN ({','.join('?' * len(chunk))})", list(chunk))
+                    cur.execute(f"UPDATE records SET hseq = NULL WHERE id IN ({','.join('?' * len(chunk))}) AND hseq IS NOT NULL", list(chunk))
                 cur.executemany(
                     "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
                 )

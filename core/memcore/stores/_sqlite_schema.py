@@ -1,15 +1,21 @@
-"""The tables of the SQLite store (schema version 3) and the migration of older files.
+"""The tables of the SQLite store (schema version 4) and the migration of older files.
 
 Version 2 wrote one row and two B-trees per record and space where version 1 wrote four
 rows into eight B-trees (records, vectors, membership, oplog, each with a second index);
 version 3 moves the vectors out of the database into one fixed-width float32 file per
 space (:mod:`._sqlite_vector_files`), so that they are on disk once and an index can
-memory-map them:
+memory-map them; version 4 writes no ``history`` row for an insert (``records.hseq``):
+
 
 - ``records``: one row per record, its insertion order is the rowid (``AUTOINCREMENT``:
   a rowid is never reused). ``member_of`` holds the names of the indexes the record
   belongs to, as ``'|a|b|'`` (``'|'`` for none): membership is read with the record's row
-  and written with it, not in a table of its own;
+  and written with it, not in a table of its own. ``hseq`` is the sequence number of the
+  record's insert while that insert is its only version and is not written in ``history``
+  (the version is the row itself: its text, metadata, scope and ``created_at``); the first
+  change or delete of the record writes that version into ``history`` and sets ``hseq``
+  to NULL (NULL too for a record whose versions are all rows: written before version 4,
+  copied in with its history, or inserted while no history was kept);
 - ``vector_spaces`` (name, slot, ``dim``, ``rows``: the committed length of the space's
   file) + per space ``vectors_<slot>`` (``rid`` the record's rowid -> ``row`` in the file)
   and ``free_<slot>`` (rows freed by committed writes, zeroed, reused before appending);
@@ -63,7 +69,7 @@ __all__ = [
 CHUNK = 500
 """How many ids one statement binds (SQLite host parameters)."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -74,7 +80,8 @@ CREATE TABLE IF NOT EXISTS records (
     metadata TEXT NOT NULL,
     user_id TEXT, agent_id TEXT, run_id TEXT,
     created_at REAL NOT NULL, updated_at REAL NOT NULL,
-    member_of TEXT NOT NULL DEFAULT '|'
+    member_of TEXT NOT NULL DEFAULT '|',
+    hseq INTEGER
 );
 CREATE TABLE IF NOT EXISTS vector_spaces (
     name TEXT PRIMARY KEY, slot INTEGER NOT NULL UNIQUE, dim INTEGER NOT NULL DEFAULT 0, rows INTEGER NOT NULL DEFAULT 0
@@ -96,14 +103,17 @@ CREATE TABLE IF NOT EXISTS state (
 HISTORY_SCHEMA = """
 CREATE TABLE IF NOT EXISTS history (
     n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL,
-    text TEXT, metadata TEXT, user_id TEXT, agent_id TEXT, run_id TEXT, at REAL NOT NULL
+    text TEXT, metadata TEXT, user_id TEXT, agent_id TEXT, run_id TEXT, at REAL NOT NULL, rid INTEGER
 );
 CREATE INDEX IF NOT EXISTS history_record ON history (record_id);
 """
-"""The versions of every record (``Store.history``): one row per insert, change of text,
-metadata or scope, and delete, in write order. The latest version of a live record holds no
+"""The versions of every record (``Store.history``): one row per change of text, metadata or
+scope, and delete, in write order, after the record's insert (a row once the record changed
+or was deleted; until then ``records.hseq``). The latest version of a live record holds no
 text or metadata (NULL: they are the record's row); a change copies the replaced ones into
-it, a delete erases them all. Created with the file, or when a writer
+it, a delete erases them all. ``rid`` is set on an insert kept in its row until then, written
+at the record's first change or delete: the record's rowid (its place among the inserts of its
+batch, which ``Store.history_ids`` orders by). Created with the file, or when a writer
 first opens a file of the same schema version made before it existed (a reader of such a
 file finds no history)."""
 
@@ -248,10 +258,9 @@ def open_schema(db: sqlite3.Connection, read_only: bool, file: Path) -> int | No
             cur.execute("INSERT OR IGNORE INTO meta VALUES ('seq', '0')")
         else:
             migrate(cur, version, file.parent)
-            cur.execute(
-                "CREATE TABLE IF NOT EXISTS history (n INTEGER PRIMARY KEY, seq INTEGER NOT NULL, record_id TEXT NOT NULL, op TEXT NOT NULL, text TEXT, metadata TEXT, user_id TEXT, agent_id TEXT, run_id TEXT, at REAL NOT NULL)"
-            )
-            cur.execute("CREATE INDEX IF NOT EXISTS history_record ON history (record_id)")
+            for statement in HISTORY_SCHEMA.split(";"):
+                if statement.strip():
+                    cur.execute(statement)
         cur.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         cur.execute("COMMIT")
     except BaseException:
@@ -264,11 +273,21 @@ def migrate(cur: sqlite3.Cursor, version: int, directory: Path) -> None:
     """Bring a store file from ``version`` to :data:`SCHEMA_VERSION` inside the caller's
     write transaction (the caller commits, or rolls back on any error); the space files are
     written in ``directory`` and synced before the caller commits."""
-    if version not in (1, 2):
+    if version not in (1, 2, 3):
         raise CorruptError(f"no migration from schema version {version}")
     if version == 1:
         _migrate_1_to_2(cur)
-    _migrate_2_to_3(cur, directory)
+    if version <= 2:
+        _migrate_2_to_3(cur, directory)
+    _migrate_3_to_4(cur)
+
+
+def _migrate_3_to_4(cur: sqlite3.Cursor) -> None:
+    """``records.hseq`` (NULL: every version of the records already written stays a row of
+    ``history``, as version 3 wrote it) and ``history.rid``; no table is rewritten."""
+    cur.execute("ALTER TABLE records ADD COLUMN hseq INTEGER")
+    if "history" in _tables(cur):  # else created by the caller, as a file made before it existed
+        cur.execute("ALTER TABLE history ADD COLUMN rid INTEGER")
 
 
 def _migrate_2_to_3(cur: sqlite3.Cursor, directory: Path) -> None:

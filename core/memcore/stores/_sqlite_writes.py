@@ -16,6 +16,7 @@ import os
 import sqlite3
 import threading
 import time
+from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Collection, Iterator, Protocol, Sequence
@@ -37,6 +38,8 @@ _F32 = np.dtype(np.float32)
 _dtype = attrgetter("dtype")
 _vectors_of = attrgetter("vectors")
 _ndim = attrgetter("ndim")
+_id_of, _text_of, _metadata_of, _scope_of = attrgetter("id"), attrgetter("text"), attrgetter("metadata"), attrgetter("scope")
+_created_of, _updated_of = attrgetter("created_at"), attrgetter("updated_at")
 
 
 LOCK_NOTE = "writer.lock"
@@ -79,11 +82,16 @@ class WriterLock:
             self.fd = None
 
 
-def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[str, str]) -> Iterator[tuple[Any, ...]]:
+def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[str, str], hseq: int | None) -> Iterator[tuple[Any, ...]]:
     """The ``records`` row of each new record, made as ``executemany`` binds it (one tuple
-    per record, nothing else, and none of them kept alive: this runs for every record inserted)."""
+    per record, nothing else, and none of them kept alive: this runs for every record inserted).
+
+    ``hseq``: the batch's sequence number when its inserts are versions kept in their rows
+    (None: no history kept); a record whose ``created_at`` is not its ``updated_at`` (an id
+    repeated in the batch, a copied record) gets NULL: its insert is written in ``history``."""
     for r in fresh:
         scope, rid = r.scope, r.id
+        made = created[rid] if created else r.created_at
         yield (
             rid,
             r.text,
@@ -91,10 +99,37 @@ def _record_rows(fresh: list[Record], created: dict[str, float], member: dict[st
             None if scope is None else scope.user_id,
             None if scope is None else scope.agent_id,
             None if scope is None else scope.run_id,
-            created[rid] if created else r.created_at,
+            made,
             r.updated_at,
             member.get(rid, "|"),
+            hseq if made == r.updated_at else None,
         )
+
+
+def _plain_record_rows(fresh: list[Record], member: dict[str, str], hseq: int | None) -> Iterator[tuple[Any, ...]] | None:
+    """:func:`_record_rows` for the common batch -- every record of one scope (or none),
+    each one's ``created_at`` its ``updated_at`` (no id repeated in the batch) -- zipped from
+    columns with C-level passes; None for any other batch."""
+    scopes = {*map(_scope_of, fresh)}
+    if len(scopes) != 1:
+        return None
+    user, agent, run = _scope_row(next(iter(scopes)))
+    created = list(map(_created_of, fresh))
+    if created != list(map(_updated_of, fresh)):
+        return None
+    ids = list(map(_id_of, fresh))
+    return zip(
+        ids,
+        map(_text_of, fresh),
+        map(_json_text, map(_metadata_of, fresh)),
+        repeat(user),
+        repeat(agent),
+        repeat(run),
+        created,
+        created,
+        map(member.get, ids, repeat("|")),
+        repeat(hseq),
+    )
 
 
 def _matrix(space: str, vectors: list[Any]) -> np.ndarray:
@@ -106,7 +141,7 @@ def _matrix(space: str, vectors: list[Any]) -> np.ndarray:
         and {*map(_ndim, vectors)} == {1}
         and len({*map(len, vectors)}) == 1
     ):
-        return np.stack(vectors)
+        return np.concatenate(vectors).reshape(len(vectors), len(vectors[0]))  # np.stack's result, without its per-row Python
     column = [np.asarray(v, dtype=np.float32).reshape(-1) for v in vectors]
     widths = {len(v) for v in column}
     if len(widths) != 1:
@@ -326,7 +361,9 @@ class SQLiteWrites:
         for scope in batch.forget_scopes:
             fields = scope.as_dict()
             if fields:  # erase the versions of every record the scope covers (what forgetting leaves: nothing)
-                cur.execute(f"DELETE FROM history WHERE {' AND '.join(f'{key} = ?' for key in fields)}", list(fields.values()))
+                covered = " AND ".join(f"{key} = ?" for key in fields)
+                cur.execute(f"DELETE FROM history WHERE {covered}", list(fields.values()))
+                cur.execute(f"UPDATE records SET hseq = NULL WHERE hseq IS NOT NULL AND {covered}", list(fields.values()))
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
 
     def _insert_new(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int) -> Applied | None:
@@ -387,15 +424,21 @@ class SQLiteWrites:
         now = time.time()
         for chunk in _chunks(rowids):
             rows = cur.execute(
-                f"SELECT id, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))}) ORDER BY rowid", chunk
+                f"SELECT rowid, id, user_id, agent_id, run_id, hseq, created_at FROM records WHERE rowid IN ({','.join('?' * len(chunk))}) ORDER BY rowid",
+                chunk,
             ).fetchall()
             marks = ",".join("?" * len(rows))
-            cur.execute(f"UPDATE history SET text = NULL, metadata = NULL WHERE record_id IN ({marks}) AND text IS NOT NULL", [row[0] for row in rows])
+            cur.execute(f"UPDATE history SET text = NULL, metadata = NULL WHERE record_id IN ({marks}) AND text IS NOT NULL", [row[1] for row in rows])
             if not self.keeps_history:
                 continue
+            # an insert kept in its row becomes a history row (erased, as every version of a deleted record)
+            cur.executemany(
+                "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at, rid) VALUES (?, ?, 'insert', NULL, NULL, ?, ?, ?, ?, ?)",
+                [(hseq, rid, user, agent, run, created_at, rowid) for rowid, rid, user, agent, run, hseq, created_at in rows if hseq is not None],
+            )
             cur.executemany(
                 "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, 'delete', NULL, NULL, ?, ?, ?, ?)",
-                [(seq, rid, user, agent, run, now) for rid, user, agent, run in rows],
+                [(seq, rid, user, agent, run, now) for _, rid, user, agent, run, _, _ in rows],
             )
 
     def _changed_versions(self, cur: sqlite3.Cursor, seq: int, old: list[Record], rowids: dict[str, int]) -> list[tuple[Any, ...]]:
@@ -406,24 +449,38 @@ class SQLiteWrites:
         the record's row: an insert writes a small history row); when the record changes, that
         version gets the replaced text and metadata, and the new version is the latest."""
         before: dict[int, tuple[Any, ...]] = {}
+        inserted: dict[int, tuple[int, float]] = {}  # rowid -> (hseq, created_at) of an insert kept in its row
         for chunk in _chunks([rowids[r.id] for r in old]):
-            for rowid, *row in cur.execute(
-                f"SELECT rowid, text, metadata, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))})", chunk
+            for rowid, hseq, created_at, *row in cur.execute(
+                f"SELECT rowid, hseq, created_at, text, metadata, user_id, agent_id, run_id FROM records WHERE rowid IN ({','.join('?' * len(chunk))})",
+                chunk,
             ):
                 before[rowid] = tuple(row)
+                if hseq is not None:
+                    inserted[rowid] = (hseq, created_at)
         versions = []
         replaced = []
+        written = []  # the inserts kept in rows, now written as history rows with the replaced text
         for r in old:
             now = (r.text, _json_text(r.metadata), *_scope_row(r.scope))
-            was = before.get(rowids[r.id])
+            rowid = rowids[r.id]
+            was = before.get(rowid)
             if was != now:
                 versions.append((seq, r.id, "update", None, None, *now[2:], r.updated_at))
-                if was is not None:
+                kept = inserted.get(rowid)
+                if kept is not None and was is not None:
+                    written.append((kept[0], r.id, "insert", *was, kept[1], rowid))
+                elif was is not None:
                     replaced.append((was[0], was[1], r.id))
         cur.executemany(
             "UPDATE history SET text = ?, metadata = ? WHERE n = (SELECT max(n) FROM history WHERE record_id = ?) AND text IS NULL AND op != 'delete'",
             replaced,
         )
+        if written:
+            cur.executemany(
+                "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at, rid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", written
+            )
+            cur.executemany("UPDATE records SET hseq = NULL WHERE rowid = ?", [(row[-1],) for row in written])
         return versions
 
     def _write_records(
@@ -462,13 +519,16 @@ class SQLiteWrites:
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             base = int(row[0]) if row else 0
             cur.executemany(
-                "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                _record_rows(fresh, created, member),
+                "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of, hseq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (None if created else _plain_record_rows(fresh, member, seq if self.keeps_history else None))
+                or _record_rows(fresh, created, member, seq if self.keeps_history else None),
             )
-            if self.keeps_history:
+            if self.keeps_history:  # an insert is a version kept in its row (hseq), unless its stamps differ
                 versions.extend(
-                    (seq, r.id, "insert", None, None, *_scope_row(r.scope), r.updated_at) for r in fresh
-                )  # the text is the record's row until it changes
+                    (seq, r.id, "insert", None, None, *_scope_row(r.scope), r.updated_at)
+                    for r in fresh
+                    if (created[r.id] if created else r.created_at) != r.updated_at
+                )
             row = cur.execute("SELECT seq FROM sqlite_sequence WHERE name='records'").fetchone()
             if row is not None and int(row[0]) == base + len(fresh):
                 rowids.update(zip([r.id for r in fresh], range(base + 1, base + 1 + len(fresh))))
