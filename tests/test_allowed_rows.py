@@ -161,3 +161,26 @@ def memcore_scope(user: str):
     from memcore import Scope
 
     return Scope(user_id=user)
+
+
+def test_a_field_index_without_the_values_type_is_rebuilt_with_it(path):
+    import sqlite3
+
+    from memcore.stores._sqlite_fields import INDEX_PREFIX
+
+    db = sqlite3.connect(path / "store.sqlite3")  # the index as the previous version made it: value and id
+    db.execute(f'DROP INDEX IF EXISTS "{INDEX_PREFIX}u"')
+    db.execute(f"""CREATE INDEX "{INDEX_PREFIX}u" ON records (json_extract(metadata, '$."u"'), id)""")
+    db.commit()
+    db.close()
+    col = _open(path)
+    try:
+        query = Query(vectors={"default": np.ones(DIM, dtype=np.float32)}, k=10, where={"u": 1})
+        assert _got(col, query, 10) == _plain(col, query, 10)
+        (sql,) = col.store.db.execute("SELECT sql FROM sqlite_master WHERE name = ?", (INDEX_PREFIX + "u",)).fetchone()
+        assert "json_type(" in sql and sql.endswith(", id)")
+        where, params = col.store._where(query.parsed_where(), None, None)
+        plan = " ".join(row[3] for row in col.store.db.execute(f"EXPLAIN QUERY PLAN SELECT r.rowid FROM records r WHERE {where}", params))
+        assert "(<expr>=? AND <expr>=?)" in plan  # the type and the value both searched in the index
+    finally:
+        col.close()
