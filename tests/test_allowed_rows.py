@@ -184,3 +184,40 @@ def test_a_field_index_without_the_values_type_is_rebuilt_with_it(path):
         assert "(<expr>=? AND <expr>=?)" in plan  # the type and the value both searched in the index
     finally:
         col.close()
+
+
+@pytest.mark.parametrize("count", [1, 1023, 1024, 1025, 5000])
+def test_gathered_dot_scores_blocks_as_one_gathered_product(count):
+    from memcore.indexes._exact import GATHER_BLOCK, gathered_dot
+
+    rng = np.random.default_rng(count)
+    stored = rng.standard_normal((6000, 16)).astype(np.float32)
+    picks = np.sort(rng.choice(6000, count, replace=False))
+    q = rng.standard_normal(16).astype(np.float32)
+    # the same products up to BLAS' rounding (a block's tail may take another kernel)
+    np.testing.assert_allclose(gathered_dot(stored, picks, q), stored[picks].dot(q), rtol=1e-5, atol=1e-5)
+    assert GATHER_BLOCK < 5000  # several blocks in the largest case
+
+
+def test_a_set_above_the_gather_limit_ranks_like_a_gathered_product(tmp_path):
+    from memcore.indexes._allowed import GATHER_MAX
+
+    col = _open(tmp_path / "big")
+    try:
+        col.create_index("vec", "exact", metric="cosine")
+        rng = np.random.default_rng(6)
+        n = 4 * GATHER_MAX + 400  # a set of GATHER_MAX + 100 rows: under a quarter, above the limit
+        col.insert([{"id": f"r{i}", "text": "d", "vectors": {"default": rng.standard_normal(DIM)}, "metadata": {"m": int(i % 4 == 0)}} for i in range(n)])
+        q = rng.standard_normal(DIM).astype(np.float32)
+        query = Query(vectors={"default": q}, k=20, where={"m": 1})
+        assert GATHER_MAX < len(col.ids(where={"m": 1})) < n / 4 + 1
+        assert _got(col, query, 20) == _plain(col, query, 20)
+        index = col._indexes["vec"].index
+        stored = index._mapped.raw()
+        rows = np.array(sorted(index._rows[rid] for rid in col.ids(where={"m": 1})))
+        unit = stored[index._mapped.file_rows(rows)]
+        unit = unit / np.linalg.norm(unit, axis=1, keepdims=True)
+        best = rows[np.argsort(-(unit @ (q / np.linalg.norm(q))), kind="stable")[:20]]
+        assert [h[0] for h in _got(col, query, 20)] == [index._ids[r] for r in best.tolist()]
+    finally:
+        col.close()

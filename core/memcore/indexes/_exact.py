@@ -80,6 +80,23 @@ def top_columns(scores: np.ndarray, ids: Sequence[str], k: int) -> tuple[list[st
     return [ids[i] for i in best], [values_of[i] for i in best]
 
 
+GATHER_BLOCK = 1024
+"""Rows gathered at a time by :func:`gathered_dot` (1.5 MiB at 384 float32: in the CPU cache)."""
+
+
+def gathered_dot(stored: np.ndarray, picks: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``stored[picks].dot(q)`` without the gathered copy: :data:`GATHER_BLOCK` rows at a time
+    into one reused buffer, each block's product written into the result."""
+    out = np.empty(len(picks), dtype=np.result_type(stored.dtype, q.dtype))
+    buffer = np.empty((min(GATHER_BLOCK, len(picks)), stored.shape[1]), dtype=stored.dtype)
+    for start in range(0, len(picks), GATHER_BLOCK):
+        part = picks[start : start + GATHER_BLOCK]
+        block = buffer[: len(part)]
+        np.take(stored, part, axis=0, out=block)
+        np.dot(block, q, out=out[start : start + len(part)])
+    return out
+
+
 def _map_matrix(path: Path) -> Any:
     """The ``.npy`` at ``path`` memory-mapped copy-on-write, as a plain ndarray (numpy's
     ``memmap`` subclass makes every later slice and product several times slower), its
@@ -353,6 +370,13 @@ class ExactIndex(VectorIndex):
                 # them before the product reads them again; one product over every row reads each
                 # row once (2x faster at half of 100k x 384, measured), then its rows' scores are picked
                 scores = (self._matrix[: self._n].dot(q) if mapped is None else mapped.scores(q, self._n))[rows]
+            elif rows is not None and len(rows) > GATHER_MAX:
+                # too many rows to keep a gathered copy: the rows gathered and scored block by block in one small
+                # buffer (it stays in the CPU cache, and no set-sized array is allocated and faulted in)
+                stored, picks = (self._matrix, rows) if mapped is None else (mapped.raw(), mapped.file_rows(rows))
+                scores = gathered_dot(stored, picks, q)
+                if mapped is not None:
+                    scores = mapped.rescale(scores, rows)
             elif mapped is not None:
                 assert rows is not None
                 scores = mapped.rescale(self._matrix_of(rows, allowed).dot(q), rows)
