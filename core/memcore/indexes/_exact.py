@@ -92,7 +92,7 @@ def gathered_dot(stored: np.ndarray, picks: np.ndarray, q: np.ndarray) -> np.nda
     for start in range(0, len(picks), GATHER_BLOCK):
         part = picks[start : start + GATHER_BLOCK]
         block = buffer[: len(part)]
-        np.take(stored, part, axis=0, out=block)
+        np.take(stored, part, axis=0, out=block, mode="clip")  # "clip": written in place ("raise" buffers the output)
         np.dot(block, q, out=out[start : start + len(part)])
     return out
 
