@@ -77,7 +77,7 @@ def test_the_allowed_set_is_rows_until_something_reads_its_ids(path):
     try:
         query = Query(vectors={"default": np.ones(DIM, dtype=np.float32)}, k=5, where={"u": 2})
         col.search_index("vec", query, 5)
-        allowed = col._allowed(query, rows=True)
+        allowed = col._allowed(query, rows_at=col.store.last_seq())
         assert isinstance(allowed, AllowedRows) and not allowed.resolved
         assert set(allowed) == set(col.ids(where={"u": 2}))  # read as ids on demand
         assert allowed.resolved
@@ -219,5 +219,22 @@ def test_a_set_above_the_gather_limit_ranks_like_a_gathered_product(tmp_path):
         unit = unit / np.linalg.norm(unit, axis=1, keepdims=True)
         best = rows[np.argsort(-(unit @ (q / np.linalg.norm(q))), kind="stable")[:20]]
         assert [h[0] for h in _got(col, query, 20)] == [index._ids[r] for r in best.tolist()]
+    finally:
+        col.close()
+
+
+def test_a_member_written_anew_is_found_at_its_new_row(path):
+    col = _open(path)
+    try:
+        rng = np.random.default_rng(8)
+        q = rng.standard_normal(DIM).astype(np.float32)
+        query = Query(vectors={"default": q}, k=5, where={"u": 3})
+        col.search_index("vec", query, 5)  # the set, as rows
+        assert set(col._allowed(query))  # ... and its ids read (the writer carries such a set across its writes)
+        col.update("r3", vectors={"default": q * 10})  # still a member, at a new row of the file
+        hits = col.search_index("vec", query, 5)
+        assert hits[0].id == "r3" and _got(col, query, 5) == _plain(col, query, 5)
+        col.update("r8", metadata={"u": 3, "n": 8}, vectors={"default": q})  # enters the set, new row too
+        assert _got(col, query, 5) == _plain(col, query, 5)
     finally:
         col.close()

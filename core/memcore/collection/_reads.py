@@ -213,7 +213,7 @@ class CollectionReader(CallBindings):
             elif index.applies_filters and query.where_document is None and self._state.text_filter.get() is None:
                 allowed = None  # the index runs the query's where and scope in its own search
             else:  # an index over the store's rows, caught up to the store: the set as rows, lazily
-                allowed = self._allowed(query, rows=index.takes_store_rows and handle.applied_seq == self._store.last_seq())
+                allowed = self._allowed(query, rows_at=handle.applied_seq if index.takes_store_rows else None)
                 if isinstance(allowed, AllowedIds) and not allowed:
                     return []
             hits = index.search(query, k, allowed)
@@ -235,11 +235,11 @@ class CollectionReader(CallBindings):
         self._prepared(query, space)
         return query_vector(self._spaces, query, space)
 
-    def _allowed(self, query: Query, index: str | None = None, *, rows: bool = False) -> AllowedIds | AllowedRows | None:
+    def _allowed(self, query: Query, index: str | None = None, *, rows_at: int | None = None) -> AllowedIds | AllowedRows | None:
         """The ids the query's filter and scope allow, resolved once per store sequence and
         shared by every index (see :mod:`memcore.indexes._allowed`); None when the query has neither.
-        ``rows``: for an index over the store's rows at the store's present state, an
-        :class:`AllowedRows` while the set was not read as ids (the store resolves it as rows)."""
+        ``rows_at``: the store sequence an index over the store's rows is caught up to; when it
+        is the store's present one, an :class:`AllowedRows` (the store resolves it as rows)."""
         where = query.parsed_where()
         scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
         document = self._text_filter(query.parsed_where_document())
@@ -249,8 +249,9 @@ class CollectionReader(CallBindings):
         if document is not None:
             key = (*key, document_key(document))
         store = self._store
-        resolve_rows = (lambda space, seq: store.allowed_rows(space, seq, where=where, where_document=document, scope=scope)) if rows else None
-        return self._allowed_sets.get(store.last_seq(), key, lambda: self._resolve_allowed(where, scope, document), where, scope, document, resolve_rows)
+        seq = store.last_seq()  # once: the set's state, and the index's when rows are handed over
+        resolve_rows = (lambda space, at: store.allowed_rows(space, at, where=where, where_document=document, scope=scope)) if rows_at == seq else None
+        return self._allowed_sets.get(seq, key, lambda: self._resolve_allowed(where, scope, document), where, scope, document, resolve_rows)
 
     def _resolve_allowed(self, where: Filter | None, scope: Scope | None, document: DocumentFilter | None = None) -> list[str]:
         # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it

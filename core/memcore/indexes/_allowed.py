@@ -190,10 +190,14 @@ class AllowedRows(AbstractSet[str]):
         """As :meth:`AllowedIds.memo`."""
         return _memo(self._memo, self._inherited, owner, tag, version, compute, update)
 
-    def carried(self, seq: int) -> None:
-        """The set is unchanged at store sequence ``seq`` (a write that no member entered or
-        left): its file rows stay those of the members (only a member's own write moves its row)."""
+    def carried(self, seq: int, rows_kept: bool) -> None:
+        """The set's members are unchanged at store sequence ``seq`` (a write that no record
+        entered or left). ``rows_kept``: no record was written at all, so the members' file
+        rows stay too; otherwise they are read again when asked for (a member written
+        anew, a new vector, has a new row)."""
         self.seq = seq
+        if not rows_kept:
+            self._rows.clear()
 
     def renewed(self, seq: int, changed: Iterable[str]) -> "AllowedRows":
         """The same filter resolved afresh at store sequence ``seq`` (after a write that changed
@@ -393,7 +397,7 @@ class AllowedCache:
             self.carried += len(self._entries)
             for allowed, *_ in self._entries.values():
                 if isinstance(allowed, AllowedRows):
-                    allowed.carried(after)
+                    allowed.carried(after, rows_kept=True)
             return
         for key, (allowed, where, scope, document) in list(self._entries.items()):
             if isinstance(allowed, AllowedRows) and not allowed.resolved:
@@ -419,7 +423,7 @@ class AllowedCache:
             else:
                 self.carried += 1
                 if isinstance(allowed, AllowedRows):
-                    allowed.carried(after)
+                    allowed.carried(after, rows_kept=False)
 
     def clear(self) -> None:
         """Forget every set (the next lookups resolve again)."""
