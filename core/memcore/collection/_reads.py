@@ -17,7 +17,7 @@ from typing import Any, ContextManager, Mapping, Sequence
 
 from ..embedders._embedder import Space, query_vector
 from ..errors import NotFoundError, ValidationError
-from ..indexes._allowed import AllowedIds
+from ..indexes._allowed import AllowedIds, AllowedRows
 from ..model._binding import narrow
 from ..model._checks import check_page, validate_k
 from ..model._document import DocumentFilter, document_key, parse_where_document
@@ -212,9 +212,9 @@ class CollectionReader(CallBindings):
                 allowed = None
             elif index.applies_filters and query.where_document is None and self._state.text_filter.get() is None:
                 allowed = None  # the index runs the query's where and scope in its own search
-            else:
-                allowed = self._allowed(query)
-                if allowed is not None and not allowed:
+            else:  # an index over the store's rows, caught up to the store: the set as rows, lazily
+                allowed = self._allowed(query, rows_at=handle.applied_seq if index.takes_store_rows else None)
+                if isinstance(allowed, AllowedIds) and not allowed:
                     return []
             hits = index.search(query, k, allowed)
             rank_hits(hits, list_name or name, name)  # each hit's rank and score here (its Contribution built on first read), its index when it names none
@@ -235,9 +235,11 @@ class CollectionReader(CallBindings):
         self._prepared(query, space)
         return query_vector(self._spaces, query, space)
 
-    def _allowed(self, query: Query, index: str | None = None) -> AllowedIds | None:
+    def _allowed(self, query: Query, index: str | None = None, *, rows_at: int | None = None) -> AllowedIds | AllowedRows | None:
         """The ids the query's filter and scope allow, resolved once per store sequence and
-        shared by every index (see :mod:`memcore.indexes._allowed`); None when the query has neither."""
+        shared by every index (see :mod:`memcore.indexes._allowed`); None when the query has neither.
+        ``rows_at``: the store sequence an index over the store's rows is caught up to; when it
+        is the store's present one, an :class:`AllowedRows` (the store resolves it as rows)."""
         where = query.parsed_where()
         scope = query.scope if query.scope is not None and not query.scope.is_empty() else None
         document = self._text_filter(query.parsed_where_document())
@@ -246,7 +248,10 @@ class CollectionReader(CallBindings):
         key: tuple[Any, ...] = (filter_key(where), tuple(scope.as_dict().items()) if scope is not None else ())
         if document is not None:
             key = (*key, document_key(document))
-        return self._allowed_sets.get(self._store.last_seq(), key, lambda: self._resolve_allowed(where, scope, document), where, scope, document)
+        store = self._store
+        seq = store.last_seq()  # once: the set's state, and the index's when rows are handed over
+        resolve_rows = (lambda space, at: store.allowed_rows(space, at, where=where, where_document=document, scope=scope)) if rows_at == seq else None
+        return self._allowed_sets.get(seq, key, lambda: self._resolve_allowed(where, scope, document), where, scope, document, resolve_rows)
 
     def _resolve_allowed(self, where: Filter | None, scope: Scope | None, document: DocumentFilter | None = None) -> list[str]:
         # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it

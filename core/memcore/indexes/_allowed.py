@@ -11,6 +11,12 @@ valid), and a write that changes no record (component state) keeps every set. An
 sequence change (another process's write, seen by a reader; a store write that bypassed
 the collection) empties the cache, so a cached set is never stale.
 
+A set the store can resolve as row numbers (:class:`AllowedRows`, what the collection hands an
+index that declares :attr:`~memcore.indexes._index.Index.takes_store_rows`) is resolved lazily:
+the index asks for the rows of its space in the store's vector file (one SQL statement, the
+matches as one array: no string per id) and turns them into its own positions with one
+vectorised gather; its ids are read only when something iterates it or tests membership.
+
 An :class:`AllowedIds` is a ``frozenset`` of record ids (every index takes it as the
 ``allowed`` set it always took) that also carries per-index memos: an index translates the
 ids to its own labels or rows once per (set, index version) with :meth:`AllowedIds.memo`
@@ -23,8 +29,9 @@ and its own changes (rows or labels appended, removed) instead of the whole set 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Set as AbstractSet
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Iterator, Mapping, TypeVar
 
 import numpy as np
 
@@ -34,7 +41,7 @@ from ..model._filters import Filter, matches
 if TYPE_CHECKING:
     from ..model._record import Record, Scope
 
-__all__ = ["AllowedIds", "AllowedCache", "GatheredRows", "merge_sorted", "GATHER_MAX"]
+__all__ = ["AllowedIds", "AllowedRows", "AllowedCache", "GatheredRows", "merge_sorted", "GATHER_MAX"]
 
 T = TypeVar("T")
 
@@ -97,24 +104,145 @@ class AllowedIds(frozenset[str]):
         ``changed`` (empty when it is this very set, the owner having changed since). It
         returns the value for this set and the owner's present content, or None when it
         cannot (then ``compute()`` runs)."""
-        key = (id(owner), tag)
-        entry = self._memo.get(key)
-        if entry is not None and entry[0]() is owner and entry[1] == version:
-            cached: T = entry[2]
-            return cached
-        value: T | None = None
-        if update is not None:
-            if entry is not None and entry[0]() is owner:
-                value = update(entry[2], entry[1], frozenset())
-            else:
-                inherited = self._inherited.get(key)
-                if inherited is not None and inherited[0][0]() is owner:
-                    value = update(inherited[0][2], inherited[0][1], inherited[1])
-        if value is None:
-            value = compute()
-        self._inherited.pop(key, None)
-        self._memo[key] = (weakref.ref(owner), version, value)
-        return value
+        return _memo(self._memo, self._inherited, owner, tag, version, compute, update)
+
+
+def _memo(
+    memos: dict[tuple[int, Hashable], Memo],
+    inherited_memos: dict[tuple[int, Hashable], tuple[Memo, frozenset[str]]],
+    owner: Any,
+    tag: Hashable,
+    version: Hashable,
+    compute: Callable[[], T],
+    update: Callable[[T, Any, frozenset[str]], T | None] | None,
+) -> T:
+    """:meth:`AllowedIds.memo` over the memos of one set (and those it inherited)."""
+    key = (id(owner), tag)
+    entry = memos.get(key)
+    if entry is not None and entry[0]() is owner and entry[1] == version:
+        cached: T = entry[2]
+        return cached
+    value: T | None = None
+    if update is not None:
+        if entry is not None and entry[0]() is owner:
+            value = update(entry[2], entry[1], frozenset())
+        else:
+            inherited = inherited_memos.get(key)
+            if inherited is not None and inherited[0][0]() is owner:
+                value = update(inherited[0][2], inherited[0][1], inherited[1])
+    if value is None:
+        value = compute()
+    inherited_memos.pop(key, None)
+    memos[key] = (weakref.ref(owner), version, value)
+    return value
+
+
+class AllowedRows(AbstractSet[str]):
+    """An allowed set resolved by the store lazily: as the rows of a space's vector file
+    (:meth:`file_rows`, what an index over the store's rows turns into positions with one
+    gather) or, when something iterates it or tests membership, as ids (an
+    :class:`AllowedIds`, read once: :meth:`ids`).
+
+    ``seq`` is the store sequence number the set is valid for: the collection hands it only to
+    an index caught up to exactly that state (file rows are reused after deletes, so rows of
+    another state could name another record), and the store answers :meth:`file_rows` only
+    while it is still at ``seq`` (None otherwise: the index then translates the ids). It
+    memoizes like :class:`AllowedIds` (:meth:`memo`)."""
+
+    __slots__ = ("seq", "_resolve_ids", "_resolve_rows", "_ids", "_rows", "_memo", "_inherited", "__weakref__")
+
+    def __init__(self, seq: int, resolve_ids: Callable[[], Iterable[str]], resolve_rows: Callable[[str, int], "np.ndarray | None"]):
+        self.seq = seq
+        self._resolve_ids = resolve_ids
+        self._resolve_rows = resolve_rows
+        self._ids: AllowedIds | None = None
+        self._rows: dict[str, np.ndarray | None] = {}
+        self._memo: dict[tuple[int, Hashable], Memo] = {}
+        self._inherited: dict[tuple[int, Hashable], tuple[Memo, frozenset[str]]] = {}
+
+    def ids(self) -> "AllowedIds":
+        """The members as an :class:`AllowedIds` (read from the store on first use)."""
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = AllowedIds(self._resolve_ids())
+        return ids
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the ids were read (:meth:`ids`)."""
+        return self._ids is not None
+
+    def file_rows(self, space: str) -> "np.ndarray | None":
+        """The rows of the members' vectors in ``space``'s file of the store (int64, unsorted),
+        at :attr:`seq`; None when the store cannot say (it moved on, or keeps no such file)."""
+        if space not in self._rows:
+            self._rows[space] = self._resolve_rows(space, self.seq)
+        return self._rows[space]
+
+    def memo(
+        self,
+        owner: Any,
+        tag: Hashable,
+        version: Hashable,
+        compute: Callable[[], T],
+        update: Callable[[T, Any, frozenset[str]], T | None] | None = None,
+    ) -> T:
+        """As :meth:`AllowedIds.memo`."""
+        return _memo(self._memo, self._inherited, owner, tag, version, compute, update)
+
+    def carried(self, seq: int, rows_kept: bool) -> None:
+        """The set's members are unchanged at store sequence ``seq`` (a write that no record
+        entered or left). ``rows_kept``: no record was written at all, so the members' file
+        rows stay too; otherwise they are read again when asked for (a member written
+        anew, a new vector, has a new row)."""
+        self.seq = seq
+        if not rows_kept:
+            self._rows.clear()
+
+    def renewed(self, seq: int, changed: Iterable[str]) -> "AllowedRows":
+        """The same filter resolved afresh at store sequence ``seq`` (after a write that changed
+        the records ``changed``), inheriting this set's memos with those ids (the members of the
+        two sets differ at most in them)."""
+        new = AllowedRows(seq, self._resolve_ids, self._resolve_rows)
+        changed = frozenset(changed)
+        if len(changed) <= INHERIT_MAX:
+            for key, (memo, before) in self._inherited.items():
+                if key not in self._memo and len(before) + len(changed) <= INHERIT_MAX:
+                    new._inherited[key] = (memo, before | changed)
+            for key, memo in self._memo.items():
+                new._inherited[key] = (memo, changed)
+        return new
+
+    def derive(self, enter: Iterable[str], leave: Iterable[str]) -> "AllowedIds":
+        """:meth:`AllowedIds.derive` of its ids, inheriting the memos made on this set too."""
+        enter, leave = list(enter), list(leave)
+        new = self.ids().derive(enter, leave)
+        changed = frozenset(chain(enter, leave))
+        if len(changed) <= INHERIT_MAX:
+            for key, memo in self._memo.items():
+                new._inherited.setdefault(key, (memo, changed))
+            for key, (memo, before) in self._inherited.items():
+                if key not in self._memo and len(before) + len(changed) <= INHERIT_MAX:
+                    new._inherited.setdefault(key, (memo, before | changed))
+        return new
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self.ids()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids())
+
+    def __len__(self) -> int:
+        return len(self.ids())
+
+    def __hash__(self) -> int:
+        return hash(self.ids())
+
+    def __eq__(self, other: object) -> bool:
+        return self.ids() == other
+
+    def __repr__(self) -> str:
+        return f"AllowedRows(seq={self.seq}, resolved={self.resolved})"
 
 
 def merge_sorted(sorted_values: "np.ndarray", drop: Iterable[int], add: Iterable[int]) -> "np.ndarray":
@@ -164,7 +292,8 @@ class GatheredRows:
     def of(cls, rows: np.ndarray, stored: np.ndarray) -> "GatheredRows":
         """Gather ``stored[rows]`` (with room for a few more rows)."""
         buffer = _Buffer(np.empty((len(rows) + max(16, len(rows) // 8), stored.shape[1]), dtype=stored.dtype))
-        np.take(stored, rows, axis=0, out=buffer.array[: len(rows)])
+        # mode "clip": written in place ("raise" buffers the output: 2-5x slower); the rows are the index's own
+        np.take(stored, rows, axis=0, out=buffer.array[: len(rows)], mode="clip")
         buffer.filled = len(rows)
         return cls(rows, buffer, len(rows))
 
@@ -184,7 +313,7 @@ class GatheredRows:
             grown = _Buffer(np.empty((max(2 * m, m + 16), stored.shape[1]), dtype=stored.dtype))
             grown.array[:n] = buffer.array[:n]
             buffer = grown
-        np.take(stored, rows[n:], axis=0, out=buffer.array[n:m])
+        np.take(stored, rows[n:], axis=0, out=buffer.array[n:m], mode="clip")
         buffer.filled = m
         return GatheredRows(rows, buffer, m)
 
@@ -215,7 +344,7 @@ class AllowedCache:
     def __init__(self, size: int = 64):
         self.size = size
         self.seq: int | None = None
-        self._entries: dict[Hashable, tuple[AllowedIds, Filter | None, "Scope | None", DocumentFilter | None]] = {}
+        self._entries: dict[Hashable, tuple[AllowedIds | AllowedRows, Filter | None, "Scope | None", DocumentFilter | None]] = {}
         self.hits = 0
         self.misses = 0
         self.carried = 0
@@ -228,24 +357,30 @@ class AllowedCache:
         where: Filter | None = None,
         scope: "Scope | None" = None,
         where_document: DocumentFilter | None = None,
-    ) -> AllowedIds:
+        rows: Callable[[str, int], "np.ndarray | None"] | None = None,
+    ) -> "AllowedIds | AllowedRows":
         """The set for ``key`` at store sequence ``seq`` (``resolve()`` on a miss).
 
         ``where``, ``scope`` and ``where_document`` (a text filter) are what ``resolve``
-        evaluates; :meth:`advance` re-checks changed records against them."""
+        evaluates; :meth:`advance` re-checks changed records against them. With ``rows`` (the
+        store's ``rows(space, seq)``: the members' file rows), a set not read as ids yet is
+        returned as an :class:`AllowedRows` (made lazily on a miss); without, always as ids."""
         if seq != self.seq:
             self._entries.clear()
             self.seq = seq
         found = self._entries.get(key)
         if found is not None:
             self.hits += 1
-            return found[0]
+            allowed = found[0]
+            if rows is None and isinstance(allowed, AllowedRows):
+                return allowed.ids()
+            return allowed
         self.misses += 1
-        allowed = AllowedIds(resolve())
+        made: AllowedIds | AllowedRows = AllowedIds(resolve()) if rows is None else AllowedRows(seq, resolve, rows)
         if len(self._entries) >= self.size:
             self._entries.pop(next(iter(self._entries)))
-        self._entries[key] = (allowed, where, scope, where_document)
-        return allowed
+        self._entries[key] = (made, where, scope, where_document)
+        return made
 
     def advance(self, before: int, after: int, changed: Mapping[str, "Record | None"]) -> None:
         """Carry the sets from store sequence ``before`` to ``after`` across one write of
@@ -260,8 +395,16 @@ class AllowedCache:
         self.seq = after
         if not changed:
             self.carried += len(self._entries)
+            for allowed, *_ in self._entries.values():
+                if isinstance(allowed, AllowedRows):
+                    allowed.carried(after, rows_kept=True)
             return
         for key, (allowed, where, scope, document) in list(self._entries.items()):
+            if isinstance(allowed, AllowedRows) and not allowed.resolved:
+                # its ids were never read (what it held before this write is unknown): the same
+                # filter at the new state, inheriting the memos with every changed id
+                self._entries[key] = (allowed.renewed(after, changed.keys()), where, scope, document)
+                continue
             enter: list[str] = []
             leave: list[str] = []
             for rid, record in changed.items():
@@ -279,6 +422,8 @@ class AllowedCache:
                 self._entries[key] = (allowed.derive(enter, leave), where, scope, document)
             else:
                 self.carried += 1
+                if isinstance(allowed, AllowedRows):
+                    allowed.carried(after, rows_kept=False)
 
     def clear(self) -> None:
         """Forget every set (the next lookups resolve again)."""

@@ -19,7 +19,7 @@ from typing import Any, Collection as AbstractSet, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
-from ._allowed import GATHER_MAX, AllowedIds, GatheredRows, merge_sorted
+from ._allowed import GATHER_MAX, AllowedIds, AllowedRows, GatheredRows, merge_sorted
 from ..errors import CorruptError, DimensionError
 from .._util.atomic import atomic_write_bytes, atomic_write_json, atomic_write_with
 from ._index import IndexContext
@@ -80,6 +80,23 @@ def top_columns(scores: np.ndarray, ids: Sequence[str], k: int) -> tuple[list[st
     return [ids[i] for i in best], [values_of[i] for i in best]
 
 
+GATHER_BLOCK = 1024
+"""Rows gathered at a time by :func:`gathered_dot` (1.5 MiB at 384 float32: in the CPU cache)."""
+
+
+def gathered_dot(stored: np.ndarray, picks: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``stored[picks].dot(q)`` without the gathered copy: :data:`GATHER_BLOCK` rows at a time
+    into one reused buffer, each block's product written into the result."""
+    out = np.empty(len(picks), dtype=np.result_type(stored.dtype, q.dtype))
+    buffer = np.empty((min(GATHER_BLOCK, len(picks)), stored.shape[1]), dtype=stored.dtype)
+    for start in range(0, len(picks), GATHER_BLOCK):
+        part = picks[start : start + GATHER_BLOCK]
+        block = buffer[: len(part)]
+        np.take(stored, part, axis=0, out=block, mode="clip")  # "clip": written in place ("raise" buffers the output)
+        np.dot(block, q, out=out[start : start + len(part)])
+    return out
+
+
 def _map_matrix(path: Path) -> Any:
     """The ``.npy`` at ``path`` memory-mapped copy-on-write, as a plain ndarray (numpy's
     ``memmap`` subclass makes every later slice and product several times slower), its
@@ -128,24 +145,25 @@ class SavedIds(SequenceABC[str]):
     an id is decoded when asked for (a query decodes its hits' ids only). An index that
     changes turns it into a list first (:meth:`ExactIndex._id_list`)."""
 
-    __slots__ = ("_blob", "_starts", "_ends")
+    __slots__ = ("_blob", "_breaks")
 
     def __init__(self, blob: bytes):
         self._blob = blob
-        if blob:
-            breaks = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10)
-            self._starts = np.concatenate([np.zeros(1, dtype=np.int64), breaks + 1]).tolist()
-            self._ends = np.concatenate([breaks, np.array([len(blob)], dtype=np.int64)]).tolist()
-        else:
-            self._starts, self._ends = [], []
+        # the line breaks (numpy's: no Python int per id); id ``i`` ends at break ``i``
+        breaks = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 10) if blob else np.zeros(0, dtype=np.int64)
+        self._breaks = np.append(breaks, len(blob)) if blob else breaks
 
     def __len__(self) -> int:
-        return len(self._starts)
+        return len(self._breaks)
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        return self._blob[self._starts[i] : self._ends[i]].decode()
+        breaks = self._breaks
+        end = int(breaks[i])
+        if i < 0:
+            i += len(breaks)
+        return self._blob[int(breaks[i - 1]) + 1 if i > 0 else 0 : end].decode()
 
     def to_list(self) -> list[str]:
         """Every id, as a list."""
@@ -156,12 +174,17 @@ class SavedIds(SequenceABC[str]):
         return self._blob
 
 
+_MEMOIZED = (AllowedIds, AllowedRows)
+"""The allowed sets that keep an index's translations (:meth:`AllowedIds.memo`)."""
+
+
 class ExactIndex(VectorIndex):
     """A float32 matrix with one row per id; search is one matrix-vector product."""
 
     config: ExactIndexConfig
     format_version = 3
     readable_versions = (1, 2)
+    takes_store_rows = True
 
     def __init__(self, config: ExactIndexConfig, context: IndexContext):
         super().__init__(config, context)
@@ -177,6 +200,7 @@ class ExactIndex(VectorIndex):
         self._mapped: MappedRows | None = None
         """The rows are the store's (its mapped file), not :attr:`_matrix`: see :mod:`._exact_mapped`."""
         self._own = False  # the rows could not be the store's: a copy of its own until rebuilt
+        self._position_memo: tuple[tuple[int, int], np.ndarray] | None = None
 
     @property
     def _rows(self) -> dict[str, int]:
@@ -341,11 +365,18 @@ class ExactIndex(VectorIndex):
             mapped = self._mapped
             if mapped is not None and rows is None:
                 scores = mapped.scores(q, self._n)
-            elif rows is not None and 4 * len(rows) > self._n and (len(rows) > GATHER_MAX or not isinstance(allowed, AllowedIds)):
+            elif rows is not None and 4 * len(rows) > self._n and (len(rows) > GATHER_MAX or not isinstance(allowed, _MEMOIZED)):
                 # a dense allowed set no gathered copy holds: gathering its rows reads and writes
                 # them before the product reads them again; one product over every row reads each
                 # row once (2x faster at half of 100k x 384, measured), then its rows' scores are picked
                 scores = (self._matrix[: self._n].dot(q) if mapped is None else mapped.scores(q, self._n))[rows]
+            elif rows is not None and len(rows) > GATHER_MAX:
+                # too many rows to keep a gathered copy: the rows gathered and scored block by block in one small
+                # buffer (it stays in the CPU cache, and no set-sized array is allocated and faulted in)
+                stored, picks = (self._matrix, rows) if mapped is None else (mapped.raw(), mapped.file_rows(rows))
+                scores = gathered_dot(stored, picks, q)
+                if mapped is not None:
+                    scores = mapped.rescale(scores, rows)
             elif mapped is not None:
                 assert rows is not None
                 scores = mapped.rescale(self._matrix_of(rows, allowed).dot(q), rows)
@@ -362,7 +393,7 @@ class ExactIndex(VectorIndex):
             return self._matrix[: self._n]
         # mapped: the store's raw rows of these positions (the caller rescales their scores)
         stored, picks = (self._matrix, rows) if self._mapped is None else (self._mapped.raw(), self._mapped.file_rows(rows))
-        if not isinstance(allowed, AllowedIds) or len(rows) > GATHER_MAX:
+        if not isinstance(allowed, _MEMOIZED) or len(rows) > GATHER_MAX:
             picked: np.ndarray = stored[picks]
             return picked
         gathered: GatheredRows = allowed.memo(
@@ -383,7 +414,7 @@ class ExactIndex(VectorIndex):
         """The matrix rows (None: all) and their ids that ``allowed`` selects."""
         if allowed is None:
             return None, self._ids
-        if isinstance(allowed, AllowedIds):  # the same set again: rows and ids computed once, then kept up to date
+        if isinstance(allowed, _MEMOIZED):  # the same set again: rows and ids computed once, then kept up to date
             return allowed.memo(
                 self,
                 "rows",
@@ -422,11 +453,50 @@ class ExactIndex(VectorIndex):
 
     def _allowed_rows(self, allowed: AbstractSet[str]) -> tuple[np.ndarray, Sequence[str]]:
         """The sorted rows of the held ids of ``allowed`` and a view of their ids (by position
-        in ``rows``): numpy does the sort, and no list of every allowed id is built."""
+        in ``rows``): numpy does the sort, and no list of every allowed id is built. A set the
+        store resolves as rows of its file (:class:`AllowedRows`) is translated without its ids."""
+        if isinstance(allowed, AllowedRows) and self._mapped is not None:
+            file_rows = allowed.file_rows(self.config.space)
+            if file_rows is not None:
+                rows = self._positions(file_rows)
+                return rows, _RowIds(self._ids, rows)
         rows = np.fromiter(map(self._rows.get, allowed, repeat(-1)), dtype=np.int64, count=len(allowed))
         rows = rows[rows >= 0]
         rows.sort()
         return rows, _RowIds(self._ids, rows)
+
+    def _positions(self, file_rows: np.ndarray) -> np.ndarray:
+        """The sorted positions holding ``file_rows`` (rows of the store's file; rows the index
+        does not hold are left out): one gather through the file-row -> position map (none
+        when position ``i`` is file row ``i``), then a sort or, for many rows, a mask."""
+        assert self._mapped is not None
+        n = self._n
+        if self._mapped.ident:  # positions [0, n) are file rows [0, n)
+            found = file_rows[file_rows < n]
+        else:
+            position_of = self._position_map()
+            found = position_of[file_rows[file_rows < len(position_of)]]
+            found = found[found >= 0]
+        if 16 * len(found) < n:
+            found = np.sort(found)
+        else:  # a mask over every position: linear, no sort of many values
+            mask = np.zeros(n, dtype=bool)
+            mask[found] = True
+            found = mask.nonzero()[0]
+        return found
+
+    def _position_map(self) -> np.ndarray:
+        """The position of each file row (-1: not held), kept while no row moved or was added."""
+        assert self._mapped is not None
+        version = (self._epoch, self._n)
+        memo = self._position_memo
+        if memo is not None and memo[0] == version:
+            return memo[1]
+        at = self._mapped.at[: self._n]
+        position_of = np.full(int(at.max()) + 1 if self._n else 0, -1, dtype=np.int64)
+        position_of[at] = np.arange(self._n)
+        self._position_memo = (version, position_of)
+        return position_of
 
     def __len__(self) -> int:
         return self._n

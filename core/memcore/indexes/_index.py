@@ -145,6 +145,11 @@ class Index(ABC):
     #: behind the store, so a collection on a shared store does not read the op log to catch
     #: it up before each search, and applies its own writes to it directly
     reads_store: ClassVar[bool] = False
+    #: True when the index can take an :class:`~memcore.indexes._allowed.AllowedRows` as
+    #: ``allowed`` (its vectors are rows of the store's vector file, such as ``exact`` over the
+    #: SQLite store): the collection then passes a filter's matches as file rows the store
+    #: resolves without reading their ids, when the index is caught up to the store's state
+    takes_store_rows: ClassVar[bool] = False
 
     requires: Requirements = Requirements()
 

@@ -574,6 +574,37 @@ class SQLiteStore(SQLiteWrites, Store):
         with self._mutex:
             return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r WHERE {sql}", params)]
 
+    def allowed_rows(
+        self, space: str, seq: int, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None
+    ) -> np.ndarray | None:
+        """The rows in ``space``'s vector file of the records :meth:`allowed_ids` gives, at store
+        sequence ``seq``: one ``SELECT`` joining the row map, its matches concatenated by
+        SQLite into one string parsed by numpy (no Python object per match). None when the store
+        is no longer at ``seq`` (read in the same snapshot) or has no such space."""
+        sql, params = self._where(where, scope, None)
+        if where_document is not None:
+            text_sql, text_params = document_to_sql(where_document, "r.text")
+            sql += f" AND {text_sql}"
+            params.extend(text_params)
+        with self._mutex:
+            found = self._spaces.get(space)
+            if found is None:
+                return None
+            began = not self.db.in_transaction
+            if began:
+                self.db.execute("BEGIN")
+            try:
+                row = self.db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
+                if (int(row[0]) if row else 0) != seq:
+                    return None
+                text = self.db.execute(f"SELECT group_concat(v.row) FROM records r JOIN {found.table} v ON v.rid = r.rowid WHERE {sql}", params).fetchone()[0]
+            finally:
+                if began:
+                    self.db.execute("COMMIT")
+        if not text:
+            return np.zeros(0, dtype=np.int64)
+        return np.fromstring(text, dtype=np.int64, sep=",")
+
     def find_count(
         self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None, index: str | None = None
     ) -> int:

@@ -170,6 +170,15 @@ class Store(ABC):
             return self.ids(where=where, scope=scope)
         return self.find_ids(where=where, where_document=where_document, scope=scope)
 
+    def allowed_rows(
+        self, space: str, seq: int, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None
+    ) -> "np.ndarray | None":
+        """The rows in ``space``'s memory-mapped vector file (of a store that keeps one and
+        hands it to indexes) of the records :meth:`allowed_ids` gives, unsorted, read while the store is at sequence ``seq``;
+        None when it cannot say (this default: a store without such files, or one that moved on).
+        An index over the file's rows turns them into its positions without reading an id."""
+        return None
+
     def find_ids(
         self,
         *,
