@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -18,6 +18,10 @@ class PgvectorIndexConfig(ComponentConfig):
     The defaults reach recall@10 >= 0.99 against exact search, filtered and unfiltered, on
     the test data of ``plugins/postgres/tests/test_pgvector_recall.py``.
     """
+
+    #: options a memory may change without rebuilding the database index (each search, and
+    #: each build, sets them in its own transaction)
+    search_time: ClassVar[frozenset[str]] = frozenset({"ef_search", "probes", "iterative_scan", "force_index", "max_scan_tuples", "build_memory_mb"})
 
     kind: str = "pgvector"
     space: str = Field("default", description="Embedding space whose vectors (the store's table of that space) are indexed.")
@@ -38,6 +42,13 @@ class PgvectorIndexConfig(ComponentConfig):
         True,
         description="Keep the planner on the vector index (SET LOCAL enable_sort = off) for where/scope filters, whose selectivity it cannot estimate; "
         "an explicit id list (a text filter) is left to the planner.",
+    )
+    build_memory_mb: int = Field(
+        0,
+        ge=0,
+        le=1_048_576,
+        description="maintenance_work_mem (MB) of the database index's build; 0: enough for pgvector to build the HNSW graph in memory, "
+        "estimated from the number of vectors (64 MB to 4 GB).",
     )
     max_scan_tuples: int = Field(
         20000, ge=1, le=10_000_000, description="HNSW: most tuples an iterative scan visits before it gives up (hnsw.max_scan_tuples)."
