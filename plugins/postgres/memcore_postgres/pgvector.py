@@ -57,27 +57,28 @@ _SCORE_NAME = {"cosine": "cosine similarity", "ip": "inner product", "l2": "nega
 _SCORE_RANGE: dict[str, tuple[float | None, float | None]] = {"cosine": (-1.0, 1.0), "ip": (None, None), "l2": (None, 0.0)}
 MANIFEST = "pgvector.json"
 AUTO_BUILD_MEMORY_MAX_MB = 4096
-"""The most ``maintenance_work_mem`` a build takes on its own (``build_memory_mb = 0``): about
-1.5 M vectors of 384 dimensions at m = 16; set ``build_memory_mb`` for more."""
+"""The most ``maintenance_work_mem`` a build takes on its own (``build_memory_mb = 0``): the
+graph of about 1.4 M vectors of 384 dimensions at m = 16; set ``build_memory_mb`` for more."""
 
 
 def build_memory_mb(config: PgvectorIndexConfig, dim: int, rows: int) -> int:
     """``maintenance_work_mem`` (MB) for building the database index over ``rows`` vectors:
     ``config.build_memory_mb`` when set, else room for pgvector to hold the whole HNSW graph
-    in memory while it builds (when it does not fit, pgvector goes on inserting into the
-    index on disk, many times slower, and says so in a NOTICE "hnsw graph no longer fits into
-    maintenance_work_mem"), at least 64 MB and at most :data:`AUTO_BUILD_MEMORY_MAX_MB`.
+    in memory while it builds, at least 64 MB and at most :data:`AUTO_BUILD_MEMORY_MAX_MB`.
+    When the graph does not fit, pgvector goes on inserting into the index on disk, many
+    times slower, and says so in a NOTICE ("hnsw graph no longer fits into
+    maintenance_work_mem after N tuples").
 
-    The estimate per vector is twice its size (a ``dim``-float vector) plus twice its
-    neighbour lists (``2 m`` on the bottom layer, 16 bytes each) and 1 KB: PostgreSQL's
-    allocator rounds each piece up to a power of two, and the upper layers and the element
-    itself come on top. IVFFlat needs far less (its lists' centres): 64 MB."""
+    Per vector: the vector (``4 dim + 8`` bytes), its bottom-layer neighbour list (``2 m``
+    entries of 16 bytes) and 256 bytes for the element and the upper layers, plus 25%.
+    Measured: at dim 384 and m 16 a serial build filled 16 MB after 7,454 vectors (2,251
+    bytes each; the estimate is 2,312 before the 25%). IVFFlat keeps only its lists' centres: 64 MB."""
     if config.build_memory_mb:
         return int(config.build_memory_mb)
     if config.method != "hnsw":
         return 64
-    per_vector = 2 * (4 * dim + 8) + 2 * (2 * config.m * 16) + 1024
-    return max(64, min(AUTO_BUILD_MEMORY_MAX_MB, math.ceil(rows * per_vector / 2**20)))
+    per_vector = 4 * dim + 8 + 32 * config.m + 256
+    return max(64, min(AUTO_BUILD_MEMORY_MAX_MB, math.ceil(1.25 * rows * per_vector / 2**20)))
 
 
 def build_settings(config: PgvectorIndexConfig, dim: int, rows: int) -> list[tuple[str, str]]:

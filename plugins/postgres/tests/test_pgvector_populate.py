@@ -75,3 +75,29 @@ def test_hits_name_their_index_and_carry_exact_cosines(pg_url: str, schema: str,
         assert [h.source for h in hits] == ["main"] * 10
         assert np.allclose([h.score for h in hits], [float(vectors[int(h.id[1:])] @ q) for h in hits], atol=1e-5)
         assert {h.source for h in col.index("near").search(Query(vectors={"default": q}), 3)} == {"near"}
+
+
+def test_the_build_memory_holds_the_graph() -> None:
+    from memcore_postgres import PgvectorIndexConfig
+    from memcore_postgres.pgvector import build_memory_mb, build_settings
+
+    # 100k x 384 at m 16: 2,312 bytes a vector (pgvector measured 2,251) plus 25%
+    assert build_memory_mb(PgvectorIndexConfig(), 384, 100_000) == 276
+    assert build_memory_mb(PgvectorIndexConfig(m=32), 384, 100_000) > 276
+    assert build_memory_mb(PgvectorIndexConfig(), 384, 10) == 64  # the floor
+    assert build_memory_mb(PgvectorIndexConfig(), 384, 100_000_000) == 4096  # the cap of the estimate
+    assert build_memory_mb(PgvectorIndexConfig(build_memory_mb=8192), 384, 10) == 8192
+    assert build_memory_mb(PgvectorIndexConfig(method="ivfflat"), 384, 100_000) == 64
+    assert build_settings(PgvectorIndexConfig(), 384, 100_000) == [("maintenance_work_mem", "276MB")]
+
+
+def test_search_settings_change_without_a_rebuild(pg_url: str, schema: str, pg_dir: Path) -> None:
+    base = {"store": {"kind": "postgres", "url": pg_url, "schema": schema}}
+    with memcore.open({**base, "indexes": {"main": {"kind": "pgvector"}}}, path=pg_dir) as memory:
+        memory.insert([{"id": "a", "text": "the cat sat on the mat"}, {"id": "b", "text": "stock markets fell"}])
+        name = memory.collection.index("main").stats()["db_index"]
+    changed = {"kind": "pgvector", "ef_search": 100, "max_scan_tuples": 5000, "build_memory_mb": 128}
+    with memcore.open({**base, "indexes": {"main": changed}}, path=pg_dir) as memory:
+        index = memory.collection.index("main")
+        assert index.config.ef_search == 100 and index.stats()["db_index"] == name
+        assert memory.retrieve("a cat on a mat", k=1)[0]["id"] == "a"
