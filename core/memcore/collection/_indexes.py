@@ -30,6 +30,8 @@ __all__ = ["IndexLifecycle", "INDEX_NAME", "IndexOptions"]
 log = get_logger("memcore.collection")
 
 INDEX_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}$")
+_STORE_BATCH = 50_000
+"""Records per membership batch when an index that reads the store is populated (no record is read)."""
 IndexOptions = Mapping[str, Any] | ComponentConfig
 """An index's options: a settings entry, or a config its kind's model already validated."""
 
@@ -184,15 +186,33 @@ class IndexLifecycle(CollectionBase):
         with self._lock:
             self._handle(name)
             started = time.perf_counter()
+            handle = self._handle(name)
             members = set(self._store.ids(index=name))
             todo = [i for i in self._store.ids() if i not in members]
             with progress_for(f"Populating {name}", len(todo)) as update:
+                if handle.index.reads_store and self._scope.get() is None:
+                    todo = self._join_in_store(handle, todo, update)
                 for start in range(0, len(todo), batch_size):
                     chunk = todo[start : start + batch_size]
                     self.insert_to_index(name, chunk)
                     update(len(chunk))
             log.info("index.populated", name=name, records=len(todo), seconds=round(time.perf_counter() - started, 3))
             return len(todo)
+
+    def _join_in_store(self, handle: IndexHandle, ids: list[str], update: Callable[[int], None]) -> list[str]:
+        """Make the records of ``ids`` that already have the vectors of ``handle``'s spaces
+        members of an index that reads the store's data itself (:attr:`Index.reads_store`),
+        without reading them back: only their membership is written, in large batches (each
+        atomic). Returns the ids still to add the ordinary way (a vector to embed first)."""
+        missing: set[str] = set()
+        for space in self._spaces_of([handle]):
+            missing.update(self._store.missing_vectors(ids, space))
+        ready = [i for i in ids if i not in missing]
+        for start in range(0, len(ready), _STORE_BATCH):
+            chunk = ready[start : start + _STORE_BATCH]
+            self._commit(WriteBatch(add_membership={handle.name: chunk}), {})
+            update(len(chunk))
+        return [i for i in ids if i in missing]
 
     def ensure_index(self, name: str, kind: str, **options: Any) -> bool:
         """Make sure index ``name`` exists with this kind and options; True when it was created.

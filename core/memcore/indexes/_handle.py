@@ -189,7 +189,8 @@ class IndexHandle:
         cache = cache or {}
         missing = [rid for rid in adds if rid not in cache]
         if missing:
-            fetched = {r.id: r for r in store.get(missing) if r is not None}
+            # an index that reads the store's data itself is handed the records without vectors
+            fetched = {r.id: r for r in store.get(missing, with_vectors=not self.index.reads_store) if r is not None}
             records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
         else:  # every record at hand (what a write passes along)
             records = list(map(cache.__getitem__, adds))

@@ -226,6 +226,15 @@ class Store(ABC):
         """Stored vectors of one space: ``(matrix, present)`` where ``present[i]`` is False
         when ``ids[i]`` has no vector in that space (its row is zeros)."""
 
+    def missing_vectors(self, ids: Sequence[str], space: str) -> list[str]:
+        """The ids among ``ids`` (in their order) that have no stored vector in ``space``,
+        unknown ids included. This default reads the vectors (:meth:`vectors`); a store that
+        can answer without sending them (a database server) overrides it."""
+        if not ids:
+            return []
+        _, present = self.vectors(ids, space)
+        return [rid for rid, here in zip(ids, present) if not here]
+
     def vectors_into(self, ids: Sequence[str], space: str, out: np.ndarray) -> np.ndarray:
         """:meth:`vectors` written into ``out`` (float32, ``(len(ids), dim)``, C-contiguous),
         e.g. a vector index's own storage, so large reads need no second matrix; returns

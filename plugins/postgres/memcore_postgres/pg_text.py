@@ -45,7 +45,7 @@ from memcore.plugin import (
 )
 
 from .pg_text_config import PgTextIndexConfig
-from .store import PostgresStore
+from .index_store import postgres_store_of
 
 __all__ = ["PgTextIndex", "MAX_CHARS", "text_column"]
 
@@ -74,14 +74,7 @@ class PgTextIndex(Index):
 
     def __init__(self, config: PgTextIndexConfig, context: IndexContext):
         super().__init__(config, context)
-        store = context.vectors.store if context.vectors is not None else None
-        if not isinstance(store, PostgresStore):
-            raise ConfigError(
-                f"index {self.name!r} of kind pg_text searches the records the postgres store keeps in PostgreSQL; "
-                f"it needs [store] kind = 'postgres' (this memory's store is {type(store).__name__ if store is not None else 'not given'}); "
-                "with another store use the bm25 index kind",
-                location=f"indexes.{self.name}",
-            )
+        store = postgres_store_of(context, "pg_text", "the records", "the bm25 index kind")
         self.config: PgTextIndexConfig = config
         self.store = store
         self.read_only = context.read_only or store.read_only
@@ -263,7 +256,7 @@ class PgTextIndex(Index):
             return conn.execute(statement, params).fetchall()
 
         rows = self.store.pool.read(f"searching the pg_text index {self.name!r}", run)
-        hits = [Hit(rid, float(score), raw=float(score)) for rid, score in rows]
+        hits = [Hit(rid, float(score), raw=float(score), source=self.name) for rid, score in rows]
         hits.sort(key=lambda h: (-h.score, h.id))
         return hits
 

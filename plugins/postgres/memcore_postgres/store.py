@@ -200,6 +200,22 @@ class PostgresStore(PostgresWrites, Store):
                 present[i] = True
         return matrix, present
 
+    def missing_vectors(self, ids: Sequence[str], space: str) -> list[str]:
+        """The ids among ``ids`` without a vector in ``space`` (unknown ids included), found
+        in SQL: no vector is sent (what populating a ``pgvector`` index asks)."""
+        wanted = list(dict.fromkeys(ids))
+
+        def read(conn: Connection[Any]) -> set[str]:
+            table = self._spaces.table(conn, space)
+            if table is None or not wanted:
+                return set()
+            query = sql.SQL("SELECT r.id FROM records r WHERE r.id = ANY(%b::text[]) AND EXISTS (SELECT 1 FROM {} v WHERE v.n = r.n)").format(table)
+            return {row[0] for row in conn.execute(query, (wanted,))}
+
+        with self._mutex:
+            present = self.pool.read("finding records without vectors", read)
+        return [rid for rid in ids if rid not in present]
+
     # -- log and state -------------------------------------------------------------------
 
     def last_seq(self) -> int:

@@ -53,6 +53,7 @@ def test_search_filter_scope_update_and_delete(pg_url: str, schema: str, pg_dir:
         memory.delete("a")
         assert "a" not in ids(memory, "cat mat", k=10)
         hits = memory.query("cat", index="text", k=10)
+        assert {h.source for h in memory.collection.index("text").search(memcore.Query(text="cat"), 10)} == {"text"}
         assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True) and all(h.score > 0 for h in hits)
         stats = memory.collection.index("text").stats()
         assert stats["size"] == 3 and stats["language"] == "english" and stats["scoring"] == "bm25"
