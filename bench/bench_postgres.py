@@ -510,6 +510,7 @@ def main() -> None:
     p.add_argument("--writer-n", type=int, default=8000, help="records the writers insert in total")
     p.add_argument("--writer-batch", type=int, default=100)
     p.add_argument("--writer-modes", default="store,pgvector", help="store: the memory has no index; pgvector: it has a pgvector index")
+    p.add_argument("--writers-only", action="store_true", help="only the writers part (no data set: no insert, query or recall figures)")
     p.add_argument("--url", help="a PostgreSQL URL instead of the embedded server")
     p.add_argument("--quick", action="store_true", help="N=10,000, 30 queries, 2,000 records for the writers")
     p.add_argument("--seed", type=int, default=7)
@@ -534,7 +535,7 @@ def main() -> None:
             assert row is not None
             result["environment"]["postgres"], result["environment"]["pgvector"] = row[0].split(" on ")[0], row[1]
         result["datasets"] = {}
-        for kind in ["random", "clustered"] if args.data == "both" else [args.data]:
+        for kind in [] if args.writers_only else ["random", "clustered"] if args.data == "both" else [args.data]:
             result["datasets"][kind] = run_dataset(kind, args, url, tmp)
         if args.writers:
             log(f"writers: {args.writers} processes vs 1, {args.writer_n} records")

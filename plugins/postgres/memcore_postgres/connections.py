@@ -178,13 +178,15 @@ class Pool:
 
         return self._attempts(what, run)
 
-    def write(self, what: str, fn: Callable[[Connection[Any]], T]) -> T:
+    def write(self, what: str, fn: Callable[[Connection[Any]], T], *, begin: bool = True) -> T:
         """``fn(conn)`` in one transaction, committed; retried when that is safe, never
-        applied twice (see the module docstring)."""
+        applied twice (see the module docstring). ``begin=False``: ``fn`` sends ``BEGIN``
+        itself (in a pipeline with its first statements: one round trip less)."""
 
         def run(conn: Connection[Any]) -> T:
-            conn.execute("BEGIN")
             self._xids.pop(id(conn), None)
+            if begin:
+                conn.execute("BEGIN")
             try:
                 out = fn(conn)
                 xid = self._xids.pop(id(conn), None)

@@ -2,8 +2,9 @@
 
 - a connection that cannot be made, is refused, rejects the credentials or drops
   mid-call (SQLSTATE classes 08, 57P01-57P03, 28): :class:`~memcore.StoreUnavailableError`;
-- a serialization failure or a deadlock (40001, 40P01) and a lock that could not be taken
-  (55P03): retried, then :class:`~memcore.LockedError`;
+- a serialization failure or a deadlock (40001, 40P01), a lock that could not be taken
+  (55P03) and an insert that lost the race for a new record's id to another writer's
+  (23505 on ``records_id_key``): retried, then :class:`~memcore.LockedError`;
 - a full disk (53100) or out of memory / too many connections (53xxx):
   :class:`~memcore.StorageFullError` / :class:`~memcore.StoreUnavailableError`;
 - anything else from the server: :class:`~memcore.StoreError` (never a raw psycopg error).
@@ -20,10 +21,14 @@ import psycopg
 
 from memcore.plugin import LockedError, MemcoreError, StorageFullError, StoreError, StoreUnavailableError
 
-__all__ = ["translate", "retry_safe", "redact", "RETRY_STATES"]
+__all__ = ["translate", "retry_safe", "redact", "RETRY_STATES", "RACE_CONSTRAINTS"]
 
 RETRY_STATES = frozenset({"40001", "40P01", "55P03"})
 """Serialization failure, deadlock, lock not available: the transaction rolled back, run it again."""
+
+RACE_CONSTRAINTS = frozenset({"records_id_key"})
+"""Unique constraints a batch violates only when another writer inserted the same key
+after the batch read it (a new record's id): run it again, it finds the other's row."""
 
 _CREDENTIALS = re.compile(r"(postgres(?:ql)?://)[^@\s/]*@", re.IGNORECASE)
 _PASSWORD = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
@@ -43,10 +48,15 @@ def retry_safe(exc: BaseException) -> bool:
     new attempt can overcome (a conflict with another writer, a dropped connection)."""
     if isinstance(exc, psycopg.Error):
         state = exc.sqlstate or ""
-        if state in RETRY_STATES:
+        if state in RETRY_STATES or _lost_race(exc):
             return True
         return isinstance(exc, psycopg.OperationalError) and not state.startswith("28") and not state.startswith("53")
     return False
+
+
+def _lost_race(exc: BaseException) -> bool:
+    """A unique violation of one of :data:`RACE_CONSTRAINTS` (another writer's insert won)."""
+    return isinstance(exc, psycopg.errors.UniqueViolation) and exc.diag.constraint_name in RACE_CONSTRAINTS
 
 
 def translate(exc: BaseException, what: str) -> MemcoreError:
@@ -55,7 +65,7 @@ def translate(exc: BaseException, what: str) -> MemcoreError:
         return exc
     message = f"PostgreSQL store: {what} failed: {_message(exc)}"
     state = getattr(exc, "sqlstate", None) or ""
-    if state in RETRY_STATES:
+    if state in RETRY_STATES or _lost_race(exc):
         return LockedError(f"{message}; another writer holds the rows, retry later")
     if state == "53100":
         return StorageFullError(f"{message}; free space on the database server and retry")

@@ -106,10 +106,12 @@ class PgTextIndex(Index):
         return self._built
 
     def _ensure_built(self) -> None:
-        """Add the generated column and its GIN index when missing (once; serialised with every
-        writer by the sequence row lock, which batches take first, and between builders by an
-        advisory lock). Adding the column rewrites ``records`` once, blocking its readers and
-        writers while it runs."""
+        """Add the generated column and its GIN index when missing (once; between builders
+        serialised by an advisory lock). ``records`` is locked first (``ACCESS EXCLUSIVE``,
+        what ``ALTER TABLE`` takes anyway): the build waits for the writers at work, which
+        hold ``records`` and take the sequence row only as their last step, and never holds
+        that row itself, so no writer waits for it while it waits for the writer. Adding
+        the column rewrites ``records`` once, blocking its readers and writers while it runs."""
         if self._built or self.read_only:
             return
 
@@ -117,7 +119,7 @@ class PgTextIndex(Index):
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memcore:{self.store.schema}:{self.column}",))
             if self._column_present(conn):
                 return True
-            conn.execute("SELECT value FROM meta WHERE key = 'seq' FOR UPDATE")
+            conn.execute("LOCK TABLE records IN ACCESS EXCLUSIVE MODE")
             conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
             language = sql.Literal(self.config.language)
             conn.execute(

@@ -1,7 +1,8 @@
 """The tables of one memory in its PostgreSQL schema (schema version 1).
 
-- ``meta``: ``seq`` (the last batch's sequence number: its row lock serialises writers,
-  so sequence numbers are dense and follow commit order), ``log_start``, ``schema_version``;
+- ``meta``: ``seq`` (the last batch's sequence number: each batch takes its row lock as
+  its last step and holds it to its commit, so sequence numbers are dense and follow commit
+  order; see :mod:`.writes`), ``log_start``, ``schema_version``;
 - ``records``: one row per record; ``n`` (an identity) is the insertion order, ``metadata``
   is ``jsonb`` (filters compile to SQL over it), ``member_of`` the names of the indexes the
   record belongs to (``text[]``);
@@ -75,7 +76,7 @@ def create_schema(conn: Connection[Any], schema: str) -> int:
     other process doing the same by an advisory lock); returns the stored schema version.
 
     An existing memory is only read: no DDL runs against it (``CREATE INDEX IF NOT EXISTS``
-    would lock ``records`` and could deadlock with a writer holding the sequence row)."""
+    would lock ``records`` and could deadlock with a writer at work)."""
     version = stored_version(conn, schema)
     if version is not None:
         return version

@@ -3,9 +3,11 @@
 Reads are single statements (or one ``REPEATABLE READ`` snapshot where several must agree:
 :meth:`PostgresStore.read_log`); writes are one transaction per batch
 (:class:`~.writes.PostgresWrites`). There is no process lock: any number of processes on
-any number of machines open the same memory and write; PostgreSQL serialises the batches
-(the ``meta.seq`` row lock), and ``shared = True`` tells the collection to catch its
-in-process indexes up from the op log before each search. See :mod:`.schema` for the tables.
+any number of machines open the same memory and write; their batches run at once (row locks
+keep apart those touching the same records) and queue only to take their sequence number
+and commit (the ``meta.seq`` row lock, see :mod:`.writes`), and ``shared = True`` tells the
+collection to catch its in-process indexes up from the op log before each search. See
+:mod:`.schema` for the tables.
 """
 
 from __future__ import annotations

@@ -1,26 +1,49 @@
-"""The write path of the ``postgres`` store: one transaction per batch.
+"""The write path of the ``postgres`` store: one transaction per batch, its sequence number last.
 
-A batch first takes the ``meta.seq`` row lock (``UPDATE ... RETURNING``): batches of every
-process are serialised there, each gets the next sequence number, and numbers follow the
-commit order (a reader that has seen ``seq`` has seen every batch up to it). Everything
-the batch plans is then read under that lock, so the logged ops
-(:func:`memcore.plugin.plan_ops`) describe exactly the rows as the batch finds them. Any
-error rolls the whole batch back: nothing of it, not even its sequence number, remains.
+A batch runs in three round trips (psycopg pipelines), its parameters built before the
+transaction opens (:class:`~.prepared.PreparedBatch`):
+
+1. **Lock and read.** The stored rows of every record the batch touches are locked
+   (``SELECT ... ORDER BY id FOR UPDATE``: one order for every writer), the link targets
+   it names ``FOR KEY SHARE`` (they cannot be deleted under it), and the records linking
+   to a deleted record ``FOR SHARE`` (their membership cannot change). What the batch
+   plans (:func:`memcore.plugin.plan_ops`, the insert/rewrite split, the reference checks)
+   is read under these locks, so it is exactly what the rows hold when the batch commits.
+2. **Write.** Records, vectors, links, membership and state; then, as the **last step**,
+   the ``meta.seq`` row lock (``UPDATE ... RETURNING``): the batch gets the next sequence
+   number and writes its op log rows with it.
+3. **Commit.**
+
+Batches of any number of processes therefore run at once, row locks keeping apart only
+those that touch the same records; they queue only on the sequence row, which each holds
+from its number to its commit, so numbers stay dense and follow the commit order (a reader
+that has seen ``seq`` has seen every batch up to it, and none after). Two batches inserting
+the same new id: the second waits on the unique index until the first commits, fails
+with a unique violation and runs again (then it finds the record and rewrites it);
+deadlocks and lock timeouts are retried the same way (:mod:`.connections`), and are
+:class:`~memcore.LockedError` once the retries run out. Any error rolls the whole batch
+back: nothing of it, not even its sequence number, remains.
+
+A batch dropping an index takes ``records`` in ``EXCLUSIVE`` mode first (readers go on):
+it rewrites every member, so it runs alone among writers.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Sequence
+from typing import Any, Iterable
 
-from psycopg import Connection, sql
+from psycopg import Connection, Cursor, sql
 
-from memcore.plugin import Applied, NotFoundError, Op, Record, ValidationError, WriteBatch, involved_ids, plan_ops
+from memcore.plugin import Applied, NotFoundError, Op, ValidationError, WriteBatch, plan_ops
 
-from .filters import metadata_json
+from .prepared import PreparedBatch
 from .schema import OP_CODES, vector_table
 
 __all__ = ["PostgresWrites", "SpaceTables"]
+
+Stored = dict[str, tuple[int, set[str]]]
+"""id -> (n, indexes it belongs to) of the stored records a batch read under its locks."""
 
 
 class SpaceTables:
@@ -38,20 +61,30 @@ class SpaceTables:
         """``(space, table)`` of every space."""
         return [(name, vector_table(slot)) for name, slot in self.slots(conn).items()]
 
-    def table(self, conn: Connection[Any], space: str, create: bool = False) -> sql.Identifier | None:
-        """The table of ``space``; None when it has none, unless ``create`` (inside the
-        writer's transaction, under the sequence lock): then it is created with the batch."""
-        slots = self.slots(conn)
-        slot = slots.get(space)
-        if slot is None:
-            if not create:
-                return None
-            slot = max(slots.values(), default=-1) + 1
+    def table(self, conn: Connection[Any], space: str) -> sql.Identifier | None:
+        """The table of ``space``; None when it has none."""
+        slot = self.slots(conn).get(space)
+        return None if slot is None else vector_table(slot)
+
+    def create(self, conn: Connection[Any], spaces: Iterable[str], known: dict[str, int]) -> dict[str, int]:
+        """``known`` with a table for each of ``spaces`` it lacks, created in the writer's
+        transaction (between writers, an advisory lock serialises the creation; the map is
+        read again under it)."""
+        missing = [space for space in spaces if space not in known]
+        if not missing:
+            return known
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"memcore:{self.schema}:vector_spaces",))
+        known = self.slots(conn)
+        for space in missing:
+            if space in known:
+                continue  # another writer created it and committed
+            slot = max(known.values(), default=-1) + 1
             conn.execute("INSERT INTO vector_spaces VALUES (%s, %s)", (space, slot))
             conn.execute(
                 sql.SQL("CREATE TABLE {} (n bigint PRIMARY KEY REFERENCES records (n) ON DELETE CASCADE, v vector NOT NULL)").format(vector_table(slot))
             )
-        return vector_table(slot)
+            known[space] = slot
+        return known
 
 
 class PostgresWrites:
@@ -72,176 +105,171 @@ class PostgresWrites:
         for record in batch.upserts:
             if "\x00" in record.text or "\x00" in record.id:
                 raise ValidationError(f"record {record.id!r}: PostgreSQL text cannot hold NUL characters")
+        prepared = PreparedBatch(batch)
         with self._mutex:
-            applied: Applied = self.pool.write("applying a batch", lambda conn: self._apply(conn, batch))
+            applied: Applied = self.pool.write("applying a batch", lambda conn: self._apply(conn, prepared), begin=False)
             return applied
 
-    def _apply(self, conn: Connection[Any], batch: WriteBatch) -> Applied:
-        row = conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq' RETURNING value, pg_current_xact_id()::text").fetchone()
+    def _apply(self, conn: Connection[Any], p: PreparedBatch) -> Applied:
+        batch = p.batch
+        stored, found_targets, link_sources, slots = self._lock_and_read(conn, p)
+        ops = plan_ops(batch, {rid: members for rid, (_, members) in stored.items()}, link_sources)
+        _check_references(p, stored, found_targets)
+        for rid in p.deletes:
+            stored.pop(rid, None)  # an id deleted and upserted by the batch is inserted anew
+        if p.vectors:
+            slots = self._spaces.create(conn, p.vectors, slots)
+        with conn.pipeline():
+            self._write(conn, p, stored, slots)
+            seq_cursor = conn.execute("UPDATE meta SET value = value + 1 WHERE key = 'seq' RETURNING value")
+            by_index: dict[str, tuple[list[str], list[str]]] = {}
+            for index, rid, op in ops:
+                entry = by_index.setdefault(index, ([], []))
+                entry[0].append(rid)
+                entry[1].append(OP_CODES[op])
+            if by_index:
+                conn.cursor().executemany(
+                    "INSERT INTO oplog (seq, index_name, ids, ops) VALUES ((SELECT value FROM meta WHERE key = 'seq'), %s, %s, %s)",
+                    [(index, ids, "".join(codes)) for index, (ids, codes) in by_index.items()],
+                )
+        row = seq_cursor.fetchone()
         assert row is not None
         seq = int(row[0])
-        self.pool.note_xid(conn, str(row[1]))  # what Pool.write asks about when its COMMIT is cut
-        deletes = list(dict.fromkeys(batch.deletes))
-        link_sources: set[str] = set()
-        if deletes:
-            link_sources = {r[0] for r in conn.execute("SELECT DISTINCT source FROM links WHERE target = ANY(%s)", (deletes,))}
-        involved = involved_ids(batch) | link_sources
-        stored: dict[str, tuple[int, set[str]]] = {
-            rid: (int(n), set(members))
-            for rid, n, members in conn.execute("SELECT id, n, member_of FROM records WHERE id = ANY(%b::text[])", (list(involved),))
-        }
-        ops = plan_ops(batch, {rid: m for rid, (_, m) in stored.items()}, link_sources)
-        upserts = {r.id: r for r in batch.upserts}  # a repeated id ends as its last occurrence
-        self._check_references(conn, batch, stored, upserts)
+        return Applied(seq, tuple(Op(seq, index, rid, op) for index, rid, op in ops))
 
-        if deletes:
-            conn.execute("DELETE FROM links WHERE source = ANY(%s) OR target = ANY(%s)", (deletes, deletes))
-            conn.execute("DELETE FROM records WHERE id = ANY(%s)", (deletes,))  # vectors go with them (ON DELETE CASCADE)
-            for rid in deletes:
-                stored.pop(rid, None)
-        if upserts:
-            self._write_records(conn, batch.upserts, upserts, stored)
+    def _lock_and_read(self, conn: Connection[Any], p: PreparedBatch) -> tuple[Stored, set[str], set[str], dict[str, int]]:
+        """Open the transaction, lock the rows the batch depends on and read them (one round
+        trip; one more when the batch deletes records that others link to)."""
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            if p.batch.drop_indexes:
+                conn.execute("LOCK TABLE records IN EXCLUSIVE MODE")
+            xid = conn.execute("SELECT pg_current_xact_id()::text")
+            locked = _maybe(conn, "SELECT id, n, member_of FROM records WHERE id = ANY(%b::text[]) ORDER BY id FOR UPDATE", p.involved)
+            targets = _maybe(conn, "SELECT id FROM records WHERE id = ANY(%b::text[]) ORDER BY id FOR KEY SHARE", p.targets)
+            sources = _maybe(conn, "SELECT DISTINCT source FROM links WHERE target = ANY(%b::text[])", p.deletes)
+            spaces = conn.execute("SELECT name, slot FROM vector_spaces") if p.upserts else None
+        got = xid.fetchone()
+        assert got is not None
+        self.pool.note_xid(conn, str(got[0]))  # what Pool.write asks about when its COMMIT is cut
+        stored: Stored = {rid: (int(n), set(members)) for rid, n, members in (locked.fetchall() if locked else ())}
+        found_targets = {row[0] for row in targets.fetchall()} if targets else set()
+        link_sources = {row[0] for row in sources.fetchall()} if sources else set()
+        slots = {str(name): int(slot) for name, slot in spaces.fetchall()} if spaces else {}
+        # records linking to a deleted one get an "update": hold them still, then read the
+        # links again (a source may have dropped its link meanwhile; none can be added: the
+        # target is locked)
+        tried: set[str] = set()
+        while unread := sorted(link_sources - stored.keys() - tried):
+            tried.update(unread)
+            with conn.pipeline():
+                held = conn.execute("SELECT id, n, member_of FROM records WHERE id = ANY(%b::text[]) ORDER BY id FOR SHARE", (unread,))
+                again = conn.execute("SELECT DISTINCT source FROM links WHERE target = ANY(%b::text[])", (p.deletes,))
+            stored.update((rid, (int(n), set(members))) for rid, n, members in held.fetchall())
+            link_sources = {row[0] for row in again.fetchall()}
+        return stored, found_targets, link_sources, slots
+
+    def _write(self, conn: Connection[Any], p: PreparedBatch, stored: Stored, slots: dict[str, int]) -> None:
+        """Queue the batch's writes on ``conn`` (inside a pipeline): deletes, records rewritten
+        in place (their ``n`` and ``created_at`` stay) and inserted in batch order, vectors,
+        links, membership, dropped indexes, state."""
+        batch = p.batch
+        if p.deletes:
+            conn.execute("DELETE FROM links WHERE source = ANY(%b::text[]) OR target = ANY(%b::text[])", (p.deletes, p.deletes))
+            conn.execute("DELETE FROM records WHERE id = ANY(%b::text[])", (p.deletes,))  # vectors go with them (ON DELETE CASCADE)
+        old, fresh = p.split(stored)
+        dropped = set(batch.drop_indexes)
+        fresh_ids = {p.upserts[i].id for i in fresh}
+        if old:
+            old_ids = [p.upserts[i].id for i in old]
+            old_numbers = [stored[rid][0] for rid in old_ids]
+            for slot in slots.values():
+                conn.execute(sql.SQL("DELETE FROM {} WHERE n = ANY(%b::int8[])").format(vector_table(slot)), (old_numbers,))
+            conn.execute("DELETE FROM links WHERE source = ANY(%b::text[])", (old_ids,))
+            conn.execute(
+                "UPDATE records r SET text = u.text, metadata = u.metadata::jsonb, user_id = u.user_id, agent_id = u.agent_id, run_id = u.run_id, "
+                "updated_at = u.updated_at FROM unnest(%b::int8[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::float8[]) "
+                "AS u(n, text, metadata, user_id, agent_id, run_id, updated_at) WHERE r.n = u.n",
+                (old_numbers, *p.column_rows(old, ("text", "metadata", "user_id", "agent_id", "run_id", "updated_at"))),
+            )
+        if fresh:
+            # a new record is inserted with the memberships the batch gives it (no second row version)
+            members: dict[str, list[str]] = {}
+            for index, rids in batch.add_membership.items():
+                if index not in dropped:
+                    for rid in rids:
+                        if rid in fresh_ids and index not in members.setdefault(rid, []):
+                            members[rid].append(index)
+            member_of = [_array_literal(members.get(p.upserts[i].id, ())) for i in fresh]
+            conn.execute(
+                "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of) "
+                "SELECT u.id, u.text, u.metadata::jsonb, u.user_id, u.agent_id, u.run_id, u.created_at, u.updated_at, u.member_of::text[] "
+                "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::float8[], %b::text[]) "
+                "WITH ORDINALITY AS u(id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, member_of, k) ORDER BY u.k",
+                (*p.column_rows(fresh, ("id", "text", "metadata", "user_id", "agent_id", "run_id", "created_at", "updated_at")), member_of),
+            )
+        for space, (ids, vectors) in p.vectors.items():
+            conn.execute(
+                sql.SQL("INSERT INTO {} (n, v) SELECT r.n, u.v FROM unnest(%b::text[], %b::vector[]) AS u(id, v) JOIN records r ON r.id = u.id").format(
+                    vector_table(slots[space])
+                ),
+                (ids, vectors),
+            )
+        if p.links:
+            conn.execute(
+                "INSERT INTO links SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::float8[]) "
+                "ON CONFLICT (source, target, relation) DO UPDATE SET weight = EXCLUDED.weight",
+                p.links,
+            )
         for index, rids in batch.remove_membership.items():
-            if rids:
+            held = [rid for rid in rids if rid not in fresh_ids]  # a new record has only the batch's adds
+            if held:
                 conn.execute(
                     "UPDATE records SET member_of = array_remove(member_of, %s) WHERE id = ANY(%b::text[]) AND member_of @> ARRAY[%s::text]",
-                    (index, list(rids), index),
+                    (index, held, index),
                 )
         for index, rids in batch.add_membership.items():
-            if rids:
+            rest = [rid for rid in dict.fromkeys(rids) if rid not in fresh_ids]
+            if rest:
                 conn.execute(
                     "UPDATE records SET member_of = array_append(member_of, %s) WHERE id = ANY(%b::text[]) AND NOT member_of @> ARRAY[%s::text]",
-                    (index, list(dict.fromkeys(rids)), index),
+                    (index, rest, index),
                 )
         for index in batch.drop_indexes:
             conn.execute("UPDATE records SET member_of = array_remove(member_of, %s) WHERE member_of @> ARRAY[%s::text]", (index, index))
             conn.execute("DELETE FROM oplog WHERE index_name = %s", (index,))
-        for (namespace, key), value in batch.state.items():
+        for namespace, key, value in p.state:
             if value is None:
                 conn.execute("DELETE FROM state WHERE namespace = %s AND key = %s", (namespace, key))
             else:
-                conn.execute(
-                    "INSERT INTO state VALUES (%s, %s, %s) ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value", (namespace, key, _json(value))
-                )
-        by_index: dict[str, tuple[list[str], list[str]]] = {}
-        for index, rid, op in ops:
-            entry = by_index.setdefault(index, ([], []))
-            entry[0].append(rid)
-            entry[1].append(OP_CODES[op])
-        if by_index:
-            cur = conn.cursor()
-            cur.executemany(
-                "INSERT INTO oplog (seq, index_name, ids, ops) VALUES (%s, %s, %s, %s)",
-                [(seq, index, ids, "".join(codes)) for index, (ids, codes) in by_index.items()],
-            )
-        return Applied(seq, tuple(Op(seq, index, rid, op) for index, rid, op in ops))
-
-    def _check_references(self, conn: Connection[Any], batch: WriteBatch, stored: dict[str, tuple[int, set[str]]], upserts: dict[str, Record]) -> None:
-        """Ids given membership and link targets must exist after the batch (checked before anything is written)."""
-        deleted = set(batch.deletes)
-
-        def alive(rid: str) -> bool:
-            return rid in upserts or (rid in stored and rid not in deleted)
-
-        for rids in batch.add_membership.values():
-            for rid in rids:
-                if not alive(rid):
-                    raise NotFoundError(f"record {rid!r} does not exist")
-        targets = sorted({link.target for r in upserts.values() for link in r.links} - upserts.keys())
-        for rid in targets:
-            if rid in deleted:
-                raise NotFoundError(f"link target {rid!r} does not exist")
-        if targets:
-            found = {r[0] for r in conn.execute("SELECT id FROM records WHERE id = ANY(%s)", (targets,))}
-            missing = [rid for rid in targets if rid not in found]
-            if missing:
-                raise NotFoundError(f"link target {missing[0]!r} does not exist")
-
-    def _write_records(self, conn: Connection[Any], records: Sequence[Record], last: dict[str, Record], stored: dict[str, tuple[int, set[str]]]) -> None:
-        """Rewrite stored records in place (their position and ``created_at`` stay), insert
-        new ones in batch order (a repeated id keeps its first occurrence's ``created_at``),
-        then their vectors and links."""
-        fresh = [r for r in last.values() if r.id not in stored]
-        old = [r for r in last.values() if r.id in stored]
-        numbers = {rid: n for rid, (n, _) in stored.items() if rid in last}
-        created: dict[str, float] = {}
-        if len(last) != len(records):
-            for r in reversed(records):
-                created[r.id] = r.created_at
-        if old:
-            old_numbers = [numbers[r.id] for r in old]
-            for _, table in self._spaces.items(conn):
-                conn.execute(sql.SQL("DELETE FROM {} WHERE n = ANY(%s)").format(table), (old_numbers,))
-            conn.execute("DELETE FROM links WHERE source = ANY(%s)", ([r.id for r in old],))
-            conn.execute(
-                "UPDATE records r SET text = u.text, metadata = u.metadata::jsonb, user_id = u.user_id, agent_id = u.agent_id, run_id = u.run_id, "
-                "updated_at = u.updated_at FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::float8[]) "
-                "AS u(n, text, metadata, user_id, agent_id, run_id, updated_at) WHERE r.n = u.n",
-                (old_numbers, *_columns(old, ("text", "metadata", "user_id", "agent_id", "run_id", "updated_at"))),
-            )
-        if fresh:
-            cols = _columns(fresh, ("id", "text", "metadata", "user_id", "agent_id", "run_id", "created_at", "updated_at"), created)
-            rows = conn.execute(
-                "INSERT INTO records (id, text, metadata, user_id, agent_id, run_id, created_at, updated_at) "
-                "SELECT u.id, u.text, u.metadata::jsonb, u.user_id, u.agent_id, u.run_id, u.created_at, u.updated_at "
-                "FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], %b::float8[]) "
-                "WITH ORDINALITY AS u(id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, k) ORDER BY u.k RETURNING id, n",
-                cols,
-            ).fetchall()
-            numbers.update((rid, int(n)) for rid, n in rows)
-        by_space: dict[str, list[tuple[int, Any]]] = {}
-        for r in last.values():
-            for space, vector in r.vectors.items():
-                by_space.setdefault(space, []).append((numbers[r.id], vector))
-        for space, rows_of_space in by_space.items():
-            target = self._spaces.table(conn, space, create=True)
-            assert target is not None
-            with conn.cursor().copy(sql.SQL("COPY {} (n, v) FROM STDIN WITH (FORMAT BINARY)").format(target)) as copy:
-                copy.set_types(["int8", "vector"])
-                for n, vector in rows_of_space:
-                    copy.write_row((n, vector))
-        links = [(r.id, link.target, link.relation, float(link.weight)) for r in last.values() for link in r.links]
-        if links:
-            conn.execute(
-                "INSERT INTO links SELECT * FROM unnest(%b::text[], %b::text[], %b::text[], %b::float8[]) "
-                "ON CONFLICT (source, target, relation) DO UPDATE SET weight = EXCLUDED.weight",
-                tuple(list(column) for column in zip(*links)),
-            )
+                conn.execute("INSERT INTO state VALUES (%s, %s, %s) ON CONFLICT (namespace, key) DO UPDATE SET value = EXCLUDED.value", (namespace, key, value))
 
 
-def _scope_part(name: str) -> Callable[[Record], Any]:
-    def get(r: Record) -> Any:
-        return None if r.scope is None else getattr(r.scope, name)
-
-    return get
+def _maybe(conn: Connection[Any], query: str, ids: list[str]) -> Cursor[Any] | None:
+    """``query`` over ``ids`` (queued in the pipeline); None, and nothing sent, without ids."""
+    return conn.execute(query, (ids,)) if ids else None
 
 
-_COLUMN: dict[str, Callable[[Record], Any]] = {
-    "id": lambda r: r.id,
-    "text": lambda r: r.text,
-    "metadata": lambda r: metadata_json(r.metadata),
-    "user_id": _scope_part("user_id"),
-    "agent_id": _scope_part("agent_id"),
-    "run_id": _scope_part("run_id"),
-    "created_at": lambda r: r.created_at,
-    "updated_at": lambda r: r.updated_at,
-}
-"""How each column of ``records`` is read from a :class:`Record`."""
+def _array_literal(items: Iterable[str]) -> str:
+    """A PostgreSQL ``text[]`` literal of ``items`` (each quoted, ``"`` and ``\\`` escaped)."""
+    return "{" + ",".join('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items) + "}"
 
 
-def _columns(records: Sequence[Record], names: Sequence[str], created: dict[str, float] | None = None) -> tuple[list[Any], ...]:
-    """One list per column name, in record order (what ``unnest`` takes); ``created``
-    overrides ``created_at`` per id."""
-    out: list[list[Any]] = []
-    for name in names:
-        if name == "created_at" and created:
-            out.append([created[r.id] for r in records])
-        else:
-            out.append(list(map(_COLUMN[name], records)))
-    return tuple(out)
+def _check_references(p: PreparedBatch, stored: Stored, found_targets: set[str]) -> None:
+    """Ids given membership and link targets must exist after the batch (checked before anything is written)."""
+    deleted = set(p.deletes)
+    upserted = {r.id for r in p.upserts}
 
+    def alive(rid: str) -> bool:
+        return rid in upserted or (rid in stored and rid not in deleted)
 
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value)
+    for rids in p.batch.add_membership.values():
+        for rid in rids:
+            if not alive(rid):
+                raise NotFoundError(f"record {rid!r} does not exist")
+    for rid in p.targets:
+        if rid in deleted:
+            raise NotFoundError(f"link target {rid!r} does not exist")
+    missing = [rid for rid in p.targets if rid not in found_targets]
+    if missing:
+        raise NotFoundError(f"link target {missing[0]!r} does not exist")
