@@ -62,6 +62,12 @@ class Served:
 
 
 @pytest.fixture
+def port() -> int:
+    """A free TCP port on 127.0.0.1 (for a server a test starts itself)."""
+    return free_port()
+
+
+@pytest.fixture
 def memory(tmp_path: Path) -> Iterator[memcore.Memory]:
     """A fresh memory (SQLite store, hashing embedder, exact index)."""
     mem = memcore.open(path=tmp_path / "mem")
@@ -106,17 +112,28 @@ def keys() -> dict[str, str]:
 
 
 class ServeProcess:
-    """``memcore serve --config F --path P`` as a process of its own, on a free port."""
+    """``memcore serve --config F --path P [options]`` as a process of its own, on a free port."""
 
-    def __init__(self, settings: Path, path: Path, port: int):
+    def __init__(self, settings: Path, path: Path, port: int, *options: str, env: dict[str, str] | None = None, port_option: bool = True):
         import os
         import subprocess
         import sys
 
         self.url = f"http://127.0.0.1:{port}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "memcore.cli", "serve", "--config", str(settings), "--path", str(path), "--port", str(port)],
-            env=dict(os.environ),
+            [
+                sys.executable,
+                "-m",
+                "memcore.cli",
+                "serve",
+                "--config",
+                str(settings),
+                "--path",
+                str(path),
+                *(["--port", str(port)] if port_option else []),
+                *options,
+            ],
+            env={**os.environ, **(env or {})},
             text=True,
             stderr=subprocess.PIPE,
         )
@@ -125,16 +142,22 @@ class ServeProcess:
         """Return once the server answers /v1/health (AssertionError when it exits or never does)."""
         import httpx
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(f"memcore serve exited: {self.process.communicate()[1]}")
             try:
-                httpx.get(self.url + "/v1/health", timeout=1)
+                httpx.get(self.url + "/v1/health", timeout=30)
                 return self
             except httpx.TransportError:
                 time.sleep(0.1)
         raise AssertionError("memcore serve did not start")
+
+    def workers(self) -> list[int]:
+        """The pids of its worker processes (``--workers``: children started by multiprocessing's spawn; Linux)."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        pids = [int(pid) for pid in children.read_text().split()] if children.exists() else []
+        return [pid for pid in pids if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
     def stop(self) -> str:
         """SIGINT, wait; the server's stderr."""
@@ -146,13 +169,14 @@ class ServeProcess:
 
 
 @pytest.fixture
-def serve_process() -> Iterator[Callable[[Path, Path], ServeProcess]]:
-    """``serve_process(settings_file, memory_dir)``: a started ``memcore serve`` process
-    (stopped after the test if the test did not stop it)."""
+def serve_process() -> Iterator[Callable[..., ServeProcess]]:
+    """``serve_process(settings_file, memory_dir, *options, env=None, port=None)``: a started
+    ``memcore serve`` process (stopped after the test if the test did not stop it), on a free
+    port (``--port``), or on ``port`` when given, which the settings file declares."""
     started: list[ServeProcess] = []
 
-    def start(settings: Path, path: Path) -> ServeProcess:
-        server = ServeProcess(settings, path, free_port())
+    def start(settings: Path, path: Path, *options: str, env: dict[str, str] | None = None, port: int | None = None) -> ServeProcess:
+        server = ServeProcess(settings, path, port or free_port(), *options, env=env, port_option=port is None)
         started.append(server)
         return server.wait()
 
