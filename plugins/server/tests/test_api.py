@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
@@ -305,3 +306,19 @@ def test_the_hot_routes_answer_as_the_others(server: Any, ops: str, memory: memc
     assert ok(httpx.post(server.url + "/v1/insert", content=b'{"text": "typed"}', headers=typed, timeout=30))["id"]
     error_of(call(server, "GET", "/v1/search", ops), 405)
     assert memory.count() == 2
+
+
+def test_the_embedders_are_warm_before_the_first_request(tmp_path: Path, served: Any) -> None:
+    """[server] warm (the default): the server loads each space's model while it starts, so a
+    first insert never waits for it inside request_timeout_s; warm = false leaves it to the first request."""
+    pytest.importorskip("memcore_embed")
+    settings = {"spaces": {"default": {"embedder": {"kind": "minilm", "backend": "numpy"}}}, "indexes": {"vector": {"kind": "exact", "space": "default"}}}
+    for warm in (True, False):
+        with memcore.open(settings, path=tmp_path / f"warm-{warm}") as memory:
+            embedder = memory.collection.spaces["default"].embedder
+            assert embedder is not None and not embedder.is_loaded  # type: ignore[attr-defined]
+            server = served(memory, warm=warm)
+            assert ok(call(server, "GET", "/v1/health", None)) == {"status": "ok"}
+            assert embedder.is_loaded is warm  # type: ignore[attr-defined]
+            assert ok(call(server, "POST", "/v1/insert", None, {"text": "the first memory"}))["id"]
+            server.stop()
