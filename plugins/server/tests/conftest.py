@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 import uvicorn
@@ -22,6 +22,10 @@ import memcore
 from memcore.plugin import hash_api_key
 from memcore_server.app import create_app
 from memcore_server.config import load_server_config
+from memcore_server.idspace import id_prefix
+
+if TYPE_CHECKING:
+    import httpx
 
 KEYS = {"alice": "key-alice-0123456789", "bob": "key-bob-0123456789", "ops": "key-ops-0123456789"}
 KEY_SETTINGS = {
@@ -59,6 +63,19 @@ class Served:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+    def call(self, method: str, path: str, key: str | None, body: Any = None) -> "httpx.Response":
+        """One request with ``key`` (None: no Authorization header) and a JSON ``body``."""
+        import httpx
+
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        return httpx.request(method, self.url + path, json=body, headers=headers, timeout=30)
+
+    @staticmethod
+    def ok(response: "httpx.Response") -> Any:
+        """The JSON of a 200 response (AssertionError with the body otherwise)."""
+        assert response.status_code == 200, response.text
+        return response.json()
 
 
 @pytest.fixture
@@ -109,6 +126,18 @@ def key_settings() -> dict[str, dict[str, Any]]:
 def keys() -> dict[str, str]:
     """The raw keys of the ``server`` fixture: name -> key."""
     return dict(KEYS)
+
+
+@pytest.fixture
+def two_tenants(server: Served, keys: dict[str, str], memory: memcore.Memory) -> dict[str, str]:
+    """Through the ``server`` fixture, alice and bob (keys bound to their user_id) each wrote
+    two memories (ids a1, a2 / b1, b2) with the same metadata; returns the raw keys."""
+    for who in ("alice", "bob"):
+        items = [{"text": f"{who} likes tea number {i}", "id": f"{who[0]}{i}", "metadata": {"kind": "pref"}} for i in (1, 2)]
+        assert server.ok(server.call("POST", "/v1/insert_many", keys[who], {"items": items}))["ids"] == [f"{who[0]}1", f"{who[0]}2"]
+    for who in ("alice", "bob"):  # stored in the key's id namespace, stamped with its scope
+        assert memory.get(id_prefix({"user_id": who}) + f"{who[0]}1").scope == memcore.Scope(user_id=who)
+    return keys
 
 
 class ServeProcess:
