@@ -32,16 +32,18 @@ the key guard (:mod:`.guard`) checks it before the body is read.
 
 from __future__ import annotations
 
-import asyncio
+from contextlib import asynccontextmanager
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, Callable, TypeVar
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 import memcore
 from memcore import MemcoreError, Record, ValidationError
 from memcore.plugin import get_logger
 
+from .calls import Calls
 from .config import ServerConfig
 from .guard import KeyGuard, request_caller
+from .hotpath import Handler, HotRoutes
 from .limits import BodyLimit, TooLarge, check_batch, check_filters, check_k
 from .schemas import (
     CountBody,
@@ -72,8 +74,10 @@ from .schemas import (
     UpsertBody,
     _Body,
 )
-from .tenancy import Caller, Served, imposed
-from .wire import INTERNAL_ERROR, REQUEST_TIMEOUT, REQUEST_TOO_LARGE, error_body, status_of
+from .tenancy import Caller, Served
+from .replies import error_reply, validation_message
+from .warmup import warm_embedders
+from .wire import INTERNAL_ERROR, REQUEST_TOO_LARGE, error_body
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -81,7 +85,8 @@ if TYPE_CHECKING:
 __all__ = ["create_app", "create_mcp_app", "API_VERSION", "MCP_PATH"]
 
 API_VERSION = "v1"
-T = TypeVar("T")
+PUBLIC_PATHS = ("/v1/health",)
+"""The routes under ``/v1`` served without a key."""
 log = get_logger("memcore.server")
 
 ERROR_STATUSES = {
@@ -96,14 +101,6 @@ ERROR_STATUSES = {
     503: "The store cannot be reached.",
     504: "The call took longer than the server's request_timeout_s.",
 }
-
-
-class _Timeout(MemcoreError):
-    """A call ran longer than ``request_timeout_s`` (HTTP 504)."""
-
-
-class _Unexpected(MemcoreError):
-    """A call raised something that is not a memcore error (HTTP 500 ``InternalError``; logged)."""
 
 
 class _PatchBody(_Body):
@@ -131,18 +128,6 @@ def _result_out(result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _serialised(content: Any) -> Any:
-    """A 200 JSON reply serialised in one pass by pydantic-core (NaN and infinities as null, as
-    the response models do), not validated again against the route's response model: for the
-    hot routes, whose handlers build exactly what their model declares (the schema is unchanged).
-    Validating and dumping ten search results through the model costs ~0.2 ms of the server's
-    CPU per request, about a tenth of its HTTP work."""
-    from fastapi.responses import Response
-    from pydantic_core import to_json
-
-    return Response(to_json(content, inf_nan_mode="null"), media_type="application/json")
-
-
 def _hit_out(hit: memcore.Hit) -> dict[str, Any]:
     out = hit.to_dict()
     out["score"] = float(hit.score)
@@ -162,53 +147,47 @@ def _plugins() -> list[dict[str, Any]]:
     return sorted(found, key=lambda p: p["name"])
 
 
-def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "FastAPI":
-    """The application serving ``memory`` (owned by the caller, who closes it)."""
+def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, owns_memory: bool = False) -> "FastAPI":
+    """The application serving ``memory``: owned by the caller, who closes it, unless
+    ``owns_memory`` (the application closes it when it shuts down: a worker process of
+    ``memcore serve --workers``). Before it serves, its lifespan warms the embedders
+    (``server.warm``, :mod:`.warmup`)."""
     from fastapi import APIRouter, Depends, FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
-    from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-    from starlette.concurrency import run_in_threadpool
     from starlette.exceptions import HTTPException
 
     from . import __version__
 
     config = config or ServerConfig()
     ring = config.key_ring()
-    mcp_routes, lifespan = _mcp(memory, config)
+    calls = Calls(memory, config.request_timeout_s, config.threads)
+    mcp_routes, mcp_lifespan = _mcp(memory, config)
     app = FastAPI(
         title="memcore",
         version=__version__,
         description="A memcore memory over HTTP (memcore-server): write, read, search and forget memories, scoped by API key.",
         docs_url="/docs" if config.docs else None,
         redoc_url=None,
-        lifespan=lifespan,
+        lifespan=_lifespan(memory, config, mcp_lifespan, on_shutdown=(calls.close, *((memory.close,) if owns_memory else ()))),
     )
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
-    app.add_middleware(KeyGuard, ring=ring, protected=("/v1/", MCP_PATH))  # outermost: the key is checked before the body is read
     app.state.memory = memory
     app.state.config = config
 
     def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse(status_code=status, content=error_body(kind, message), headers=headers)
 
-    @app.exception_handler(MemcoreError)
-    async def _memcore_error(request: Request, exc: MemcoreError) -> JSONResponse:
-        if isinstance(exc, TooLarge):
-            return error(413, REQUEST_TOO_LARGE, str(exc))
-        status = status_of(exc)
-        if status >= 500:
-            log.warning("server.error", path=request.url.path, type=type(exc).__name__, message=str(exc))
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return error(status, type(exc).__name__, str(exc), headers)
+    async def _failed(request: Request, exc: Exception) -> JSONResponse:
+        """Every memcore error, the server's own (time and size limits) and anything unexpected (:mod:`.replies`)."""
+        status, body, headers = error_reply(exc, request.url.path)
+        return JSONResponse(status_code=status, content=body, headers=headers)
+
+    app.add_exception_handler(MemcoreError, _failed)
+    app.add_exception_handler(Exception, _failed)  # in the server-error middleware, which re-raises to uvicorn
 
     @app.exception_handler(RequestValidationError)
     async def _bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = exc.errors()
-        first = problems[0] if problems else {"loc": (), "msg": "invalid request"}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        return error(400, "ValidationError", f"{where}: {first.get('msg')}{more}")
+        return error(400, "ValidationError", validation_message(exc.errors()))
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
@@ -218,49 +197,15 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         kind = kinds.get(exc.status_code, "ValidationError" if exc.status_code < 500 else INTERNAL_ERROR)
         return error(exc.status_code, kind, str(exc.detail), getattr(exc, "headers", None))
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.error("server.unexpected", path=request.url.path, type=type(exc).__name__, exc_info=exc)
-        return error(500, INTERNAL_ERROR, "the server failed unexpectedly; the details are in its log")
+    call = calls.run
 
-    bearer = HTTPBearer(auto_error=False, description="An API key declared in [server.keys] (not needed when none is declared).")
-
-    async def caller(who: Caller = Depends(request_caller), credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> Caller:
-        """The caller of a request, as the key guard (:mod:`.guard`) authenticated it before the
-        body was read (``bearer`` declares the scheme in the OpenAPI schema); async so FastAPI
-        runs it on the event loop (a sync dependency costs a worker-thread hop per request)."""
-        return who
-
-    async def call(who: Caller, fn: Callable[[Served], T]) -> T:
-        """Run ``fn`` on the memory as the caller sees it, in a worker thread, inside the
-        caller's scope, within the time limit."""
-
-        def scoped() -> T:
-            try:
-                with imposed(memory, who) as served:
-                    return fn(served)
-            except MemcoreError:
-                raise
-            except Exception as exc:  # answered here, not by the server-error middleware (which re-raises to uvicorn)
-                log.error("server.unexpected", type=type(exc).__name__, exc_info=exc)
-                raise _Unexpected("the server failed unexpectedly; the details are in its log") from None
-
-        try:
-            async with asyncio.timeout(config.request_timeout_s):  # no extra task, unlike wait_for (~45 us per request)
-                return await run_in_threadpool(scoped)
-        except TimeoutError:
-            raise _Timeout(f"the call took longer than {config.request_timeout_s} s (it may still complete)") from None
+    # The caller of a request, as the key guard (:mod:`.guard`) authenticated it before the body
+    # was read: the guard checks the key, the OpenAPI schema declares the bearer scheme
+    # (:func:`_errors_in_schema`); async, so FastAPI runs it on the event loop.
+    caller = request_caller
 
     responses: dict[int | str, dict[str, Any]] = {status: {"model": ErrorOut, "description": text} for status, text in ERROR_STATUSES.items()}
     v1 = APIRouter(prefix=f"/{API_VERSION}", responses=responses)
-
-    @app.exception_handler(_Unexpected)
-    async def _internal(request: Request, exc: _Unexpected) -> JSONResponse:
-        return error(500, INTERNAL_ERROR, str(exc))
-
-    @app.exception_handler(_Timeout)
-    async def _timeout(request: Request, exc: _Timeout) -> JSONResponse:
-        return error(504, REQUEST_TIMEOUT, str(exc))
 
     @v1.get("/health", response_model=HealthOut, summary="Liveness")
     async def health() -> dict[str, Any]:
@@ -364,7 +309,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         return {"count": await call(who, count)}
 
     @v1.post("/search", response_model=SearchOut, response_model_exclude_unset=True, summary="Search")
-    async def search(body: SearchBody, who: Caller = Depends(caller)) -> Any:
+    async def search(body: SearchBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Through the service (``Memory.retrieve``: a query text and/or a vector), or with ``explain``
         through the pipeline or one ``index`` (``Memory.query``: hits with provenance and an explanation)."""
         check_k(body.k, config)
@@ -390,7 +335,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
                 body.query, vector=body.vector, where=body.where, k=body.k, where_document=body.where_document, min_score=body.min_score, **options
             ),
         )
-        return _serialised({"results": [_result_out(r) for r in found]})
+        return {"results": [_result_out(r) for r in found]}
 
     @v1.post("/retrieve_many", response_model=ResultsManyOut, response_model_exclude_unset=True, summary="Search for several queries")
     async def retrieve_many(body: RetrieveManyBody, who: Caller = Depends(caller)) -> dict[str, Any]:
@@ -432,6 +377,10 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None) -> "F
         return await call(who, _delete(DeleteBody(ids=[id])))
 
     app.include_router(v1)
+    hot: dict[str, tuple[type[_Body], Handler]] = {"/v1/search": (SearchBody, search), "/v1/get": (GetBody, get), "/v1/insert": (InsertOne, insert)}
+    app.add_middleware(HotRoutes, routes=hot)  # innermost of the three: under the body limit, after the key guard
+    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(KeyGuard, ring=ring, protected=("/v1/", MCP_PATH), public=PUBLIC_PATHS)  # outermost: the key is checked before the body is read
     app.router.routes.extend(mcp_routes)
     _errors_in_schema(app)
     return app
@@ -447,8 +396,8 @@ def create_mcp_app(memory: memcore.Memory, config: ServerConfig | None = None) -
     from starlette.applications import Starlette
 
     config = (config or ServerConfig()).model_copy(update={"mcp": True})
-    routes, lifespan = _mcp(memory, config)
-    app = Starlette(routes=routes, lifespan=lifespan)
+    routes, mcp_lifespan = _mcp(memory, config)
+    app = Starlette(routes=routes, lifespan=_lifespan(memory, config, mcp_lifespan))
     app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
     app.add_middleware(KeyGuard, ring=config.key_ring(), protected=(MCP_PATH,))
     return app
@@ -469,16 +418,47 @@ def _mcp(memory: memcore.Memory, config: ServerConfig) -> tuple[list[Any], Any]:
     return list(mcp_app.routes), lambda _app: server.session_manager.run()
 
 
+BEARER = {"type": "http", "scheme": "bearer", "description": "An API key declared in [server.keys] (not needed when none is declared)."}
+"""The security scheme of the schema: the key guard (:mod:`.guard`) checks it, before any route runs."""
+
+
+def _lifespan(memory: memcore.Memory, config: ServerConfig, mcp_lifespan: Any, on_shutdown: tuple[Callable[[], None], ...] = ()) -> Any:
+    """The application's lifespan: at start-up, before anything is served, warm the embedders
+    (``server.warm``), then run the MCP session manager (when served); at shut-down, call
+    ``on_shutdown`` in order."""
+
+    @asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        if config.warm:
+            warmed = warm_embedders(memory)  # on the loop, blocking: nothing is served yet
+            log.info("server.warmed", spaces=warmed)
+        try:
+            if mcp_lifespan is None:
+                yield
+            else:
+                async with mcp_lifespan(app):
+                    yield
+        finally:
+            for close in on_shutdown:
+                close()
+
+    return lifespan
+
+
 def _errors_in_schema(app: "FastAPI") -> None:
-    """Document the errors as they are sent: a 400 ErrorOut, not FastAPI's default 422."""
+    """Document the errors as they are sent (a 400 ErrorOut, not FastAPI's default 422) and
+    the bearer key on every operation the key guard protects."""
     from fastapi.openapi.utils import get_openapi
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-            for path in schema.get("paths", {}).values():
+            schema.setdefault("components", {}).setdefault("securitySchemes", {})["HTTPBearer"] = BEARER
+            for route, path in schema.get("paths", {}).items():
                 for operation in path.values():
                     operation.get("responses", {}).pop("422", None)
+                    if route.startswith(f"/{API_VERSION}/") and route not in PUBLIC_PATHS:
+                        operation["security"] = [{"HTTPBearer": []}]
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
             app.openapi_schema = schema

@@ -37,6 +37,12 @@ def _loopback(host: str) -> bool:
 @click.option("--host", default=None, help="Interface to listen on (default: server.host, 127.0.0.1).")
 @click.option("--port", default=None, type=click.IntRange(0, 65535), help="TCP port (default: server.port, 8765; 0: any free port).")
 @click.option(
+    "--workers",
+    default=None,
+    type=click.IntRange(1, 64),
+    help="Server processes on the port (default: server.workers, 1); more than one only for a store shared between processes (postgres).",
+)
+@click.option(
     "--log-level",
     "uvicorn_log",
     default="warning",
@@ -44,10 +50,11 @@ def _loopback(host: str) -> bool:
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
     help="uvicorn's log level.",
 )
-def serve(config_path: str | None, path: str | None, host: str | None, port: int | None, uvicorn_log: str) -> None:
+def serve(config_path: str | None, path: str | None, host: str | None, port: int | None, workers: int | None, uvicorn_log: str) -> None:
     """Serve the memory declared by --config at --path over HTTP (routes under /v1, OpenAPI at
     /openapi.json, docs at /docs). Clients authenticate with Authorization: Bearer <key> for
-    the keys of [server.keys.<name>]; without keys it serves loopback only."""
+    the keys of [server.keys.<name>]; without keys it serves loopback only. With --workers N,
+    N processes serve a store shared between processes (the postgres store)."""
     import uvicorn
 
     import memcore
@@ -55,12 +62,21 @@ def serve(config_path: str | None, path: str | None, host: str | None, port: int
     from .app import create_app
     from .config import load_server_config
     from .threads import limit_compute_threads
+    from .workers import check_shared, serve_workers
 
     settings = memcore.load_settings(config_path)
-    config = load_server_config(settings.server, host=host, port=port)
+    config = load_server_config(settings.server, host=host, port=port, workers=workers)
     _check_anonymous(config)
     limit_compute_threads(config.blas_threads)  # before the libraries load (environment), and
     memory = memcore.open(settings, path=path)
+    if config.workers > 1:  # opened here once (created, if new, by one process), checked, then opened by each worker
+        try:
+            check_shared(memory, config.workers)
+        finally:
+            memory.close()
+        click.echo(f"memcore: serving {path or settings.path or 'the memory'} on http://{config.host}:{config.port} with {config.workers} workers", err=True)
+        serve_workers(config_path, path, config, uvicorn_log)
+        return
     try:
         limit_compute_threads(config.blas_threads)  # those the memory loaded (threadpoolctl)
         app = create_app(memory, config)
@@ -162,6 +178,8 @@ def mcp_command(
     from .config import load_server_config
     from .mcp_tools import create_mcp_server
     from .tenancy import ANONYMOUS, Caller, authenticate
+    from .threads import limit_compute_threads
+    from .warmup import warm_embedders
 
     settings = memcore.load_settings(config_path)
     scope = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id)) if v}
@@ -182,8 +200,12 @@ def mcp_command(
         caller = authenticate(config.key_ring(), f"Bearer {key}")
     else:
         caller = Caller(name=None, scope=scope, admin=False) if scope else ANONYMOUS
+    limit_compute_threads(config.blas_threads)  # as memcore serve: before the libraries load, and
     memory = memcore.open(settings, path=path)
     try:
+        limit_compute_threads(config.blas_threads)  # those the memory loaded
+        if config.warm:
+            warm_embedders(memory)
         click.echo(f"memcore mcp: serving {path or settings.path or 'the memory'} over stdio (scope: {caller.scope or 'all'})", err=True)
         create_mcp_server(memory, caller).run("stdio")
     finally:
@@ -197,10 +219,13 @@ def _serve_mcp_http(settings: "memcore.MemcoreSettings", path: str | None, confi
     import memcore
 
     from .app import create_mcp_app
+    from .threads import limit_compute_threads
 
     _check_anonymous(config)
+    limit_compute_threads(config.blas_threads)
     memory = memcore.open(settings, path=path)
     try:
+        limit_compute_threads(config.blas_threads)
         app = create_mcp_app(memory, config)
         click.echo(
             f"memcore mcp: serving {path or settings.path or 'the memory'} at http://{config.host}:{config.port}/mcp ({len(config.keys)} API key(s))", err=True

@@ -13,6 +13,9 @@ when the server starts (a typo is a :class:`memcore.ConfigError` naming the key)
     request_timeout_s = 30
     mcp = true                      # the MCP tools at /mcp (streamable HTTP)
     blas_threads = 1            # BLAS / OpenMP threads per search (0: the libraries' default)
+    threads = 8                 # worker threads running the memory's calls (per process)
+    workers = 1                 # server processes (> 1 only for a store shared between processes)
+    warm = true                 # embed one text with each space's embedder before serving
 
     [server.keys.alice]
     sha256 = "<hex SHA-256 digest of alice's key>"   # memcore keys hash (reads the key from stdin)
@@ -58,6 +61,25 @@ class ServerConfig(BaseModel):
         ge=0,
         description="Threads each BLAS / OpenMP call may use (numpy, faiss), set when the server starts; 0 leaves the libraries' default "
         "(one per core, which makes concurrent searches fight for the cores).",
+    )
+    threads: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description="Worker threads running the memory's calls in each server process (the event loop never runs one itself); "
+        "more help a store that waits on the network, fewer keep fewer threads contending for Python's GIL.",
+    )
+    workers: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Server processes sharing the port (memcore serve --workers): more than one only for a store shared between "
+        "processes (the postgres store); refused for the SQLite store.",
+    )
+    warm: bool = Field(
+        True,
+        description="Before serving, embed one short text with each space's embedder, so that no request waits for a model to load "
+        "(a remote embedder makes one call).",
     )
     docs: bool = Field(True, description="Serve the interactive docs at /docs (the schema is always at /openapi.json).")
     mcp: bool = Field(True, description="Serve the MCP tools over streamable HTTP at /mcp (the same keys and scopes as /v1).")

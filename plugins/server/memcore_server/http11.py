@@ -16,16 +16,24 @@ client's CPU is taken from the server's, so the synchronous client talks HTTP/1.
 
 ``timeout`` is per socket operation (connect, each send and receive), as httpx's is. Proxy
 environment variables are not read: the server is reached directly.
+
+Sockets are never left to the garbage collector: a pool closes its idle connections when it
+is closed, when it is collected without being closed, at interpreter exit, and in a child
+process after ``fork`` (whose copies of the parent's connections it must not use; the
+parent's stay open). A request that fails in any way closes its connection.
 """
 
 from __future__ import annotations
 
+import atexit
 import http.client
 import json
+import os
 import select
 import socket
 import ssl
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
@@ -90,6 +98,7 @@ class ConnectionPool:
         self._lock = threading.Lock()
         self._closed = False
         self._context = ssl.create_default_context() if self._https else None
+        _POOLS.add(self)
 
     def _open(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection
@@ -139,6 +148,9 @@ class ConnectionPool:
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:  # interrupted, or a value http.client refused: never reuse, never leak
+            conn.close()
+            raise
         if response.will_close:
             conn.close()
         else:
@@ -152,3 +164,35 @@ class ConnectionPool:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+    def __del__(self) -> None:
+        idle, self._idle = getattr(self, "_idle", []), []
+        for conn in idle:
+            conn.close()
+
+    def _forked(self) -> None:
+        """In a child after ``fork``: drop the copies of the parent's connections (closing the
+        child's descriptors only) and the lock another thread may have held."""
+        self._lock = threading.Lock()
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+_POOLS: "weakref.WeakSet[ConnectionPool]" = weakref.WeakSet()
+"""Every live pool: closed at interpreter exit, reset in a child after fork."""
+
+
+def _close_all() -> None:
+    for pool in list(_POOLS):
+        pool.close()
+
+
+def _after_fork() -> None:
+    for pool in list(_POOLS):
+        pool._forked()
+
+
+atexit.register(_close_all)
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_after_fork)

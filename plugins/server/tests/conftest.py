@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 import uvicorn
@@ -22,6 +22,10 @@ import memcore
 from memcore.plugin import hash_api_key
 from memcore_server.app import create_app
 from memcore_server.config import load_server_config
+from memcore_server.idspace import id_prefix
+
+if TYPE_CHECKING:
+    import httpx
 
 KEYS = {"alice": "key-alice-0123456789", "bob": "key-bob-0123456789", "ops": "key-ops-0123456789"}
 KEY_SETTINGS = {
@@ -59,6 +63,25 @@ class Served:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+    def call(self, method: str, path: str, key: str | None, body: Any = None) -> "httpx.Response":
+        """One request with ``key`` (None: no Authorization header) and a JSON ``body``."""
+        import httpx
+
+        headers = {"authorization": f"Bearer {key}"} if key else {}
+        return httpx.request(method, self.url + path, json=body, headers=headers, timeout=30)
+
+    @staticmethod
+    def ok(response: "httpx.Response") -> Any:
+        """The JSON of a 200 response (AssertionError with the body otherwise)."""
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+@pytest.fixture
+def port() -> int:
+    """A free TCP port on 127.0.0.1 (for a server a test starts itself)."""
+    return free_port()
 
 
 @pytest.fixture
@@ -105,18 +128,41 @@ def keys() -> dict[str, str]:
     return dict(KEYS)
 
 
-class ServeProcess:
-    """``memcore serve --config F --path P`` as a process of its own, on a free port."""
+@pytest.fixture
+def two_tenants(server: Served, keys: dict[str, str], memory: memcore.Memory) -> dict[str, str]:
+    """Through the ``server`` fixture, alice and bob (keys bound to their user_id) each wrote
+    two memories (ids a1, a2 / b1, b2) with the same metadata; returns the raw keys."""
+    for who in ("alice", "bob"):
+        items = [{"text": f"{who} likes tea number {i}", "id": f"{who[0]}{i}", "metadata": {"kind": "pref"}} for i in (1, 2)]
+        assert server.ok(server.call("POST", "/v1/insert_many", keys[who], {"items": items}))["ids"] == [f"{who[0]}1", f"{who[0]}2"]
+    for who in ("alice", "bob"):  # stored in the key's id namespace, stamped with its scope
+        assert memory.get(id_prefix({"user_id": who}) + f"{who[0]}1").scope == memcore.Scope(user_id=who)
+    return keys
 
-    def __init__(self, settings: Path, path: Path, port: int):
+
+class ServeProcess:
+    """``memcore serve --config F --path P [options]`` as a process of its own, on a free port."""
+
+    def __init__(self, settings: Path, path: Path, port: int, *options: str, env: dict[str, str] | None = None, port_option: bool = True):
         import os
         import subprocess
         import sys
 
         self.url = f"http://127.0.0.1:{port}"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "memcore.cli", "serve", "--config", str(settings), "--path", str(path), "--port", str(port)],
-            env=dict(os.environ),
+            [
+                sys.executable,
+                "-m",
+                "memcore.cli",
+                "serve",
+                "--config",
+                str(settings),
+                "--path",
+                str(path),
+                *(["--port", str(port)] if port_option else []),
+                *options,
+            ],
+            env={**os.environ, **(env or {})},
             text=True,
             stderr=subprocess.PIPE,
         )
@@ -125,16 +171,22 @@ class ServeProcess:
         """Return once the server answers /v1/health (AssertionError when it exits or never does)."""
         import httpx
 
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise AssertionError(f"memcore serve exited: {self.process.communicate()[1]}")
             try:
-                httpx.get(self.url + "/v1/health", timeout=1)
+                httpx.get(self.url + "/v1/health", timeout=30)
                 return self
             except httpx.TransportError:
                 time.sleep(0.1)
         raise AssertionError("memcore serve did not start")
+
+    def workers(self) -> list[int]:
+        """The pids of its worker processes (``--workers``: children started by multiprocessing's spawn; Linux)."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        pids = [int(pid) for pid in children.read_text().split()] if children.exists() else []
+        return [pid for pid in pids if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
 
     def stop(self) -> str:
         """SIGINT, wait; the server's stderr."""
@@ -146,13 +198,14 @@ class ServeProcess:
 
 
 @pytest.fixture
-def serve_process() -> Iterator[Callable[[Path, Path], ServeProcess]]:
-    """``serve_process(settings_file, memory_dir)``: a started ``memcore serve`` process
-    (stopped after the test if the test did not stop it)."""
+def serve_process() -> Iterator[Callable[..., ServeProcess]]:
+    """``serve_process(settings_file, memory_dir, *options, env=None, port=None)``: a started
+    ``memcore serve`` process (stopped after the test if the test did not stop it), on a free
+    port (``--port``), or on ``port`` when given, which the settings file declares."""
     started: list[ServeProcess] = []
 
-    def start(settings: Path, path: Path) -> ServeProcess:
-        server = ServeProcess(settings, path, free_port())
+    def start(settings: Path, path: Path, *options: str, env: dict[str, str] | None = None, port: int | None = None) -> ServeProcess:
+        server = ServeProcess(settings, path, port or free_port(), *options, env=env, port_option=port is None)
         started.append(server)
         return server.wait()
 

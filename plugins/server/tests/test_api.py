@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
+import threading
+from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
@@ -223,16 +224,26 @@ def test_batch_k_and_filter_limits(memory: memcore.Memory, served: Any) -> None:
     assert memory.count() == 3
 
 
-def test_request_time_limit_is_a_504(memory: memcore.Memory, served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("path,verb,body", [("/v1/count", "count", {}), ("/v1/search", "retrieve", {"query": "x"})])
+def test_request_time_limit_is_a_504_while_the_call_still_runs(
+    memory: memcore.Memory, served: Any, monkeypatch: pytest.MonkeyPatch, path: str, verb: str, body: dict[str, Any]
+) -> None:
     server = served(memory, request_timeout_s=0.2)
-    real_count = memory.count
+    real = getattr(memory, verb)
+    release, finished = threading.Event(), threading.Event()
 
-    def slow_count(**kw: Any) -> int:
-        time.sleep(1.0)
-        return real_count(**kw)
+    def slow(*a: Any, **kw: Any) -> Any:
+        release.wait(60)  # held until the client has its answer
+        finished.set()
+        return real(*a, **kw)
 
-    monkeypatch.setattr(memory, "count", slow_count)
-    assert "0.2" in error_of(call(server, "POST", "/v1/count", None, {}), 504, "RequestTimeout")
+    monkeypatch.setattr(memory, verb, slow)
+    try:
+        assert "0.2" in error_of(call(server, "POST", path, None, body), 504, "RequestTimeout")
+        assert not finished.is_set()  # answered at the time limit, not when the call ended
+    finally:
+        release.set()
+    assert finished.wait(30)  # the call itself completes in its thread
 
 
 def test_an_unexpected_exception_is_a_bare_500(memory: memcore.Memory, served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,3 +277,48 @@ def test_without_keys_calls_need_none(memory: memcore.Memory, served: Any) -> No
     server = served(memory)
     assert ok(call(server, "POST", "/v1/insert", None, {"text": "open"}))["id"]
     assert ok(call(server, "GET", "/v1/info", None))["caller"] == {"key": None, "admin": True, "scope": None}
+
+
+def test_the_hot_routes_answer_as_the_others(server: Any, ops: str, memory: memcore.Memory) -> None:
+    """search, get and insert are served without FastAPI's request machinery (memcore_server.hotpath):
+    their replies are what the response models make of them, their refusals name what the other routes name."""
+    from memcore_server.schemas import IdOut, RecordsOut
+
+    dim = memory.collection.spaces["default"].dim
+    inserted = ok(call(server, "POST", "/v1/insert", ops, {"text": "a vector item", "id": "v", "vector": [0.5] * dim, "metadata": {"x": 1.5}}))
+    assert inserted == IdOut.model_validate(inserted).model_dump(mode="json") == {"id": "v"}
+    for body in ({"ids": ["v"]}, {"ids": ["v"], "with_vectors": True}, {"where": {"x": 1.5}, "limit": 5}):
+        got = ok(call(server, "POST", "/v1/get", ops, body))
+        assert got == RecordsOut.model_validate(got).model_dump(mode="json", exclude_unset=True) and got["records"][0]["id"] == "v"
+    for hot, cold, body in (
+        ("/v1/search", "/v1/retrieve_many", {"k": 0}),
+        ("/v1/search", "/v1/retrieve_many", {"k": "ten"}),
+        ("/v1/get", "/v1/count", {"surprise": 1}),
+        ("/v1/get", "/v1/count", {"where": [1]}),
+    ):
+        hot_message = error_of(call(server, "POST", hot, ops, body), 400, "ValidationError")
+        cold_message = error_of(call(server, "POST", cold, ops, {"queries": ["q"], **body} if "retrieve" in cold else body), 400, "ValidationError")
+        assert hot_message.split(":")[0] == cold_message.split(":")[0] == f"body.{next(iter(body))}"  # the same place named
+    headers = {"authorization": f"Bearer {ops}", "content-type": "text/plain"}
+    for path in ("/v1/insert", "/v1/insert_many"):  # a body that is not declared JSON is refused by both
+        error_of(httpx.post(server.url + path, content=b'{"text": "x"}', headers=headers, timeout=30), 400, "ValidationError")
+    typed = {**headers, "content-type": "application/merge-patch+json"}  # a JSON media type of its own
+    assert ok(httpx.post(server.url + "/v1/insert", content=b'{"text": "typed"}', headers=typed, timeout=30))["id"]
+    error_of(call(server, "GET", "/v1/search", ops), 405)
+    assert memory.count() == 2
+
+
+def test_the_embedders_are_warm_before_the_first_request(tmp_path: Path, served: Any) -> None:
+    """[server] warm (the default): the server loads each space's model while it starts, so a
+    first insert never waits for it inside request_timeout_s; warm = false leaves it to the first request."""
+    pytest.importorskip("memcore_embed")
+    settings = {"spaces": {"default": {"embedder": {"kind": "minilm", "backend": "numpy"}}}, "indexes": {"vector": {"kind": "exact", "space": "default"}}}
+    for warm in (True, False):
+        with memcore.open(settings, path=tmp_path / f"warm-{warm}") as memory:
+            embedder = memory.collection.spaces["default"].embedder
+            assert embedder is not None and not embedder.is_loaded  # type: ignore[attr-defined]
+            server = served(memory, warm=warm)
+            assert ok(call(server, "GET", "/v1/health", None)) == {"status": "ok"}
+            assert embedder.is_loaded is warm  # type: ignore[attr-defined]
+            assert ok(call(server, "POST", "/v1/insert", None, {"text": "the first memory"}))["id"]
+            server.stop()

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import httpx
 import pytest
@@ -20,38 +20,17 @@ from memcore.plugin import hash_api_key
 MEMCORE = [sys.executable, "-m", "memcore.cli"]
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait(url: str, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"memcore serve exited: {process.communicate()[1]}")
-        try:
-            httpx.get(url + "/v1/health", timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError("memcore serve did not start")
-
-
-def test_serve_a_settings_file_with_keys(tmp_path: Path) -> None:
-    port = _port()
+def test_serve_a_settings_file_with_keys(tmp_path: Path, serve_process: Callable[..., Any], port: int) -> None:
     key = "cli-test-key-123"
     settings = tmp_path / "memcore.toml"
     settings.write_text(
         f'[server]\nport = {port}\nmax_k = 7\n\n[server.keys.carol]\nsha256 = "{hash_api_key(key)}"\nscope = {{user_id = "carol"}}\n',
         encoding="utf-8",
     )
-    env = {**os.environ, "MEMCORE_SERVER__KEYS__OPS__SHA256": hash_api_key("ops-key-from-env"), "MEMCORE_SERVER__KEYS__OPS__ADMIN": "true"}
-    process = subprocess.Popen([*MEMCORE, "serve", "--config", str(settings), "--path", str(tmp_path / "mem")], env=env, text=True, stderr=subprocess.PIPE)
+    env = {"MEMCORE_SERVER__KEYS__OPS__SHA256": hash_api_key("ops-key-from-env"), "MEMCORE_SERVER__KEYS__OPS__ADMIN": "true"}
+    server = serve_process(settings, tmp_path / "mem", env=env, port=port)  # the port of the settings file
     try:
-        url = f"http://127.0.0.1:{port}"
-        _wait(url, process)
+        url = server.url
         carol = {"authorization": f"Bearer {key}"}
         assert httpx.post(url + "/v1/insert", json={"text": "carol's memory"}, headers=carol).status_code == 200
         assert httpx.post(url + "/v1/search", json={"query": "memory", "k": 8}, headers=carol).status_code == 400  # max_k = 7
@@ -59,8 +38,7 @@ def test_serve_a_settings_file_with_keys(tmp_path: Path) -> None:
         assert ops["caller"] == {"key": "ops", "admin": True, "scope": None} and ops["limits"]["max_k"] == 7
         assert httpx.post(url + "/v1/count", json={}).status_code == 401
     finally:
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
+        stderr = server.stop()
     assert key not in stderr and "ops-key-from-env" not in stderr
     with memcore.open(settings, path=tmp_path / "mem") as memory:  # the server closed it: the lock is free
         assert [r.scope for r in memory.get()] == [memcore.Scope(user_id="carol")]  # type: ignore[union-attr]
@@ -81,6 +59,20 @@ def test_serve_refuses_bad_settings_and_an_open_host_without_keys(tmp_path: Path
     assert out.returncode == 2 and "no API keys are declared" in out.stderr
 
 
+def test_serve_refuses_workers_for_a_store_not_shared_between_processes(tmp_path: Path) -> None:
+    settings = tmp_path / "memcore.toml"
+    settings.write_text("[server]\nport = 1\n", encoding="utf-8")
+    for options, configured in ((["--workers", "2"], ""), ([], "workers = 3\n")):
+        settings.write_text(f"[server]\n{configured}", encoding="utf-8")
+        out = subprocess.run(
+            [*MEMCORE, "serve", "--config", str(settings), "--path", str(tmp_path / "mem"), *options], capture_output=True, text=True, timeout=120
+        )
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert "server.workers" in out.stderr and "shared between processes" in out.stderr and "SQLiteStore" in out.stderr
+    with memcore.open(settings, path=tmp_path / "mem") as memory:  # opened to be checked, and closed: the lock is free
+        assert memory.count() == 0
+
+
 def test_keys_hash_and_new() -> None:
     out = subprocess.run([*MEMCORE, "keys", "hash"], input="s3cret\n", capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == hash_api_key("s3cret")
@@ -98,7 +90,7 @@ def test_loopback_hosts(host: str) -> None:
     assert _loopback(host) and not _loopback("0.0.0.0") and not _loopback("example.org")
 
 
-def test_mcp_over_http_as_a_process(tmp_path: Path) -> None:
+def test_mcp_over_http_as_a_process(tmp_path: Path, port: int) -> None:
     """``memcore mcp --transport http``: the tools at /mcp, each request in its key's scope."""
     import asyncio
 
@@ -106,7 +98,7 @@ def test_mcp_over_http_as_a_process(tmp_path: Path) -> None:
     httpx2 = pytest.importorskip("httpx2")
     from mcp.client.streamable_http import streamable_http_client
 
-    port, key = _port(), "mcp-http-key-123"
+    key = "mcp-http-key-123"
     settings = tmp_path / "memcore.toml"
     settings.write_text(f'[server.keys.carol]\nsha256 = "{hash_api_key(key)}"\nscope = {{user_id = "carol"}}\n', encoding="utf-8")
     command = [*MEMCORE, "mcp", "--config", str(settings), "--path", str(tmp_path / "mem"), "--transport", "http", "--port", str(port)]

@@ -108,3 +108,29 @@ def test_a_closed_client_refuses_calls(memory: memcore.Memory, served: Any) -> N
     remote.close()
     with pytest.raises(ValidationError, match="closed"):
         remote.count()
+
+
+def test_no_socket_is_left_to_the_garbage_collector(memory: memcore.Memory, served: Any) -> None:
+    """A client dropped without close(), and the pool of a forked child, close their connections themselves."""
+    import gc
+    import os
+    import warnings
+
+    server = served(memory)
+    remote = RemoteMemory(server.url)
+    assert remote.count() == 0 and len(remote._http._idle) == 1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        del remote
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+    with RemoteMemory(server.url) as parent:
+        assert parent.count() == 0 and len(parent._http._idle) == 1
+        child = os.fork()
+        if child == 0:  # the child: no copy of the parent's connection in its pool; its own work on new ones
+            code = 0 if not parent._http._idle and parent.count() == 0 else 1
+            os._exit(code)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert parent.count() == 0 and len(parent._http._idle) == 1  # the parent's connection still serves it

@@ -77,3 +77,30 @@ def test_two_server_processes_share_one_postgres_memory(pg_dir: Path, serve_proc
         errors = [server.stop() for server in servers]
     assert all(server.process.returncode in (0, -signal.SIGINT) for server in servers), errors
     assert not any(key in err for key in KEYS.values() for err in errors)
+
+
+def test_worker_processes_share_one_postgres_memory(pg_dir: Path, serve_process: Callable[..., Any]) -> None:
+    """``memcore serve --workers 2``: two processes accept on one port; a write through any
+    connection (whichever worker took it) is seen through every other one."""
+    settings = _settings(pg_dir / "memcore.toml")
+    server = serve_process(settings, pg_dir / "mem", "--workers", "2")
+    try:
+        assert len(server.workers()) == 2
+        clients = [RemoteMemory(server.url, api_key=KEYS["alice"]) for _ in range(6)]  # six connections, spread over the workers
+
+        def write(i: int) -> str:
+            return str(clients[i % 6].insert({"id": f"w-{i}", "text": f"alice note about {unique_word(i)}"}))
+
+        with ThreadPoolExecutor(6) as pool:
+            assert sorted(pool.map(write, range(30))) == sorted(f"w-{i}" for i in range(30))
+        for i in range(30):  # each read on a fresh connection: any worker answers, all agree
+            with RemoteMemory(server.url, api_key=KEYS["alice"]) as fresh:
+                assert fresh.count() == 30 and fresh.retrieve(unique_word(i), k=1)[0]["id"] == f"w-{i}"
+        with RemoteMemory(server.url, api_key=KEYS["bob"]) as bob:
+            assert bob.count() == 0
+        for m in clients:
+            m.close()
+    finally:
+        stderr = server.stop()
+    assert server.process.returncode in (0, -signal.SIGINT), stderr
+    assert not any(key in stderr for key in KEYS.values())

@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 
 import memcore
 from memcore_server.idspace import id_prefix
@@ -19,27 +18,6 @@ from memcore_server.idspace import id_prefix
 def stored(user: str, rid: str) -> str:
     """The stored id of ``rid`` written with the key of ``user`` (its namespace, memcore_server.idspace)."""
     return id_prefix({"user_id": user}) + rid
-
-
-def call(server: Any, method: str, path: str, key: str | None, body: Any = None) -> httpx.Response:
-    headers = {"authorization": f"Bearer {key}"} if key else {}
-    return httpx.request(method, server.url + path, json=body, headers=headers, timeout=30)
-
-
-def ok(response: httpx.Response) -> Any:
-    assert response.status_code == 200, response.text
-    return response.json()
-
-
-@pytest.fixture
-def two_tenants(server: Any, keys: dict[str, str], memory: memcore.Memory) -> dict[str, str]:
-    """alice and bob each wrote two memories (ids a1, a2 / b1, b2) with the same metadata."""
-    for who in ("alice", "bob"):
-        items = [{"text": f"{who} likes tea number {i}", "id": f"{who[0]}{i}", "metadata": {"kind": "pref"}} for i in (1, 2)]
-        assert ok(call(server, "POST", "/v1/insert_many", keys[who], {"items": items}))["ids"] == [f"{who[0]}1", f"{who[0]}2"]
-    assert memory.get(stored("alice", "a1")).scope == memcore.Scope(user_id="alice")
-    assert memory.get(stored("bob", "b1")).scope == memcore.Scope(user_id="bob")
-    return keys
 
 
 def _unknown(response: httpx.Response) -> tuple[int, str, str]:
@@ -61,18 +39,18 @@ def test_no_key_or_a_wrong_key_is_401_and_the_key_is_not_echoed(server: Any, mem
 
 def test_a_tenant_sees_only_its_own_records(server: Any, two_tenants: dict[str, str]) -> None:
     alice = two_tenants["alice"]
-    assert ok(call(server, "POST", "/v1/count", alice, {}))["count"] == 2
-    assert ok(call(server, "POST", "/v1/count", alice, {"where": {"kind": "pref"}}))["count"] == 2
-    assert ok(call(server, "POST", "/v1/count", alice, {"index": "vector"}))["count"] == 2
-    assert {r["id"] for r in ok(call(server, "POST", "/v1/get", alice, {}))["records"]} == {"a1", "a2"}
-    assert {r["id"] for r in ok(call(server, "POST", "/v1/get", alice, {"where": {"kind": "pref"}}))["records"]} == {"a1", "a2"}
-    found = ok(call(server, "POST", "/v1/search", alice, {"query": "bob likes tea", "k": 10}))["results"]
+    assert server.ok(server.call("POST", "/v1/count", alice, {}))["count"] == 2
+    assert server.ok(server.call("POST", "/v1/count", alice, {"where": {"kind": "pref"}}))["count"] == 2
+    assert server.ok(server.call("POST", "/v1/count", alice, {"index": "vector"}))["count"] == 2
+    assert {r["id"] for r in server.ok(server.call("POST", "/v1/get", alice, {}))["records"]} == {"a1", "a2"}
+    assert {r["id"] for r in server.ok(server.call("POST", "/v1/get", alice, {"where": {"kind": "pref"}}))["records"]} == {"a1", "a2"}
+    found = server.ok(server.call("POST", "/v1/search", alice, {"query": "bob likes tea", "k": 10}))["results"]
     assert {r["id"] for r in found} == {"a1", "a2"}
-    explained = ok(call(server, "POST", "/v1/search", alice, {"query": "bob likes tea", "k": 10, "explain": True}))["results"]
+    explained = server.ok(server.call("POST", "/v1/search", alice, {"query": "bob likes tea", "k": 10, "explain": True}))["results"]
     assert {r["id"] for r in explained} == {"a1", "a2"}
-    one_index = ok(call(server, "POST", "/v1/search", alice, {"query": "bob", "k": 10, "explain": True, "index": "vector"}))["results"]
+    one_index = server.ok(server.call("POST", "/v1/search", alice, {"query": "bob", "k": 10, "explain": True, "index": "vector"}))["results"]
     assert {r["id"] for r in one_index} == {"a1", "a2"}
-    admin = ok(call(server, "POST", "/v1/count", two_tenants["ops"], {}))["count"]
+    admin = server.ok(server.call("POST", "/v1/count", two_tenants["ops"], {}))["count"]
     assert admin == 4
 
 
@@ -96,14 +74,14 @@ def test_guessed_ids_of_another_tenant_look_unknown(server: Any, two_tenants: di
         for guessed in ("b1", "zz-none"):
             filled = path.replace("{id}", guessed)
             payload = None if body is None else json.loads(json.dumps(body).replace("{id}", guessed))
-            answers.append(_unknown(call(server, method, filled, alice, payload)))
+            answers.append(_unknown(server.call(method, filled, alice, payload)))
         assert answers[0] == answers[1], (method, path, answers)
         assert answers[0][0] == 404 and answers[0][1] == "NotFoundError"
     # an upsert creates an unknown id; bob's id is as unknown: alice gets her own b1, bob keeps his
     upsert = {"items": [{"text": "mine now", "id": "b1"}], "scope": {"user_id": "alice"}}
-    assert ok(call(server, "POST", "/v1/upsert", alice, upsert)) == {"ids": ["b1"]}
+    assert server.ok(server.call("POST", "/v1/upsert", alice, upsert)) == {"ids": ["b1"]}
     upsert["items"][0]["id"] = "zz-none"  # type: ignore[index]
-    assert ok(call(server, "POST", "/v1/upsert", alice, upsert)) == {"ids": ["zz-none"]}
+    assert server.ok(server.call("POST", "/v1/upsert", alice, upsert)) == {"ids": ["zz-none"]}
     bob_record = memory.get(stored("bob", "b1"))
     assert bob_record.text == "bob likes tea number 1" and bob_record.metadata == {"kind": "pref"} and bob_record.scope == memcore.Scope(user_id="bob")
     assert memory.count() == 4 + 2  # alice's upserts created her own records, in alice's scope
@@ -131,7 +109,7 @@ def test_a_scope_outside_the_key_is_403_and_changes_nothing(server: Any, two_ten
         ("POST", "/v1/upsert", {"items": [{"text": "planted", "id": "p", "scope": bob_scope}]}),
     ]
     for method, path, body in refused:
-        response = call(server, method, path, alice, body)
+        response = server.call(method, path, alice, body)
         assert response.status_code == 403, (path, body, response.text)
         assert response.json()["error"]["type"] == "PermissionDeniedError"
     assert memory.count() == 4 and memory.count(scope=bob_scope) == 2
@@ -141,29 +119,29 @@ def test_a_scope_outside_the_key_is_403_and_changes_nothing(server: Any, two_ten
 def test_a_narrower_scope_inside_the_key_is_allowed(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
     alice = two_tenants["alice"]
     narrow = {"user_id": "alice", "run_id": "r1"}
-    rid = ok(call(server, "POST", "/v1/insert", alice, {"text": "a run memory", "scope": narrow}))["id"]
+    rid = server.ok(server.call("POST", "/v1/insert", alice, {"text": "a run memory", "scope": narrow}))["id"]
     assert memory.get(rid).scope == memcore.Scope(user_id="alice", run_id="r1")
-    assert ok(call(server, "POST", "/v1/count", alice, {"scope": {"run_id": "r1"}}))["count"] == 1
-    assert ok(call(server, "POST", "/v1/forget", alice, {"scope": narrow}))["records"] == 1
+    assert server.ok(server.call("POST", "/v1/count", alice, {"scope": {"run_id": "r1"}}))["count"] == 1
+    assert server.ok(server.call("POST", "/v1/forget", alice, {"scope": narrow}))["records"] == 1
     assert memory.count() == 4
 
 
 def test_deletes_and_forgets_stay_inside_the_tenant(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
     alice, bob = two_tenants["alice"], two_tenants["bob"]
-    assert ok(call(server, "POST", "/v1/delete", alice, {"where": {"kind": "pref"}})) == {"deleted": 2}
+    assert server.ok(server.call("POST", "/v1/delete", alice, {"where": {"kind": "pref"}})) == {"deleted": 2}
     assert memory.count() == 2 and {r.id for r in memory.get()} == {stored("bob", "b1"), stored("bob", "b2")}  # type: ignore[union-attr]
-    assert ok(call(server, "POST", "/v1/delete", alice, {"where": {}})) == {"deleted": 0}
-    assert ok(call(server, "POST", "/v1/forget", bob, {"scope": {"user_id": "bob"}}))["records"] == 2
+    assert server.ok(server.call("POST", "/v1/delete", alice, {"where": {}})) == {"deleted": 0}
+    assert server.ok(server.call("POST", "/v1/forget", bob, {"scope": {"user_id": "bob"}}))["records"] == 2
     assert memory.count() == 0
 
 
 def test_writes_are_stamped_with_the_key_scope(server: Any, two_tenants: dict[str, str], memory: memcore.Memory) -> None:
     bob = two_tenants["bob"]
-    one = ok(call(server, "POST", "/v1/insert", bob, {"text": "no scope given"}))["id"]
-    ids = ok(call(server, "POST", "/v1/upsert", bob, {"items": [{"text": "upserted", "id": "u1"}]}))["ids"]
+    one = server.ok(server.call("POST", "/v1/insert", bob, {"text": "no scope given"}))["id"]
+    ids = server.ok(server.call("POST", "/v1/upsert", bob, {"items": [{"text": "upserted", "id": "u1"}]}))["ids"]
     assert ids == ["u1"] and memory.get(one).scope == memcore.Scope(user_id="bob") and memory.get(stored("bob", "u1")).scope == memcore.Scope(user_id="bob")
     # the same text from two tenants is two records (content ids include the scope)
-    same = ok(call(server, "POST", "/v1/insert", two_tenants["alice"], {"text": "no scope given"}))["id"]
+    same = server.ok(server.call("POST", "/v1/insert", two_tenants["alice"], {"text": "no scope given"}))["id"]
     assert same != one and memory.count() == 4 + 3
 
 
@@ -171,23 +149,23 @@ def test_new_verbs_stay_inside_the_tenant(server: Any, two_tenants: dict[str, st
     """history, retrieve_many, pages and text filters see only the caller's records."""
     alice, bob = two_tenants["alice"], two_tenants["bob"]
     memory.update(stored("bob", "b1"), text="bob now likes coffee")
-    versions = ok(call(server, "POST", "/v1/history", alice, {"id": "a1"}))["versions"]
+    versions = server.ok(server.call("POST", "/v1/history", alice, {"id": "a1"}))["versions"]
     assert [v["op"] for v in versions] == ["insert"] and versions[0]["scope"] == {"user_id": "alice"}
-    assert [v["op"] for v in ok(call(server, "POST", "/v1/history", bob, {"id": "b1"}))["versions"]] == ["insert", "update"]
-    assert [v["op"] for v in ok(call(server, "POST", "/v1/history", two_tenants["ops"], {"id": stored("bob", "b1")}))["versions"]] == ["insert", "update"]
-    many = ok(call(server, "POST", "/v1/retrieve_many", alice, {"queries": ["bob likes coffee", "tea"], "k": 10}))["results"]
+    assert [v["op"] for v in server.ok(server.call("POST", "/v1/history", bob, {"id": "b1"}))["versions"]] == ["insert", "update"]
+    assert [v["op"] for v in server.ok(server.call("POST", "/v1/history", two_tenants["ops"], {"id": stored("bob", "b1")}))["versions"]] == ["insert", "update"]
+    many = server.ok(server.call("POST", "/v1/retrieve_many", alice, {"queries": ["bob likes coffee", "tea"], "k": 10}))["results"]
     assert [{r["id"] for r in found} for found in many] == [{"a1", "a2"}, {"a1", "a2"}]
-    assert [r["id"] for r in ok(call(server, "POST", "/v1/get", alice, {"offset": 1}))["records"]] == ["a2"]
-    assert ok(call(server, "POST", "/v1/get", alice, {"offset": 2}))["records"] == []
+    assert [r["id"] for r in server.ok(server.call("POST", "/v1/get", alice, {"offset": 1}))["records"]] == ["a2"]
+    assert server.ok(server.call("POST", "/v1/get", alice, {"offset": 2}))["records"] == []
     tea = {"where_document": {"$contains": "likes"}}
-    assert ok(call(server, "POST", "/v1/count", alice, tea))["count"] == 2
-    assert {r["id"] for r in ok(call(server, "POST", "/v1/get", alice, tea))["records"]} == {"a1", "a2"}
+    assert server.ok(server.call("POST", "/v1/count", alice, tea))["count"] == 2
+    assert {r["id"] for r in server.ok(server.call("POST", "/v1/get", alice, tea))["records"]} == {"a1", "a2"}
     coffee = {"where_document": {"$contains": "coffee"}}
-    assert ok(call(server, "POST", "/v1/count", alice, coffee))["count"] == 0
-    assert ok(call(server, "POST", "/v1/search", alice, {"query": "coffee", **coffee}))["results"] == []
-    assert ok(call(server, "POST", "/v1/delete", alice, coffee)) == {"deleted": 0}
-    assert ok(call(server, "POST", "/v1/delete", alice, tea)) == {"deleted": 2}
+    assert server.ok(server.call("POST", "/v1/count", alice, coffee))["count"] == 0
+    assert server.ok(server.call("POST", "/v1/search", alice, {"query": "coffee", **coffee}))["results"] == []
+    assert server.ok(server.call("POST", "/v1/delete", alice, coffee)) == {"deleted": 0}
+    assert server.ok(server.call("POST", "/v1/delete", alice, tea)) == {"deleted": 2}
     assert memory.count() == 2 and memory.get(stored("bob", "b1")).text == "bob now likes coffee"
     # alice's deleted record keeps its history (texts erased); bob's stays unknown to her
-    assert [v["op"] for v in ok(call(server, "POST", "/v1/history", alice, {"id": "a1"}))["versions"]] == ["insert", "delete"]
-    assert _unknown(call(server, "POST", "/v1/history", alice, {"id": "b1"})) == _unknown(call(server, "POST", "/v1/history", alice, {"id": "zz-none"}))
+    assert [v["op"] for v in server.ok(server.call("POST", "/v1/history", alice, {"id": "a1"}))["versions"]] == ["insert", "delete"]
+    assert _unknown(server.call("POST", "/v1/history", alice, {"id": "b1"})) == _unknown(server.call("POST", "/v1/history", alice, {"id": "zz-none"}))
