@@ -9,7 +9,7 @@ normalised), queries = data points plus noise; truth = exact inner-product top `
   QPS (one ``search`` call per query, as an agent asks) -- the trade-off table;
 - ``memcore``: a Collection (SQLite store) with a ``faiss`` index ``factory = "HNSW32"``
   and nothing else set, searched through ``Collection.search_index``: what the defaults
-  give (``ef_search`` chosen from k and the index size, ``ef_construction`` 80);
+  give (``ef_search`` chosen from k and the index size, ``ef_construction`` 64);
 - ``chroma`` (when ``chromadb`` is installed; imported lazily): a persistent collection
   (``PersistentClient``) with ``hnsw:space = cosine``, its defaults (M 16, ef_construction
   100, ef_search 100) and the vectors given explicitly,
@@ -17,7 +17,7 @@ normalised), queries = data points plus noise; truth = exact inner-product top `
 
 The speed comparison at the defaults (``at_defaults``) is taken in the same run, in
 ``--rounds`` interleaved rounds after an untimed warm-up: in every round each query is
-timed on memcore, then Chroma, then raw faiss (built with ``ef_construction`` 80, searched
+timed on memcore, then Chroma, then raw faiss (built with ``ef_construction`` 64, searched
 at the ``ef_search`` memcore chose), so a change of machine load hits all three alike. It
 reports each side's median q/s and p50 latency over the rounds and
 ``memcore_qps_over_chroma``, the median of the per-round q/s ratios.
@@ -125,16 +125,16 @@ def main() -> None:
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--ef", default="16,32,64,96,128,192,256")
-    p.add_argument("--ef-construction", default="40,80")
+    p.add_argument("--ef-construction", default="40,64,80")
     p.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds at the defaults (memcore, Chroma, raw faiss)")
     p.add_argument("--no-chroma", action="store_true")
     p.add_argument("--no-memcore", action="store_true")
-    p.add_argument("--quick", action="store_true", help="N=20,000, 100 queries, efConstruction 80 only, 3 rounds")
+    p.add_argument("--quick", action="store_true", help="N=20,000, 100 queries, efConstruction 64 only, 3 rounds")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     if args.quick:
-        args.n, args.queries, args.ef_construction, args.rounds = 20_000, 100, "80", 3
+        args.n, args.queries, args.ef_construction, args.rounds = 20_000, 100, "64", 3
     import faiss
     from memcore_faiss.defaults import DEFAULT_EF_CONSTRUCTION
 

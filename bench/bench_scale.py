@@ -193,6 +193,9 @@ if mode == "build":
         faiss.write_index(index, path + "/index.faiss")
     else:  # the same IVF-PQ factory as memcore:ivfpq, trained on as many vectors as the plugin trains on
         index = faiss.index_factory(x.shape[1], opts["ivfpq"], faiss.METRIC_INNER_PRODUCT)
+        ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+        if hasattr(ivf, "do_polysemous_training"):  # off, as the plugin trains (the factory turns it on: minutes of training)
+            ivf.do_polysemous_training = False
         index.train(x[: opts["min_train"]])
         index.add(x)
         faiss.write_index(index, path + "/index.faiss")

@@ -18,6 +18,7 @@ from memcore.plugin import ConfigError
 from .config import FaissIndexConfig
 from .defaults import DEFAULT_EF_CONSTRUCTION
 from .grammar import check_dimension, parse_factory
+from .training import default_train_sample, skip_polysemous
 
 __all__ = ["Layout", "make_layout", "import_faiss", "DEFAULT_MIN_TRAIN", "TRAIN_POINTS_PER_CENTROID"]
 
@@ -52,6 +53,8 @@ class Layout:
     needs_training: bool
     min_train: int
     location: str
+    train_sample: int = 0
+    """At most this many vectors train the index (see :mod:`.training`); 0 when it needs no training."""
 
     def new_index(self) -> Any:
         """A new empty index of this layout: IVF as is (native ids), positional kinds as is,
@@ -77,9 +80,11 @@ class Layout:
         return self.faiss.downcast_index(index.index) if isinstance(index, self.faiss.IndexIDMap2) else index
 
     def configure(self, base: Any) -> None:
-        """Apply efConstruction, efSearch, nprobe and the generic ``params`` to ``base``."""
+        """Apply efConstruction, efSearch, nprobe and the generic ``params`` to ``base``, and
+        turn off polysemous training (:func:`.training.skip_polysemous`)."""
         faiss = self.faiss
         cfg = self.config
+        skip_polysemous(faiss, base)
         core = _core(faiss, base)
         if hasattr(core, "hnsw"):
             core.hnsw.efConstruction = cfg.ef_construction if cfg.ef_construction is not None else DEFAULT_EF_CONSTRUCTION
@@ -190,6 +195,12 @@ def make_layout(config: FaissIndexConfig, dim: int, name: str) -> Layout:
             f"min_train={min_train} is below the {floor} centroids {config.factory!r} trains (faiss recommends {recommended})",
             location=f"{location}.min_train",
         )
+    train_sample = config.train_sample if config.train_sample is not None else default_train_sample(floor)
+    if needs_training and train_sample < floor:
+        raise ConfigError(
+            f"train_sample={train_sample} is below the {floor} centroids {config.factory!r} trains",
+            location=f"{location}.train_sample",
+        )
     layout = Layout(
         faiss=faiss,
         config=config,
@@ -202,6 +213,7 @@ def make_layout(config: FaissIndexConfig, dim: int, name: str) -> Layout:
         needs_training=needs_training,
         min_train=min_train if needs_training else 0,
         location=location,
+        train_sample=train_sample if needs_training else 0,
     )
     layout.configure(base)  # checks ``params`` once, with a clear error
     return layout

@@ -42,7 +42,7 @@ class FaissIndexConfig(ComponentConfig):
     ef_search: int | None = Field(
         None, ge=1, le=MAX_EF, description="HNSW efSearch (search-time breadth); default: automatic, max(2k, 40 + 8 per doubling of the size above 1,000)."
     )
-    ef_construction: int | None = Field(None, ge=1, le=MAX_EF, description="HNSW efConstruction (build-time breadth); default 80 (faiss' own: 40).")
+    ef_construction: int | None = Field(None, ge=1, le=MAX_EF, description="HNSW efConstruction (build-time breadth); default 64 (faiss' own: 40).")
     nprobe: int | None = Field(None, ge=1, le=MAX_NPROBE, description="IVF nprobe (inverted lists visited per query); faiss default 1.")
     params: dict[str, float] = Field(
         default_factory=dict,
@@ -54,6 +54,13 @@ class FaissIndexConfig(ComponentConfig):
         le=10_000_000,
         description="Vectors collected (and searched exactly) before a trainable index (IVF, PQ, SQ...) is trained; "
         "default: 39 per centroid as faiss recommends (39*nlist for IVF, 39*2^nbits for PQ), else 1000.",
+    )
+    train_sample: int | None = Field(
+        None,
+        ge=1,
+        le=10_000_000,
+        description="At most this many of the collected vectors train the index (a seeded random sample; all of them are "
+        "added): default max(256 per centroid, 65536), the most faiss' k-means samples anyway; the rest only cost time.",
     )
     compact_fraction: float = Field(
         0.2,

@@ -45,6 +45,7 @@ from .labels import LabelMap
 from .runtime import blas_counts_elements, faiss_settings
 from .scores import Scoring
 from .selectors import Pushdown, exclude, include, search_params
+from .training import training_sample
 
 __all__ = ["FaissIndex"]
 
@@ -79,6 +80,7 @@ class FaissIndex(VectorIndex):
             per = self.dim if blas_counts_elements(self._faiss) else 1
             self._blas = config.blas_min_queries * per
         self._gather_budget = GatherBudget(int(config.gather_budget_mb * 1024 * 1024))
+        self._trained_on: int | None = None  # vectors the training saw (None: untrained, or not recorded by the save)
         pending = Container(self._faiss, self._layout.new_flat()) if self._layout.needs_training else None
         self._install(LabelMap(), Container(self._faiss, self._layout.new_index()), pending)
 
@@ -160,20 +162,30 @@ class FaissIndex(VectorIndex):
                 self._main.add(vectors, labels, self._layout.positional)
 
     def _train(self, pending: Container) -> None:
-        """Train the main index on the buffered vectors (``pending``), move them in, drop the buffer."""
+        """Train the main index on (a sample of, see :mod:`.training`) the buffered vectors
+        (``pending``), move them all in, drop the buffer."""
         started = time.perf_counter()
         flat = pending.index
         labels = self._faiss.vector_to_array(flat.id_map).astype(np.int64)
         vectors = self._faiss.downcast_index(flat.index).reconstruct_n(0, flat.ntotal)
         main = Container(self._faiss, self._layout.new_index())
-        main.index.train(vectors)
+        sample = training_sample(vectors, self._layout.train_sample)
+        main.index.train(sample)
+        self._trained_on = len(sample)
         if self._layout.positional:  # labels become positions in the trained index
             self._labels.relabel(labels)
             labels = np.arange(len(labels), dtype=np.int64)
         main.add(vectors, labels, self._layout.positional)
         self._main = main
         self._pending = None
-        log.info("faiss.trained", name=self.name, factory=self.config.factory, vectors=len(labels), seconds=round(time.perf_counter() - started, 3))
+        log.info(
+            "faiss.trained",
+            name=self.name,
+            factory=self.config.factory,
+            vectors=len(labels),
+            trained_on=self._trained_on,
+            seconds=round(time.perf_counter() - started, 3),
+        )
 
     def remove(self, ids: Sequence[str]) -> None:
         labels = self._labels.drop(ids)
@@ -541,6 +553,7 @@ class FaissIndex(VectorIndex):
             "size": len(self._labels),
             "tombstone_count": len(self._labels.dead),
             "next_label": self._labels.next_label,
+            "trained_on": self._trained_on,
         }
         storage.write_idmap(directory, self._labels.to_arrays())
         files.add(storage.IDMAP_FILE)
@@ -577,6 +590,8 @@ class FaissIndex(VectorIndex):
         if trained and self._layout.positional and labels.next_label != main.ntotal:
             raise CorruptError(f"{where}: label counter {labels.next_label} does not match the {main.ntotal} positions of {storage.MAIN_FILE}")
         self._layout.reapply(main)
+        trained_on = state.get("trained_on")
+        self._trained_on = trained_on if isinstance(trained_on, int) and not isinstance(trained_on, bool) else None
         self._install(labels, Container(self._faiss, main), Container(self._faiss, pending) if pending is not None else None)
 
     @staticmethod
@@ -632,6 +647,8 @@ class FaissIndex(VectorIndex):
             "trained": self.trained,
             "pending": int(self._pending.ntotal) if self._pending is not None else 0,
             "min_train": self._layout.min_train,
+            "train_sample": self._layout.train_sample,
+            "trained_on": self._trained_on,
             "removal": "remove_ids" if self._layout.removable else "tombstones",
             "tombstones": len(self._labels.dead),
             "faiss_ntotal": int(self._main.ntotal),

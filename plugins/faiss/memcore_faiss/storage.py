@@ -16,7 +16,8 @@ Files (all written to a temp file in the same directory, fsynced, then ``os.repl
 - ``state.json``, written last: format version, dimension, metric, factory, trained
   flag, the label counter and the id map's file and counts, where the vectors are
   (``"vectors": "own"`` or ``"store"`` with ``store_layout`` and ``space``) and the expected ``ntotal`` of
-  each faiss file, so a mismatched set of files is refused with CorruptError.
+  each faiss file, so a mismatched set of files is refused with CorruptError; ``trained_on``
+  (how many vectors the training saw, informative).
 
 The core's ``index.json`` checks the kind, config and format version and a checksum of
 each file before ``load``; the sidecar's copies of them are informative, ``load`` compares
