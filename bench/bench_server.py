@@ -193,6 +193,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--single-ops", type=int, default=200, help="searches of the one-client run (0: skip it)")
     parser.add_argument("--blas-threads", type=int, default=1, help="BLAS/OpenMP threads, server and in process alike (0: the libraries' default)")
+    parser.add_argument("--server-threads", type=int, default=0, help="[server] threads of memcore serve (0: the server's default)")
     parser.add_argument("--quick", action="store_true", help="2,000 records, 20 ops per client, 100 one-client searches")
     parser.add_argument("--no-chroma", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
@@ -234,7 +235,7 @@ def main() -> None:
         config = Path(tmp) / "memcore.toml"
         config.write_text(
             f'[spaces.default]\ndim = {args.dim}\n\n[indexes.vector]\nkind = "exact"\nspace = "default"\n\n'
-            f"[server]\nport = {port}\nblas_threads = {args.blas_threads}\n",
+            f"[server]\nport = {port}\nblas_threads = {args.blas_threads}\n" + (f"threads = {args.server_threads}\n" if args.server_threads else ""),
             encoding="utf-8",
         )
         proc = subprocess.Popen(

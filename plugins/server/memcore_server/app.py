@@ -238,21 +238,21 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
         options = {**body.options, **item}
         if set(body.options) & set(item):
             raise ValidationError(f"{sorted(set(body.options) & set(item))} given both as a field and in options")
-        return {"id": await call(who, lambda m: m.insert(text, vector=body.vector, metadata=metadata, **options))}
+        return {"id": await call(who, lambda m: m.insert(text, vector=body.vector, metadata=metadata, **options), writes=True)}
 
     @v1.post("/insert_many", response_model=IdsOut, summary="Insert many items")
     async def insert_many(body: InsertMany, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Many items in one write (``Memory.insert([...])``); returns their ids in order."""
         check_batch(len(body.items), config)
         items = [i.as_item() for i in body.items]
-        return {"ids": await call(who, lambda m: m.insert(items))}
+        return {"ids": await call(who, lambda m: m.insert(items), writes=True)}
 
     @v1.post("/upsert", response_model=IdsOut, summary="Insert or replace")
     async def upsert(body: UpsertBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Insert new records and replace existing ones (``Memory.upsert``); returns the ids."""
         check_batch(len(body.items), config)
         items = [i.as_item() for i in body.items]
-        return {"ids": await call(who, lambda m: m.upsert(items, scope=_scope(body.scope)))}
+        return {"ids": await call(who, lambda m: m.upsert(items, scope=_scope(body.scope)), writes=True)}
 
     def _update(body: UpdateBody) -> Callable[[Served], dict[str, Any]]:
         return lambda m: {
@@ -264,7 +264,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
     @v1.post("/update", response_model=UpdatedOut, response_model_exclude_unset=True, summary="Change one record")
     async def update(body: UpdateBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Change the text, metadata (replaced or merged) or vectors of one record (``Memory.update``)."""
-        return await call(who, _update(body))
+        return await call(who, _update(body), writes=True)
 
     def _get(body: GetBody) -> Callable[[Served], dict[str, Any]]:
         def run(m: Served) -> dict[str, Any]:
@@ -294,12 +294,12 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
         if body.ids is not None:
             check_batch(len(body.ids), config, "ids")
         check_filters(body.where, body.where_document, config)
-        return await call(who, _delete(body))
+        return await call(who, _delete(body), writes=True)
 
     @v1.post("/forget", response_model=ForgetOut, response_model_exclude_unset=True, summary="Forget a scope")
     async def forget(body: ForgetBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Everything of a non-empty scope, in one commit (``Memory.forget``); returns what went by kind."""
-        return await call(who, lambda m: m.forget(_scope(body.scope)))
+        return await call(who, lambda m: m.forget(_scope(body.scope)), writes=True)
 
     @v1.post("/count", response_model=CountOut, summary="Count records")
     async def count(body: CountBody, who: Caller = Depends(caller)) -> dict[str, Any]:
@@ -369,12 +369,12 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
     async def patch_one(id: str, body: _PatchBody, who: Caller = Depends(caller)) -> dict[str, Any]:
         """``POST /v1/update`` with the id in the path."""
         fields = body.model_dump(exclude_unset=True)
-        return (await call(who, _update(UpdateBody(id=id, **fields))))["record"]  # type: ignore[no-any-return]
+        return (await call(who, _update(UpdateBody(id=id, **fields)), writes=True))["record"]  # type: ignore[no-any-return]
 
     @v1.delete("/records/{id}", response_model=DeletedOut, summary="Delete one record")
     async def delete_one(id: str, who: Caller = Depends(caller)) -> dict[str, Any]:
         """Delete one record by id (404 when unknown or outside the caller's scope)."""
-        return await call(who, _delete(DeleteBody(ids=[id])))
+        return await call(who, _delete(DeleteBody(ids=[id])), writes=True)
 
     app.include_router(v1)
     hot: dict[str, tuple[type[_Body], Handler]] = {"/v1/search": (SearchBody, search), "/v1/get": (GetBody, get), "/v1/insert": (InsertOne, insert)}

@@ -13,7 +13,7 @@ when the server starts (a typo is a :class:`memcore.ConfigError` naming the key)
     request_timeout_s = 30
     mcp = true                      # the MCP tools at /mcp (streamable HTTP)
     blas_threads = 1            # BLAS / OpenMP threads per search (0: the libraries' default)
-    threads = 8                 # worker threads running the memory's calls (per process)
+    threads = 8                 # worker threads for the memory's reads, as many for its writes (per process)
     workers = 1                 # server processes (> 1 only for a store shared between processes)
     warm = true                 # embed one text with each space's embedder before serving
 
@@ -66,7 +66,7 @@ class ServerConfig(BaseModel):
         8,
         ge=1,
         le=256,
-        description="Worker threads running the memory's calls in each server process (the event loop never runs one itself); "
+        description="Worker threads running the memory's reads, and as many its writes, in each server process (the event loop never runs one itself; a search never waits behind writes); "
         "more help a store that waits on the network, fewer keep fewer threads contending for Python's GIL.",
     )
     workers: int = Field(
