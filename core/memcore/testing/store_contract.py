@@ -283,6 +283,15 @@ class StoreContract:
         assert got.links == (Link("t2", "x"),)
         assert not store.vectors(["a"], "other")[1][0]
 
+    def test_missing_vectors_names_ids_without_a_vector_of_the_space(self, store: Store) -> None:
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a", vectors={"dense": [1, 2]}), _rec("b", vectors={"other": [3]}), _rec("c")]))
+        assert store.missing_vectors(["c", "a", "zz", "b"], "dense") == ["c", "zz", "b"]  # in the order asked, unknown ids too
+        assert store.missing_vectors(["a", "b"], "other") == ["a"]
+        assert store.missing_vectors(["a", "b"], "no-such-space") == ["a", "b"]
+        assert store.missing_vectors([], "dense") == []
+        self.apply_checked(store, WriteBatch(deletes=["a"]))
+        assert store.missing_vectors(["a"], "dense") == ["a"]
+
     def test_upsert_of_member_logs_update(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a"), _rec("b")], add_membership={"ix": ["a", "b"], "iy": ["a"]}))
         applied = self.apply_checked(store, WriteBatch(upserts=[_rec("a", "changed")]))
