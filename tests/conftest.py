@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import shutil
+import sqlite3
 import threading
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -76,3 +79,30 @@ def open_memory(request) -> Callable[..., Any]:
     yield open_
     for memory in opened:
         memory.close()
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def old_store(tmp_path: Path) -> Callable[[str], Path]:
+    """A copy of a memory directory an older version wrote (``tests/fixtures/<name>/collection``),
+    to migrate without touching the fixture: ``old_store("store_v2")``."""
+
+    def copy(name: str) -> Path:
+        target = tmp_path / "collection"
+        shutil.copytree(FIXTURES / name / "collection", target)
+        return target
+
+    return copy
+
+
+@pytest.fixture
+def schema_version() -> Callable[[Path], str]:
+    """The schema version a SQLite store file of a directory records (``meta.schema_version``)."""
+
+    def read(directory: Path) -> str:
+        with sqlite3.connect(directory / "store.sqlite3") as db:
+            return str(db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+
+    return read

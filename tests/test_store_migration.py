@@ -10,9 +10,9 @@ store returned for every read).
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -31,20 +31,13 @@ SPACES = {"dense": Space("dense", 8), "small": Space("small", 4)}
 
 
 @pytest.fixture
-def v1(tmp_path: Path) -> Path:
-    target = tmp_path / "collection"
-    shutil.copytree(FIXTURE / "collection", target)
-    return target
+def v1(old_store: Callable[[str], Path]) -> Path:
+    return old_store("store_v1")
 
 
 @pytest.fixture(scope="module")
 def expected() -> dict:
     return json.loads((FIXTURE / "expected.json").read_text())
-
-
-def _version(directory: Path) -> str:
-    with sqlite3.connect(directory / "store.sqlite3") as db:
-        return db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
 
 
 def _tables(directory: Path) -> set[str]:
@@ -66,16 +59,16 @@ def _reads(store: SQLiteStore) -> dict:
     }
 
 
-def test_the_fixture_is_a_version_1_file(v1):
-    assert _version(v1) == "1" and {"membership", "oplog", "vectors"} <= _tables(v1)
+def test_the_fixture_is_a_version_1_file(v1, schema_version: Callable[[Path], str]):
+    assert schema_version(v1) == "1" and {"membership", "oplog", "vectors"} <= _tables(v1)
 
 
-def test_a_version_1_store_reads_the_same_after_migration(v1, expected):
+def test_a_version_1_store_reads_the_same_after_migration(v1, expected, schema_version: Callable[[Path], str]):
     store = SQLiteStore(v1)
     got = _reads(store)
     store.close()
     assert got == {k: expected[k] for k in got}
-    assert _version(v1) == str(SCHEMA_VERSION) == "4"
+    assert schema_version(v1) == str(SCHEMA_VERSION) == "4"
     assert "membership" not in _tables(v1)
     again = SQLiteStore(v1)  # a migrated file opens as it is
     assert _reads(again) == got
@@ -116,7 +109,7 @@ def test_saved_indexes_load_and_catch_up_from_the_migrated_log(v1, expected):
     reopened.close()
 
 
-def test_a_failed_migration_leaves_the_version_1_file_as_it_was(v1, expected, monkeypatch):
+def test_a_failed_migration_leaves_the_version_1_file_as_it_was(v1, expected, monkeypatch, schema_version: Callable[[Path], str]):
     before = (v1 / "store.sqlite3").read_bytes()
 
     def broken(cur, slots):
@@ -125,7 +118,7 @@ def test_a_failed_migration_leaves_the_version_1_file_as_it_was(v1, expected, mo
     monkeypatch.setattr(sqlite_schema, "ensure_vectors_view", broken)  # the last step of the migration
     with pytest.raises(CorruptError):
         SQLiteStore(v1)
-    assert _version(v1) == "1" and {"membership", "oplog", "vectors"} <= _tables(v1)
+    assert schema_version(v1) == "1" and {"membership", "oplog", "vectors"} <= _tables(v1)
     with sqlite3.connect(v1 / "store.sqlite3") as db:
         assert "member_of" not in {row[1] for row in db.execute("PRAGMA table_info(records)")}
     monkeypatch.undo()
@@ -135,10 +128,10 @@ def test_a_failed_migration_leaves_the_version_1_file_as_it_was(v1, expected, mo
     assert before  # the old bytes were a readable file to start with
 
 
-def test_a_reader_does_not_migrate_and_says_how(v1):
+def test_a_reader_does_not_migrate_and_says_how(v1, schema_version: Callable[[Path], str]):
     with pytest.raises(CorruptError, match="open it once for writing"):
         SQLiteStore(v1, SQLiteStoreConfig(read_only=True))
-    assert _version(v1) == "1"
+    assert schema_version(v1) == "1"
 
 
 def test_a_newer_schema_is_refused(tmp_path):

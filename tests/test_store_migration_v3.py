@@ -12,9 +12,8 @@ returned for every read and search)."""
 from __future__ import annotations
 
 import json
-import shutil
-import sqlite3
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -33,20 +32,13 @@ INDEX_SPACE = {"vec": "dense", "few": "small", "hnsw": "dense", "flat": "dense"}
 
 
 @pytest.fixture
-def v2(tmp_path: Path) -> Path:
-    target = tmp_path / "collection"
-    shutil.copytree(FIXTURE / "collection", target)
-    return target
+def v2(old_store: Callable[[str], Path]) -> Path:
+    return old_store("store_v2")
 
 
 @pytest.fixture(scope="module")
 def expected() -> dict:
     return json.loads((FIXTURE / "expected.json").read_text())
-
-
-def _version(directory: Path) -> str:
-    with sqlite3.connect(directory / "store.sqlite3") as db:
-        return db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
 
 
 def _hits(col: Collection, expected: dict) -> dict:
@@ -56,16 +48,16 @@ def _hits(col: Collection, expected: dict) -> dict:
     }
 
 
-def test_the_fixture_is_version_2_with_format_1_saves(v2, expected):
-    assert _version(v2) == "2" and not (v2 / "vectors").exists()
+def test_the_fixture_is_version_2_with_format_1_saves(v2, expected, schema_version: Callable[[Path], str]):
+    assert schema_version(v2) == "2" and not (v2 / "vectors").exists()
     assert {name: saved["format_version"] for name, saved in expected["saved"].items()} == {"vec": 1, "few": 1, "hnsw": 1, "flat": 1}
     assert "tombstones.npy" in expected["saved"]["hnsw"]["files"] and "index.faiss" not in expected["saved"]["flat"]["files"]
 
 
-def test_a_version_2_collection_opens_migrated_with_the_same_records_and_results(v2, expected):
+def test_a_version_2_collection_opens_migrated_with_the_same_records_and_results(v2, expected, schema_version: Callable[[Path], str]):
     col = Collection(SQLiteStore(v2), SPACES, get_registry(), v2)
     try:
-        assert _version(v2) == str(SCHEMA_VERSION) == "4"
+        assert schema_version(v2) == str(SCHEMA_VERSION) == "4"
         for name in INDEX_SPACE:
             handle = col._handle(name)
             assert handle.loaded_from_disk and handle.load_error is None, (name, handle.load_error)
@@ -97,7 +89,7 @@ def test_a_version_2_collection_opens_migrated_with_the_same_records_and_results
         col.close()
 
 
-def test_a_migration_cut_short_leaves_the_version_2_file_and_runs_again(v2, expected, monkeypatch):
+def test_a_migration_cut_short_leaves_the_version_2_file_and_runs_again(v2, expected, monkeypatch, schema_version: Callable[[Path], str]):
     real = _sqlite_schema._migrate_2_to_3
 
     def cut_short(cur, directory):
@@ -107,11 +99,11 @@ def test_a_migration_cut_short_leaves_the_version_2_file_and_runs_again(v2, expe
     monkeypatch.setattr(_sqlite_schema, "_migrate_2_to_3", cut_short)
     with pytest.raises(Exception, match="No space left"):
         SQLiteStore(v2)
-    assert _version(v2) == "2"
+    assert schema_version(v2) == "2"
     monkeypatch.undo()
     store = SQLiteStore(v2)
     try:
-        assert _version(v2) == str(SCHEMA_VERSION) == "4"
+        assert schema_version(v2) == str(SCHEMA_VERSION) == "4"
         assert [r.to_dict(with_vectors=True) for r in store.get(store.ids())] == expected["records"]
     finally:
         store.close()

@@ -10,10 +10,10 @@ The fixture ``tests/fixtures/store_v3/collection`` was written at schema version
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -30,20 +30,13 @@ SPACES = {"dense": Space("dense", 8)}
 
 
 @pytest.fixture
-def v3(tmp_path: Path) -> Path:
-    target = tmp_path / "collection"
-    shutil.copytree(FIXTURE / "collection", target)
-    return target
+def v3(old_store: Callable[[str], Path]) -> Path:
+    return old_store("store_v3")
 
 
 @pytest.fixture(scope="module")
 def expected() -> dict:
     return json.loads((FIXTURE / "expected.json").read_text())
-
-
-def _version(directory: Path) -> str:
-    with sqlite3.connect(directory / "store.sqlite3") as db:
-        return db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
 
 
 def _history(store: SQLiteStore) -> dict:
@@ -55,15 +48,15 @@ def _count(directory: Path, sql: str) -> int:
         return int(db.execute(sql).fetchone()[0])
 
 
-def test_the_fixture_is_version_3(v3):
-    assert _version(v3) == "3"
+def test_the_fixture_is_version_3(v3, schema_version: Callable[[Path], str]):
+    assert schema_version(v3) == "3"
     assert _count(v3, "SELECT count(*) FROM history WHERE op = 'insert'") == 11  # every insert a row
 
 
-def test_a_version_3_collection_opens_migrated_with_the_same_records_history_and_hits(v3, expected):
+def test_a_version_3_collection_opens_migrated_with_the_same_records_history_and_hits(v3, expected, schema_version: Callable[[Path], str]):
     col = Collection(SQLiteStore(v3), SPACES, get_registry(), v3)
     try:
-        assert _version(v3) == str(SCHEMA_VERSION) == "4"
+        assert schema_version(v3) == str(SCHEMA_VERSION) == "4"
         store = col.store
         assert store.last_seq() == expected["last_seq"] and store.ids() == expected["ids"]
         assert [r.to_dict(with_vectors=True) for r in store.get(store.ids())] == expected["records"]
@@ -88,7 +81,7 @@ def test_a_version_3_collection_opens_migrated_with_the_same_records_history_and
         col.close()
 
 
-def test_a_migration_cut_short_leaves_the_version_3_file_and_runs_again(v3, expected, monkeypatch):
+def test_a_migration_cut_short_leaves_the_version_3_file_and_runs_again(v3, expected, monkeypatch, schema_version: Callable[[Path], str]):
     real = _sqlite_schema._migrate_3_to_4
 
     def cut_short(cur):
@@ -98,20 +91,20 @@ def test_a_migration_cut_short_leaves_the_version_3_file_and_runs_again(v3, expe
     monkeypatch.setattr(_sqlite_schema, "_migrate_3_to_4", cut_short)
     with pytest.raises(Exception, match="No space left"):
         SQLiteStore(v3)
-    assert _version(v3) == "3"
+    assert schema_version(v3) == "3"
     monkeypatch.undo()
     store = SQLiteStore(v3)
     try:
-        assert _version(v3) == "4"
+        assert schema_version(v3) == "4"
         assert json.loads(json.dumps(_history(store))) == expected["history"]
     finally:
         store.close()
 
 
-def test_a_reader_does_not_migrate_a_version_3_file(v3):
+def test_a_reader_does_not_migrate_a_version_3_file(v3, schema_version: Callable[[Path], str]):
     with pytest.raises(CorruptError, match="schema version 3: open it once for writing"):
         SQLiteStore(v3, SQLiteStoreConfig(read_only=True))
-    assert _version(v3) == "3"
+    assert schema_version(v3) == "3"
 
 
 def test_inserts_write_no_history_rows_and_history_reads_the_same(tmp_path):
