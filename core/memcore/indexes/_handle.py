@@ -24,7 +24,7 @@ from ..errors import CorruptError
 from .._util.atomic import atomic_write_json, storage_full_errors
 from ._broken import describe_failure
 from ._index import Index
-from ._options import build_time_part
+from ._options import build_time_part, with_defaults
 from .._util.log import get_logger
 from ..model._record import Record
 from .._plugins._registry import ComponentConfig
@@ -345,7 +345,8 @@ class IndexHandle:
             if (
                 meta.get("kind") != self.kind
                 or not isinstance(saved_config, dict)
-                or build_time_part(saved_config, self.config) != build_time_part(self.definition()["config"], self.config)
+                or build_time_part(with_defaults(saved_config, self.config), self.config)
+                != build_time_part(with_defaults(self.definition()["config"], self.config), self.config)
             ):
                 raise CorruptError("saved kind/config differ from the collection's definition")
             saved_version = meta.get("format_version")

@@ -14,12 +14,24 @@ from typing import Any, Mapping
 from ..errors import ConfigError
 from .._plugins._registry import ComponentConfig
 
-__all__ = ["search_time_fields", "build_time_part", "changed_options", "check_change"]
+__all__ = ["search_time_fields", "build_time_part", "changed_options", "check_change", "with_defaults"]
 
 
 def search_time_fields(config: ComponentConfig | type[ComponentConfig]) -> frozenset[str]:
     """The search-time field names of a config (model or instance)."""
     return frozenset(getattr(config, "search_time", frozenset()))
+
+
+def with_defaults(config: Mapping[str, Any], model: ComponentConfig | type[ComponentConfig]) -> dict[str, Any]:
+    """A dumped config as the current model reads it: an option added since it was saved
+    (a new field of the plugin's config) reads as its default, so adding an option does not
+    make every saved index or stored definition "changed". A config the model refuses (a
+    removed option) stays as saved, and compares as changed."""
+    cls = model if isinstance(model, type) else type(model)
+    try:
+        return cls.model_validate(dict(config)).model_dump(mode="json")
+    except Exception:  # refused by the model: compared as saved
+        return dict(config)
 
 
 def build_time_part(config: Mapping[str, Any], model: ComponentConfig | type[ComponentConfig]) -> dict[str, Any]:
@@ -46,6 +58,7 @@ def check_change(name: str, kind: str, old: Mapping[str, Any], new: ComponentCon
             location=f"indexes.{name}.kind",
         )
     dumped = new.model_dump(mode="json")
+    old = with_defaults(old, new)
     changed = changed_options(old, dumped)
     search = search_time_fields(new)
     build = [k for k in changed if k not in search]
