@@ -42,7 +42,7 @@ class FaissIndexConfig(ComponentConfig):
     ef_search: int | None = Field(
         None, ge=1, le=MAX_EF, description="HNSW efSearch (search-time breadth); default: automatic, max(2k, 40 + 8 per doubling of the size above 1,000)."
     )
-    ef_construction: int | None = Field(None, ge=1, le=MAX_EF, description="HNSW efConstruction (build-time breadth); default 64 (faiss' own: 40).")
+    ef_construction: int | None = Field(None, ge=1, le=MAX_EF, description="HNSW efConstruction (build-time breadth); default 80 (faiss' own: 40).")
     nprobe: int | None = Field(None, ge=1, le=MAX_NPROBE, description="IVF nprobe (inverted lists visited per query); faiss default 1.")
     params: dict[str, float] = Field(
         default_factory=dict,
