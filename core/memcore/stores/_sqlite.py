@@ -552,25 +552,27 @@ class SQLiteStore(SQLiteWrites, Store):
         limit: int | None = None,
     ) -> list[str]:
         """One ``SELECT`` (the text filter compiled to ``instr``), ordered by rowid (insertion order)."""
-        sql, params = self._where(where, scope, index)
-        if where_document is not None:
-            text_sql, text_params = document_to_sql(where_document, "r.text")
-            sql += f" AND {text_sql}"
-            params.extend(text_params)
+        sql, params = self._filter_sql(where, where_document, scope, index)
         tail = f" LIMIT {int(limit)}" if limit is not None else (" LIMIT -1" if offset else "")
         if offset:
             tail += f" OFFSET {int(offset)}"
         with self._mutex:
             return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r WHERE {sql} ORDER BY r.rowid{tail}", params)]
 
-    def allowed_ids(self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None) -> list[str]:
-        """:meth:`find_ids` without its ``ORDER BY``: a field's index (value, id) answers an
-        equality or range filter from the index alone, in index order (no sort of the matches)."""
-        sql, params = self._where(where, scope, None)
+    def _filter_sql(self, where: Filter | None, where_document: DocumentFilter | None, scope: Scope | None, index: str | None) -> tuple[str, list[Any]]:
+        """The ``WHERE`` clause (over ``records r``) and parameters of a metadata filter, a
+        scope, an index's membership and a text filter (compiled to ``instr``)."""
+        sql, params = self._where(where, scope, index)
         if where_document is not None:
             text_sql, text_params = document_to_sql(where_document, "r.text")
             sql += f" AND {text_sql}"
             params.extend(text_params)
+        return sql, params
+
+    def allowed_ids(self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None) -> list[str]:
+        """:meth:`find_ids` without its ``ORDER BY``: a field's index (value, id) answers an
+        equality or range filter from the index alone, in index order (no sort of the matches)."""
+        sql, params = self._filter_sql(where, where_document, scope, None)
         with self._mutex:
             return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r WHERE {sql}", params)]
 
@@ -581,11 +583,7 @@ class SQLiteStore(SQLiteWrites, Store):
         sequence ``seq``: one ``SELECT`` joining the row map, its matches concatenated by
         SQLite into one string parsed by numpy (no Python object per match). None when the store
         is no longer at ``seq`` (read in the same snapshot) or has no such space."""
-        sql, params = self._where(where, scope, None)
-        if where_document is not None:
-            text_sql, text_params = document_to_sql(where_document, "r.text")
-            sql += f" AND {text_sql}"
-            params.extend(text_params)
+        sql, params = self._filter_sql(where, where_document, scope, None)
         with self._mutex:
             found = self._spaces.get(space)
             if found is None:
@@ -608,11 +606,7 @@ class SQLiteStore(SQLiteWrites, Store):
     def find_count(
         self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None, index: str | None = None
     ) -> int:
-        sql, params = self._where(where, scope, index)
-        if where_document is not None:
-            text_sql, text_params = document_to_sql(where_document, "r.text")
-            sql += f" AND {text_sql}"
-            params.extend(text_params)
+        sql, params = self._filter_sql(where, where_document, scope, index)
         with self._mutex:
             return int(self.db.execute(f"SELECT COUNT(*) FROM records r WHERE {sql}", params).fetchone()[0])
 
