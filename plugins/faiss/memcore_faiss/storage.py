@@ -3,7 +3,8 @@
 Files (all written to a temp file in the same directory, fsynced, then ``os.replace``-d):
 
 - ``index.faiss``: the main index with its vectors, faiss' own format
-  (``faiss.write_index``), read back in one ``faiss.read_index`` (format 2; format 1 wrote
+  (``faiss.write_index``), read back memory-mapped until the first write (:mod:`.mapped`;
+  format 2; format 1 wrote
   an HNSW graph without its vectors and a Flat index not at all, refilled from the store's
   vectors at load, see :mod:`.refill`: still read);
 - ``tombstones.npy``: only in a format-1 save of an HNSW graph without vectors, the
@@ -12,7 +13,7 @@ Files (all written to a temp file in the same directory, fsynced, then ``os.repl
   buffer holding the vectors collected so far;
 - ``idmap.npz``: the id map (ids, labels, tombstones) as arrays, see
   :meth:`.labels.LabelMap.to_arrays` (saves before it kept them as lists in ``state.json``,
-  still read);
+  still read), and optionally ``rows``, the store's file row of each label (:mod:`.rows`);
 - ``state.json``, written last: format version, dimension, metric, factory, trained
   flag, the label counter and the id map's file and counts, where the vectors are
   (``"vectors": "own"`` or ``"store"`` with ``store_layout`` and ``space``) and the expected ``ntotal`` of
@@ -87,7 +88,7 @@ def read_faiss_mapped(faiss: Any, path: Path, where: str) -> tuple[Any, MappedFi
         raise CorruptError(f"{where}: {Path(path).name} is missing")
     try:
         opened = open_mapped(faiss, Path(path))
-    except RuntimeError as exc:
+    except (RuntimeError, OSError) as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         raise CorruptError(f"{where}: cannot read {Path(path).name}: {lines[-1] if lines else exc}") from None
     if opened is None:

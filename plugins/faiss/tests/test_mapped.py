@@ -122,6 +122,8 @@ def test_populate_maps_the_spans_in(make, kit, tmp_path):
     fresh = make(16, **VARIANTS["hnsw"])
     fresh.load(tmp_path)
     spans = mapped_spans(fresh._faiss, fresh._main.index)
-    assert sorted(nbytes for _, nbytes in spans) == sorted([index._main.ntotal * 16 * 4, fresh._faiss.downcast_index(fresh._main.index).hnsw.neighbors.size() * 4])
+    assert sorted(nbytes for _, nbytes in spans) == sorted(
+        [index._main.ntotal * 16 * 4, fresh._faiss.downcast_index(fresh._main.index).hnsw.neighbors.size() * 4]
+    )
     assert all(mapped.populate(span) for span in spans)
     assert not mapped.populate((spans[0][0], 0))
