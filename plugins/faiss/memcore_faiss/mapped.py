@@ -2,9 +2,10 @@
 
 ``faiss.read_index`` copies the whole file into memory: at 100k x 384 an HNSW32 file
 (180 MB: the graph and its own copy of the vectors) took 0.35-0.5 s to read back, most of
-a reopen. faiss >= 1.12 reads with ``IO_FLAG_MMAP_IFC`` instead: the flat codes (the
-vectors of ``IndexFlat``, an HNSW's storage, PQ/SQ codes) and the HNSW graph's neighbour
-lists become views of a read-only mapping of the file (measured 8-20 ms for that file).
+a reopen. Read with ``IO_FLAG_MMAP_IFC`` (faiss versions that have it; 1.15.1 here), the
+flat codes (the vectors of ``IndexFlat``, an HNSW's storage, PQ/SQ codes, an IVF index's
+lists) and the HNSW graph's neighbour lists become views of a read-only mapping of the file
+(measured 8-20 ms for that file).
 
 A view cannot grow or change (faiss aborts the process on a resize of a viewed vector), so
 an index loaded this way is *mapped* until its first write: :meth:`MappedFile.owned`
