@@ -59,21 +59,31 @@ class KeyGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = scope["path"]
-        if not path.startswith(self.protected) or path in self.public:
+        if not self.protects(scope["path"]):
             await self.app(scope, receive, send)
             return
         header = None
         for name, value in scope.get("headers") or ():
             if name == b"authorization":
-                header = value.decode("latin-1")
+                header = value
                 break
+        if await self.admit(scope, header, send):
+            await self.app(scope, receive, send)
+
+    def protects(self, path: str) -> bool:
+        """Whether a request to ``path`` needs a key."""
+        return path.startswith(self.protected) and path not in self.public
+
+    async def admit(self, scope: MutableMapping[str, Any], authorization: bytes | None, send: Send) -> bool:
+        """Authenticate a request from its ``Authorization`` header (its first one, or None):
+        True with its caller put in ``scope``, or False once a 401 is sent (by the front of the
+        hot routes, :mod:`.hotpath`, too)."""
         try:
-            scope[CALLER] = authenticate(self.ring, header)
+            scope[CALLER] = authenticate(self.ring, None if authorization is None else authorization.decode("latin-1"))
         except AuthenticationError as exc:
             await _send_401(send, str(exc))
-            return
-        await self.app(scope, receive, send)
+            return False
+        return True
 
 
 def caller_of(scope: MutableMapping[str, Any]) -> Caller:
