@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable, Mapping, MutableMapping
 from pydantic import BaseModel, ValidationError as PydanticValidationError
 from pydantic_core import to_json
 
-from .guard import KeyGuard, caller_of
+from .guard import KeyGuard, caller_of, route_path
 from .limits import BodyLimit
 from .replies import error_reply, validation_message
 from .tenancy import Caller
@@ -71,7 +71,7 @@ class HotRoutes:
 
     def serves(self, scope: MutableMapping[str, Any]) -> bool:
         """Whether this request is one of the hot routes."""
-        return scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self.routes
+        return scope["type"] == "http" and scope["method"] == "POST" and route_path(scope) in self.routes
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
         """Serve one request :meth:`serves` took."""
@@ -79,12 +79,12 @@ class HotRoutes:
             await self._serve(scope, receive, send)
         except Exception as exc:  # a safety net: never a traceback to the client (logged by error_reply)
             try:
-                await self._error(send, exc, scope["path"])
+                await self._error(send, exc, route_path(scope))
             except Exception:  # the reply had started: uvicorn ends the connection and logs it
                 raise exc from None
 
     async def _serve(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
-        path = scope["path"]
+        path = route_path(scope)
         authorization = length = media = None
         for name, value in scope.get("headers") or ():  # one pass: the first Authorization and Content-Type, the last Content-Length
             if name == b"authorization":
