@@ -34,7 +34,7 @@ from ..model._record import Record, Scope, content_id
 from ..model._record_rows import RecordRows
 from ._input import _plain_column, _unicode_clean, coerce_records
 
-__all__ = ["coerce_columns"]
+__all__ = ["coerce_columns", "columns_as_items"]
 
 _STR = {str}
 _SCALARS = frozenset({str, int, float, bool, type(None)})
@@ -155,9 +155,7 @@ def _metadata(columns: dict[str, list[Any]], n: int) -> tuple[list[dict[str, Any
     return dicts, texts
 
 
-def coerce_columns(
-    texts: Any, ids: Any, metadata: Any, vectors: Any, scope: Scope | None, spaces: Mapping[str, Space]
-) -> list[Record]:
+def coerce_columns(texts: Any, ids: Any, metadata: Any, vectors: Any, scope: Scope | None, spaces: Mapping[str, Space]) -> list[Record]:
     """Validate a batch of columns into fresh records (the caller's columns are never changed).
 
     Every column needs one value per record (a :class:`ValidationError` names the one that
@@ -224,3 +222,38 @@ def _per_record(
             item["vectors"] = {name: matrix[i] for name, matrix in matrices.items()}
         items.append(item)
     return coerce_records(items, scope, spaces)
+
+
+def columns_as_items(texts: Any, ids: Any = None, metadata: Any = None, vectors: Any = None) -> list[dict[str, Any]]:
+    """The batch as the dicts :meth:`memcore.Collection.insert` takes, one per record (what
+    a service without a column path of its own inserts), after the checks of the columns
+    themselves: containers, one value per record in each (a :class:`ValidationError`
+    otherwise). The records' own rules are left to ``insert``."""
+    text_list = _as_list(texts, "texts")
+    n = len(text_list)
+    id_list = None if ids is None else _as_list(ids, "ids")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise ValidationError(f"metadata must be a dict of columns {{field: one value per record}}, got {type(metadata).__name__}")
+    if vectors is not None and not isinstance(vectors, Mapping):
+        raise ValidationError(f"vectors must be a dict of matrices {{space: (n, dim) array}}, got {type(vectors).__name__}")
+    columns = {key: _as_list(column, f"metadata column {key!r}") for key, column in (metadata or {}).items()}
+    rows: dict[str, Any] = {}
+    for name, value in (vectors or {}).items():
+        array = np.asarray(value)
+        if array.ndim != 2:
+            raise DimensionError(f"the vectors of space {name!r} must be an (n, dim) matrix, one row per record; got shape {array.shape}")
+        rows[name] = array
+    lengths = {"ids": len(id_list) if id_list is not None else n, **{f"metadata column {k!r}": len(c) for k, c in columns.items()}}
+    lengths.update({f"the vectors of space {name!r}": len(array) for name, array in rows.items()})
+    wrong = [f"{what} has {count}" for what, count in lengths.items() if count != n]
+    if wrong:
+        raise ValidationError(f"every column needs one value per record: texts has {n}, " + ", ".join(wrong))
+    items: list[dict[str, Any]] = []
+    for i in range(n):
+        item: dict[str, Any] = {"text": text_list[i], "metadata": {key: column[i] for key, column in columns.items()}}
+        if id_list is not None:
+            item["id"] = id_list[i]
+        if rows:
+            item["vectors"] = {name: array[i] for name, array in rows.items()}
+        items.append(item)
+    return items

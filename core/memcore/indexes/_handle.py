@@ -177,9 +177,7 @@ class IndexHandle:
 
     # -- applying changes ----------------------------------------------------------------
 
-    def apply(
-        self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None, *, replay: bool = False, rows: RecordRows | None = None
-    ) -> None:
+    def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None, *, replay: bool = False, rows: RecordRows | None = None) -> None:
         """Apply logged ops, taking records from ``cache`` first and the store otherwise.
 
         ``replay``: the ops are a catch-up (the index may have seen some of them, see
