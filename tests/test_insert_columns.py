@@ -247,3 +247,17 @@ def test_memory_insert_columns_through_the_service_and_its_scope(tmp_path):
         assert memory.collection.count() == 3
     finally:
         memory.close()
+
+
+def test_async_memory_insert_columns(tmp_path):
+    import asyncio
+
+    async def main() -> tuple[list[str], int]:
+        memory = await memcore.open_async({"spaces": {"default": {"embedder": {"kind": "hashing", "dim": 16}}}}, path=tmp_path)
+        try:
+            ids = await memory.insert_columns(["one", "two"], ids=["a", "b"], metadata={"n": [1, 2]})
+            return ids, await memory.count()
+        finally:
+            await memory.aclose()
+
+    assert asyncio.run(main()) == (["a", "b"], 2)
