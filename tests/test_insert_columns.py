@@ -261,3 +261,14 @@ def test_async_memory_insert_columns(tmp_path):
             await memory.aclose()
 
     assert asyncio.run(main()) == (["a", "b"], 2)
+
+
+def test_a_service_without_a_column_path_gets_dicts(tmp_path):
+    pytest.importorskip("memcore_services")
+    settings = {"spaces": {"default": {"embedder": {"kind": "hashing", "dim": 16}}}, "service": {"kind": "short_term_memory"}}
+    with memcore.open(settings, path=tmp_path) as memory:
+        assert memory.insert_columns(["a b", "c d"], ids=["x", "y"], metadata={"g": [1, 2]}) == ["x", "y"]  # Service.insert_columns -> insert_many
+        assert memory.collection.get("y").metadata == {"g": 2}
+        with pytest.raises(ValidationError, match="one value per record"):
+            memory.insert_columns(["a", "b"], ids=["z"])
+        assert memory.collection.count() == 2
