@@ -19,7 +19,10 @@ and reopened in FRESH child processes (``reopen``: open + first query, wall and 
 seconds, timed once the libraries are imported -- ``import_s``, reported apart, is the
 imports and for memcore the plugin registry, paid once per process; then the first
 filtered query of each selectivity against a warm one of the same filter, the query p50,
-recall@10 unfiltered and filtered, the child's peak RSS). ``goals`` sums up issue 25's
+recall@10 unfiltered and filtered, the child's peak RSS). memcore is given each batch as
+columns (``Collection.insert_columns``: ids, texts, metadata columns, one vector matrix), as
+LanceDB is given an arrow table; ``--insert dicts`` (and a tree without ``insert_columns``)
+gives it a dict per record (``insert``). ``goals`` sums up issue 25's
 query and insert targets as ratios within the run. A memcore tree other than this checkout
 can be measured in the same run (``--trees new=.,old=/tmp/old``: a checkout whose
 ``core/`` holds ``memcore`` and ``plugins/faiss`` its faiss plugin): each memcore system is
@@ -147,15 +150,22 @@ if mode == "build":
     config = {"exact": {}, "faiss": {"factory": "HNSW32"}, "ivfpq": {"factory": opts["ivfpq"], "nprobe": opts["nprobe"]}}[variant]
     col.create_index(kind, kind, space="dense", **config)
     batch = opts["batch"]
+    # columns (ids, texts, metadata columns, one matrix), as LanceDB takes an arrow table; a
+    # tree without Collection.insert_columns (or --insert dicts) gets a dict per record
+    columns = opts.get("insert", "columns") == "columns" and hasattr(col, "insert_columns")
     t, cpu0 = time.perf_counter(), time.process_time()
     for s in range(0, x.shape[0], batch):
         e = min(s + batch, x.shape[0])
+        if columns:
+            col.insert_columns([f"doc {i}" for i in range(s, e)], ids=[f"r{i}" for i in range(s, e)], metadata={f: c[s:e] for f, c in cols.items()}, vectors={"dense": x[s:e]})
+            continue
         meta = {f: c[s:e].tolist() for f, c in cols.items()}
         col.insert([{"id": f"r{i}", "text": f"doc {i}", "vectors": {"dense": x[i]}, "metadata": {f: meta[f][i - s] for f in meta}} for i in range(s, e)])
     insert_s, insert_cpu_s = time.perf_counter() - t, time.process_time() - cpu0
     t = time.perf_counter()
     col.close()
-    finish({"insert_s": round(insert_s, 3), "insert_rec_s": round(x.shape[0] / insert_s), "insert_cpu_s": round(insert_cpu_s, 3), "close_s": round(time.perf_counter() - t, 3)})
+    out = {"insert_s": round(insert_s, 3), "insert_rec_s": round(x.shape[0] / insert_s), "insert_cpu_s": round(insert_cpu_s, 3), "close_s": round(time.perf_counter() - t, 3)}
+    finish({**out, "insert_api": "columns" if columns else "dicts"})
 else:
     col = collection()
     t_open = time.perf_counter()
@@ -181,7 +191,7 @@ def top(scores):
 
 if mode == "build":
     x = np.load(data + "/x.npy")
-    t = time.perf_counter()
+    t, cpu0 = time.perf_counter(), time.process_time()
     if lib == "numpy":
         np.save(path + "/x.npy", x)
         for f in LEVELS.values():
@@ -199,8 +209,8 @@ if mode == "build":
         index.train(x[: opts["min_train"]])
         index.add(x)
         faiss.write_index(index, path + "/index.faiss")
-    insert_s = time.perf_counter() - t
-    finish({"insert_s": round(insert_s, 3), "insert_rec_s": round(x.shape[0] / insert_s)})
+    insert_s, insert_cpu_s = time.perf_counter() - t, time.process_time() - cpu0
+    finish({"insert_s": round(insert_s, 3), "insert_rec_s": round(x.shape[0] / insert_s), "insert_cpu_s": round(insert_cpu_s, 3)})
 else:
     if lib == "numpy":
         x = np.asarray(np.load(path + "/x.npy", mmap_mode="r"))  # a plain ndarray over the mapping
@@ -241,12 +251,12 @@ if mode == "build":
     client = chromadb.PersistentClient(path=path)
     coll = client.create_collection("bench", metadata={"hnsw:space": "cosine"})
     step = min(5000, client.get_max_batch_size())
-    t = time.perf_counter()
+    t, cpu0 = time.perf_counter(), time.process_time()
     for s in range(0, x.shape[0], step):
         e = min(s + step, x.shape[0])
         coll.add(ids=[f"r{i}" for i in range(s, e)], embeddings=x[s:e], metadatas=[{f: c[i] for f, c in cols.items()} for i in range(s, e)])
-    insert_s = time.perf_counter() - t
-    finish({"insert_s": round(insert_s, 3), "insert_rec_s": round(x.shape[0] / insert_s)})
+    insert_s, insert_cpu_s = time.perf_counter() - t, time.process_time() - cpu0
+    finish({"insert_s": round(insert_s, 3), "insert_rec_s": round(x.shape[0] / insert_s), "insert_cpu_s": round(insert_cpu_s, 3)})
 else:
     coll = chromadb.PersistentClient(path=path).get_collection("bench")
     def search(q, level):
@@ -415,6 +425,12 @@ def main() -> None:
     p.add_argument("--systems", default=ALL_SYSTEMS)
     p.add_argument("--trees", default="new=.", help="name=path of memcore checkouts, comma separated (memcore systems run once per tree)")
     p.add_argument("--batch", type=int, default=2000, help="records per memcore insert call")
+    p.add_argument(
+        "--insert",
+        choices=["columns", "dicts"],
+        default="columns",
+        help="how memcore is given each batch: insert_columns (ids, texts, metadata columns, a matrix) or insert (a dict per record)",
+    )
     p.add_argument("--ivfpq", default="IVF1024,PQ96", help="faiss factory of memcore:ivfpq and raw:ivfpq")
     p.add_argument("--nprobe", type=int, default=32, help="nprobe of memcore:ivfpq and raw:ivfpq")
     p.add_argument("--chroma-max", type=int, default=100_000, help="Chroma is skipped above this size (it inserts ~260 rec/s)")
@@ -433,6 +449,7 @@ def main() -> None:
     opts = {
         "threads": args.threads,
         "batch": args.batch,
+        "insert": args.insert,
         "ivfpq": args.ivfpq,
         "nprobe": args.nprobe,
         "min_train": 39 * max(nlist, 256),
@@ -511,7 +528,9 @@ def goals(systems: dict[str, Any]) -> dict[str, Any]:
     """Issue 25's query and insert targets as ratios within this run (None where a side is missing)."""
 
     def get(label: str, *keys: str) -> Any:
-        value: Any = systems.get(label, {})
+        # with several trees (``--trees new=.,old=...``), a memcore system's goals are the first tree's
+        first = next((name for name in systems if name.startswith(label + "@")), label)
+        value: Any = systems.get(label, systems.get(first, {}))
         for key in keys:
             value = value.get(key) if isinstance(value, dict) else None
         return value
@@ -525,6 +544,7 @@ def goals(systems: dict[str, Any]) -> dict[str, Any]:
         "ivfpq_p50_over_raw_faiss (<= 1.5)": ratio(get("memcore:ivfpq", "median", "query_p50_ms"), get("raw:ivfpq", "median", "query_p50_ms")),
         "hnsw_recall@10 (>= 0.99 on clustered)": get("memcore:faiss", "recall@10"),
         "hnsw_insert_over_chroma (>= 3)": ratio(get("memcore:faiss", "build", "insert_rec_s"), get("chroma", "build", "insert_rec_s")),
+        "hnsw_insert_cpu (chroma / memcore CPU s)": ratio(get("chroma", "build", "insert_cpu_s"), get("memcore:faiss", "build", "insert_cpu_s")),
         "exact_insert_over_lancedb (>= 0.5)": ratio(get("memcore:exact", "build", "insert_rec_s"), get("lancedb", "build", "insert_rec_s")),
         "exact_insert_cpu (lancedb / memcore CPU s)": ratio(get("lancedb", "build", "insert_cpu_s"), get("memcore:exact", "build", "insert_cpu_s")),
         "ivfpq": {

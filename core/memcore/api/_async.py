@@ -102,6 +102,19 @@ class AsyncMemory:
         """:meth:`memcore.Memory.insert`, awaited (serialised with the other writes)."""
         return await self._run(functools.partial(self.memory.insert, items, vector, metadata, **options), write=True)
 
+    async def insert_columns(
+        self,
+        texts: Sequence[str],
+        *,
+        ids: Sequence[str] | None = None,
+        metadata: Mapping[str, Sequence[Any]] | None = None,
+        vectors: Any = None,
+        scope: ScopeLike = None,
+    ) -> list[str]:
+        """:meth:`memcore.Memory.insert_columns`, awaited (serialised with the other writes)."""
+        call = functools.partial(self.memory.insert_columns, texts, ids=ids, metadata=metadata, vectors=vectors, scope=scope)
+        return await self._run(call, write=True)
+
     async def upsert(self, items: Items, *, scope: ScopeLike = None) -> str | list[str]:
         """:meth:`memcore.Memory.upsert`, awaited (serialised with the other writes)."""
         return await self._run(functools.partial(self.memory.upsert, items, scope=scope), write=True)

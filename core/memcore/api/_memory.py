@@ -121,6 +121,28 @@ class Memory:
             raise ValidationError("with many items, give each its own vectors/metadata/id inside its dict: insert([{'text': ..., 'metadata': ...}, ...])")
         return self.service.insert_many(list(items))
 
+    def insert_columns(
+        self,
+        texts: Sequence[str],
+        *,
+        ids: Sequence[str] | None = None,
+        metadata: Mapping[str, Sequence[Any]] | None = None,
+        vectors: Any = None,
+        scope: ScopeLike = None,
+    ) -> list[str]:
+        """Remember a batch given as columns, one value per record in each; returns the ids.
+
+        ``texts``: the texts; ``ids``: the ids (None: derived from the content);
+        ``metadata``: ``{field: values}`` (a list or 1-d numpy array per field);
+        ``vectors``: ``{space: (n, dim) matrix}``, or one matrix for the only space (None:
+        embedded from the texts). The records are checked as :meth:`insert` checks them
+        (the same typed errors; nothing is written on bad input) and written in one atomic
+        batch, without a dict per record: the fast way to load many records. Through the
+        service (:meth:`memcore.Service.insert_columns`), with ``scope`` bound.
+        """
+        with self.collection.scoped(scope):
+            return self.service.insert_columns(texts, ids=ids, metadata=metadata, vectors=vectors)
+
     def upsert(self, items: str | Mapping[str, Any] | Record | Sequence[str | Mapping[str, Any] | Record], *, scope: ScopeLike = None) -> str | list[str]:
         """Insert new records and replace existing ones (same id); returns the id(s).
 

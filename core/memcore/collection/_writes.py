@@ -19,6 +19,8 @@ from ..model._checks import check_json_value
 from ..model._record import Link, Record, Scope
 from ..stores._store import WriteBatch
 from ._base import CollectionBase
+from ..model._record_rows import RecordRows
+from ._columns import coerce_columns
 from ._input import RecordInput, coerce_ids, coerce_records
 
 __all__ = ["Writes", "StateChanges", "RESERVED_STATE"]
@@ -70,37 +72,81 @@ class Writes(CollectionBase):
         """
         with self._lock:
             self._check_open()
-            records = self._coerce(items, scope)
-            targets = self._targets(indexes)
-            leave = self._leaving(remove_from)
-            existing = self._existing(records)
-            ids = [r.id for r in records]
-            if existing:
-                for r in records:
-                    old = existing.get(r.id)
-                    if old is not None and not r.same_content(old):
-                        raise DuplicateIdError(f"record {r.id!r} already exists with different content; use upsert() or update()")
-                self._check_visible(existing.values())
-                fresh = [r for r in records if r.id not in existing]
-                kept = [existing[r.id] for r in records if r.id in existing]
-            else:  # the common case: every record is new
-                fresh, kept = records, []
-            self._check_links(fresh, set(ids))
-            spaces = self._spaces_of(targets)
-            fill_vectors(self._spaces, fresh, spaces)
-            changed_old = fill_vectors(self._spaces, kept, spaces)
-            self._validate_for(targets, fresh + kept)
+            return self._insert(self._coerce(items, scope), indexes, state, remove_from)
+
+    def insert_columns(
+        self,
+        texts: Sequence[str],
+        *,
+        ids: Sequence[str] | None = None,
+        metadata: Mapping[str, Sequence[Any]] | None = None,
+        vectors: Mapping[str, Any] | None = None,
+        indexes: str | Iterable[str] | None = None,
+        scope: Scope | Mapping[str, Any] | None = None,
+        state: StateChanges | None = None,
+    ) -> list[str]:
+        """Insert a batch given as columns, one value per record in each: what :meth:`insert`
+        does with the same records given as dicts, without a dict per record.
+
+        ``texts``: the records' texts; ``ids``: their ids (None: derived from the content,
+        as ``insert`` derives them); ``metadata``: ``{field: values}``, a list (or a 1-d
+        numpy array) per field (None values are stored as JSON null, as in a dict);
+        ``vectors``: ``{space: an (n, dim) matrix}`` (a numpy array, e.g. rows of a
+        memory-mapped ``.npy``, copied as float32). The records pass the same checks as in
+        ``insert`` (a column of another length, a wrong dimension, NaN, a bad id or text:
+        the typed error ``insert`` raises, and nothing is written), and the batch is one
+        atomic commit. Returns the ids, in order.
+        """
+        with self._lock:
+            self._check_open()
+            records = coerce_columns(texts, ids, metadata, vectors, self._binding.effective(scope), self._spaces)
+            self._binding.stamp(records)
+            return self._insert(records, indexes, state, None)
+
+    def _insert(
+        self,
+        records: list[Record],
+        indexes: str | Iterable[str] | None,
+        state: StateChanges | None,
+        remove_from: Mapping[str, Iterable[str]] | None,
+    ) -> list[str]:
+        """:meth:`insert` of validated records."""
+        targets = self._targets(indexes)
+        leave = self._leaving(remove_from)
+        existing = self._existing(records)
+        ids = [r.id for r in records]
+        if existing:
+            for r in records:
+                old = existing.get(r.id)
+                if old is not None and not r.same_content(old):
+                    raise DuplicateIdError(f"record {r.id!r} already exists with different content; use upsert() or update()")
+            self._check_visible(existing.values())
+            fresh = [r for r in records if r.id not in existing]
+            kept = [existing[r.id] for r in records if r.id in existing]
+        else:  # the common case: every record is new
+            fresh, kept = records, []
+        self._check_links(fresh, set(ids))
+        spaces = self._spaces_of(targets)
+        fill_vectors(self._spaces, fresh, spaces)
+        changed_old = fill_vectors(self._spaces, kept, spaces)
+        self._validate_for(targets, fresh + kept if kept else fresh)
+        if kept:
+            members = self._store.memberships([r.id for r in kept])
+            add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
+        else:
+            add = {h.name: ids for h in targets}
+        batch = WriteBatch(
+            upserts=fresh + changed_old if changed_old else fresh,  # the list itself: a RecordRows keeps its matrices
+            add_membership={n: v for n, v in add.items() if v},
+            remove_membership=leave,
+            state=_state(state, self._binding),
+        )
+        if not batch.is_empty():  # re-inserting what is already there changes nothing
             if kept:
-                members = self._store.memberships([r.id for r in kept])
-                add = {h.name: [i for i in ids if h.name not in members.get(i, ())] for h in targets}
+                self._commit(batch, {r.id: r for r in fresh + kept})
             else:
-                add = {h.name: ids for h in targets}
-            batch = WriteBatch(
-                upserts=fresh + changed_old, add_membership={n: v for n, v in add.items() if v}, remove_membership=leave, state=_state(state, self._binding)
-            )
-            if not batch.is_empty():  # re-inserting what is already there changes nothing
-                self._commit(batch, {r.id: r for r in fresh + kept} if kept else dict(zip(ids, records)))
-            return ids
+                self._commit(batch, dict(zip(ids, records)), records if isinstance(records, RecordRows) else None)
+        return ids
 
     def upsert(
         self,
@@ -370,7 +416,9 @@ class Writes(CollectionBase):
             if records:
                 h.index.validate(records)
 
-    def _commit(self, batch: WriteBatch, cache: dict[str, Record]) -> None:
+    def _commit(self, batch: WriteBatch, cache: dict[str, Record], rows: RecordRows | None = None) -> None:
+        """Apply ``batch`` to the store, then to every live index (``cache``: the records
+        at hand by id; ``rows``: the batch's new records inserted as columns, in order)."""
         applied = self._store.apply(batch)
         changed: dict[str, Record | None] = dict.fromkeys(batch.deletes)
         changed.update((r.id, r) for r in batch.upserts)  # deletes run first: an id in both ends upserted
@@ -381,7 +429,7 @@ class Writes(CollectionBase):
                 continue  # broken: the store keeps its membership, a rebuild applies it
             try:
                 if not self._store.shared or handle.applied_seq == applied.seq - 1 or handle.index.reads_store:  # no other process wrote in between
-                    handle.apply(applied.ops, self._store, cache)
+                    handle.apply(applied.ops, self._store, cache, rows=rows)
                     handle.applied_seq = applied.seq
                 else:  # a shared store: what other processes committed first, then this batch, from the log
                     self._catch_up(handle)

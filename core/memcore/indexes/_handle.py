@@ -27,6 +27,7 @@ from ._index import Index
 from ._options import build_time_part, with_defaults
 from .._util.log import get_logger
 from ..model._record import Record
+from ..model._record_rows import RecordRows
 from .._plugins._registry import ComponentConfig
 from ..stores._store import Op, Store
 
@@ -176,22 +177,27 @@ class IndexHandle:
 
     # -- applying changes ----------------------------------------------------------------
 
-    def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None, *, replay: bool = False) -> None:
+    def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None, *, replay: bool = False, rows: RecordRows | None = None) -> None:
         """Apply logged ops, taking records from ``cache`` first and the store otherwise.
 
         ``replay``: the ops are a catch-up (the index may have seen some of them, see
-        :attr:`Index.durable_writes`), not a write the index has never seen."""
+        :attr:`Index.durable_writes`), not a write the index has never seen. ``rows``: the
+        write's new records inserted as columns, in order (the index is handed that list
+        itself when it adds exactly them: it keeps their vectors as one matrix)."""
         name = self.name
         mine = ops if {*map(_index, ops)} == {name} else [op for op in ops if op.index == name]
         removes, adds = fold_ops(mine, durable=replay and self.index.durable_writes)
         if not removes and not adds:
             return
         cache = cache or {}
-        missing = [rid for rid in adds if rid not in cache]
+        whole = rows is not None and adds == rows.ids  # the write's records, as the write built them
+        missing = [] if whole else [rid for rid in adds if rid not in cache]
         if missing:
             # an index that reads the store's data itself is handed the records without vectors
             fetched = {r.id: r for r in store.get(missing, with_vectors=not self.index.reads_store) if r is not None}
             records = [cache.get(rid) or fetched[rid] for rid in adds if rid in cache or rid in fetched]
+        elif whole and rows is not None:
+            records = rows
         else:  # every record at hand (what a write passes along)
             records = list(map(cache.__getitem__, adds))
         self.pristine = False

@@ -23,11 +23,13 @@ from ._index import Index, IndexContext, Requirements
 from ..model._query import Hit
 from ..model._query import Query
 from ..model._record import Record
+from ..model._record_rows import stacked
 from ..model._checks import validate_k
 
 __all__ = ["VectorIndex"]
 
 _shape = attrgetter("shape")
+_id_of = attrgetter("id")
 
 
 class VectorIndex(Index):
@@ -70,8 +72,16 @@ class VectorIndex(Index):
 
         ``latest``: a repeated id keeps its last record, at the place of its first (what
         re-adding means); every record is checked all the same.
+
+        The matrix may be read-only (the records' own, when they were inserted as columns:
+        :meth:`memcore.Collection.insert_columns`): copy it before changing it.
         """
         space, dim = self.config.space, self.dim
+        kept = stacked(records, space)
+        if kept is not None and kept.shape[1] == dim:  # inserted as columns: ids unique, vectors checked and stacked once
+            if not _finite_rows(kept):
+                raise ValidationError(f"index {self.name!r}: the vectors contain NaN or infinite values")
+            return list(map(_id_of, records)), kept
         try:
             column = [r.vectors[space] for r in records]
             fine = {*map(_shape, column)} <= {(dim,)}

@@ -14,7 +14,7 @@ under its own prefix (``memoryos.stm``); :func:`memcore.open` creates the missin
 Service state lives in the store (``WriteBatch.state``), never only in Python objects.
 
 **Scopes are enforced for the service, not by it.** Every public verb of a service
-(``insert``, ``insert_many``, ``retrieve``, ``delete``, ``upsert``, ``update``, ``forget``)
+(``insert``, ``insert_many``, ``insert_columns``, ``retrieve``, ``delete``, ``upsert``, ``update``, ``forget``)
 takes a ``scope=`` keyword that the base class binds on the collection for the call (see
 :mod:`memcore.model._binding`) before the service's own code runs: the service's reads see
 only that scope's records, what it writes (derived records included) carries the scope,
@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from pydantic import Field
 
+from ..collection._columns import columns_as_items
 from ..errors import ConfigError, CorruptError, MemcoreError, ValidationError
 from ..llms._llm import LLM, LLMs, StepCounter, run_llm_step
 from ..model._query import Hit
@@ -77,7 +78,7 @@ __all__ = [
 
 T = TypeVar("T")
 
-SCOPED_VERBS = ("insert", "insert_many", "retrieve", "delete", "upsert", "update", "forget")
+SCOPED_VERBS = ("insert", "insert_many", "insert_columns", "retrieve", "delete", "upsert", "update", "forget")
 """The service verbs whose ``scope=`` keyword the base class binds on the collection."""
 
 SERIALISED_VERBS = (*SCOPED_VERBS, "check", "repair", "close")
@@ -306,6 +307,18 @@ class Service(ABC):
                 raise ValidationError(f"cannot insert a {type(item).__name__}; give texts, dicts or Records")
         return ids
 
+    def insert_columns(self, texts: Any, *, ids: Any = None, metadata: Any = None, vectors: Any = None) -> list[str]:
+        """Remember a batch given as columns (what :meth:`memcore.Memory.insert_columns`
+        calls): ``texts``, ``ids`` (None: from the content), ``metadata`` (``{field:
+        values}``), ``vectors`` (``{space: (n, dim) matrix}``), one value per record in each;
+        returns the ids.
+
+        The default makes one dict per record and calls :meth:`insert_many` (so a service's
+        policy applies as to any batch); a service that writes the batch as it comes
+        overrides it (the ``default`` service: :meth:`memcore.Collection.insert_columns`).
+        """
+        return self.insert_many(columns_as_items(texts, ids, metadata, vectors))
+
     def delete(self, ids: list[str]) -> int:
         """Forget records (what :meth:`memcore.Memory.delete` calls); returns how many.
 
@@ -469,6 +482,14 @@ class DefaultService(Service):
     def insert_many(self, items: list[Any]) -> list[str]:
         """Insert many items in one transaction (texts, dicts, Records); returns their ids."""
         return self.collection.insert(items, indexes=self.config.indexes)
+
+    def insert_columns(self, texts: Any, *, ids: Any = None, metadata: Any = None, vectors: Any = None) -> list[str]:
+        """Insert a batch given as columns in one transaction, without a dict per record
+        (:meth:`memcore.Collection.insert_columns`); ``vectors`` may also be one matrix: the
+        vectors of the service's space (``space``, or the only one)."""
+        if vectors is not None and not isinstance(vectors, Mapping):
+            vectors = {self.vector_space(self.config.space): vectors}
+        return self.collection.insert_columns(texts, ids=ids, metadata=metadata, vectors=vectors, indexes=self.config.indexes)
 
     def retrieve(
         self, query: str | None = None, vector: Any = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any

@@ -26,6 +26,7 @@ import numpy as np
 from .._util.log import get_logger
 from ..errors import DimensionError, LockedError, NotFoundError, ValidationError
 from ..model._record import Record, Scope
+from ..model._record_rows import RecordRows, metadata_texts, stacked
 from ._sqlite_schema import chunks as _chunks, json_text as _json_text, member_text as _member_text, member_text_of, members as _members, pack_adds, pack_ops
 from ._sqlite_vectors import Space, SpaceSlots, check_dim
 from ._store import Applied, WriteBatch, involved_ids, make_ops, plan_ops
@@ -121,7 +122,7 @@ def _plain_record_rows(fresh: list[Record], member: dict[str, str], hseq: int | 
     return zip(
         ids,
         map(_text_of, fresh),
-        map(_json_text, map(_metadata_of, fresh)),
+        metadata_texts(fresh) or map(_json_text, map(_metadata_of, fresh)),
         repeat(user),
         repeat(agent),
         repeat(run),
@@ -498,7 +499,11 @@ class SQLiteWrites:
         record keeps its first occurrence's ``created_at`` and position); ``member`` holds
         the ``member_of`` text of each record after the batch (absent: none). New rows get
         consecutive rowids from the table's sequence (checked after the insert)."""
-        fresh = [r for r in last.values() if r.id not in stored]
+        fresh: list[Record]
+        if not stored and len(last) == len(records) and isinstance(records, RecordRows):
+            fresh = records  # inserted as columns: the list that kept their matrices and metadata texts
+        else:
+            fresh = [r for r in last.values() if r.id not in stored]
         old = [r for r in last.values() if r.id in stored]
         created: dict[str, float] = {}
         if len(last) != len(records):
@@ -537,11 +542,15 @@ class SQLiteWrites:
         by_space: dict[str, tuple[list[str], list[int], list[Any]]] = {}
         written = list(last.values())
         shapes = {*map(tuple, map(_vectors_of, written))}
+        kept: dict[str, np.ndarray] = {}  # per space, the matrix of a batch inserted as columns (its records, in order)
         if len(shapes) == 1:  # the common batch: every record has vectors in the same spaces
             written_ids = [r.id for r in written]
             written_rids = [rowids[rid] for rid in written_ids]
             for space in next(iter(shapes)):
-                by_space[space] = (written_ids, written_rids, [r.vectors[space] for r in written])
+                matrix = stacked(records, space) if len(written) == len(records) else None
+                if matrix is not None:
+                    kept[space] = matrix
+                by_space[space] = (written_ids, written_rids, [] if matrix is not None else [r.vectors[space] for r in written])
         else:
             for r in written:
                 rowid = rowids[r.id]
@@ -553,7 +562,7 @@ class SQLiteWrites:
                     column[1].append(rowid)
                     column[2].append(v)
         for name, (vector_ids, vector_rids, vectors) in by_space.items():
-            self._write_vectors(cur, name, vector_ids, vector_rids, _matrix(name, vectors))
+            self._write_vectors(cur, name, vector_ids, vector_rids, kept[name] if name in kept else _matrix(name, vectors))
         if versions:
             cur.executemany(
                 "INSERT INTO history (seq, record_id, op, text, metadata, user_id, agent_id, run_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", versions

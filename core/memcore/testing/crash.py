@@ -2,7 +2,8 @@
 
 :func:`run_crash_trials` starts a writer child (``python -m memcore.testing.crash``) on a
 collection directory, lets it write batches -- inserting, upserting, deleting, flushing,
-closing and reopening at random -- and kills it with SIGKILL after a random delay. The
+closing and reopening at random; every other insert batch is given as columns
+(``Collection.insert_columns``) -- and kills it with SIGKILL after a random delay. The
 child prints each batch *after* the call returned (an acknowledged write). The parent
 then reopens the collection and checks: every acknowledged record is in the store with
 its text, deleted ones are gone, and each index holds exactly its members and finds every
@@ -120,7 +121,7 @@ def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int, kil
     if kill_in_remove:
         _arm_kill_in_remove(memory, kill_in_remove, armed)
     say(phase="ready")
-    n = 0
+    n = inserts = 0
     live: list[str] = []
     fresh: list[str] = []  # added since the last flush (kept by a durable index, unknown to its save)
     while True:
@@ -129,7 +130,11 @@ def _child(directory: str, settings: dict[str, Any], prefix: str, seed: int, kil
             ids = [f"{prefix}-{n + i}" for i in range(rng.randint(1, 40))]
             n += len(ids)
             say(phase="insert", ids=ids)
-            memory.collection.insert([{"id": i, "text": f"text of {i}", "vectors": {"v": vector_of(i)}} for i in ids])
+            inserts += 1
+            if inserts % 2:  # every other batch as columns (Collection.insert_columns): the same atomic commit
+                memory.collection.insert_columns([f"text of {i}" for i in ids], ids=ids, vectors={"v": np.stack([vector_of(i) for i in ids])})
+            else:
+                memory.collection.insert([{"id": i, "text": f"text of {i}", "vectors": {"v": vector_of(i)}} for i in ids])
             live.extend(ids)
             fresh.extend(ids)
             say(ack="insert", ids=ids)
