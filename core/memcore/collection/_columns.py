@@ -19,7 +19,6 @@ accepted as ``insert`` accepts it.
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from itertools import repeat
@@ -32,12 +31,11 @@ from ..errors import DimensionError, ValidationError
 from ..model._checks import _FAST_HIGH, _FAST_LOW, MAX_ID_CHARS, MAX_TEXT_CHARS
 from ..model._record import Record, Scope, content_id
 from ..model._record_rows import RecordRows
-from ._input import _plain_column, _unicode_clean, coerce_records
+from ._input import _plain_column, _unicode_clean, coerce_records, scalar_kinds
 
 __all__ = ["coerce_columns", "columns_as_items"]
 
 _STR = {str}
-_SCALARS = frozenset({str, int, float, bool, type(None)})
 _encode_str: Callable[[str], str] = json.encoder.encode_basestring_ascii  # the C function json.dumps uses (ensure_ascii)
 
 
@@ -117,17 +115,9 @@ def _strings_fine(ids: list[Any], texts: list[Any]) -> bool:
 def _column_json(values: list[Any]) -> list[str] | None:
     """The JSON text of each value of a metadata column when every value is a scalar that
     :func:`memcore.model._record._flat_copy` accepts (None: the per-record path decides)."""
-    kinds = {*map(type, values)}
-    if not kinds <= _SCALARS:
+    kinds = scalar_kinds(values)
+    if kinds is None:
         return None
-    for kind in kinds:
-        same: list[Any] = values if len(kinds) == 1 else [v for v in values if type(v) is kind]
-        if kind is str and not _plain_column(same):
-            return None
-        if kind is int and not (-(2**63) <= min(same) and max(same) < 2**63):
-            return None
-        if kind is float and not all(map(math.isfinite, same)):
-            return None
     if len(kinds) == 1:
         (kind,) = kinds
         encode = _KIND_JSON.get(kind)
@@ -163,20 +153,10 @@ def coerce_columns(texts: Any, ids: Any, metadata: Any, vectors: Any, scope: Sco
     record that breaks one raises the error ``insert`` raises for it. An empty batch is a
     :class:`ValidationError`.
     """
-    text_list = _as_list(texts, "texts")
+    text_list, id_list, columns = _column_lists(texts, ids, metadata, vectors, {})
     n = len(text_list)
     if n == 0:
         raise ValidationError("nothing to write: the batch is empty")
-    id_list = None if ids is None else _as_list(ids, "ids")
-    if metadata is not None and not isinstance(metadata, Mapping):
-        raise ValidationError(f"metadata must be a dict of columns {{field: one value per record}}, got {type(metadata).__name__}")
-    if vectors is not None and not isinstance(vectors, Mapping):
-        raise ValidationError(f"vectors must be a dict of matrices {{space: (n, dim) array}}, got {type(vectors).__name__}")
-    columns = {key: _as_list(column, f"metadata column {key!r}") for key, column in (metadata or {}).items()}
-    lengths = {"ids": len(id_list) if id_list is not None else n, **{f"metadata column {key!r}": len(c) for key, c in columns.items()}}
-    wrong = [f"{what} has {count}" for what, count in lengths.items() if count != n]
-    if wrong:
-        raise ValidationError(f"every column needs one value per record: texts has {n}, " + ", ".join(wrong))
     matrices = {name: _matrix(name, value, n, spaces) for name, value in (vectors or {}).items()}
     if scope is not None and scope.is_empty():
         scope = None
@@ -188,7 +168,7 @@ def coerce_columns(texts: Any, ids: Any, metadata: Any, vectors: Any, scope: Sco
             id_list = list(map(content_id, text_list, metas, repeat(scope)))
         fine = _strings_fine(id_list, text_list)
     if not fine or built is None or id_list is None:  # some value breaks a rule: insert's path names it (or accepts the batch)
-        return _per_record(text_list, id_list, columns, matrices, scope, spaces, n)
+        return _per_record(text_list, id_list, columns, matrices, scope, spaces)
     rows = {name: list(matrix) for name, matrix in matrices.items()}
     if len(rows) == 1:
         ((name, column),) = rows.items()
@@ -209,26 +189,17 @@ def _per_record(
     matrices: dict[str, np.ndarray],
     scope: Scope | None,
     spaces: Mapping[str, Space],
-    n: int,
 ) -> list[Record]:
     """The batch as the dicts ``insert`` takes, validated by its path (the error naming the
     first bad record, or the records it builds)."""
-    items: list[dict[str, Any]] = []
-    for i in range(n):
-        item: dict[str, Any] = {"text": texts[i], "metadata": {key: column[i] for key, column in columns.items()}}
-        if ids is not None:
-            item["id"] = ids[i]
-        if matrices:
-            item["vectors"] = {name: matrix[i] for name, matrix in matrices.items()}
-        items.append(item)
-    return coerce_records(items, scope, spaces)
+    return coerce_records(_items(texts, ids, columns, matrices), scope, spaces)
 
 
-def columns_as_items(texts: Any, ids: Any = None, metadata: Any = None, vectors: Any = None) -> list[dict[str, Any]]:
-    """The batch as the dicts :meth:`memcore.Collection.insert` takes, one per record (what
-    a service without a column path of its own inserts), after the checks of the columns
-    themselves: containers, one value per record in each (a :class:`ValidationError`
-    otherwise). The records' own rules are left to ``insert``."""
+def _column_lists(texts: Any, ids: Any, metadata: Any, vectors: Any, more: Mapping[str, int]) -> tuple[list[Any], list[Any] | None, dict[str, list[Any]]]:
+    """Texts, ids and metadata columns as lists, after the checks of the columns themselves:
+    containers, ``metadata`` and ``vectors`` dicts, one value per record in ids, each
+    metadata column and each of ``more`` (what -> length) (a :class:`ValidationError` naming
+    the columns that are not)."""
     text_list = _as_list(texts, "texts")
     n = len(text_list)
     id_list = None if ids is None else _as_list(ids, "ids")
@@ -237,23 +208,36 @@ def columns_as_items(texts: Any, ids: Any = None, metadata: Any = None, vectors:
     if vectors is not None and not isinstance(vectors, Mapping):
         raise ValidationError(f"vectors must be a dict of matrices {{space: (n, dim) array}}, got {type(vectors).__name__}")
     columns = {key: _as_list(column, f"metadata column {key!r}") for key, column in (metadata or {}).items()}
+    lengths = {"ids": len(id_list) if id_list is not None else n, **{f"metadata column {key!r}": len(c) for key, c in columns.items()}, **more}
+    wrong = [f"{what} has {count}" for what, count in lengths.items() if count != n]
+    if wrong:
+        raise ValidationError(f"every column needs one value per record: texts has {n}, " + ", ".join(wrong))
+    return text_list, id_list, columns
+
+
+def _items(texts: list[Any], ids: list[Any] | None, columns: Mapping[str, list[Any]], matrices: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One ``insert`` dict per record of the columns (checked to have one value per record)."""
+    items: list[dict[str, Any]] = []
+    for i in range(len(texts)):
+        item: dict[str, Any] = {"text": texts[i], "metadata": {key: column[i] for key, column in columns.items()}}
+        if ids is not None:
+            item["id"] = ids[i]
+        if matrices:
+            item["vectors"] = {name: matrix[i] for name, matrix in matrices.items()}
+        items.append(item)
+    return items
+
+
+def columns_as_items(texts: Any, ids: Any = None, metadata: Any = None, vectors: Any = None) -> list[dict[str, Any]]:
+    """The batch as the dicts :meth:`memcore.Collection.insert` takes, one per record (what
+    a service without a column path of its own inserts), after the checks of the columns
+    themselves: containers, one value per record in each (a :class:`ValidationError`
+    otherwise). The records' own rules are left to ``insert``."""
     rows: dict[str, Any] = {}
-    for name, value in (vectors or {}).items():
+    for name, value in (vectors or {}).items() if isinstance(vectors, Mapping) else ():
         array = np.asarray(value)
         if array.ndim != 2:
             raise DimensionError(f"the vectors of space {name!r} must be an (n, dim) matrix, one row per record; got shape {array.shape}")
         rows[name] = array
-    lengths = {"ids": len(id_list) if id_list is not None else n, **{f"metadata column {k!r}": len(c) for k, c in columns.items()}}
-    lengths.update({f"the vectors of space {name!r}": len(array) for name, array in rows.items()})
-    wrong = [f"{what} has {count}" for what, count in lengths.items() if count != n]
-    if wrong:
-        raise ValidationError(f"every column needs one value per record: texts has {n}, " + ", ".join(wrong))
-    items: list[dict[str, Any]] = []
-    for i in range(n):
-        item: dict[str, Any] = {"text": text_list[i], "metadata": {key: column[i] for key, column in columns.items()}}
-        if id_list is not None:
-            item["id"] = id_list[i]
-        if rows:
-            item["vectors"] = {name: array[i] for name, array in rows.items()}
-        items.append(item)
-    return items
+    text_list, id_list, columns = _column_lists(texts, ids, metadata, vectors, {f"the vectors of space {name!r}": len(a) for name, a in rows.items()})
+    return _items(text_list, id_list, columns, rows)

@@ -85,6 +85,24 @@ def _plain_column(values: list[str]) -> bool:
     return "\x00" not in joined and _unicode_clean([joined])
 
 
+def scalar_kinds(column: list[Any]) -> set[type] | None:
+    """The types of a metadata column's values when each is a scalar metadata may hold as it
+    is (a plain string, an int in int64, a finite float, a bool, None); None otherwise (the
+    per-record path then decides, with its error)."""
+    kinds = {*map(type, column)}
+    if not kinds <= _SCALARS:
+        return None
+    for kind in kinds:
+        same: list[Any] = column if len(kinds) == 1 else [v for v in column if type(v) is kind]
+        if kind is str and not _plain_column(same):
+            return None
+        if kind is int and not (-(2**63) <= min(same) and max(same) < 2**63):
+            return None
+        if kind is float and not all(map(math.isfinite, same)):
+            return None
+    return kinds
+
+
 def _metadata_column(values: list[Any]) -> list[dict[str, Any]] | None:
     """:func:`_metadata` of every value of the batch, checked column by column: when every
     value is a dict with the same keys in the same order, each key is checked once and each
@@ -103,17 +121,8 @@ def _metadata_column(values: list[Any]) -> list[dict[str, Any]] | None:
     for key in keys:
         column: list[Any] = list(map(itemgetter(key), values))
         columns[key] = column
-        kinds = {*map(type, column)}
-        if not kinds <= _SCALARS:
+        if scalar_kinds(column) is None:
             return None
-        for kind in kinds:
-            same: list[Any] = column if len(kinds) == 1 else [v for v in column if type(v) is kind]
-            if kind is str and not _plain_column(same):
-                return None
-            if kind is int and not (-(2**63) <= min(same) and max(same) < 2**63):
-                return None
-            if kind is float and not all(map(math.isfinite, same)):
-                return None
     order = tuple(sorted(keys))
     if order == keys:
         return list(map(dict.copy, values))
