@@ -1,0 +1,188 @@
+"""The refine step (``refine_k_factor``): PQ candidates re-scored with the store's vectors.
+
+Counted recall on a set where PQ codes alone are poor, no timing; every collection here is
+a real SQLite store, whose vector file the refine step reads in place.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memcore import Collection, ConfigError, Query, Scope, ValidationError
+from memcore._plugins._host import get_registry
+from memcore.embedders._embedder import Space
+from memcore.stores._sqlite import SQLiteStore
+from memcore_faiss import FaissIndexConfig
+from memcore_faiss.refine import ROWS_FILE
+
+DIM = 32
+N = 600
+K = 10
+# 4 sub-quantizers of 16 centroids for 32 dimensions: codes this coarse rank poorly on their own
+PQ = {"factory": "IVF4,PQ4x4", "min_train": 256, "nprobe": 4}
+
+
+def clustered(n: int, dim: int, clusters: int, seed: int) -> np.ndarray:
+    """Unit vectors in Gaussian blobs around random centres."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+    x = centres[rng.integers(0, clusters, n)] + 0.35 * rng.standard_normal((n, dim)).astype(np.float32)
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def open_collection(path: Path) -> Collection:
+    return Collection(SQLiteStore(path), {"dense": Space("dense", DIM)}, get_registry(), path)
+
+
+def filled(path: Path, n: int = N, **options) -> tuple[Collection, np.ndarray]:
+    """A collection with one faiss index ``vec`` over ``n`` clustered unit vectors
+    (metadata ``g`` = i % 4, scope user ``a`` for even rows, ``b`` for odd ones)."""
+    x = clustered(n, DIM, clusters=12, seed=3)
+    col = open_collection(path)
+    col.create_index("vec", "faiss", space="dense", **{**PQ, **options})
+    for user in ("a", "b"):
+        rows = range(0 if user == "a" else 1, n, 2)
+        col.insert([{"id": f"r{i}", "text": f"t{i}", "vectors": {"dense": x[i]}, "metadata": {"g": i % 4}} for i in rows], scope={"user_id": user})
+    return col, x
+
+
+def queries(x: np.ndarray, count: int = 30, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    q = x[rng.integers(0, len(x), count)] + 0.3 * rng.standard_normal((count, DIM)).astype(np.float32) / np.sqrt(DIM)
+    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+
+
+def truth(x: np.ndarray, q: np.ndarray, keep: np.ndarray | None = None) -> list[set[str]]:
+    scores = q @ x.T
+    if keep is not None:
+        scores[:, ~keep] = -np.inf
+    return [{f"r{i}" for i in np.argsort(-row, kind="stable")[:K]} for row in scores]
+
+
+def search(col: Collection, q: np.ndarray, **kwargs) -> list:
+    extras = kwargs.pop("extras", None)
+    return col.search_index("vec", Query(vectors={"dense": q}, k=K, extras={"faiss": extras} if extras else {}, **kwargs), K)
+
+
+def recall(col: Collection, x: np.ndarray, qs: np.ndarray, keep: np.ndarray | None = None, **kwargs) -> float:
+    want = truth(x, qs, keep)
+    found = [{h.id for h in search(col, q, **kwargs)} for q in qs]
+    return float(np.mean([len(f & t) / K for f, t in zip(found, want)]))
+
+
+def assert_exact_scores(hits: list, x: np.ndarray, q: np.ndarray) -> None:
+    scores = [float(h.score) for h in hits]
+    expected = [float(x[int(h.id[1:])] @ q) for h in hits]
+    assert scores == pytest.approx(expected, abs=1e-5)
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_refine_raises_recall_where_pq_alone_is_poor(tmp_path):
+    col, x = filled(tmp_path, refine_k_factor=8)
+    qs = queries(x)
+    index = col.index("vec")
+    assert index.trained
+    pq_only = recall(col, x, qs, extras={"refine_k_factor": 0})
+    refined = recall(col, x, qs)
+    assert pq_only < 0.75, pq_only  # the set is one where the codes alone are poor
+    assert refined >= 0.95 and refined >= pq_only + 0.2, (pq_only, refined)
+    for q in qs[:5]:
+        assert_exact_scores(search(col, q), x, q)
+    assert index.cosine_space == "dense"  # refined hits carry exact cosines: relevance need not re-read them
+    col.close()
+
+
+def test_default_factor_refines(tmp_path):
+    col, x = filled(tmp_path)
+    assert FaissIndexConfig().refine_k_factor > 0
+    qs = queries(x)
+    assert recall(col, x, qs) > recall(col, x, qs, extras={"refine_k_factor": 0})
+    col.close()
+
+
+@pytest.mark.parametrize("thresholds", [{}, {"exact_filter_below": 0, "exact_filter_fraction": 0.0}], ids=["exact-path", "pushdown"])
+def test_filters_and_scopes_still_apply(tmp_path, thresholds):
+    col, x = filled(tmp_path, refine_k_factor=8, **thresholds)
+    qs = queries(x, 12)
+    n = len(x)
+    g = np.arange(n) % 4
+    for q in qs:
+        hits = search(col, q, where={"g": 1})
+        assert len(hits) == K and all(int(h.id[1:]) % 4 == 1 for h in hits)
+        assert_exact_scores(hits, x, q)
+        scoped = search(col, q, scope=Scope(user_id="b"))
+        assert len(scoped) == K and all(int(h.id[1:]) % 2 == 1 for h in scoped)
+        assert_exact_scores(scoped, x, q)
+    assert recall(col, x, qs, keep=g == 1, where={"g": 1}) >= 0.95
+    col.close()
+
+
+def test_rows_stay_right_when_the_store_reuses_them(tmp_path):
+    """Deleted records free their rows; new records reuse them: refined scores follow."""
+    col, x = filled(tmp_path, refine_k_factor=8)
+    gone = [f"r{i}" for i in range(0, 200, 2)]
+    col.delete(gone)
+    rng = np.random.default_rng(9)
+    fresh = clustered(100, DIM, clusters=12, seed=11)
+    col.insert([{"id": f"n{i}", "text": "n", "vectors": {"dense": fresh[i]}, "metadata": {"g": 0}} for i in range(100)], scope={"user_id": "a"})
+    for i in rng.integers(0, 100, 8):
+        q = fresh[i]
+        hits = search(col, q)
+        assert hits[0].id == f"n{i}" and float(hits[0].score) == pytest.approx(1.0, abs=1e-5)
+        assert not {h.id for h in hits} & set(gone)
+        for h in hits:
+            v = fresh[int(h.id[1:])] if h.id.startswith("n") else x[int(h.id[1:])]
+            assert float(h.score) == pytest.approx(float(v @ q), abs=1e-5)
+    col.close()
+
+
+def test_reopen_with_a_changed_factor_needs_no_rebuild(tmp_path):
+    col, x = filled(tmp_path, refine_k_factor=0)
+    qs = queries(x)
+    before = recall(col, x, qs)
+    rows = col.index("vec")._store_rows.rows[: col.index("vec")._labels.next_label].copy()
+    col.close()
+    assert (tmp_path / "indexes" / "vec" / ROWS_FILE).is_file()
+    again = open_collection(tmp_path)
+    again.create_index("vec", "faiss", space="dense", exist_ok=True, **{**PQ, "refine_k_factor": 8})
+    handle = again._handle("vec")
+    assert handle.loaded_from_disk and handle.index.config.refine_k_factor == 8
+    assert np.array_equal(handle.index._store_rows.rows[: len(rows)], rows)  # read back, not looked up again
+    after = recall(again, x, qs)
+    assert after >= 0.95 and after > before + 0.2, (before, after)
+    again.close()
+
+
+def test_rows_unknown_after_load_are_looked_up(tmp_path):
+    """A save without rows (written before the refine step): rows are found at search."""
+    col, x = filled(tmp_path, refine_k_factor=8)
+    qs = queries(x, 10)
+    expected = [[(h.id, float(h.score)) for h in search(col, q)] for q in qs]
+    store_rows = col.index("vec")._store_rows
+    store_rows.rows[:] = -1
+    assert [[(h.id, float(h.score)) for h in search(col, q)] for q in qs] == expected
+    assert (store_rows.rows[: col.index("vec")._labels.next_label] >= 0).any()
+    col.close()
+
+
+@pytest.mark.parametrize("value", [-1, 257, 10**9, 2.5, "many", None])
+def test_bad_factor_is_a_typed_error(tmp_path, value):
+    with pytest.raises(Exception) as info:
+        FaissIndexConfig(refine_k_factor=value)
+    assert "validation error" in str(info.value).lower()
+    col = open_collection(tmp_path)
+    with pytest.raises(ConfigError, match="refine_k_factor"):
+        col.create_index("vec", "faiss", space="dense", **PQ, refine_k_factor=value)
+    assert "vec" not in col.info().get("indexes", {})
+    col.close()
+
+
+@pytest.mark.parametrize("value", [-1, 257, "x", 1.5])
+def test_bad_query_factor_is_a_validation_error(tmp_path, value):
+    col, x = filled(tmp_path)
+    with pytest.raises(ValidationError, match="refine_k_factor"):
+        search(col, x[0], extras={"refine_k_factor": value})
+    col.close()
