@@ -77,6 +77,7 @@ def memcore_runs(factory: str, x: np.ndarray, qs: np.ndarray, truth: np.ndarray,
 
     points = [(n, r) for n in nprobes for r in refines]
     results = grid(points, search, qs, truth)
+    log(f"memcore {factory}: {results}")
     col.close()
     return {
         "build_s": build_s,
@@ -112,6 +113,7 @@ def lancedb_runs(x: np.ndarray, qs: np.ndarray, truth: np.ndarray, nprobes: list
 
     points = [(n, r) for n in nprobes for r in refines]
     results = grid(points, search, qs, truth)
+    log(f"LanceDB IVF_PQ: {results}")
     return {
         "index_s": build_s,
         "grid": [{"nprobes": p["point"][0], "refine_factor": p["point"][1], **{k: v for k, v in p.items() if k != "point"}} for p in results],

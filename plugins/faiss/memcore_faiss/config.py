@@ -21,7 +21,7 @@ MAX_NPROBE = 65536
 """Upper bound of nprobe (the largest nlist the factory grammar allows)."""
 MAX_REFINE = 256
 """Upper bound of refine_k_factor (k * factor candidates are scored exactly per query)."""
-DEFAULT_REFINE = 4
+DEFAULT_REFINE = 8
 """Default refine_k_factor (see docs/plugins/faiss.md for the measurements behind it)."""
 MAX_PARAM = 65536.0
 """Upper bound of the values in ``params`` (efSearch-like knobs of nested quantizers)."""

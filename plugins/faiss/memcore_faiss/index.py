@@ -290,7 +290,7 @@ class FaissIndex(VectorIndex):
     def _refined(self, x: np.ndarray, labels: np.ndarray, k: int, threshold: float | None) -> list[list[Hit]]:
         """The best ``k`` of each row's candidate ``labels`` by their exact scores."""
         assert self._store_rows is not None
-        raw, picked = refine(self._scoring, self._store_rows, x, labels, k, self._labels.id_of.get)
+        raw, picked = refine(self._scoring, self._store_rows, x, labels, k, self._labels.id_of.get, self._labels.dead)
         return self._hits(raw, picked, k, threshold)
 
     def effective_ef(self, k: int) -> int | None:
@@ -707,4 +707,6 @@ class FaissIndex(VectorIndex):
             "ef_search_at_k10": self.effective_ef(10),
             "ef_construction": self._ef_construction(),
             "nprobe": self._nprobe_default,
+            # candidates per hit re-scored with the store's vectors; None: exact storage, or no store to read them from
+            "refine_k_factor": self.config.refine_k_factor if self._store_rows is not None else None,
         }

@@ -21,7 +21,7 @@ for as long as the label lives -- the argument of the ``exact`` index over the s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import AbstractSet, Any, Callable
 
 import numpy as np
 
@@ -73,41 +73,48 @@ class StoreRows:
         self._reserve(int(old.max()) + 1 if len(old) else 0)
         self.rows = self.rows[old] if len(old) else np.full(0, -1, dtype=np.int64)
 
-    def vectors(self, labels: np.ndarray, id_of: Callable[[int], str | None]) -> tuple[np.ndarray, np.ndarray]:
-        """The stored vectors of ``labels`` (live labels, >= 0; as the store keeps them, not
-        normalised) and a mask of those found. Rows not known yet are looked up in the store
-        once and kept; vectors without a mapped row are read through the store."""
+    def vectors(self, labels: np.ndarray, id_of: Callable[[int], str | None], dead: AbstractSet[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The stored vectors of ``labels`` (>= 0; as the store keeps them, not normalised)
+        and a mask of those found; ``dead`` labels (tombstones) are never found: a removed
+        label's row may hold another record's vector by now. Rows not known yet are looked
+        up in the store once and kept; vectors without a mapped row are read through the store."""
         n = len(labels)
-        out = np.zeros((n, self.dim), dtype=np.float32)
-        found = np.zeros(n, dtype=bool)
         if not n:
-            return out, found
-        self._reserve(int(labels.max()) + 1)
+            return np.zeros((0, self.dim), dtype=np.float32), np.zeros(0, dtype=bool)
+        top = int(labels.max())
+        if top >= len(self.rows):
+            self._reserve(top + 1)
         rows = self.rows[labels]
         space = self._space()
-        if space is not None:
+        if space is not None and int(rows.min()) < 0:
             unknown = [i for i in np.flatnonzero(rows < 0).tolist() if id_of(int(labels[i])) is not None]
             if unknown:
                 looked = space.rows([id_of(int(labels[i])) or "" for i in unknown])
                 rows[unknown] = looked
                 self.rows[labels[unknown]] = looked
-            have = np.flatnonzero(rows >= 0)
-            if len(have):
-                picked = rows[have]
-                file = self._file
-                if file is None or int(picked.max()) >= len(file):
-                    file = self._file = space.matrix()
-                inside = picked < len(file)
-                out[have[inside]] = np.take(file, picked[inside], axis=0)
-                found[have[inside]] = True
-        live = np.fromiter((id_of(label) is not None for label in labels.tolist()), dtype=bool, count=n)
-        found &= live  # a removed label's row may hold another record's vector by now
-        rest = [(i, rid) for i in np.flatnonzero(~found).tolist() if (rid := id_of(int(labels[i]))) is not None]
-        if rest:  # no mapped row: read through the store
-            matrix, present = self.reader.read([rid for _, rid in rest], self.space, self.dim)
-            at = np.asarray([i for i, _ in rest], dtype=np.int64)
-            out[at] = matrix
-            found[at] = present
+        file = self._file
+        lo, hi = int(rows.min()), int(rows.max())
+        if space is not None and (file is None or hi >= len(file)):
+            file = self._file = space.matrix()
+        if file is not None and lo >= 0 and hi < len(file):  # the usual case: every row mapped
+            out: np.ndarray = np.take(file, rows, axis=0)
+            found = np.ones(n, dtype=bool)
+        else:
+            out = np.zeros((n, self.dim), dtype=np.float32)
+            found = np.zeros(n, dtype=bool)
+            if file is not None:
+                have = np.flatnonzero((rows >= 0) & (rows < len(file)))
+                out[have] = np.take(file, rows[have], axis=0)
+                found[have] = True
+        if dead:
+            found &= ~np.isin(labels, np.fromiter(dead, dtype=np.int64, count=len(dead)))
+        if not found.all():  # no mapped row: read through the store
+            rest = [(i, rid) for i in np.flatnonzero(~found).tolist() if int(labels[i]) not in dead and (rid := id_of(int(labels[i]))) is not None]
+            if rest:
+                matrix, present = self.reader.read([rid for _, rid in rest], self.space, self.dim)
+                at = np.asarray([i for i, _ in rest], dtype=np.int64)
+                out[at] = matrix
+                found[at] = present
         return out, found
 
     def save(self, directory: Path, next_label: int) -> str:
@@ -130,25 +137,42 @@ class StoreRows:
         self._file = None
 
 
-def refine(scoring: Scoring, store: StoreRows, x: np.ndarray, labels: np.ndarray, k: int, id_of: Callable[[int], str | None]) -> tuple[np.ndarray, np.ndarray]:
+def refine(
+    scoring: Scoring, store: StoreRows, x: np.ndarray, labels: np.ndarray, k: int, id_of: Callable[[int], str | None], dead: AbstractSet[int]
+) -> tuple[np.ndarray, np.ndarray]:
     """The best ``k`` of each row's candidate ``labels`` (``(nq, fetch)``, -1 padded) by the
     exact score against ``x`` (prepared queries): ``(raw, labels)`` in faiss' convention,
     best first, -1 (and a worst raw number) where a row has fewer than ``k`` candidates."""
-    nq = x.shape[0]
-    flat = labels.ravel()
-    unique, where = np.unique(flat, return_inverse=True)
-    where = where.reshape(labels.shape)
-    valid_label = unique >= 0
-    vectors, found = store.vectors(unique[valid_label], id_of)
-    ok = np.zeros(len(unique), dtype=bool)
-    ok[valid_label] = found
-    matrix = np.zeros((len(unique), scoring.dim), dtype=np.float32)
-    matrix[valid_label] = vectors
     worst = np.inf if scoring.metric == "l2" else -np.inf
-    scores = scoring.exact(x, scoring.prepare(matrix, "stored vectors"))  # (nq, unique)
-    scores[:, ~ok] = worst
-    raw = np.take_along_axis(scores, where, axis=1)
-    best, cols = scoring.top(raw, min(k, labels.shape[1]))
-    picked = np.take_along_axis(labels, cols, axis=1)
-    picked[~np.isfinite(best)] = -1
-    return best.reshape(nq, -1), picked.reshape(nq, -1)
+    width = min(k, labels.shape[1])
+    raw_out = np.full((x.shape[0], width), worst, dtype=np.float32)
+    labels_out = np.full((x.shape[0], width), -1, dtype=np.int64)
+    for i in range(x.shape[0]):  # one query per call in practice; a batch row by row
+        row = labels[i]
+        candidates = row[row >= 0] if int(row.min(initial=0)) < 0 else row
+        if not len(candidates):
+            continue
+        vectors, found = store.vectors(candidates, id_of, dead)
+        raw = _exact_raw(scoring, x[i], vectors)
+        raw[~found] = worst
+        best, cols = scoring.top(raw[None, :], width)
+        keep = np.isfinite(best[0])
+        n = int(keep.sum())
+        raw_out[i, :n] = best[0][keep]
+        labels_out[i, :n] = candidates[cols[0][keep]]
+    return raw_out, labels_out
+
+
+def _exact_raw(scoring: Scoring, q: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """faiss' number for ``q`` (prepared: unit for cosine) against each stored (raw) vector:
+    the cosine, the inner product or the squared L2 distance."""
+    dots: np.ndarray = vectors @ q
+    if scoring.metric == "ip":
+        return dots
+    squares = np.einsum("ij,ij->i", vectors, vectors)
+    if scoring.metric == "cosine":
+        norms = np.sqrt(squares)
+        out: np.ndarray = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)  # zero vectors score 0
+        return out
+    squared: np.ndarray = np.maximum(squares + float(q @ q) - 2.0 * dots, 0.0)
+    return squared

@@ -98,6 +98,7 @@ def test_refine_raises_recall_where_pq_alone_is_poor(tmp_path):
 def test_default_factor_refines(tmp_path):
     col, x = filled(tmp_path)
     assert FaissIndexConfig().refine_k_factor > 0
+    assert col.index("vec").stats()["refine_k_factor"] == FaissIndexConfig().refine_k_factor
     qs = queries(x)
     assert recall(col, x, qs) > recall(col, x, qs, extras={"refine_k_factor": 0})
     col.close()
