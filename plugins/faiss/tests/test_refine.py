@@ -6,6 +6,7 @@ a real SQLite store, whose vector file the refine step reads in place.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -187,3 +188,25 @@ def test_bad_query_factor_is_a_validation_error(tmp_path, value):
     with pytest.raises(ValidationError, match="refine_k_factor"):
         search(col, x[0], extras={"refine_k_factor": value})
     col.close()
+
+
+def test_a_save_from_before_the_option_loads_and_refines(tmp_path):
+    """An index saved before ``refine_k_factor`` existed (its manifest's config without the
+    option, no ``refine_rows.npy``): loaded as is, not rebuilt; the option reads as its
+    default and the rows are looked up at search."""
+    col, x = filled(tmp_path)
+    qs = queries(x, 10)
+    expected = [[(h.id, round(float(h.score), 5)) for h in search(col, q)] for q in qs]
+    col.close()
+    folder = tmp_path / "indexes" / "vec"
+    manifest = json.loads((folder / "index.json").read_text())
+    del manifest["config"]["refine_k_factor"]
+    del manifest["blocks"][ROWS_FILE], manifest["files"][ROWS_FILE]
+    (folder / "index.json").write_text(json.dumps(manifest))
+    (folder / ROWS_FILE).unlink()
+    again = open_collection(tmp_path)
+    again.create_index("vec", "faiss", space="dense", exist_ok=True, **PQ)
+    handle = again._handle("vec")
+    assert handle.loaded_from_disk and handle.index.config.refine_k_factor == FaissIndexConfig().refine_k_factor
+    assert [[(h.id, round(float(h.score), 5)) for h in search(again, q)] for q in qs] == expected
+    again.close()
