@@ -210,3 +210,22 @@ def test_a_save_from_before_the_option_loads_and_refines(tmp_path):
     assert handle.loaded_from_disk and handle.index.config.refine_k_factor == FaissIndexConfig().refine_k_factor
     assert [[(h.id, round(float(h.score), 5)) for h in search(again, q)] for q in qs] == expected
     again.close()
+
+
+def test_index_types_without_selectors_refine_what_they_overfetch(tmp_path):
+    """``PQ4x4`` alone (an IndexPQ: no SearchParameters) filters by over-fetching; the
+    refined hits are still allowed ones, with exact scores."""
+    x = clustered(N, DIM, clusters=12, seed=3)
+    col = open_collection(tmp_path)
+    col.create_index("vec", "faiss", space="dense", factory="PQ4x4", min_train=256, exact_filter_below=0, exact_filter_fraction=0.0)
+    col.insert([{"id": f"r{i}", "text": f"t{i}", "vectors": {"dense": x[i]}, "metadata": {"g": i % 4}} for i in range(N)])
+    assert col.index("vec").trained
+    qs = queries(x, 12)
+    for q in qs:
+        hits = search(col, q, where={"g": 1})
+        assert len(hits) == K and all(int(h.id[1:]) % 4 == 1 for h in hits)
+        assert_exact_scores(hits, x, q)
+    assert col.index("vec")._params_ok is False  # the over-fetch path ran
+    keep = np.arange(N) % 4 == 1
+    assert recall(col, x, qs, keep=keep, where={"g": 1}) > recall(col, x, qs, keep=keep, where={"g": 1}, extras={"refine_k_factor": 0})
+    col.close()
