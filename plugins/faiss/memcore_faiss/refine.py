@@ -106,8 +106,8 @@ class StoreRows:
                 have = np.flatnonzero((rows >= 0) & (rows < len(file)))
                 out[have] = np.take(file, rows[have], axis=0)
                 found[have] = True
-        if dead:
-            found &= ~np.isin(labels, np.fromiter(dead, dtype=np.int64, count=len(dead)))
+        if dead:  # tombstones (HNSW over SQ...): one look-up per candidate, not per tombstone
+            found &= np.fromiter((label not in dead for label in labels.tolist()), dtype=bool, count=n)
         if not found.all():  # no mapped row: read through the store
             rest = [(i, rid) for i in np.flatnonzero(~found).tolist() if int(labels[i]) not in dead and (rid := id_of(int(labels[i]))) is not None]
             if rest:

@@ -229,3 +229,28 @@ def test_index_types_without_selectors_refine_what_they_overfetch(tmp_path):
     keep = np.arange(N) % 4 == 1
     assert recall(col, x, qs, keep=keep, where={"g": 1}) > recall(col, x, qs, keep=keep, where={"g": 1}, extras={"refine_k_factor": 0})
     col.close()
+
+
+@pytest.mark.parametrize("compact_fraction", [0.9, 0.05], ids=["tombstones", "compacted"])
+def test_hnsw_over_sq_tombstones_and_compaction(tmp_path, compact_fraction):
+    """HNSW over SQ8 cannot remove: deleted records stay as tombstones (their store rows
+    freed and reused by new records) or the graph is rebuilt and renumbered; either way the
+    refined hits are live records with exact scores."""
+    x = clustered(N, DIM, clusters=12, seed=3)
+    col = open_collection(tmp_path)
+    col.create_index("vec", "faiss", space="dense", factory="HNSW16_SQ8", min_train=256, compact_fraction=compact_fraction)
+    col.insert([{"id": f"r{i}", "text": f"t{i}", "vectors": {"dense": x[i]}} for i in range(N)])
+    gone = {f"r{i}" for i in range(0, N, 3)}
+    col.delete(sorted(gone))
+    fresh = clustered(60, DIM, clusters=12, seed=21)
+    col.insert([{"id": f"n{i}", "text": "n", "vectors": {"dense": fresh[i]}} for i in range(60)])
+    index = col.index("vec")
+    assert (len(index._labels.dead) > 0) == (compact_fraction > 0.5)
+    for q in np.concatenate([fresh[:5], queries(x, 5)]):
+        hits = search(col, q)
+        assert len(hits) == K and not {h.id for h in hits} & gone
+        for h in hits:
+            v = fresh[int(h.id[1:])] if h.id.startswith("n") else x[int(h.id[1:])]
+            assert float(h.score) == pytest.approx(float(v @ q), abs=1e-5)
+    assert search(col, fresh[3])[0].id == "n3"
+    col.close()
