@@ -2,7 +2,8 @@
 """The first filtered query against a warm one, in fresh processes, per memcore tree.
 
 One memory of the cached ``bench_scale.py`` data set (``--data DIR``: ``x.npy``, ``q.npy``
-and the ``u``, ``g``, ``h`` fields of 1%, 10%, 50% selectivity) with an ``exact`` index is
+and the ``u``, ``g``, ``h`` fields of 1%, 10%, 50% selectivity) with an ``exact`` index
+(``--kind faiss``: a ``faiss`` index of ``--factory``, the plugin's HNSW default) is
 built once into ``--path`` (kept and reused; the three field indexes made by one filtered
 query each). Then per round and per tree (``--trees new=.,old=/tmp/old``: checkouts whose
 ``core/`` holds ``memcore``; alternating) a fresh process opens it, runs one unfiltered
@@ -35,17 +36,17 @@ from memcore import Collection, Query
 from memcore._plugins._host import get_registry
 from memcore.embedders._embedder import Space
 from memcore.stores._sqlite import SQLiteStore
-data, path, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data, path, batch, kind, factory = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 x = np.load(data + "/x.npy", mmap_mode="r")
 cols = {f: np.load(data + f"/{f}.npy") for f in "ugh"}
 col = Collection(SQLiteStore(path), {"dense": Space("dense", x.shape[1])}, get_registry(), path)
-col.create_index("exact", "exact", space="dense")
+col.create_index(kind, kind, space="dense", **({"factory": factory} if kind == "faiss" else {}))
 for s in range(0, x.shape[0], batch):
     e = min(s + batch, x.shape[0])
     meta = {f: c[s:e].tolist() for f, c in cols.items()}
     col.insert([{"id": f"r{i}", "text": f"doc {i}", "vectors": {"dense": x[i]}, "metadata": {f: meta[f][i - s] for f in meta}} for i in range(s, e)])
 for f in "ugh":  # the field indexes, made by a writer's first filter on each field
-    col.search_index("exact", Query(vectors={"dense": np.asarray(x[0])}, k=10, where={f: 1}), 10)
+    col.search_index(kind, Query(vectors={"dense": np.asarray(x[0])}, k=10, where={f: 1}), 10)
 col.close()
 """
 
@@ -56,12 +57,12 @@ from memcore import Collection, Query
 from memcore._plugins._host import get_registry
 from memcore.embedders._embedder import Space
 from memcore.stores._sqlite import SQLiteStore
-data, path, warm = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data, path, warm, kind = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 qs = np.load(data + "/q.npy")
 registry = get_registry()
 t0, c0 = time.perf_counter(), time.process_time()
 col = Collection(SQLiteStore(path), {"dense": Space("dense", qs.shape[1])}, registry, path)
-search = lambda q, where=None: col.search_index("exact", Query(vectors={"dense": q}, k=10, where=where), 10)
+search = lambda q, where=None: col.search_index(kind, Query(vectors={"dense": q}, k=10, where=where), 10)
 search(qs[0])
 out = {"reopen_s": time.perf_counter() - t0, "reopen_cpu_s": time.process_time() - c0}
 for field, level in (("u", "1%"), ("g", "10%"), ("h", "50%")):
@@ -83,7 +84,7 @@ print(json.dumps(out))
 
 
 def run(code: str, tree: Path, *args: str) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": str(tree / "core")}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "core"), str(tree / "plugins" / "faiss")])}
     proc = subprocess.run(["nice", "-n", "5", sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
@@ -99,6 +100,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warm", type=int, default=19, help="warm queries per filter")
     p.add_argument("--batch", type=int, default=10_000)
+    p.add_argument("--kind", choices=("exact", "faiss"), default="exact", help="the vector index built (named after its kind)")
+    p.add_argument("--factory", default="HNSW32", help="faiss factory of --kind faiss")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     result = header("bench_first_filtered", args)
@@ -107,12 +110,14 @@ def main() -> None:
     if not (args.path / "store.sqlite3").exists():
         log(f"building {args.data} into {args.path}")
         t = time.perf_counter()
-        result["build"] = run(BUILD, first, str(args.data), str(args.path), str(args.batch)) or {"seconds": round(time.perf_counter() - t, 1)}
+        result["build"] = run(BUILD, first, str(args.data), str(args.path), str(args.batch), args.kind, args.factory) or {
+            "seconds": round(time.perf_counter() - t, 1)
+        }
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for i in range(args.rounds):
         for name, tree in trees.items() if i % 2 == 0 else reversed(list(trees.items())):
             log(f"round {i + 1}/{args.rounds} {name}")
-            runs[name].append(run(PROBE, tree, str(args.data), str(args.path), str(args.warm)))
+            runs[name].append(run(PROBE, tree, str(args.data), str(args.path), str(args.warm), args.kind))
     result["runs"] = runs
     result["median"] = {
         name: {

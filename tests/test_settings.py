@@ -351,3 +351,20 @@ def test_a_bad_environment_value_names_the_environment(monkeypatch):
     monkeypatch.setenv("MEMCORE_STORE", "{not json")
     with pytest.raises(ConfigError, match="environment"):
         load_settings()
+
+
+def test_open_applies_overrides_to_a_settings_object(tmp_path):
+    """memcore.open(settings_object, **overrides): the overrides apply (they were dropped
+    without a word), validated like any settings; a bad one is a ConfigError naming it."""
+    import memcore
+    from memcore import ConfigError
+    from memcore.settings import load_settings
+
+    settings = load_settings(None, spaces={"default": {"dim": 8}}, indexes={"vector": {"kind": "exact", "space": "default"}})
+    with memcore.open(settings, path=tmp_path / "m") as memory:
+        memory.collection.insert({"id": "a", "text": "a", "vectors": {"default": [1.0] * 8}})
+    with memcore.open(settings, path=tmp_path / "m", store={"kind": "sqlite", "read_only": True}) as reader:
+        assert reader.collection.store.read_only and reader.count() == 1
+    with pytest.raises(ConfigError) as caught:
+        memcore.open(settings, path=tmp_path / "m", stoer={"kind": "sqlite"})
+    assert "stoer" in str(caught.value)

@@ -54,7 +54,7 @@ from .errors import (
     UnknownComponentError,
     ValidationError,
 )
-from .indexes._allowed import AllowedIds, GatheredRows, merge_sorted
+from .indexes._allowed import AllowedIds, AllowedRows, GatheredRows, merge_sorted
 from .indexes._payload import npy_bytes, read_json, read_json_object, read_npy, read_npz, write_npz
 from .indexes._index import Index, IndexContext, Requirements, SpaceInfo
 from .indexes._vector import VectorIndex
@@ -131,6 +131,7 @@ __all__ = [
     "validate_k",
     "query_mode",
     "AllowedIds",
+    "AllowedRows",
     "merge_sorted",
     "atomic_write_bytes",
     "atomic_write_json",

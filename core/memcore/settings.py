@@ -30,7 +30,7 @@ from .errors import ConfigError
 from ._plugins._registry import unknown_key_message
 from ._util.merge import merge_layers
 
-__all__ = ["MemcoreSettings", "load_settings", "merge_layers", "DEFAULTS"]
+__all__ = ["MemcoreSettings", "load_settings", "with_overrides", "merge_layers", "DEFAULTS"]
 
 
 DEFAULTS: dict[str, Any] = {
@@ -204,10 +204,29 @@ def load_settings(path: str | os.PathLike[str] | None = None, /, *, base: Mappin
     try:
         return cls(**overrides)
     except PydanticValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"]) or None
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        message = first["msg"]
-        if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
-            message = unknown_key_message(str(first["loc"][0]), list(MemcoreSettings.model_fields))
-        raise ConfigError(f"{message}{more}", location=loc) from None
+        raise _config_error(exc) from None
+
+
+def with_overrides(settings: MemcoreSettings, **overrides: Any) -> MemcoreSettings:
+    """``settings`` with top-level ``overrides`` (``store={...}``, ``pipeline=[...]``) in place
+    of its own, validated as :func:`load_settings` validates (the environment and the file are
+    not read again: ``settings`` already holds what they said).
+
+    :raises ConfigError: an override is invalid (naming its key)."""
+    if not overrides:
+        return settings
+    try:
+        return type(settings).model_validate({**settings.model_dump(), **overrides})
+    except PydanticValidationError as exc:
+        raise _config_error(exc) from None
+
+
+def _config_error(exc: PydanticValidationError) -> ConfigError:
+    """The ConfigError naming the first invalid key of a settings validation error."""
+    first = exc.errors()[0]
+    loc = ".".join(str(x) for x in first["loc"]) or None
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    message = first["msg"]
+    if first["type"] == "extra_forbidden" and len(first["loc"]) == 1:
+        message = unknown_key_message(str(first["loc"][0]), list(MemcoreSettings.model_fields))
+    return ConfigError(f"{message}{more}", location=loc)

@@ -63,6 +63,11 @@ class ComponentConfig(BaseModel):
     tool given a URL where a memory directory may stand (``memcore migrate --to
     postgresql://...``) opens this kind with the URL as its ``url`` option."""
 
+    store_kinds: ClassVar[frozenset[str]] = frozenset()
+    """For an index whose data lives in its store (``pgvector`` in PostgreSQL): the store kinds
+    it works inside; empty (the default) for an index that works over any store.
+    ``memcore migrate`` refuses to copy such an index to another kind of store."""
+
     kind: str
 
 

@@ -19,17 +19,18 @@ import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import numpy as np
 
 from .._util.progress import progress_for
+from .._plugins._registry import Registry
 from ..errors import ConfigError, CorruptError, ValidationError
 from ..model._record import Record, Scope
 from ..stores._store import Store, WriteBatch
 from ._stored import KEY, NAMESPACE
 
-__all__ = ["MARKER", "MigrationReport", "migrate_store", "check_complete", "is_empty", "clear_store"]
+__all__ = ["MARKER", "MigrationReport", "migrate_store", "check_complete", "is_empty", "clear_store", "check_drop", "indexes_out_of_place"]
 
 MARKER = (NAMESPACE, "migration")
 """The state key of a memory a migration is still writing (or failed writing)."""
@@ -96,6 +97,34 @@ def check_complete(store: Store) -> None:
         )
 
 
+def check_drop(source: Store, names: Collection[str]) -> frozenset[str]:
+    """``names`` (indexes to leave out of a copy) as a set, each one a stored index of ``source``.
+
+    :raises ValidationError: naming those that are not."""
+    dropped = frozenset(names)
+    unknown = sorted(dropped - set(source.state_items("indexes")))
+    if unknown:
+        raise ValidationError(f"no index {', '.join(map(repr, unknown))} in the source memory to drop")
+    return dropped
+
+
+def indexes_out_of_place(source: Store, target_kind: str, registry: Registry, dropped: Collection[str] = ()) -> list[str]:
+    """The stored indexes of ``source`` (but ``dropped``) that cannot live in a store of kind
+    ``target_kind`` (their kind's config declares other ``store_kinds``), each described as
+    ``"name (kind K, lives in a S store)"``. A kind that is not installed is not judged here
+    (the copy keeps its definition; opening the copy reports it as before)."""
+    found = []
+    for name, recorded in sorted(source.state_items("indexes").items()):
+        definition = registry.canonical_kinds(recorded)
+        kind = definition.get("kind") if isinstance(definition, Mapping) else None
+        if name in dropped or not isinstance(kind, str) or kind not in registry.entries["indexes"]:
+            continue
+        kinds = registry.entries["indexes"][kind].config_model.store_kinds
+        if kinds and target_kind not in kinds:
+            found.append(f"{name} (kind {kind}, lives in a {' or '.join(sorted(kinds))} store)")
+    return found
+
+
 def clear_store(store: Store, *, batch_size: int = 1000) -> None:
     """Delete every record, index membership and state key of ``store`` (``--replace``)."""
     ids = store.ids()
@@ -116,27 +145,31 @@ def migrate_store(
     batch_size: int = 500,
     sample: int = 200,
     seed: int = 0,
+    drop_indexes: Collection[str] = (),
 ) -> MigrationReport:
     """Copy everything of ``source`` into the empty ``target`` and verify it.
 
     ``settings_store``: the target's store entry (without secrets, see
     :func:`memcore.api._stored.settings_document`) written into the copied settings document
     in place of the source's. ``source_label`` (no secrets) names the source in the
-    incomplete mark. Raises ValidationError when ``target`` is not empty, CorruptError when
-    the verification fails (the target then keeps its incomplete mark)."""
+    incomplete mark. ``drop_indexes``: stored indexes left out of the copy (their definition
+    and membership). Raises ValidationError when ``target`` is not empty or a
+    dropped index is not one of the source's, CorruptError when the verification fails (the
+    target then keeps its incomplete mark)."""
     if target.read_only:
         raise ValidationError("the target store is open read-only")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValidationError(f"batch_size must be a positive int, not {batch_size!r}")
     if not is_empty(target):
         raise ValidationError("the target memory is not empty: give an empty one (or replace it: --replace)")
+    dropped = check_drop(source, drop_indexes)
     started = time.time()
     report = MigrationReport()
     target.apply(WriteBatch(state={MARKER: {"complete": False, "source": source_label, "started": started}}))
-    scopes = _copy_records(source, target, report, batch_size)
-    report.state_keys = _copy_state(source, target, settings_store, batch_size)
+    scopes = _copy_records(source, target, report, batch_size, dropped)
+    report.state_keys = _copy_state(source, target, settings_store, batch_size, dropped)
     _copy_history(source, target, report, batch_size)
-    _verify(source, target, report, scopes, sample, seed)
+    _verify(source, target, report, scopes, sample, seed, dropped)
     report.seconds = time.time() - started
     if not report.verified:
         raise CorruptError(f"the copy differs from the source ({_differences(report)}); the target stays marked incomplete")
@@ -144,9 +177,11 @@ def migrate_store(
     return report
 
 
-def _copy_records(source: Store, target: Store, report: MigrationReport, batch_size: int) -> Counter[tuple[str | None, str | None, str | None]]:
-    """Records with their membership, in the source's insertion order; a link to a record
-    not yet copied is written by a second pass (link targets must exist)."""
+def _copy_records(
+    source: Store, target: Store, report: MigrationReport, batch_size: int, dropped: frozenset[str]
+) -> Counter[tuple[str | None, str | None, str | None]]:
+    """Records with their membership (but of ``dropped`` indexes), in the source's insertion
+    order; a link to a record not yet copied is written by a second pass (link targets must exist)."""
     written: set[str] = set()
     deferred: list[Record] = []
     scopes: Counter[tuple[str | None, str | None, str | None]] = Counter()
@@ -159,7 +194,7 @@ def _copy_records(source: Store, target: Store, report: MigrationReport, batch_s
             add: dict[str, list[str]] = {}
             upserts = []
             for record in chunk:
-                for index in sorted(members.get(record.id, ())):
+                for index in sorted(members.get(record.id, set()) - dropped):
                     add.setdefault(index, []).append(record.id)
                 if any(link.target not in written and link.target not in here for link in record.links):
                     deferred.append(record)
@@ -181,8 +216,9 @@ def _copy_records(source: Store, target: Store, report: MigrationReport, batch_s
     return scopes
 
 
-def _copy_state(source: Store, target: Store, settings_store: Mapping[str, Any] | None, batch_size: int) -> int:
-    """Every state key, the settings document's store entry replaced by the target's."""
+def _copy_state(source: Store, target: Store, settings_store: Mapping[str, Any] | None, batch_size: int, dropped: frozenset[str]) -> int:
+    """Every state key, the settings document's store entry replaced by the target's, the
+    ``dropped`` indexes' definitions left out."""
     try:
         namespaces = source.state_namespaces()
     except NotImplementedError as exc:
@@ -190,7 +226,7 @@ def _copy_state(source: Store, target: Store, settings_store: Mapping[str, Any] 
     items: dict[tuple[str, str], Any] = {}
     for namespace in namespaces:
         for key, value in source.state_items(namespace).items():
-            if (namespace, key) == MARKER:
+            if (namespace, key) == MARKER or (namespace == "indexes" and key in dropped):
                 continue
             if (namespace, key) == (NAMESPACE, KEY) and settings_store is not None and isinstance(value, Mapping):
                 value = _with_store(value, settings_store)
@@ -234,15 +270,24 @@ def _copy_history(source: Store, target: Store, report: MigrationReport, batch_s
     report.history = copied
 
 
-def _verify(source: Store, target: Store, report: MigrationReport, scopes: Counter[tuple[str | None, str | None, str | None]], sample: int, seed: int) -> None:
-    """Counts per scope and per index on both sides, and a random sample of records compared field by field."""
+def _verify(
+    source: Store,
+    target: Store,
+    report: MigrationReport,
+    scopes: Counter[tuple[str | None, str | None, str | None]],
+    sample: int,
+    seed: int,
+    dropped: frozenset[str],
+) -> None:
+    """Counts per scope and per index (but ``dropped``) on both sides, and a random sample of
+    records compared field by field."""
     for key in sorted(scopes, key=lambda s: tuple(v or "" for v in s)):
         scope = Scope(*key)
         wanted = None if scope.is_empty() else scope
         report.scopes.append({"scope": scope.as_dict(), "source": source.count(scope=wanted), "target": target.count(scope=wanted)})
     if not scopes:
         report.scopes.append({"scope": {}, "source": source.count(), "target": target.count()})
-    for index in sorted(set(source.state_items("indexes")) | _member_indexes(source)):
+    for index in sorted((set(source.state_items("indexes")) | _member_indexes(source)) - dropped):
         report.indexes[index] = {"source": source.count(index=index), "target": target.count(index=index)}
     ids = source.ids()
     chosen = random.Random(seed).sample(ids, min(sample, len(ids))) if sample > 0 else []
@@ -253,7 +298,7 @@ def _verify(source: Store, target: Store, report: MigrationReport, scopes: Count
             if not _same(a, b):
                 mismatched.append(rid)
         got_a, got_b = source.memberships(part), target.memberships(part)
-        mismatched.extend(rid for rid in part if got_a.get(rid, set()) != got_b.get(rid, set()) and rid not in mismatched)
+        mismatched.extend(rid for rid in part if got_a.get(rid, set()) - dropped != got_b.get(rid, set()) and rid not in mismatched)
     report.sample = {"checked": len(chosen), "mismatched": mismatched}
 
 

@@ -17,7 +17,7 @@ from .._plugins._registry import Registry
 from .._util.log import get_logger
 from ._memory import Memory
 from ..services._service import Service
-from ..settings import MemcoreSettings, load_settings
+from ..settings import MemcoreSettings, load_settings, with_overrides
 from ._migrate import check_complete
 from ._check import CheckedSettings, check_built_service, check_settings
 from ._store_file import check_store_secrets, read_store_entry, write_store_entry
@@ -57,7 +57,7 @@ def _build_service(checked: CheckedSettings, collection: Collection) -> Service:
 
 def _resolve(settings: MemcoreSettings | str | os.PathLike[str] | Mapping[str, Any] | None, overrides: dict[str, Any]) -> MemcoreSettings:
     if isinstance(settings, MemcoreSettings):
-        return settings
+        return with_overrides(settings, **overrides)  # they used to be dropped without a word
     if isinstance(settings, Mapping):
         return load_settings(None, **{**settings, **overrides})
     return load_settings(settings, **overrides)

@@ -49,6 +49,7 @@ class Request:
     replace: bool
     sample: int
     batch_size: int
+    drop_indexes: tuple[str, ...] = ()
 
 
 def _end(value: str, config: Path | None, schema: str | None, role: str) -> End:
@@ -127,6 +128,13 @@ def _print(report: Any, source: End, target: End) -> None:
 @click.option("--replace", is_flag=True, help="Replace a target that is not empty (its records and state are deleted).")
 @click.option("--sample", type=click.IntRange(min=0), default=200, show_default=True, help="Records compared field by field after the copy.")
 @click.option("--batch-size", type=click.IntRange(min=1, max=100_000), default=500, show_default=True, help="Records per write batch.")
+@click.option(
+    "--drop-index",
+    "drop_indexes",
+    multiple=True,
+    metavar="NAME",
+    help="Leave this index out of the copy (definition and membership); repeatable. For an index that cannot live in the target's store (pgvector to a directory).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 def migrate(
     source: str,
@@ -138,6 +146,7 @@ def migrate(
     replace: bool,
     sample: int,
     batch_size: int,
+    drop_indexes: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Copy a memory to another store and verify the copy.
@@ -153,9 +162,14 @@ def migrate(
       memcore migrate --from ./my-memory --to postgresql://user@db.example/memcore --to-schema alice
       memcore migrate --from postgresql://user@db.example/memcore --to ./my-memory-again
       memcore migrate --from ./my-memory --to ./compact --to-config sqlite-no-history.toml
+
+    \b
+    An index whose data lives in its store (pgvector, pg_text in PostgreSQL) cannot be
+    copied to another kind of store: the copy is refused before anything is written, naming
+    it; --drop-index NAME leaves it out (declare another kind for it when opening the copy).
     """
     try:
-        report, src, dst = _run(Request(source, target, config, to_config, from_schema, to_schema, replace, sample, batch_size))
+        report, src, dst = _run(Request(source, target, config, to_config, from_schema, to_schema, replace, sample, batch_size, drop_indexes))
     except MemcoreError as exc:
         raise CliError(redact_urls(str(exc))) from None
     except OSError as exc:
@@ -168,7 +182,8 @@ def migrate(
 
 def _run(request: Request) -> tuple[Any, End, End]:
     from .._util.progress import use_progress
-    from ..api._migrate import clear_store, is_empty, migrate_store
+    from .._plugins._host import get_registry
+    from ..api._migrate import check_drop, clear_store, indexes_out_of_place, is_empty, migrate_store
     from ..api._store_file import write_store_entry
 
     src, dst = _end(request.source, request.config, request.from_schema, "from"), _end(request.target, request.to_config, request.to_schema, "to")
@@ -183,6 +198,13 @@ def _run(request: Request) -> tuple[Any, End, End]:
     try:
         if is_empty(source_store):
             raise NotFoundError(f"no memory at {src.label} (its store holds no record and no state)")
+        misplaced = indexes_out_of_place(source_store, str(dst.store.get("kind", "sqlite")), get_registry(), check_drop(source_store, request.drop_indexes))
+        if misplaced:
+            raise ConfigError(
+                f"the target's store ({dst.store.get('kind', 'sqlite')}) cannot hold {'; '.join(misplaced)}: "
+                f"leave {'it' if len(misplaced) == 1 else 'them'} out with --drop-index NAME, or copy to a store of that kind",
+                location="--to",
+            )
         work = _work_dir(dst, replace)
         target_store, _ = _open(dst, work, read_only=False)
         try:
@@ -195,7 +217,13 @@ def _run(request: Request) -> tuple[Any, End, End]:
             writing = work is None or target_store.shared  # a database: a failure leaves its mark there
             with use_progress(progress_bar):
                 report = migrate_store(
-                    source_store, target_store, settings_store=_store_document(dst), source_label=src.label, batch_size=batch_size, sample=sample
+                    source_store,
+                    target_store,
+                    settings_store=_store_document(dst),
+                    source_label=src.label,
+                    batch_size=batch_size,
+                    sample=sample,
+                    drop_indexes=request.drop_indexes,
                 )
         finally:
             target_store.close()

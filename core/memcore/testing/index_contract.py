@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Collection as AbstractSet, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Collection as AbstractSet, Iterator, Mapping, Sequence
 
 import numpy as np
 import pytest
@@ -53,6 +53,10 @@ class IndexContract:
     - ``query_extras`` (``{}``): ``Query.extras`` given with every query (query modes);
     - ``seed`` (0): seed of every generated vector and text.
 
+    Every index :meth:`new_index` made is closed after its test (an index may hold a
+    client, connections, mapped files), so ``close`` runs on each state a test leaves, after
+    a ``close`` of the test's own too.
+
     Override :meth:`records_for` / :meth:`query_for` / :meth:`random_queries` for indexes
     that need something else entirely. Every option of the index's config model
     (``index.config``) must have a description.
@@ -64,6 +68,14 @@ class IndexContract:
     self_match_ranks_first: ClassVar[bool] = True
     query_extras: ClassVar[Mapping[str, Any]] = {}
     seed: ClassVar[int] = 0
+
+    @pytest.fixture(autouse=True)
+    def _closes_what_it_made(self) -> Iterator[None]:
+        """Close every index :meth:`new_index` made during the test, after it."""
+        self._made: list[Index] = []
+        yield
+        for index in self._made:
+            index.close()
 
     @pytest.fixture
     def make_index(self) -> MakeIndex:
@@ -81,6 +93,7 @@ class IndexContract:
         context = self.index_context(vectors=vectors)
         index = make_index(context)
         assert isinstance(index, Index), f"make_index returned a {type(index).__name__}, not a memcore.Index"
+        getattr(self, "_made", []).append(index)
         assert isinstance(index.requires, Requirements)
         undeclared = sorted(set(index.requires.spaces) - set(context.spaces))
         if undeclared:

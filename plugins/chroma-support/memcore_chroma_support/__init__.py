@@ -17,13 +17,14 @@ Importing this package imports no chromadb.
 
 from __future__ import annotations
 
-from .connection import ChromaConnection, chroma_error_types, import_chromadb, open_client
+from .connection import ChromaConnection, chroma_error_types, close_client, import_chromadb, open_client
 from .home import CHROMA_DIR, STATE_FILE, CollectionHome, chunks
 from .server import chroma_executable, chroma_server, free_port
 
 __all__ = [
     "ChromaConnection",
     "open_client",
+    "close_client",
     "import_chromadb",
     "chroma_error_types",
     "CollectionHome",

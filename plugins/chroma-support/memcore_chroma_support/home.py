@@ -46,7 +46,7 @@ from typing import Any, Iterable, Literal, Mapping, Sequence, TypeVar, overload
 
 from memcore.plugin import CorruptError, atomic_write_json, get_logger
 
-from .connection import ChromaConnection, open_client
+from .connection import ChromaConnection, close_client, open_client
 from .manifest import mark_open, probe_folder, read_manifest, seal, verify_sealed
 
 __all__ = ["CollectionHome", "STATE_FILE", "CHROMA_DIR", "chunks"]
@@ -260,13 +260,9 @@ class CollectionHome:
                 self._delete(self.client, mine)  # (a dropped embedded folder went with its files)
         if mine is not None and self.connection.mode == "http" and self.folder is not None and self.folder.exists():
             self._write_pending([n for n in self._read_pending() if n != mine])  # deleted or saved: settled
-        release = getattr(self._client, "close", None)
+        client = self._client
         self._client, self._collection, self.saved = None, None, False
-        if callable(release):
-            try:
-                release()
-            except Exception:  # noqa: BLE001 - a client that cannot close is dropped anyway
-                pass
+        close_client(client)
         self._unbind()
 
     def _drop_unsaved(self) -> None:
@@ -322,13 +318,9 @@ class CollectionHome:
         """Let go of the current client (its collections stay) before switching to another."""
         if self._client is None:
             return
-        release = getattr(self._client, "close", None)
+        client = self._client
         self._client, self._collection = None, None
-        if callable(release):
-            try:
-                release()
-            except Exception:  # noqa: BLE001
-                pass
+        close_client(client)
         self._unbind()
 
     def load(self, directory: Path) -> dict[str, Any]:
@@ -355,10 +347,7 @@ class CollectionHome:
             collection = client.get_collection(name=name, embedding_function=None)
         except Exception as exc:  # noqa: BLE001 - chromadb's NotFoundError and friends
             if target is not None:
-                try:
-                    client.close()
-                except Exception:  # noqa: BLE001
-                    pass
+                close_client(client)
             raise CorruptError(f"{self.where}: Chroma collection {name!r} cannot be opened: {exc}") from None
         if self._collection is None or self._collection.name != name:
             self._drop_unsaved()

@@ -19,7 +19,7 @@ def main(folder: str, name: str) -> int:
     """Run the probe; the process exit status."""
     import numpy as np
 
-    from .connection import ChromaConnection, open_client
+    from .connection import ChromaConnection, close_client, open_client
 
     client = open_client(ChromaConnection(), folder)
     collection = client.get_collection(name=name, embedding_function=None)
@@ -35,7 +35,7 @@ def main(folder: str, name: str) -> int:
         if not worst < 1e-3:
             print(f"a stored vector is not its own nearest neighbour (distance {worst})", file=sys.stderr)
             return 1
-    client.close()
+    close_client(client)
     print(json.dumps({"count": count, "checked": len(rows["ids"])}))
     return 0
 

@@ -231,3 +231,4 @@ def test_two_processes_on_one_server_see_each_others_vectors(chroma_server, tmp_
     assert (size, found) == (21, "r5")
     assert len(index) == 21
     assert index.search(query(np.full(8, 0.5)), 1)[0].id == "from-b"
+    index.close()

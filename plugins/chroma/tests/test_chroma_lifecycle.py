@@ -16,7 +16,7 @@ from memcore.plugin import IndexContext, SpaceInfo
 from memcore import Query, Record
 from memcore_chroma import ChromaIndexConfig
 from memcore_chroma.index import ChromaIndex
-from memcore_chroma_support import ChromaConnection, open_client
+from memcore_chroma_support import ChromaConnection, close_client, open_client
 
 
 def ctx(directory=None, name="vec"):
@@ -67,10 +67,15 @@ def test_closing_an_unsaved_embedded_index_deletes_its_generation(tmp_path):
     index.close()
     client = open_client(ChromaConnection(), folder / "chroma")
     assert client.list_collections() == []
+    close_client(client)
 
 
 def _server_names(host, port):
-    return sorted(c.name for c in open_client(ChromaConnection(mode="http", host=host, port=port), None).list_collections())
+    client = open_client(ChromaConnection(mode="http", host=host, port=port), None)
+    try:
+        return sorted(c.name for c in client.list_collections())
+    finally:
+        close_client(client)
 
 
 def test_server_generations_nobody_saved_are_deleted(chroma_server, tmp_path):

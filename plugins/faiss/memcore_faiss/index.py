@@ -7,8 +7,13 @@
   (reconstructed from faiss' own storage) when they pass ``compact_fraction``;
 - trainable indexes (IVF, PQ, SQ...) collect vectors in an exact Flat buffer, searched
   exactly, until ``min_train`` vectors have arrived; the add that crosses it trains;
-- ``allowed`` is pushed down as an IDSelector; small allowed sets are scored exactly;
-- files: :mod:`.storage` (native faiss files + JSON sidecar, atomic).
+- ``allowed`` is pushed down as an IDSelector; small allowed sets are scored exactly; a set
+  the store resolves as rows of its vector file arrives as rows and becomes labels through
+  the row of each label (:mod:`.rows`);
+- storage that approximates the vectors (PQ, SQ...) re-scores ``k * refine_k_factor``
+  candidates exactly, read from the store's file at the same rows (:mod:`.refine`);
+- files: :mod:`.storage` (native faiss files + JSON sidecar, atomic), read back
+  memory-mapped until the first write (:mod:`.mapped`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 
 from memcore.plugin import (
     AllowedIds,
+    AllowedRows,
     GatheredRows,
     merge_sorted,
     CorruptError,
@@ -42,7 +48,9 @@ from .config import FaissIndexConfig, FaissQueryMode
 from .defaults import auto_ef_search
 from .gather import GatherBudget
 from .labels import LabelMap
-from .refine import StoreRows, refine
+from .mapped import MappedFile, mapped_spans, populate
+from .refine import ExactVectors, refine
+from .rows import UNKNOWN, StoreRows
 from .runtime import blas_counts_elements, faiss_settings
 from .scores import Scoring
 from .selectors import Pushdown, exclude, include, search_params
@@ -58,6 +66,8 @@ GATHER_MAX = 8192
 log = get_logger("memcore.faiss")
 
 _EMPTY: frozenset[int] = frozenset()
+_MEMOIZED = (AllowedIds, AllowedRows)
+"""The allowed sets that carry memos (a collection's cached sets)."""
 
 
 class FaissIndex(VectorIndex):
@@ -65,6 +75,7 @@ class FaissIndex(VectorIndex):
 
     format_version = 2
     readable_versions = (1,)  # saves without their vectors (an HNSW graph, a Flat index), refilled from the store
+    takes_store_rows = True  # through the row of each label (see .rows)
     config: FaissIndexConfig
 
     def __init__(self, config: FaissIndexConfig, context: IndexContext):
@@ -76,9 +87,9 @@ class FaissIndex(VectorIndex):
         self.score_name = self._scoring.name
         self.score_range = self._scoring.range
         exact_vectors = parse_factory(config.factory).exact_vectors
-        #: the store's rows of this index's labels, for the refine step of lossy storage (see .refine)
-        self._store_rows = StoreRows(context.vectors, config.space, self.dim) if context.vectors is not None and not exact_vectors else None
-        refined = self._store_rows is not None and config.refine_k_factor > 0  # every hit then carries its exact score
+        #: the store's exact vectors, for the refine step of lossy storage (see .refine; their rows: ``self._rows``)
+        self._exact_store = ExactVectors(context.vectors, config.space, self.dim) if context.vectors is not None and not exact_vectors else None
+        refined = self._exact_store is not None and config.refine_k_factor > 0  # every hit then carries its exact score
         self.cosine_space = config.space if config.metric == "cosine" and (exact_vectors or refined) else None
         self._blas: int | None = None
         if config.blas_min_queries is not None:
@@ -86,6 +97,9 @@ class FaissIndex(VectorIndex):
             self._blas = config.blas_min_queries * per
         self._gather_budget = GatherBudget(int(config.gather_budget_mb * 1024 * 1024))
         self._trained_on: int | None = None  # vectors the training saw (None: untrained, or not recorded by the save)
+        self._file: MappedFile | None = None  # the file the main index is mapped from, until its first write (see .mapped)
+        self._space: Any = None  # the store's mapped space (rows of records), once found
+        self._rows = StoreRows()
         pending = Container(self._faiss, self._layout.new_flat()) if self._layout.needs_training else None
         self._install(LabelMap(), Container(self._faiss, self._layout.new_index()), pending)
 
@@ -156,10 +170,10 @@ class FaissIndex(VectorIndex):
             return
         ids, matrix = self.record_matrix(records, latest=True)  # a repeated id: the last one wins
         vectors = self._scoring.prepare(matrix, f"index {self.name!r}: records")
+        self._writable()
         self.remove([i for i in ids if i in self._labels.label_of])
         labels = self._labels.assign(ids)
-        if self._store_rows is not None:
-            self._store_rows.put(labels, ids, matrix)
+        self._rows.assign(labels, self._store_rows(ids, matrix))
         with faiss_settings(self._faiss, threads=self.config.omp_threads, blas_threshold=None):
             if self._pending is not None:
                 self._pending.add(vectors, labels)
@@ -181,8 +195,7 @@ class FaissIndex(VectorIndex):
         self._trained_on = len(sample)
         if self._layout.positional:  # labels become positions in the trained index
             self._labels.relabel(labels)
-            if self._store_rows is not None:
-                self._store_rows.relabel(labels)
+            self._rows.relabel(labels)
             labels = np.arange(len(labels), dtype=np.int64)
         main.add(vectors, labels, self._layout.positional)
         self._main = main
@@ -200,7 +213,9 @@ class FaissIndex(VectorIndex):
         labels = self._labels.drop(ids)
         if not len(labels):
             return
+        self._rows.drop(labels)
         if self._pending is not None or self._layout.removable:
+            self._writable()
             if self._pending is not None:
                 self._pending.remove(include(self._faiss, labels, self._labels.next_label).selector)
             elif self._layout.native_ids:  # IVF with a hashtable direct map takes only an IDSelectorArray
@@ -216,6 +231,7 @@ class FaissIndex(VectorIndex):
         """Rebuild the faiss index from its live vectors, dropping every tombstone."""
         if not self._labels.dead:
             return
+        self._writable()
         started = time.perf_counter()
         dead = len(self._labels.dead)
         live = self._labels.live_labels()
@@ -228,8 +244,7 @@ class FaissIndex(VectorIndex):
         fresh = Container(self._faiss, index)
         if self._layout.positional:  # positions restart at 0 in the rebuilt index
             self._labels.relabel(live)
-            if self._store_rows is not None:
-                self._store_rows.relabel(live)
+            self._rows.relabel(live)
             live = np.arange(len(live), dtype=np.int64)
         with faiss_settings(self._faiss, threads=self.config.omp_threads, blas_threshold=None):
             if len(live):
@@ -281,16 +296,21 @@ class FaissIndex(VectorIndex):
         """Candidates per hit to re-score exactly (0: faiss' own scores): the query's
         ``refine_k_factor``, else the config's, for a trained index over approximate storage
         with a store to read the exact vectors from (see :mod:`.refine`)."""
-        if self._store_rows is None or self._pending is not None:
+        if self._exact_store is None or self._pending is not None:
             return 0
         if mode is not None and mode.refine_k_factor is not None:
             return mode.refine_k_factor
         return self.config.refine_k_factor
 
     def _refined(self, x: np.ndarray, labels: np.ndarray, k: int, threshold: float | None) -> list[list[Hit]]:
-        """The best ``k`` of each row's candidate ``labels`` by their exact scores."""
-        assert self._store_rows is not None
-        raw, picked = refine(self._scoring, self._store_rows, x, labels, k, self._labels.id_of.get, self._labels.dead)
+        """The best ``k`` of each row's candidate ``labels`` by their exact scores, read at
+        the labels' rows of the store's file (``self._rows``; those of a save that did not
+        keep them looked up first, once)."""
+        assert self._exact_store is not None
+        if self._rows.from_save:
+            self._backfill_rows()
+        rows, space = self._rows.row_of, self._store_space()
+        raw, picked = refine(self._scoring, self._exact_store, x, labels, k, rows, space, self._labels.id_of.get, self._labels.dead)
         return self._hits(raw, picked, k, threshold)
 
     def effective_ef(self, k: int) -> int | None:
@@ -306,15 +326,57 @@ class FaissIndex(VectorIndex):
 
     def _allowed_labels(self, allowed: AbstractSet[str]) -> np.ndarray:
         """Sorted live labels of ``allowed``: computed once per cached allowed set and index version."""
-        if isinstance(allowed, AllowedIds):  # translated once per set, then kept up to date across writes
+        if isinstance(allowed, _MEMOIZED):  # translated once per set, then kept up to date across writes
             return allowed.memo(
                 self,
                 "labels",
                 (self._generation, self._labels.marker()),
-                lambda: self._labels.labels_for(allowed),
+                lambda: self._translate(allowed),
                 lambda old, version, changed: self._update_labels(allowed, old, version, changed),
             )
         return self._labels.labels_for(allowed)
+
+    def _translate(self, allowed: AllowedIds | AllowedRows) -> np.ndarray:
+        """Sorted live labels of ``allowed``: through the row of each label when the store
+        resolves the set as rows of its file and every live label's row is known
+        (:mod:`.rows`), else from its ids."""
+        if isinstance(allowed, AllowedRows) and (self._rows.usable or self._backfill_rows()):
+            file_rows = allowed.file_rows(self.config.space)
+            if file_rows is not None:
+                return self._rows.labels_of(file_rows, len(self._labels))
+        return self._labels.labels_for(allowed)
+
+    def _store_space(self) -> Any:
+        """The store's vectors of this index's space as a mapped file with the row of each
+        record (:meth:`memcore.plugin.VectorReader.mapped`), or None."""
+        if self._space is None and self._reader is not None:
+            self._space = self._reader.mapped(self.config.space, self.dim)
+        return self._space
+
+    def _store_rows(self, ids: Sequence[str], matrix: np.ndarray) -> np.ndarray | None:
+        """The store's file rows of the records ``ids`` when each holds the vector the index
+        was given (``matrix``, as given), else None (their rows stay unknown)."""
+        space = self._store_space()
+        if space is None:
+            return None
+        rows: np.ndarray | None = space.rows_holding(ids, matrix)
+        return rows
+
+    def _backfill_rows(self) -> bool:
+        """Look up the rows a save made before they were kept did not hold (once); whether
+        every live label's row is known now."""
+        rows = self._rows
+        if not rows.from_save:
+            return False
+        space = self._store_space()
+        labels = (rows.row_of == UNKNOWN).nonzero()[0]
+        if space is None:
+            rows.from_save = False
+            return False
+        started = time.perf_counter()
+        done = rows.backfill(labels, list(map(self._labels.id_of.__getitem__, labels.tolist())), space)
+        log.info("faiss.rows_looked_up", name=self.name, labels=len(labels), usable=done, seconds=round(time.perf_counter() - started, 3))
+        return done
 
     def _update_labels(self, allowed: AbstractSet[str], old: np.ndarray, version: tuple[int, Any], changed: AbstractSet[str]) -> np.ndarray | None:
         """The sorted live labels of ``allowed`` from ``old``, those of a set differing from it
@@ -344,7 +406,7 @@ class FaissIndex(VectorIndex):
         def make() -> Pushdown:
             return target.translate(include(self._faiss, labels, self._labels.next_label))
 
-        if isinstance(allowed, AllowedIds):
+        if isinstance(allowed, _MEMOIZED):
             return allowed.memo(self, tag, self._version(), make)
         return make()
 
@@ -384,7 +446,7 @@ class FaissIndex(VectorIndex):
     def _may_gather(self, labels: np.ndarray, allowed: AbstractSet[str]) -> bool:
         """Whether a cached set above ``GATHER_MAX`` rows may keep (or already keeps) a
         gathered copy: its bytes fit in what ``gather_budget_mb`` leaves (see :class:`.gather.GatherBudget`)."""
-        if not isinstance(allowed, AllowedIds):
+        if not isinstance(allowed, _MEMOIZED):
             return False
         return self._gather_budget.fits(allowed, len(labels) * self.dim * 4)
 
@@ -397,10 +459,12 @@ class FaissIndex(VectorIndex):
         keeps its gathered rows (:class:`memcore.plugin.GatheredRows`), extended in place as records join it."""
 
         def stored() -> np.ndarray:
-            matrix: np.ndarray = self._faiss.rev_swig_ptr(flat.searcher.get_xb(), flat.ntotal * self.dim).reshape(flat.ntotal, self.dim)
-            return matrix
+            # the rows as bytes: a mapped file's vectors may start at any byte (faiss' header), and
+            # numpy gathers unaligned float32 rows ~100x slower than bytes (copied aligned, viewed as float32)
+            rows: np.ndarray = self._faiss.rev_swig_ptr(flat.searcher.codes.data(), flat.ntotal * self.dim * 4).reshape(flat.ntotal, self.dim * 4)
+            return rows
 
-        if isinstance(allowed, AllowedIds):
+        if isinstance(allowed, _MEMOIZED):
             gathered = allowed.memo(
                 self,
                 "gathered",
@@ -411,11 +475,11 @@ class FaissIndex(VectorIndex):
                     old.extended(labels, stored()) if version[0] == self._generation and version[1][0] == self._labels.epoch else None
                 ),
             )
-            matrix = gathered.matrix()
+            matrix = gathered.matrix().view(np.float32)
             if len(labels) > GATHER_MAX:
                 self._gather_budget.track(allowed, matrix)
         else:
-            matrix = stored()[labels]
+            matrix = stored()[labels].view(np.float32)
         raw, cols = self._scoring.top(self._scoring.exact(x, matrix), k)
         return self._hits(raw, labels[cols], k, threshold)
 
@@ -566,7 +630,7 @@ class FaissIndex(VectorIndex):
     def _exact(self, x: np.ndarray, k: int, labels: np.ndarray, threshold: float | None) -> list[list[Hit]]:
         """Score ``labels`` exactly with numpy over their vectors (the store's, for approximate
         storage with a store: :mod:`.refine`; else as stored by faiss)."""
-        if self._store_rows is not None and self._pending is None:
+        if self._exact_store is not None and self._pending is None:
             return self._refined(x, np.broadcast_to(labels, (x.shape[0], len(labels))), k, threshold)
         target = self._pending if self._pending is not None else self._main
         raw, cols = self._scoring.top(self._scoring.exact(x, target.reconstruct(labels, self.dim)), k)
@@ -602,10 +666,12 @@ class FaissIndex(VectorIndex):
             "next_label": self._labels.next_label,
             "trained_on": self._trained_on,
         }
-        storage.write_idmap(directory, self._labels.to_arrays())
+        arrays = self._labels.to_arrays()
+        rows = self._rows.saved(arrays["labels"])
+        if rows is not None:  # the store's row of each label (see .rows), while every one is known
+            arrays[storage.ROWS_ARRAY] = rows
+        storage.write_idmap(directory, arrays)
         files.add(storage.IDMAP_FILE)
-        if self._store_rows is not None:
-            files.add(self._store_rows.save(directory, self._labels.next_label))
         storage.write_state(directory, state)
         storage.remove_stale(directory, files)
 
@@ -618,11 +684,33 @@ class FaissIndex(VectorIndex):
         labels = self._read_labels(directory, state, where)
         if state.get("vectors", "own") == "store":
             self._load_from_store(directory, state, labels, where)
-            return
+        else:
+            self._load_own(directory, state, labels, where)
+        self._rows = self._read_rows(directory, state, where)
+        if self._exact_store is not None:
+            self._exact_store.reset()
+
+    def _load_own(self, directory: Path, state: dict[str, Any], labels: LabelMap, where: str) -> None:
+        """Load a save with its vectors (format 2): the main index memory-mapped (see :mod:`.mapped`)."""
         trained = state.get("trained")
         if not isinstance(trained, bool) or (not trained and not self._layout.needs_training):
             raise CorruptError(f"{where}: bad 'trained' flag {trained!r}")
-        main = storage.read_faiss(self._faiss, directory / storage.MAIN_FILE, where)
+        main, mapped = storage.read_faiss_mapped(self._faiss, directory / storage.MAIN_FILE, where)
+        try:
+            self._check_loaded(main, directory, state, labels, trained, where)
+        except BaseException:
+            if mapped is not None:
+                mapped.close()
+            raise
+        if self._file is not None:
+            self._file.close()
+        self._file = mapped
+        if mapped is not None:
+            for span in mapped_spans(self._faiss, main):  # the vectors, the graph, the lists: no page fault per row later
+                populate(span)
+
+    def _check_loaded(self, main: Any, directory: Path, state: dict[str, Any], labels: LabelMap, trained: bool, where: str) -> None:
+        """Check the loaded ``main`` (and read the pending buffer) against the sidecar and the id map, then install them."""
         self._check_file(main, where, storage.MAIN_FILE, state.get("main_ntotal"))
         pending = None
         if trained:
@@ -638,12 +726,36 @@ class FaissIndex(VectorIndex):
             raise CorruptError(f"{where}: {storage.MAIN_FILE} is a {type(main).__name__}, not what {self.config.factory!r} builds")
         if trained and self._layout.positional and labels.next_label != main.ntotal:
             raise CorruptError(f"{where}: label counter {labels.next_label} does not match the {main.ntotal} positions of {storage.MAIN_FILE}")
-        if self._store_rows is not None:
-            self._store_rows.load(directory, labels.next_label, where)
         self._layout.reapply(main)
         trained_on = state.get("trained_on")
         self._trained_on = trained_on if isinstance(trained_on, int) and not isinstance(trained_on, bool) else None
         self._install(labels, Container(self._faiss, main), Container(self._faiss, pending) if pending is not None else None)
+
+    def _read_rows(self, directory: Path, state: dict[str, Any], where: str) -> StoreRows:
+        """The store's row of each live label as saved in ``idmap.npz`` (see :mod:`.rows`);
+        saves without them: every row unknown, looked up in the store when first needed."""
+        saved = storage.read_store_rows(directory, where) if "id_map" in state else None
+        if saved is None or len(saved[0]) != len(self._labels):  # not kept, or labels dropped at load (format 1)
+            return StoreRows.loaded(self._labels.live_labels(), None, self._labels.next_label, where)
+        return StoreRows.loaded(saved[0], saved[1], self._labels.next_label, where)
+
+    def _writable(self) -> None:
+        """Before the first change of an index mapped from its file (see :mod:`.mapped`):
+        read the same file into memory and swap it in."""
+        mapped = self._file
+        if mapped is None:
+            return
+        started = time.perf_counter()
+        self._file = None
+        try:
+            main = mapped.owned(self._faiss)
+        except RuntimeError as exc:
+            raise CorruptError(f"faiss index {self.name!r}: cannot read {mapped.path.name} again: {exc}") from None
+        finally:
+            mapped.close()
+        self._layout.reapply(main)
+        self._install(self._labels, Container(self._faiss, main), self._pending)
+        log.info("faiss.read_into_memory", name=self.name, vectors=int(main.ntotal), seconds=round(time.perf_counter() - started, 3))
 
     @staticmethod
     def _read_labels(directory: Path, state: dict[str, Any], where: str) -> LabelMap:
@@ -708,5 +820,5 @@ class FaissIndex(VectorIndex):
             "ef_construction": self._ef_construction(),
             "nprobe": self._nprobe_default,
             # candidates per hit re-scored with the store's vectors; None: exact storage, or no store to read them from
-            "refine_k_factor": self.config.refine_k_factor if self._store_rows is not None else None,
+            "refine_k_factor": self.config.refine_k_factor if self._exact_store is not None else None,
         }

@@ -3,7 +3,8 @@
 Files (all written to a temp file in the same directory, fsynced, then ``os.replace``-d):
 
 - ``index.faiss``: the main index with its vectors, faiss' own format
-  (``faiss.write_index``), read back in one ``faiss.read_index`` (format 2; format 1 wrote
+  (``faiss.write_index``), read back memory-mapped until the first write (:mod:`.mapped`;
+  format 2; format 1 wrote
   an HNSW graph without its vectors and a Flat index not at all, refilled from the store's
   vectors at load, see :mod:`.refill`: still read);
 - ``tombstones.npy``: only in a format-1 save of an HNSW graph without vectors, the
@@ -12,7 +13,7 @@ Files (all written to a temp file in the same directory, fsynced, then ``os.repl
   buffer holding the vectors collected so far;
 - ``idmap.npz``: the id map (ids, labels, tombstones) as arrays, see
   :meth:`.labels.LabelMap.to_arrays` (saves before it kept them as lists in ``state.json``,
-  still read);
+  still read), and optionally ``rows``, the store's file row of each label (:mod:`.rows`);
 - ``state.json``, written last: format version, dimension, metric, factory, trained
   flag, the label counter and the id map's file and counts, where the vectors are
   (``"vectors": "own"`` or ``"store"`` with ``store_layout`` and ``space``) and the expected ``ntotal`` of
@@ -33,6 +34,8 @@ import numpy as np
 
 from memcore.plugin import atomic_write_json, atomic_write_with, CorruptError, read_json_object, read_npz, write_npz
 
+from .mapped import MappedFile, open_mapped
+
 __all__ = [
     "MAIN_FILE",
     "PENDING_FILE",
@@ -41,10 +44,12 @@ __all__ = [
     "IDMAP_FILE",
     "write_faiss",
     "read_faiss",
+    "read_faiss_mapped",
     "write_state",
     "read_state",
     "write_idmap",
     "read_idmap",
+    "read_store_rows",
     "remove_stale",
 ]
 
@@ -55,6 +60,8 @@ TOMBSTONES_FILE = "tombstones.npy"
 IDMAP_FILE = "idmap.npz"
 IDMAP_ARRAYS = ("labels", "offsets", "text", "tombstones")
 """The arrays of ``idmap.npz`` (:meth:`.labels.LabelMap.to_arrays`)."""
+ROWS_ARRAY = "rows"
+"""The optional array of ``idmap.npz``: the store's file row of each of ``labels`` (see :mod:`.rows`)."""
 
 
 def write_faiss(faiss: Any, index: Any, path: Path, flags: int = 0) -> None:
@@ -71,6 +78,22 @@ def read_faiss(faiss: Any, path: Path, where: str) -> Any:
     except RuntimeError as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         raise CorruptError(f"{where}: cannot read {Path(path).name}: {lines[-1] if lines else exc}") from None
+
+
+def read_faiss_mapped(faiss: Any, path: Path, where: str) -> tuple[Any, MappedFile | None]:
+    """:func:`read_faiss` memory-mapped where faiss and the platform can (see :mod:`.mapped`):
+    the index and the :class:`.mapped.MappedFile` it reads from, else the index read into
+    memory and None."""
+    if not Path(path).is_file():
+        raise CorruptError(f"{where}: {Path(path).name} is missing")
+    try:
+        opened = open_mapped(faiss, Path(path))
+    except (RuntimeError, OSError) as exc:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        raise CorruptError(f"{where}: cannot read {Path(path).name}: {lines[-1] if lines else exc}") from None
+    if opened is None:
+        return read_faiss(faiss, path, where), None
+    return opened
 
 
 def write_state(directory: Path, state: dict[str, Any]) -> None:
@@ -91,6 +114,19 @@ def write_idmap(directory: Path, arrays: dict[str, np.ndarray]) -> None:
 def read_idmap(directory: Path, where: str) -> dict[str, np.ndarray]:
     """The arrays of ``idmap.npz``; CorruptError when it is missing, unreadable or lacks one."""
     return read_npz(Path(directory) / IDMAP_FILE, where, IDMAP_ARRAYS)
+
+
+def read_store_rows(directory: Path, where: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(labels, rows)`` of ``idmap.npz`` when it keeps :data:`ROWS_ARRAY`, else None."""
+    path = Path(directory) / IDMAP_FILE
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            if ROWS_ARRAY not in data.files:
+                return None
+    except (OSError, ValueError) as exc:
+        raise CorruptError(f"{where}: cannot read {IDMAP_FILE}: {exc}") from None
+    arrays = read_npz(path, where, ("labels", ROWS_ARRAY))
+    return arrays["labels"], arrays[ROWS_ARRAY]
 
 
 def remove_stale(directory: Path, keep: set[str]) -> None:

@@ -28,8 +28,9 @@ def col(request, tmp_path):
 def test_labels_are_updated_not_translated_again(col, monkeypatch):
     index = col._indexes["vec"].index
     calls = []
-    labels_for = index._labels.labels_for
+    labels_for, labels_of = index._labels.labels_for, index._rows.labels_of
     monkeypatch.setattr(index._labels, "labels_for", lambda ids: calls.append(1) or labels_for(ids))
+    monkeypatch.setattr(index._rows, "labels_of", lambda rows, live: calls.append(1) or labels_of(rows, live))  # from the store's rows
     rng = np.random.default_rng(2)
     col.search_index("vec", Query(vectors={"v": rng.standard_normal(16)}, k=5, where={"u": "u2"}), 5)
     assert len(calls) == 1

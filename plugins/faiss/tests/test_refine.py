@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memcore import Collection, ConfigError, Query, Scope, ValidationError
+from memcore import Collection, ConfigError, Query, Record, Scope, ValidationError
 from memcore._plugins._host import get_registry
 from memcore.embedders._embedder import Space
 from memcore.stores._sqlite import SQLiteStore
 from memcore_faiss import FaissIndexConfig
-from memcore_faiss.refine import ROWS_FILE
+from memcore_faiss.rows import StoreRows
 
 DIM = 32
 N = 600
@@ -145,28 +145,49 @@ def test_reopen_with_a_changed_factor_needs_no_rebuild(tmp_path):
     col, x = filled(tmp_path, refine_k_factor=0)
     qs = queries(x)
     before = recall(col, x, qs)
-    rows = col.index("vec")._store_rows.rows[: col.index("vec")._labels.next_label].copy()
+    rows = col.index("vec")._rows.row_of[: col.index("vec")._labels.next_label].copy()
+    assert (rows >= 0).all()  # one map: the rows filtered searches take, found as records were added
     col.close()
-    assert (tmp_path / "indexes" / "vec" / ROWS_FILE).is_file()
+    assert not (tmp_path / "indexes" / "vec" / "refine_rows.npy").exists()  # no second map in the save
     again = open_collection(tmp_path)
     again.create_index("vec", "faiss", space="dense", exist_ok=True, **{**PQ, "refine_k_factor": 8})
     handle = again._handle("vec")
     assert handle.loaded_from_disk and handle.index.config.refine_k_factor == 8
-    assert np.array_equal(handle.index._store_rows.rows[: len(rows)], rows)  # read back, not looked up again
+    assert not handle.index._rows.from_save  # read back from idmap.npz, not looked up again
+    assert np.array_equal(handle.index._rows.row_of[: len(rows)], rows)
     after = recall(again, x, qs)
     assert after >= 0.95 and after > before + 0.2, (before, after)
     again.close()
 
 
 def test_rows_unknown_after_load_are_looked_up(tmp_path):
-    """A save without rows (written before the refine step): rows are found at search."""
+    """A save without rows (written before they were kept): the first refined search looks
+    them up in the store once, through the rows' own backfill (their counter stays right)."""
     col, x = filled(tmp_path, refine_k_factor=8)
     qs = queries(x, 10)
     expected = [[(h.id, float(h.score)) for h in search(col, q)] for q in qs]
-    store_rows = col.index("vec")._store_rows
-    store_rows.rows[:] = -1
+    index = col.index("vec")
+    kept = index._rows.row_of[: index._labels.next_label].copy()
+    index._rows = StoreRows.loaded(index._labels.live_labels(), None, index._labels.next_label, "test")
+    assert index._rows.unknown == len(index._labels) and not index._rows.usable
     assert [[(h.id, float(h.score)) for h in search(col, q)] for q in qs] == expected
-    assert (store_rows.rows[: col.index("vec")._labels.next_label] >= 0).any()
+    assert index._rows.usable and not index._rows.from_save and index._rows.unknown == 0
+    assert np.array_equal(index._rows.row_of[: len(kept)], kept)
+    col.close()
+
+
+def test_a_vector_the_store_does_not_hold_is_read_through_the_store(tmp_path):
+    """A label whose row is unknown (the index was given a vector the store does not hold)
+    is refined with the store's vector, read by id; the rows stay off for filters."""
+    col, x = filled(tmp_path, refine_k_factor=8)
+    index = col.index("vec")
+    rid = "r10"
+    index.add([Record(id=rid, text="x", vectors={"dense": -x[10]})])  # not the store's vector of r10
+    assert not index._rows.usable and index._rows.unknown == 1
+    hits = search(col, x[10], extras={"exact": True})  # every live label scored from the store's vectors
+    assert hits[0].id == rid and float(hits[0].score) == pytest.approx(1.0, abs=1e-5)  # scored with the store's vector
+    assert_exact_scores(hits, x, x[10])
+    assert index._rows.unknown == 1  # not recorded: the store's row of r10 is not what the index holds
     col.close()
 
 
@@ -192,23 +213,29 @@ def test_bad_query_factor_is_a_validation_error(tmp_path, value):
 
 def test_a_save_from_before_the_option_loads_and_refines(tmp_path):
     """An index saved before ``refine_k_factor`` existed (its manifest's config without the
-    option, no ``refine_rows.npy``): loaded as is, not rebuilt; the option reads as its
-    default and the rows are looked up at search."""
+    option, no ``rows`` in ``idmap.npz``): loaded as is, not rebuilt; the option reads as
+    its default and the rows are looked up in the store at the first refined search."""
     col, x = filled(tmp_path)
     qs = queries(x, 10)
     expected = [[(h.id, round(float(h.score), 5)) for h in search(col, q)] for q in qs]
+    col.insert([{"id": "extra", "text": "t", "vectors": {"dense": x[0]}}])  # dirty: saved at close ...
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(StoreRows, "saved", lambda self, labels: None)  # ... as before the rows were kept
+        col.close()
+    col = open_collection(tmp_path)
+    col.delete(["extra"])  # saved again at close, still without rows (they are unknown until looked up)
     col.close()
     folder = tmp_path / "indexes" / "vec"
     manifest = json.loads((folder / "index.json").read_text())
     del manifest["config"]["refine_k_factor"]
-    del manifest["blocks"][ROWS_FILE], manifest["files"][ROWS_FILE]
     (folder / "index.json").write_text(json.dumps(manifest))
-    (folder / ROWS_FILE).unlink()
     again = open_collection(tmp_path)
     again.create_index("vec", "faiss", space="dense", exist_ok=True, **PQ)
     handle = again._handle("vec")
     assert handle.loaded_from_disk and handle.index.config.refine_k_factor == FaissIndexConfig().refine_k_factor
+    assert handle.index._rows.from_save and not handle.index._rows.usable
     assert [[(h.id, round(float(h.score), 5)) for h in search(again, q)] for q in qs] == expected
+    assert handle.index._rows.usable and handle.index._rows.unknown == 0  # looked up once, at the first search
     again.close()
 
 

@@ -231,16 +231,20 @@ class PgTextIndex(Index):
         per store sequence number (a scan of the members); None without the column."""
         if self.config.scoring != "bm25" or not column_present:
             return None
-        row = conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()
-        seq = None if row is None else int(row[0])
+        # the sequence number and the statistics in one statement: one snapshot, so the cache
+        # key is the state the statistics were computed at (two statements could straddle a commit)
+        query = sql.SQL(
+            "SELECT (SELECT value FROM meta WHERE key = 'seq'), count(*)::float8, coalesce(avg(length({})), 0)::float8 "
+            "FROM records WHERE member_of @> ARRAY[%s::text]"
+        ).format(sql.Identifier(self.column))
         cached = self._corpus_cache
-        if cached is not None and cached[0] == seq:
-            return cached[1]
-        query = sql.SQL("SELECT count(*)::float8, coalesce(avg(length({})), 0)::float8 FROM records WHERE member_of @> ARRAY[%s::text]").format(
-            sql.Identifier(self.column)
-        )
+        if cached is not None:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'seq'").fetchone()
+            if cached[0] == (None if row is None else int(row[0])):
+                return cached[1]
         got = conn.execute(query, (self.name,)).fetchone()
-        corpus = (float(got[0]), float(got[1])) if got is not None else (0.0, 0.0)
+        seq = None if got is None or got[0] is None else int(got[0])
+        corpus = (float(got[1]), float(got[2])) if got is not None else (0.0, 0.0)
         self._corpus_cache = (seq, corpus)
         return corpus
 

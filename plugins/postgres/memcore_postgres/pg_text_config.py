@@ -21,6 +21,7 @@ class PgTextIndexConfig(ComponentConfig):
     """
 
     search_time: ClassVar[frozenset[str]] = frozenset({"scoring", "match", "k1", "b", "normalization"})
+    store_kinds: ClassVar[frozenset[str]] = frozenset({"postgres"})
 
     kind: str = "pg_text"
     language: str = Field(

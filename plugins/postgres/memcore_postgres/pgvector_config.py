@@ -25,6 +25,7 @@ class PgvectorIndexConfig(ComponentConfig):
     #: options a memory may change without rebuilding the database index (each search, and
     #: each build, sets them in its own transaction)
     search_time: ClassVar[frozenset[str]] = frozenset({"ef_search", "probes", "iterative_scan", "force_index", "max_scan_tuples", "build_memory_mb"})
+    store_kinds: ClassVar[frozenset[str]] = frozenset({"postgres"})
 
     kind: str = "pgvector"
     space: str = Field("default", description="Embedding space whose vectors (the store's table of that space) are indexed.")

@@ -161,3 +161,33 @@ def test_between_two_directories_sqlite_to_embedded_postgres(tmp_path: Path, pg_
     assert code == 0, out
     with memcore.open(path=back) as copy, memcore.open(path=tmp_path / "a") as a:
         assert search_results(copy) == search_results(a)
+
+
+def test_an_index_living_in_postgres_is_refused_by_a_sqlite_target_unless_dropped(tmp_path: Path, pg_url: str, schema: str) -> None:
+    """A pgvector index cannot live in a SQLite directory: the copy is refused before anything
+    is written, naming it; --drop-index leaves it out (definition, membership, settings entry)
+    and the copy opens with the rest; an unknown name to drop is refused."""
+    settings = pg_settings(pg_url, schema)
+    settings["indexes"] = {**settings["indexes"], "pgv": {"kind": "pgvector", "space": "v"}}
+    build_migration_memory(tmp_path / "unused", settings=settings)  # the path is unused: the memory lives in the schema
+    target = tmp_path / "copy"
+
+    code, out = run("--from", pg_url, "--from-schema", schema, "--to", str(target))
+    assert code == 2, out
+    assert "cannot hold pgv (kind pgvector, lives in a postgres store)" in out and "--drop-index" in out
+    assert not target.exists() and not list(tmp_path.glob(".copy.migrating-*"))
+
+    code, out = run("--from", pg_url, "--from-schema", schema, "--to", str(target), "--drop-index", "nope")
+    assert code == 2 and "no index 'nope' in the source memory" in out, out
+    assert not target.exists()
+
+    code, out = run("--from", pg_url, "--from-schema", schema, "--to", str(target), "--drop-index", "pgv", "--json")
+    assert code == 0, out
+    report = json.loads(out)
+    assert report["verified"] and set(report["indexes"]) == {"dense", "small"}
+    with memcore.open(path=target) as copy:
+        assert {entry["name"] for entry in copy.collection.list_indexes()} == {"dense", "small"}
+        assert "pgv" not in copy.collection.store.state_items("indexes")
+        assert all("pgv" not in members for members in copy.collection.store.memberships(copy.collection.store.ids()).values())
+        with memcore.open(settings) as pg:
+            assert search_results(copy) == search_results(pg)

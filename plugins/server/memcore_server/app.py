@@ -152,18 +152,19 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
     ``owns_memory`` (the application closes it when it shuts down: a worker process of
     ``memcore serve --workers``). Before it serves, its lifespan warms the embedders
     (``server.warm``, :mod:`.warmup`)."""
-    from fastapi import APIRouter, Depends, FastAPI, Request
+    from fastapi import APIRouter, Depends, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
     from starlette.exceptions import HTTPException
 
     from . import __version__
+    from .front import FrontedFastAPI
 
     config = config or ServerConfig()
     ring = config.key_ring()
     calls = Calls(memory, config.request_timeout_s, config.threads)
     mcp_routes, mcp_lifespan = _mcp(memory, config)
-    app = FastAPI(
+    app = FrontedFastAPI(
         title="memcore",
         version=__version__,
         description="A memcore memory over HTTP (memcore-server): write, read, search and forget memories, scoped by API key.",
@@ -377,13 +378,20 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
         return await call(who, _delete(DeleteBody(ids=[id])), writes=True)
 
     app.include_router(v1)
+    protected, limit = ("/v1/", MCP_PATH), config.max_body_bytes
+    app.add_middleware(BodyLimit, max_bytes=limit)
+    app.add_middleware(KeyGuard, ring=ring, protected=protected, public=PUBLIC_PATHS)  # outermost: the key is checked before the body is read
     hot: dict[str, tuple[type[_Body], Handler]] = {"/v1/search": (SearchBody, search), "/v1/get": (GetBody, get), "/v1/insert": (InsertOne, insert)}
-    app.add_middleware(HotRoutes, routes=hot)  # innermost of the three: under the body limit, after the key guard
-    app.add_middleware(BodyLimit, max_bytes=config.max_body_bytes)
-    app.add_middleware(KeyGuard, ring=ring, protected=("/v1/", MCP_PATH), public=PUBLIC_PATHS)  # outermost: the key is checked before the body is read
+    guard = KeyGuard(_never, ring=ring, protected=protected, public=PUBLIC_PATHS)  # the same checks, in front of the stack (.front)
+    app.hot_routes = HotRoutes(hot, guard, BodyLimit(_never, max_bytes=limit))
     app.router.routes.extend(mcp_routes)
     _errors_in_schema(app)
     return app
+
+
+async def _never(scope: Any, receive: Any, send: Any) -> None:
+    """The application behind the hot routes' guard and limit, which only check (never called)."""
+    raise RuntimeError("the hot routes' guard and body limit call no application")
 
 
 MCP_PATH = "/mcp"

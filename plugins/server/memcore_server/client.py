@@ -27,11 +27,12 @@ to read the reply) and sent by the sync or the async transport.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from pydantic_core import to_json
 
 from memcore import Contribution, Hit, Link, Record, Scope, StoreUnavailableError, ValidationError
 
@@ -59,9 +60,37 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_JSON_LEAVES = (str, int, float, type(None))
+"""The values JSON has besides objects and arrays (``bool`` is an ``int``)."""
+
+
+def _json_ready(value: Any) -> None:
+    """Raise ``TypeError`` as ``json.dumps`` would for what JSON cannot hold (``pydantic_core``
+    would write some of it, e.g. a datetime, as a string: the client sends what ``json`` sends)."""
+    if isinstance(value, _JSON_LEAVES):
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, _JSON_LEAVES):
+                raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
+            _json_ready(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            if not isinstance(v, _JSON_LEAVES):
+                _json_ready(v)
+    else:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def _json(body: Any) -> bytes:
+    """A request body as compact JSON bytes: what ``json.dumps`` accepts, as it reads it
+    (non-ASCII as UTF-8, NaN and infinities as its constants), written by ``pydantic_core``
+    (a tenth of ``json``'s CPU for a vector of floats: on one machine the client's CPU is
+    taken from the server's)."""
     try:
-        return json.dumps(_plain(body), ensure_ascii=False, allow_nan=True).encode("utf-8")
+        plain = _plain(body)
+        _json_ready(plain)
+        return to_json(plain, inf_nan_mode="constants")
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"cannot send this value to the server as JSON: {exc}") from None
 

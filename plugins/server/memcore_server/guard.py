@@ -21,7 +21,7 @@ from memcore.plugin import ApiKeyRing
 from .tenancy import Caller, authenticate
 from .wire import error_body
 
-__all__ = ["KeyGuard", "caller_of", "request_caller", "CALLER"]
+__all__ = ["KeyGuard", "caller_of", "request_caller", "route_path", "CALLER"]
 
 CALLER = "memcore.caller"
 """The key of the authenticated :class:`~memcore_server.tenancy.Caller` in the ASGI scope."""
@@ -44,6 +44,17 @@ async def _send_401(send: Send, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def route_path(scope: MutableMapping[str, Any]) -> str:
+    """The request's path below where the application is mounted (``root_path``: uvicorn's
+    ``--root-path``, a parent application's mount), the path its routes are named by; as
+    Starlette's router reads it. A server mounted at ``/memory`` guards ``/memory/v1/...``."""
+    path: str = scope["path"]
+    root = scope.get("root_path") or ""
+    if root and path.startswith(root):
+        return path[len(root) :] or "/"
+    return path
+
+
 class KeyGuard:
     """ASGI middleware: authenticate every request under one of ``protected`` (path prefixes)
     but the ``public`` paths, from its ``Authorization`` header alone."""
@@ -59,21 +70,31 @@ class KeyGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        path = scope["path"]
-        if not path.startswith(self.protected) or path in self.public:
+        if not self.protects(route_path(scope)):
             await self.app(scope, receive, send)
             return
         header = None
         for name, value in scope.get("headers") or ():
             if name == b"authorization":
-                header = value.decode("latin-1")
+                header = value
                 break
+        if await self.admit(scope, header, send):
+            await self.app(scope, receive, send)
+
+    def protects(self, path: str) -> bool:
+        """Whether a request to ``path`` needs a key."""
+        return path.startswith(self.protected) and path not in self.public
+
+    async def admit(self, scope: MutableMapping[str, Any], authorization: bytes | None, send: Send) -> bool:
+        """Authenticate a request from its ``Authorization`` header (its first one, or None):
+        True with its caller put in ``scope``, or False once a 401 is sent (by the front of the
+        hot routes, :mod:`.hotpath`, too)."""
         try:
-            scope[CALLER] = authenticate(self.ring, header)
+            scope[CALLER] = authenticate(self.ring, None if authorization is None else authorization.decode("latin-1"))
         except AuthenticationError as exc:
             await _send_401(send, str(exc))
-            return
-        await self.app(scope, receive, send)
+            return False
+        return True
 
 
 def caller_of(scope: MutableMapping[str, Any]) -> Caller:

@@ -1,17 +1,24 @@
-"""The hot routes (``POST /v1/search``, ``/v1/get``, ``/v1/insert``) without FastAPI's request machinery.
+"""The hot routes (``POST /v1/search``, ``/v1/get``, ``/v1/insert``) in front of FastAPI's whole stack.
 
 A server under load is bound by one core (Python's GIL), so what each request costs the
-event loop caps the requests per second. For the routes most calls take, this ASGI
-middleware does only what a request needs: it reads the body, parses and validates it in
-one pass (pydantic-core's ``model_validate_json``), runs the route's handler (the same
-function FastAPI routes to, with the caller the key guard authenticated) and sends the
-reply serialised in one pass (``pydantic_core.to_json``). FastAPI's routing, dependency
-solving, ``json.loads`` plus validation, response-model validation and its middlewares are
-skipped; the routes stay declared in FastAPI for the OpenAPI schema (and still serve when
-the application is mounted under another path).
+event loop caps the requests per second. The routes most calls take are answered by
+:class:`HotRoutes`, called first by the application itself (:class:`.front.FrontedFastAPI`,
+the application uvicorn serves), before any of FastAPI's or Starlette's middlewares, its
+routing and its dependency solving. In one callable it does what such a request needs, in
+the order the middleware stack does it:
 
-A body is JSON unless its ``Content-Type`` names something else (as FastAPI reads it);
-every failure is answered as the FastAPI routes answer it (:mod:`.replies`).
+1. the key (the key guard's check, :meth:`.guard.KeyGuard.admit`: a 401 before the body is read);
+2. the declared ``Content-Length`` (:meth:`.limits.BodyLimit.admit`: a 413), then the body,
+   counted as it arrives (:meth:`.limits.BodyLimit.read`: a 413 past the limit);
+3. a JSON body (unless its ``Content-Type`` names something else, as FastAPI reads it),
+   parsed and validated in one pass (pydantic-core's ``model_validate_json``);
+4. the route's handler (the same function FastAPI routes to, with the caller the key
+   authenticated), its reply serialised in one pass (``pydantic_core.to_json``).
+
+Every failure is answered as the FastAPI routes answer it (:mod:`.replies`), and nothing
+unexpected escapes as a traceback (a bare 500 ``InternalError``, logged). Every other
+request goes through FastAPI unchanged; the hot routes stay declared in FastAPI for the
+OpenAPI schema (and still serve there when the application is mounted under another path).
 """
 
 from __future__ import annotations
@@ -21,7 +28,8 @@ from typing import Any, Awaitable, Callable, Mapping, MutableMapping
 from pydantic import BaseModel, ValidationError as PydanticValidationError
 from pydantic_core import to_json
 
-from .guard import caller_of
+from .guard import KeyGuard, caller_of, route_path
+from .limits import BodyLimit
 from .replies import error_reply, validation_message
 from .tenancy import Caller
 from .wire import error_body
@@ -31,66 +39,74 @@ __all__ = ["HotRoutes", "Handler"]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
 Handler = Callable[[Any, Caller], Awaitable[Any]]
 """A route's handler: ``(body, caller) -> the JSON-ready reply``."""
 
-
-class _Disconnected(Exception):
-    """The client went away before its body was read."""
-
-
-async def _body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise _Disconnected
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+_JSON_REPLY = (b"content-type", b"application/json")
+_NOT_JSON = to_json(error_body("ValidationError", "body: send a JSON object (Content-Type: application/json)"))
 
 
-def _json_content(scope: MutableMapping[str, Any]) -> bool:
-    """No ``Content-Type``, or a JSON one (``application/json``, ``application/*+json``)."""
-    for name, value in scope.get("headers") or ():
-        if name == b"content-type":
-            media: bytes = value.split(b";", 1)[0].strip().lower()
-            return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
-    return True
+def _json_media(value: bytes) -> bool:
+    """A JSON ``Content-Type`` (``application/json``, ``application/*+json``)."""
+    media = value.split(b";", 1)[0].strip().lower()
+    return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
 async def _reply(send: Send, status: int, body: bytes, headers: Mapping[str, str] | None = None) -> None:
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items())
+    raw = [_JSON_REPLY, (b"content-length", str(len(body)).encode())]
+    if headers:
+        raw.extend((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items())
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
 
 
 class HotRoutes:
-    """ASGI middleware: answer ``POST`` to the paths of ``routes`` (path -> body model and
-    handler) itself; pass every other request on to the application."""
+    """Answer ``POST`` to the paths of ``routes`` (path -> body model and handler) behind
+    ``guard``'s key check and ``limit``'s body limit (see the module)."""
 
-    def __init__(self, app: ASGIApp, routes: Mapping[str, tuple[type[BaseModel], Handler]]):
-        self.app = app
+    def __init__(self, routes: Mapping[str, tuple[type[BaseModel], Handler]], guard: KeyGuard, limit: BodyLimit):
         self.routes = dict(routes)
+        self.guard = guard
+        self.limit = limit
+
+    def serves(self, scope: MutableMapping[str, Any]) -> bool:
+        """Whether this request is one of the hot routes."""
+        return scope["type"] == "http" and scope["method"] == "POST" and route_path(scope) in self.routes
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
-        """Serve a hot route, or hand the request on."""
-        route = self.routes.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
-        if route is None:
-            await self.app(scope, receive, send)
-            return
-        model, handler = route
+        """Serve one request :meth:`serves` took."""
         try:
-            body = await _body(receive)
-        except _Disconnected:
+            await self._serve(scope, receive, send)
+        except Exception as exc:  # a safety net: never a traceback to the client (logged by error_reply)
+            try:
+                await self._error(send, exc, route_path(scope))
+            except Exception:  # the reply had started: uvicorn ends the connection and logs it
+                raise exc from None
+
+    async def _serve(self, scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+        path = route_path(scope)
+        authorization = length = media = None
+        for name, value in scope.get("headers") or ():  # one pass: the first Authorization and Content-Type, the last Content-Length
+            if name == b"authorization":
+                authorization = value if authorization is None else authorization
+            elif name == b"content-length":
+                length = value
+            elif name == b"content-type":
+                media = value if media is None else media
+        if self.guard.protects(path) and not await self.guard.admit(scope, authorization, send):
             return
+        if not await self.limit.admit(length, send):
+            return
+        model, handler = self.routes[path]
+        try:
+            body = await self.limit.read(receive)
         except Exception as exc:  # over the body limit (TooLarge)
-            await self._error(send, exc, scope["path"])
+            await self._error(send, exc, path)
             return
-        if not _json_content(scope):
-            await _reply(send, 400, to_json(error_body("ValidationError", "body: send a JSON object (Content-Type: application/json)")))
+        if body is None:  # the client went away
+            return
+        if media is not None and not _json_media(media):
+            await _reply(send, 400, _NOT_JSON)
             return
         try:
             parsed = model.model_validate_json(body)
@@ -100,7 +116,7 @@ class HotRoutes:
         try:
             payload = to_json(await handler(parsed, caller_of(scope)), inf_nan_mode="null")
         except Exception as exc:
-            await self._error(send, exc, scope["path"])
+            await self._error(send, exc, path)
             return
         await _reply(send, 200, payload)
 

@@ -68,6 +68,32 @@ class Reply:
         return json.loads(self.content)
 
 
+class _OneSend:
+    """An ``http.client`` connection that sends a request with a body given as bytes in one
+    ``send`` (the head and the body in one TCP segment), not two: the server then reads the
+    whole request at once (one wake-up, one read, one parse) instead of the head and, a
+    segment later, the body."""
+
+    _buffer: list[bytes]
+
+    def _send_output(self, message_body: Any = None, encode_chunked: bool = False) -> None:
+        if isinstance(message_body, bytes) and not encode_chunked:
+            self._buffer.extend((b"", b""))
+            head = b"\r\n".join(self._buffer)
+            del self._buffer[:]
+            self.send(head + message_body)  # type: ignore[attr-defined]
+            return
+        super()._send_output(message_body, encode_chunked)  # type: ignore[misc]
+
+
+class _Connection(_OneSend, http.client.HTTPConnection):
+    """A plain HTTP connection sending each request in one piece (:class:`_OneSend`)."""
+
+
+class _TLSConnection(_OneSend, http.client.HTTPSConnection):
+    """A TLS connection sending each request in one piece (:class:`_OneSend`)."""
+
+
 def _alive(conn: http.client.HTTPConnection) -> bool:
     """An idle connection still open: its socket has nothing to read (a closed one reads end of stream)."""
     sock = conn.sock
@@ -103,9 +129,9 @@ class ConnectionPool:
     def _open(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection
         if self._https:
-            conn = http.client.HTTPSConnection(self._host, self._port, timeout=self._timeout, context=self._context)
+            conn = _TLSConnection(self._host, self._port, timeout=self._timeout, context=self._context)
         else:
-            conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout)
+            conn = _Connection(self._host, self._port, timeout=self._timeout)
         try:
             conn.connect()
             if conn.sock is not None:

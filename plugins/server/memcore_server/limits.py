@@ -48,10 +48,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = self.max_bytes
-        headers = dict(scope.get("headers") or ())
-        declared = headers.get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            await _send_413(send, f"request body of {declared.decode(errors='replace')} bytes is over the limit of {limit} bytes; split it")
+        if not await self.admit(dict(scope.get("headers") or ()).get(b"content-length"), send):
             return
         received = 0
         started = False
@@ -77,6 +74,33 @@ class BodyLimit:
             if started:
                 raise
             await _send_413(send, str(exc))
+
+    async def admit(self, declared: bytes | None, send: Send) -> bool:
+        """True when a request's declared ``Content-Length`` (its last one, or None) is within
+        the limit; else False once a 413 is sent (by the front of the hot routes, :mod:`.hotpath`, too)."""
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            await _send_413(send, f"request body of {declared.decode(errors='replace')} bytes is over the limit of {self.max_bytes} bytes; split it")
+            return False
+        return True
+
+    async def read(self, receive: Receive) -> bytes | None:
+        """The whole body of a request, counted as it arrives; None when the client went away first.
+
+        :raises TooLarge: more than ``max_bytes`` arrived.
+        """
+        chunks = []
+        received = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            received += len(chunk)
+            if received > self.max_bytes:
+                raise TooLarge(f"request body is over the limit of {self.max_bytes} bytes; split it")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def check_batch(n: int, config: ServerConfig, what: str = "items") -> None:

@@ -308,6 +308,41 @@ def test_the_hot_routes_answer_as_the_others(server: Any, ops: str, memory: memc
     assert memory.count() == 2
 
 
+def test_the_hot_routes_are_answered_in_front_of_fastapi_until_a_middleware_is_added(memory: memcore.Memory, served: Any) -> None:
+    """search, get and insert never enter FastAPI's middleware stack (memcore_server.front), the
+    other routes do; once a middleware is added to the built application, it sees every request,
+    the hot routes' too (they are then served by their FastAPI routes, with the same replies)."""
+    from memcore_server import create_app
+
+    seen: list[str] = []
+
+    class Recorder:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http":
+                seen.append(scope["path"])
+            await self.app(scope, receive, send)
+
+    def with_recorder(memory: memcore.Memory, config: Any) -> Any:
+        app = create_app(memory, config)
+        before = app.hot_routes
+        app.add_middleware(Recorder)
+        assert before is not None and app.hot_routes is None
+        return app
+
+    fronted = create_app(memory)
+    assert fronted.hot_routes is not None and {"/v1/search", "/v1/get", "/v1/insert"} == set(fronted.hot_routes.routes)
+    server = served(memory, factory=with_recorder)
+    inserted = ok(call(server, "POST", "/v1/insert", None, {"text": "recorded", "id": "r"}))
+    assert inserted == {"id": "r"}
+    assert ok(call(server, "POST", "/v1/get", None, {"ids": ["r"]}))["records"][0]["text"] == "recorded"
+    assert [r["id"] for r in ok(call(server, "POST", "/v1/search", None, {"query": "recorded", "k": 1}))["results"]] == ["r"]
+    error_of(call(server, "POST", "/v1/search", None, {"k": 0}), 400, "ValidationError")
+    assert seen == ["/v1/insert", "/v1/get", "/v1/search", "/v1/search"]
+
+
 def test_the_embedders_are_warm_before_the_first_request(tmp_path: Path, served: Any) -> None:
     """[server] warm (the default): the server loads each space's model while it starts, so a
     first insert never waits for it inside request_timeout_s; warm = false leaves it to the first request."""

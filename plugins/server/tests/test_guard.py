@@ -81,3 +81,33 @@ def test_the_app_never_receives_an_unauthenticated_body(memory: memcore.Memory, 
         }
         asyncio.run(app(scope, receive, send))
         assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 401, (path, sent)
+
+
+def test_a_server_mounted_under_a_path_prefix_guards_and_serves_there(
+    memory: memcore.Memory, served: Any, key_settings: dict[str, Any], keys: dict[str, str]
+) -> None:
+    """Mounted at /memory (a parent application's mount, as uvicorn's --root-path): the routes
+    answer under the prefix with a key, refuse without one, and health needs none (the key
+    guard and the hot routes read the path below the mount point; they used to refuse every
+    request with 401)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    def mounted(memory: memcore.Memory, config: Any) -> Any:
+        return Starlette(routes=[Mount("/memory", app=create_app(memory, config))])
+
+    server = served(memory, factory=mounted, keys=key_settings)
+    base = server.url + "/memory"
+    alice = {"authorization": f"Bearer {keys['alice']}"}
+    assert httpx.get(base + "/v1/health", timeout=30).status_code == 200
+    for route in ("/v1/insert", "/v1/search", "/v1/count"):
+        refused = httpx.post(base + route, json={"text": "x", "query": "x"}, timeout=30)
+        assert refused.status_code == 401 and refused.json()["error"]["type"] == "AuthenticationError"
+    inserted = httpx.post(base + "/v1/insert", json={"text": "tea at five", "id": "t"}, headers=alice, timeout=30)
+    assert inserted.status_code == 200, inserted.text
+    found = httpx.post(base + "/v1/search", json={"query": "tea", "k": 3}, headers=alice, timeout=30)
+    assert found.status_code == 200, found.text
+    assert [hit["id"] for hit in found.json()["results"]] == ["t"]
+    counted = httpx.post(base + "/v1/count", json={}, headers=alice, timeout=30)
+    assert counted.status_code == 200 and counted.json()["count"] == 1
+    assert memory.count(scope={"user_id": "alice"}) == 1
