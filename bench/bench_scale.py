@@ -147,7 +147,7 @@ if mode == "build":
     x = np.load(data + "/x.npy", mmap_mode="r")
     cols = {f: np.load(data + f"/{f}.npy") for f in LEVELS.values()}
     col = collection()
-    config = {"exact": {}, "faiss": {"factory": "HNSW32"}, "ivfpq": {"factory": opts["ivfpq"], "nprobe": opts["nprobe"]}}[variant]
+    config = {"exact": {}, "faiss": {"factory": "HNSW32"}, "ivfpq": {"factory": opts["ivfpq"], "nprobe": opts["nprobe"], "refine_k_factor": opts["refine"]}}[variant]
     col.create_index(kind, kind, space="dense", **config)
     batch = opts["batch"]
     # columns (ids, texts, metadata columns, one matrix), as LanceDB takes an arrow table; a
@@ -219,9 +219,19 @@ else:
         index = faiss.read_index(path + "/index.faiss")
         if lib == "faiss":
             index.hnsw.efSearch = opts["ef_search"]  # what memcore's automatic ef_search picks at k=10 and this size
+            search = lambda q: index.search(q[None, :], k)[1][0]
         else:
             faiss.extract_index_ivf(index).nprobe = opts["nprobe"]
-        search = lambda q: index.search(q[None, :], k)[1][0]
+            factor = opts["refine"]
+            if factor:  # what a user writes by hand: k * factor PQ candidates re-scored with numpy over the mapped vectors
+                x = np.load(data + "/x.npy", mmap_mode="r")
+
+                def search(q):
+                    found = index.search(q[None, :], k * factor)[1][0]
+                    found = found[found >= 0]
+                    return found[top(x[found] @ q)] if len(found) > k else found
+            else:
+                search = lambda q: index.search(q[None, :], k)[1][0]
     search(qs[0])
     out = {"reopen_s": round(time.perf_counter() - t_start, 4), "reopen_cpu_s": round(time.process_time() - c_start, 4)}
     if lib == "numpy":
@@ -298,6 +308,10 @@ else:
     table = lancedb.connect(path).open_table("bench")
     def search(q, level):
         s = table.search(q).metric("cosine").limit(k).select(["id"])
+        if variant == "ivfpq" and opts["lance_nprobes"]:
+            s = s.nprobes(opts["lance_nprobes"])
+        if variant == "ivfpq" and opts["lance_refine"]:
+            s = s.refine_factor(opts["lance_refine"])
         if level is not None:
             s = s.where(f"{LEVELS[level]} = 1", prefilter=True)
         return s.to_arrow()["id"].to_pylist()
@@ -415,6 +429,14 @@ def hnsw_defaults(n: int) -> dict[str, int]:
     return {"ef_construction": DEFAULT_EF_CONSTRUCTION, "ef_search": auto_ef_search(K, n)}
 
 
+def refine_default() -> int:
+    """The plugin's default refine_k_factor (raw:ivfpq re-scores as many candidates)."""
+    sys.path.insert(0, str(REPO / "plugins" / "faiss"))
+    from memcore_faiss.config import DEFAULT_REFINE
+
+    return DEFAULT_REFINE
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=100_000)
@@ -433,6 +455,9 @@ def main() -> None:
     )
     p.add_argument("--ivfpq", default="IVF1024,PQ96", help="faiss factory of memcore:ivfpq and raw:ivfpq")
     p.add_argument("--nprobe", type=int, default=32, help="nprobe of memcore:ivfpq and raw:ivfpq")
+    p.add_argument("--refine", type=int, default=None, help="refine_k_factor of memcore:ivfpq (default: the plugin's), the same re-scoring for raw:ivfpq")
+    p.add_argument("--lance-nprobes", type=int, default=None, help="nprobes of lancedb:ivfpq's queries (default: LanceDB's)")
+    p.add_argument("--lance-refine", type=int, default=None, help="refine_factor of lancedb:ivfpq's queries (default: none)")
     p.add_argument("--chroma-max", type=int, default=100_000, help="Chroma is skipped above this size (it inserts ~260 rec/s)")
     p.add_argument("--build-budget", type=float, default=3600.0, help="seconds a build may take before it is stopped")
     p.add_argument("--threads", type=int, default=1, help="BLAS / OpenMP threads per child (0: the libraries' own defaults)")
@@ -452,6 +477,9 @@ def main() -> None:
         "insert": args.insert,
         "ivfpq": args.ivfpq,
         "nprobe": args.nprobe,
+        "refine": refine_default() if args.refine is None else args.refine,
+        "lance_nprobes": args.lance_nprobes,
+        "lance_refine": args.lance_refine,
         "min_train": 39 * max(nlist, 256),
         **hnsw_defaults(args.n),
     }

@@ -181,6 +181,56 @@ def test_faiss_recall_is_what_the_run_gives(run, config, raw, mem, faiss_recall)
     )
 
 
+REFINE_SECTION = "The refine step on SciFact"
+REFINE_FACTORS = (0, 2, 4, 8)
+
+
+def refine_figures() -> list[tuple[str, int | None, dict[int, str]]]:
+    """``(factory, nprobe, {refine_k_factor: recall@10})`` of the refine table of faiss.md."""
+    out = []
+    for row in rows(section(FAISS_PAGE, REFINE_SECTION)):
+        nprobe = shown(row["nprobe"])
+        out.append((shown(row["factory"]).strip("`"), int(nprobe) if nprobe.isdigit() else None, {f: shown(row[f"refine {f}"]) for f in REFINE_FACTORS}))
+    return out
+
+
+REFINE_FIGURES = refine_figures()
+
+
+def test_the_refine_rows_are_found():
+    assert len(REFINE_FIGURES) >= 3 and all(len(figures) == len(REFINE_FACTORS) for _, _, figures in REFINE_FIGURES)
+
+
+@pytest.mark.parametrize(("factory", "nprobe", "figures"), REFINE_FIGURES, ids=[f"{f}-{n}" for f, n, _ in REFINE_FIGURES])
+def test_refine_recall_is_what_the_run_gives(factory, nprobe, figures, bench_path, tmp_path):
+    """The refine step re-scores from the store's vectors: a SQLite collection, as in use;
+    the factor is a search-time option, so one build serves every column."""
+    need("faiss", "memcore_faiss")
+    import bench_faiss as bf
+
+    from memcore import Collection, Query
+    from memcore._plugins._host import get_registry
+    from memcore.embedders._embedder import Space
+    from memcore.stores._sqlite import SQLiteStore
+
+    base, queries = bf.scifact()
+    truth = bf.ground_truth(base, queries, K)
+    with one_thread():
+        col = Collection(SQLiteStore(tmp_path), {"dense": Space("dense", base.shape[1])}, get_registry(), tmp_path)
+        options = {"min_train": 2000} if factory.startswith("HNSW") else {}
+        col.create_index("vec", "faiss", space="dense", factory=factory, omp_threads=1, **options)
+        col.insert([{"id": f"r{i}", "text": "-", "vectors": {"dense": v}} for i, v in enumerate(base)])
+        assert col.index("vec").trained
+        got = {}
+        for factor in REFINE_FACTORS:
+            mode = {"refine_k_factor": factor, **({"nprobe": nprobe} if nprobe else {})}
+            found = [[int(h.id[1:]) for h in col.search_index("vec", Query(vectors={"dense": q}, k=K, extras={"faiss": mode}), K)] for q in queries]
+            got[factor] = bf.recall(found, truth, K)
+        col.close()
+    assert all(close(got[f], figures[f]) for f in REFINE_FACTORS), f"{FAISS_PAGE}, {REFINE_SECTION}, {factory} nprobe {nprobe}: {got}, the page says {figures}"
+    assert all(got[a] <= got[b] + 1e-9 for a, b in zip(REFINE_FACTORS, REFINE_FACTORS[1:]))  # more candidates never lose recall
+
+
 # -- lsh.md ---------------------------------------------------------------------------------------
 
 LABEL = re.compile(r"T(\d+)×b(\d+) r(\d)(?: p(\d+))?(?: cap(\d+))?")

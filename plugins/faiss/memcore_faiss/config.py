@@ -19,6 +19,10 @@ MAX_EF = 4096
 """Upper bound of ef_search / ef_construction (10**9 took 41 s and 7.7 GB on 200 records)."""
 MAX_NPROBE = 65536
 """Upper bound of nprobe (the largest nlist the factory grammar allows)."""
+MAX_REFINE = 256
+"""Upper bound of refine_k_factor (k * factor candidates are scored exactly per query)."""
+DEFAULT_REFINE = 8
+"""Default refine_k_factor (see docs/plugins/faiss.md for the measurements behind it)."""
 MAX_PARAM = 65536.0
 """Upper bound of the values in ``params`` (efSearch-like knobs of nested quantizers)."""
 
@@ -26,7 +30,7 @@ MAX_PARAM = 65536.0
 class FaissIndexConfig(ComponentConfig):
     """Settings of the ``faiss`` index (``[indexes.<name>] kind = "faiss"``)."""
 
-    search_time: ClassVar[frozenset[str]] = frozenset({"ef_search", "nprobe"})
+    search_time: ClassVar[frozenset[str]] = frozenset({"ef_search", "nprobe", "refine_k_factor"})
 
     kind: str = "faiss"
     space: str = Field("default", description="Embedding space whose vectors are indexed.")
@@ -44,6 +48,14 @@ class FaissIndexConfig(ComponentConfig):
     )
     ef_construction: int | None = Field(None, ge=1, le=MAX_EF, description="HNSW efConstruction (build-time breadth); default 80 (faiss' own: 40).")
     nprobe: int | None = Field(None, ge=1, le=MAX_NPROBE, description="IVF nprobe (inverted lists visited per query); faiss default 1.")
+    refine_k_factor: int = Field(
+        DEFAULT_REFINE,
+        ge=0,
+        le=MAX_REFINE,
+        description="Indexes whose storage approximates the vectors (PQ, SQ, PCA/OPQ): fetch k * this many candidates and "
+        "re-score them exactly with the vectors the store keeps (memory-mapped, no second copy), ranked and scored "
+        "exactly; 0 keeps faiss' estimated scores. Ignored by indexes that keep exact vectors (Flat, HNSW32).",
+    )
     params: dict[str, float] = Field(
         default_factory=dict,
         description='Extra faiss ParameterSpace settings applied to the index, e.g. {"quantizer_efSearch" = 64}.',
@@ -131,8 +143,9 @@ class FaissQueryMode(BaseModel):
     """Per-query settings read from ``Query.extras["faiss"]`` (all optional).
 
     ``ef_search`` (HNSW) and ``nprobe`` (IVF) override the index's values for this query,
-    ``exact`` scores every candidate exactly with numpy over the stored vectors (slow on
-    large indexes; meant for measuring recall), ``score_threshold`` overrides the
+    ``refine_k_factor`` overrides the index's refine factor (indexes with approximate
+    storage), ``exact`` scores every candidate exactly with numpy over the stored vectors
+    (slow on large indexes; meant for measuring recall), ``score_threshold`` overrides the
     configured threshold.
     """
 
@@ -140,5 +153,6 @@ class FaissQueryMode(BaseModel):
 
     ef_search: int | None = Field(None, ge=1, le=MAX_EF)
     nprobe: int | None = Field(None, ge=1, le=MAX_NPROBE)
+    refine_k_factor: int | None = Field(None, ge=0, le=MAX_REFINE)
     exact: bool = False
     score_threshold: float | None = Field(None, allow_inf_nan=False)

@@ -10,6 +10,8 @@
 - ``allowed`` is pushed down as an IDSelector; small allowed sets are scored exactly; a set
   the store resolves as rows of its vector file arrives as rows and becomes labels through
   the row of each label (:mod:`.rows`);
+- storage that approximates the vectors (PQ, SQ...) re-scores ``k * refine_k_factor``
+  candidates exactly, read from the store's file at the same rows (:mod:`.refine`);
 - files: :mod:`.storage` (native faiss files + JSON sidecar, atomic), read back
   memory-mapped until the first write (:mod:`.mapped`).
 """
@@ -47,6 +49,7 @@ from .defaults import auto_ef_search
 from .gather import GatherBudget
 from .labels import LabelMap
 from .mapped import MappedFile, mapped_spans, populate
+from .refine import ExactVectors, refine
 from .rows import UNKNOWN, StoreRows
 from .runtime import blas_counts_elements, faiss_settings
 from .scores import Scoring
@@ -83,7 +86,11 @@ class FaissIndex(VectorIndex):
         self._scoring = Scoring(config.metric, self.dim)
         self.score_name = self._scoring.name
         self.score_range = self._scoring.range
-        self.cosine_space = config.space if config.metric == "cosine" and parse_factory(config.factory).exact_vectors else None
+        exact_vectors = parse_factory(config.factory).exact_vectors
+        #: the store's exact vectors, for the refine step of lossy storage (see .refine; their rows: ``self._rows``)
+        self._exact_store = ExactVectors(context.vectors, config.space, self.dim) if context.vectors is not None and not exact_vectors else None
+        refined = self._exact_store is not None and config.refine_k_factor > 0  # every hit then carries its exact score
+        self.cosine_space = config.space if config.metric == "cosine" and (exact_vectors or refined) else None
         self._blas: int | None = None
         if config.blas_min_queries is not None:
             per = self.dim if blas_counts_elements(self._faiss) else 1
@@ -267,6 +274,7 @@ class FaissIndex(VectorIndex):
         if mode is not None and mode.score_threshold is not None:
             threshold = mode.score_threshold
         exact = mode is not None and mode.exact
+        factor = self._refine_factor(mode)
         if allowed is not None:
             labels = self._allowed_labels(allowed)
             if not len(labels):
@@ -279,10 +287,31 @@ class FaissIndex(VectorIndex):
                 if flat is not None:
                     return self._exact_flat(flat, x, k, labels, allowed, threshold)
                 return self._exact(x, k, labels, threshold)
-            return self._approximate(x, k, threshold, mode, labels, allowed)
+            return self._approximate(x, k, threshold, mode, labels, allowed, factor)
         if exact:
             return self._exact(x, k, self._labels.live_labels(), threshold)
-        return self._approximate(x, k, threshold, mode, None)
+        return self._approximate(x, k, threshold, mode, None, None, factor)
+
+    def _refine_factor(self, mode: FaissQueryMode | None) -> int:
+        """Candidates per hit to re-score exactly (0: faiss' own scores): the query's
+        ``refine_k_factor``, else the config's, for a trained index over approximate storage
+        with a store to read the exact vectors from (see :mod:`.refine`)."""
+        if self._exact_store is None or self._pending is not None:
+            return 0
+        if mode is not None and mode.refine_k_factor is not None:
+            return mode.refine_k_factor
+        return self.config.refine_k_factor
+
+    def _refined(self, x: np.ndarray, labels: np.ndarray, k: int, threshold: float | None) -> list[list[Hit]]:
+        """The best ``k`` of each row's candidate ``labels`` by their exact scores, read at
+        the labels' rows of the store's file (``self._rows``; those of a save that did not
+        keep them looked up first, once)."""
+        assert self._exact_store is not None
+        if self._rows.from_save:
+            self._backfill_rows()
+        rows, space = self._rows.row_of, self._store_space()
+        raw, picked = refine(self._scoring, self._exact_store, x, labels, k, rows, space, self._labels.id_of.get, self._labels.dead)
+        return self._hits(raw, picked, k, threshold)
 
     def effective_ef(self, k: int) -> int | None:
         """The ef_search of an unfiltered top-``k`` query without its own ef_search (None: not HNSW)."""
@@ -462,12 +491,15 @@ class FaissIndex(VectorIndex):
         mode: FaissQueryMode | None,
         allowed: np.ndarray | None,
         allowed_ids: AbstractSet[str] | None = None,
+        factor: int = 0,
     ) -> list[list[Hit]]:
         """One faiss search call for every query, filters pushed down where faiss can.
 
         Under a filter HNSW widens its search (``ef_search / selectivity``, at most
         ``filter_ef_max``) unless the query sets ``ef_search`` itself: the filtered-out
-        neighbours it walks through no longer crowd out the allowed ones."""
+        neighbours it walks through no longer crowd out the allowed ones. With a refine
+        ``factor``, faiss returns ``k * factor`` candidates, re-scored exactly (:meth:`_refined`)."""
+        wanted, k = k, k * factor if factor else k
         pending = self._pending is not None
         target = self._pending if self._pending is not None else self._main
         family = "other" if pending else self._layout.family
@@ -493,7 +525,7 @@ class FaissIndex(VectorIndex):
         params = None
         if pushdown is not None or ef is not None or nprobe is not None:
             if pushdown is not None and not self._params_ok:
-                return self._overfetch(x, k, threshold, mode, allowed)
+                return self._overfetch(x, wanted, threshold, mode, allowed, factor)
             params = search_params(
                 self._faiss, family, pushdown, ef if ef is not None else self._ef_default, nprobe if nprobe is not None else self._nprobe_default
             )
@@ -504,7 +536,9 @@ class FaissIndex(VectorIndex):
                 raise
             self._params_ok = False  # this index type takes no SearchParameters: filter after the search
             log.info("faiss.no_selector", name=self.name, factory=self.config.factory)
-            return self._overfetch(x, k, threshold, mode, allowed)
+            return self._overfetch(x, wanted, threshold, mode, allowed, factor)
+        if factor:
+            return self._refined(x, labels, wanted, threshold)
         return self._hits(distances, labels, k, threshold)
 
     def _tombstone_pushdown(self) -> Pushdown:
@@ -515,16 +549,27 @@ class FaissIndex(VectorIndex):
             self._exclude = (version, self._main.translate(exclude(self._faiss, dead)))
         return self._exclude[1]
 
-    def _overfetch(self, x: np.ndarray, k: int, threshold: float | None, mode: FaissQueryMode | None, allowed: np.ndarray | None) -> list[list[Hit]]:
-        """For index types without selector support: search deeper until every row has k."""
+    def _overfetch(
+        self, x: np.ndarray, k: int, threshold: float | None, mode: FaissQueryMode | None, allowed: np.ndarray | None, factor: int = 0
+    ) -> list[list[Hit]]:
+        """For index types without selector support: search deeper until every row has k
+        (``k * factor`` allowed candidates, re-scored exactly, with a refine ``factor``)."""
         target = self._main if self._pending is None else self._pending
         total = target.ntotal
         keep = set(allowed.tolist()) if allowed is not None else None
-        want = min(k, len(keep) if keep is not None else len(self._labels))
+        depth = k * factor if factor else k
+        want = min(depth, len(keep) if keep is not None else len(self._labels))
         share = (len(keep) if keep is not None else len(self._labels)) / max(total, 1)
-        fetch = min(total, max(2 * k, int(k / max(share, 1e-9)) + len(self._labels.dead)))
+        fetch = min(total, max(2 * depth, int(depth / max(share, 1e-9)) + len(self._labels.dead)))
         while True:
             distances, labels = self._run(target, x, fetch, None)
+            if factor:
+                if allowed is not None:
+                    labels = np.where(np.isin(labels, allowed), labels, -1)
+                if fetch >= total or bool(((labels >= 0).sum(axis=1) >= want).all()):
+                    return self._refined(x, labels, k, threshold)
+                fetch = min(total, fetch * 4)
+                continue
             hits = self._hits(distances, labels, k, threshold, keep)
             if fetch >= total or all(len(h) >= want for h in hits):
                 return hits
@@ -583,7 +628,10 @@ class FaissIndex(VectorIndex):
         return out
 
     def _exact(self, x: np.ndarray, k: int, labels: np.ndarray, threshold: float | None) -> list[list[Hit]]:
-        """Score ``labels`` exactly with numpy over their vectors (as stored by faiss)."""
+        """Score ``labels`` exactly with numpy over their vectors (the store's, for approximate
+        storage with a store: :mod:`.refine`; else as stored by faiss)."""
+        if self._exact_store is not None and self._pending is None:
+            return self._refined(x, np.broadcast_to(labels, (x.shape[0], len(labels))), k, threshold)
         target = self._pending if self._pending is not None else self._main
         raw, cols = self._scoring.top(self._scoring.exact(x, target.reconstruct(labels, self.dim)), k)
         return self._hits(raw, labels[cols], k, threshold)
@@ -639,6 +687,8 @@ class FaissIndex(VectorIndex):
         else:
             self._load_own(directory, state, labels, where)
         self._rows = self._read_rows(directory, state, where)
+        if self._exact_store is not None:
+            self._exact_store.reset()
 
     def _load_own(self, directory: Path, state: dict[str, Any], labels: LabelMap, where: str) -> None:
         """Load a save with its vectors (format 2): the main index memory-mapped (see :mod:`.mapped`)."""
@@ -769,4 +819,6 @@ class FaissIndex(VectorIndex):
             "ef_search_at_k10": self.effective_ef(10),
             "ef_construction": self._ef_construction(),
             "nprobe": self._nprobe_default,
+            # candidates per hit re-scored with the store's vectors; None: exact storage, or no store to read them from
+            "refine_k_factor": self.config.refine_k_factor if self._exact_store is not None else None,
         }
