@@ -152,3 +152,43 @@ def test_readable_versions_are_loaded_others_rebuilt(handle, tmp_path):
     manifest.write_text(json.dumps({**meta, "format_version": 4}))  # newer than this index reads
     fresh = IndexHandle("i", "exact", ExactIndexConfig(), make(), make, directory=tmp_path / "i")
     assert fresh.load() is None
+
+
+def test_saves_and_loads_of_one_folder_from_many_handles_never_interleave(handle, tmp_path):
+    """Processes sharing a memory (postgres store) each save their own copy of an index into
+    one folder: the folder's lock keeps every save whole and every load reading one save
+    (each handle holds its own descriptor, as another process would)."""
+    import threading
+
+    def saver(n: int) -> None:
+        mine = IndexHandle("i", "exact", ExactIndexConfig(), handle.make(), handle.make, directory=tmp_path / "i")
+        mine.index.add(records(handle, [f"saver {n} text {j}" for j in range(n + 1)]))
+        for seq in range(15):
+            mine.applied_seq = seq
+            mine.dirty = True
+            mine.save()
+
+    def loader() -> None:
+        for _ in range(30):
+            fresh = IndexHandle("i", "exact", ExactIndexConfig(), handle.make(), handle.make, directory=tmp_path / "i")
+            loaded.append((fresh.load(), fresh.load_error))
+
+    handle.index.add(records(handle, ["a first save"]))
+    handle.save()
+    loaded: list = []
+    failures: list = []
+
+    def run(target, *args) -> None:
+        try:
+            target(*args)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(repr(exc))
+
+    threads = [threading.Thread(target=run, args=(saver, n)) for n in range(3)] + [threading.Thread(target=run, args=(loader,))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert len(loaded) == 30 and all(seq is not None and error is None for seq, error in loaded), loaded
+    assert not (tmp_path / "i" / ".previous").exists() and not (tmp_path / "i" / ".previous.tmp").exists()

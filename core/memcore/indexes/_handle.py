@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import CorruptError
 from .._util.atomic import atomic_write_json, storage_full_errors
+from .._util.dirlock import directory_lock
 from ._broken import describe_failure
 from ._index import Index
 from ._options import build_time_part, with_defaults
@@ -255,7 +256,9 @@ class IndexHandle:
         if self.directory is None or self.stale or self.error is not None:
             return  # a broken index keeps its files untouched until it is rebuilt or dropped
         with storage_full_errors(self.directory):
-            self._save()
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with directory_lock(self.directory):  # other processes may save their copy here (postgres store)
+                self._save()
 
     def _save(self) -> None:
         assert self.directory is not None
@@ -272,7 +275,6 @@ class IndexHandle:
                 return
             except (OSError, ValueError):
                 pass  # no readable manifest: save everything
-        self.directory.mkdir(parents=True, exist_ok=True)
         self._keep_previous(manifest)
         if manifest.exists():
             manifest.unlink()  # a crash mid-save leaves no manifest here -> the previous save, never a mix
@@ -330,13 +332,14 @@ class IndexHandle:
         its sequence number, or None when it must be rebuilt."""
         if self.directory is None:
             return None
-        seq = self._load_from(self.directory)
-        previous = self.directory / PREVIOUS
-        if seq is None and (previous / MANIFEST).is_file():
-            seq = self._load_from(previous)
-            if seq is not None:
-                self.dirty = True  # the main folder holds a cut-short save: rewrite it
-                log.info("index.recovered_previous", name=self.name, seq=seq)
+        with directory_lock(self.directory, shared=True):  # never half of another process's save
+            seq = self._load_from(self.directory)
+            previous = self.directory / PREVIOUS
+            if seq is None and (previous / MANIFEST).is_file():
+                seq = self._load_from(previous)
+                if seq is not None:
+                    self.dirty = True  # the main folder holds a cut-short save: rewrite it
+                    log.info("index.recovered_previous", name=self.name, seq=seq)
         return seq
 
     def _load_from(self, directory: Path) -> int | None:
