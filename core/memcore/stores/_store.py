@@ -268,7 +268,9 @@ class Store(ABC):
 
     @abstractmethod
     def prune_log(self, upto: int) -> None:
-        """Forget ops with sequence numbers ``<= upto`` (every index is saved past them)."""
+        """Forget ops with sequence numbers ``<= upto`` (every index of this process is saved
+        past them). A store shared between processes may keep them longer, for the indexes of
+        the other processes to catch up from (the postgres store's ``log_retention_s``)."""
 
     def read_log(self, seq: int, index: str) -> LogRead:
         """:meth:`log_start`, :meth:`last_seq` and :meth:`ops_since` as one consistent read.
