@@ -179,6 +179,21 @@ class Store(ABC):
         An index over the file's rows turns them into its positions without reading an id."""
         return None
 
+    def allowed_among(
+        self,
+        ids: Sequence[str],
+        seq: int,
+        *,
+        where: Filter | None = None,
+        where_document: DocumentFilter | None = None,
+        scope: Scope | None = None,
+    ) -> "list[str] | None":
+        """The ids among ``ids`` (a few search candidates) that :meth:`allowed_ids` would give,
+        read while the store is at sequence ``seq``, without listing every match; None when
+        it cannot say (this default, or a store that moved on): the caller resolves the whole
+        set instead."""
+        return None
+
     def find_ids(
         self,
         *,
