@@ -420,6 +420,7 @@ class Writes(CollectionBase):
         """Apply ``batch`` to the store, then to every live index (``cache``: the records
         at hand by id; ``rows``: the batch's new records inserted as columns, in order)."""
         applied = self._store.apply(batch)
+        added = applied.adds  # a write that only added: no Op per record and index is built
         changed: dict[str, Record | None] = dict.fromkeys(batch.deletes)
         changed.update((r.id, r) for r in batch.upserts)  # deletes run first: an id in both ends upserted
         self._allowed_sets.advance(applied.seq - 1, applied.seq, changed)
@@ -429,7 +430,7 @@ class Writes(CollectionBase):
                 continue  # broken: the store keeps its membership, a rebuild applies it
             try:
                 if not self._store.shared or handle.applied_seq == applied.seq - 1 or handle.index.reads_store:  # no other process wrote in between
-                    handle.apply(applied.ops, self._store, cache, rows=rows)
+                    handle.apply(() if added is not None else applied.ops, self._store, cache, rows=rows, added=added)
                     handle.applied_seq = applied.seq
                 else:  # a shared store: what other processes committed first, then this batch, from the log
                     self._catch_up(handle)

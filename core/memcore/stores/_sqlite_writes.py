@@ -29,7 +29,7 @@ from ..model._record import Record, Scope
 from ..model._record_rows import RecordRows, metadata_texts, stacked
 from ._sqlite_schema import chunks as _chunks, json_text as _json_text, member_text as _member_text, member_text_of, members as _members, pack_adds, pack_ops
 from ._sqlite_vectors import Space, SpaceSlots, check_dim
-from ._store import Applied, WriteBatch, involved_ids, make_ops, plan_ops
+from ._store import AddedOps, Applied, WriteBatch, involved_ids, make_ops, plan_ops
 
 log = get_logger("memcore.store")
 
@@ -423,7 +423,7 @@ class SQLiteWrites:
         if upserts:
             self._write_records(cur, batch.upserts, upserts, {}, member, seq)
         self._finish(cur, batch, seq, [(index, pack_adds(rids)) for index, rids in adds.items()])
-        return Applied(seq, make_ops(seq, ((index, rid, "add") for index, rids in adds.items() for rid in rids)))
+        return AddedOps(seq, adds)
 
     def _check_references(self, cur: sqlite3.Cursor, batch: WriteBatch, stored: dict[str, tuple[int, str]], upserts: dict[str, Record]) -> None:
         """Ids given membership and link targets must exist after the batch (before anything is written)."""
