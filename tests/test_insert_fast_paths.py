@@ -9,10 +9,12 @@ import sqlite3
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memcore import Collection, Query
 from memcore._plugins._host import get_registry
 from memcore.embedders._embedder import Space
+from memcore.errors import ValidationError
 from memcore.model._record import Record
 from memcore.stores._sqlite import SQLiteStore
 from memcore.stores._store import AddedOps, Applied, Op, WriteBatch
@@ -96,5 +98,25 @@ def test_file_rows_appended_and_reused(tmp_path: Path) -> None:
             assert np.array_equal(record.vectors["dense"], vector)
             hits = col.search_index("exact", Query(vectors={"dense": vector}, k=1), 1)
             assert hits[0].id == rid
+    finally:
+        col.close()
+
+
+def test_norms_checked_names_only_a_column_batch_matrix(tmp_path: Path) -> None:
+    from memcore.collection._columns import coerce_columns
+    from memcore.model._record_rows import RecordRows, norms_checked
+
+    given = vectors(3, 5)
+    batch = coerce_columns(["a", "b", "c"], None, None, {"dense": given}, None, {"dense": Space("dense", DIM)})
+    assert type(batch) is RecordRows
+    assert norms_checked(batch.matrices["dense"])
+    assert not norms_checked(given) and not norms_checked(batch.matrices["dense"].copy())
+    col = open_collection(tmp_path)  # a NaN: refused by the column checks, no matrix trusted, nothing written
+    try:
+        bad = vectors(2, 6)
+        bad[1, 0] = np.nan
+        with pytest.raises(ValidationError):
+            col.insert_columns(["a", "b"], vectors={"dense": bad})
+        assert col.count() == 0
     finally:
         col.close()
