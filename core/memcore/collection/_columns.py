@@ -22,6 +22,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from itertools import repeat
+from operator import call
 from typing import Any, Callable
 
 import numpy as np
@@ -176,8 +177,7 @@ def coerce_columns(texts: Any, ids: Any, metadata: Any, vectors: Any, scope: Sco
     else:
         names = list(rows)
         vecs = list(map(dict, map(zip, repeat(names), zip(*rows.values())))) if names else [{} for _ in range(n)]
-    now = time.time
-    stamps = [now() for _ in range(n)]  # created_at == updated_at, one reading per record as Record.create takes it
+    stamps = list(map(call, repeat(time.time, n)))  # created_at == updated_at, one reading per record as Record.create takes it
     records = list(map(Record, id_list, text_list, metas, vecs, repeat(()), repeat(scope), stamps, stamps))
     return RecordRows(records, matrices, meta_json)
 

@@ -8,6 +8,7 @@ new records and keeps component state in the scope's own namespace.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any, Iterable, Mapping, Sequence
 
 from .._util.log import get_logger
@@ -26,6 +27,7 @@ from ._input import RecordInput, coerce_ids, coerce_records
 __all__ = ["Writes", "StateChanges", "RESERVED_STATE"]
 
 log = get_logger("memcore.collection")
+_id_of = attrgetter("id")
 
 RESERVED_STATE = frozenset({"indexes", "spaces"})
 StateChanges = Mapping[tuple[str, str], Any]
@@ -113,8 +115,8 @@ class Writes(CollectionBase):
         """:meth:`insert` of validated records."""
         targets = self._targets(indexes)
         leave = self._leaving(remove_from)
-        existing = self._existing(records)
-        ids = [r.id for r in records]
+        ids = records.ids if type(records) is RecordRows else list(map(_id_of, records))
+        existing = self._existing(records, ids)
         if existing:
             for r in records:
                 old = existing.get(r.id)
@@ -400,8 +402,9 @@ class Writes(CollectionBase):
         if hidden:
             raise NotFoundError(f"no record(s) {hidden[:5]} in this scope; nothing was written")
 
-    def _existing(self, records: Sequence[Record]) -> dict[str, Record]:
-        return {r.id: r for r in self._store.get([r.id for r in records]) if r is not None}
+    def _existing(self, records: Sequence[Record], ids: list[str] | None = None) -> dict[str, Record]:
+        """The stored records among ``records`` (``ids``: their ids, when at hand), by id."""
+        return {r.id: r for r in self._store.get(list(map(_id_of, records)) if ids is None else ids) if r is not None}
 
     def _check_links(self, records: Sequence[Record], batch_ids: set[str]) -> None:
         targets = sorted({l.target for r in records for l in r.links} - batch_ids)
@@ -420,8 +423,9 @@ class Writes(CollectionBase):
         """Apply ``batch`` to the store, then to every live index (``cache``: the records
         at hand by id; ``rows``: the batch's new records inserted as columns, in order)."""
         applied = self._store.apply(batch)
+        added = applied.adds  # a write that only added: no Op per record and index is built
         changed: dict[str, Record | None] = dict.fromkeys(batch.deletes)
-        changed.update((r.id, r) for r in batch.upserts)  # deletes run first: an id in both ends upserted
+        changed.update(zip(map(_id_of, batch.upserts), batch.upserts))  # deletes run first: an id in both ends upserted
         self._allowed_sets.advance(applied.seq - 1, applied.seq, changed)
         failures = []
         for handle in self._indexes.values():
@@ -429,7 +433,7 @@ class Writes(CollectionBase):
                 continue  # broken: the store keeps its membership, a rebuild applies it
             try:
                 if not self._store.shared or handle.applied_seq == applied.seq - 1 or handle.index.reads_store:  # no other process wrote in between
-                    handle.apply(applied.ops, self._store, cache, rows=rows)
+                    handle.apply(() if added is not None else applied.ops, self._store, cache, rows=rows, added=added)
                     handle.applied_seq = applied.seq
                 else:  # a shared store: what other processes committed first, then this batch, from the log
                     self._catch_up(handle)

@@ -27,6 +27,7 @@ from ..model._query import Hit
 from ..model._query import Query
 from ..model._record import Record
 from ..model._checks import check_finite_vectors
+from ..model._record_rows import norms_checked
 from ._vector import VectorIndex
 from ._exact_mapped import ROWS, SCALE, MappedRows
 from .._plugins._registry import ComponentConfig
@@ -250,7 +251,8 @@ class ExactIndex(VectorIndex):
             return
         # a batch may repeat an id: the last one wins (rows in order of first appearance, as before)
         latest, vectors = self.record_matrix(records, latest=True)
-        check_finite_vectors(vectors, f"index {self.name!r}: vectors")  # norms float32 arithmetic handles
+        if not norms_checked(vectors):  # a column batch's matrix passed this check when it was built
+            check_finite_vectors(vectors, f"index {self.name!r}: vectors")  # norms float32 arithmetic handles
         mapped = self._mapped if self._mapped is not None or self._n else self._map_store()
         if mapped is not None:
             rows = mapped.rows_of(latest, vectors)

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import CorruptError
 from .._util.atomic import atomic_write_json, storage_full_errors
@@ -178,16 +178,32 @@ class IndexHandle:
 
     # -- applying changes ----------------------------------------------------------------
 
-    def apply(self, ops: Sequence[Op], store: Store, cache: dict[str, Record] | None = None, *, replay: bool = False, rows: RecordRows | None = None) -> None:
+    def apply(
+        self,
+        ops: Sequence[Op],
+        store: Store,
+        cache: dict[str, Record] | None = None,
+        *,
+        replay: bool = False,
+        rows: RecordRows | None = None,
+        added: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         """Apply logged ops, taking records from ``cache`` first and the store otherwise.
 
         ``replay``: the ops are a catch-up (the index may have seen some of them, see
         :attr:`Index.durable_writes`), not a write the index has never seen. ``rows``: the
         write's new records inserted as columns, in order (the index is handed that list
-        itself when it adds exactly them: it keeps their vectors as one matrix)."""
+        itself when it adds exactly them: it keeps their vectors as one matrix).
+        ``added``: the write's ops as :attr:`Applied.adds` holds them (``{index: ids}``, only
+        adds, each id once), read instead of ``ops``."""
         name = self.name
-        mine = ops if {*map(_index, ops)} == {name} else [op for op in ops if op.index == name]
-        removes, adds = fold_ops(mine, durable=replay and self.index.durable_writes)
+        adds: Sequence[str]
+        if added is not None:
+            removes: list[str] = []
+            adds = added.get(name, ())
+        else:
+            mine = ops if {*map(_index, ops)} == {name} else [op for op in ops if op.index == name]
+            removes, adds = fold_ops(mine, durable=replay and self.index.durable_writes)
         if not removes and not adds:
             return
         cache = cache or {}

@@ -78,9 +78,7 @@ class VectorIndex(Index):
         """
         space, dim = self.config.space, self.dim
         kept = stacked(records, space)
-        if kept is not None and kept.shape[1] == dim:  # inserted as columns: ids unique, vectors checked and stacked once
-            if not _finite_rows(kept):
-                raise ValidationError(f"index {self.name!r}: the vectors contain NaN or infinite values")
+        if kept is not None and kept.shape[1] == dim:  # inserted as columns: ids unique, vectors checked (norms_checked) and stacked once
             return list(map(_id_of, records)), kept
         try:
             column = [r.vectors[space] for r in records]

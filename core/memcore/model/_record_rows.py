@@ -14,6 +14,7 @@ record, answers None and the caller stacks the vectors as for any other batch.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from operator import attrgetter, is_, itemgetter
 from typing import TYPE_CHECKING
@@ -23,10 +24,12 @@ import numpy as np
 if TYPE_CHECKING:
     from ._record import Record
 
-__all__ = ["RecordRows", "stacked", "metadata_texts"]
+__all__ = ["RecordRows", "stacked", "metadata_texts", "norms_checked"]
 
 _vectors_of = attrgetter("vectors")
 _metadata_of = attrgetter("metadata")
+_CHECKED: weakref.WeakValueDictionary[int, np.ndarray] = weakref.WeakValueDictionary()
+"""The matrices of live :class:`RecordRows`, by ``id``."""
 
 
 class RecordRows(list["Record"]):
@@ -39,7 +42,12 @@ class RecordRows(list["Record"]):
     """
 
     def __init__(self, records: Sequence[Record], matrices: dict[str, np.ndarray], metadata_json: list[str] | None = None) -> None:
+        """``matrices`` are read-only float32 matrices each of whose rows passed the float32
+        squared-norm test of :func:`memcore.model.check_finite_vectors` (the caller checked
+        them: :func:`norms_checked` answers True for them)."""
         super().__init__(records)
+        for matrix in matrices.values():
+            _CHECKED[id(matrix)] = matrix
         self.ids = [r.id for r in records]
         """The records' ids, in order."""
         self.matrices = matrices
@@ -82,3 +90,9 @@ def metadata_texts(records: Sequence[Record]) -> list[str] | None:
     """The metadata JSON texts of ``records`` when ``records`` is a :class:`RecordRows`
     that computed them (None: encode each record's metadata as usual)."""
     return records.metadata_json(records) if type(records) is RecordRows else None
+
+
+def norms_checked(matrix: np.ndarray) -> bool:
+    """``matrix`` is a matrix of a :class:`RecordRows` (read-only, every row's norm checked
+    when the batch was built): :func:`memcore.model.check_finite_vectors` would pass it."""
+    return _CHECKED.get(id(matrix)) is matrix

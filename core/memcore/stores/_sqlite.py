@@ -445,7 +445,7 @@ class SQLiteStore(SQLiteWrites, Store):
                         record.vectors[space.name] = self._stored_vector(record.id, space.name, matrix[row].tobytes()).copy()
             if self._seq is not None:  # the writer, its sequence number known: remembered for the next apply
                 self._probe = (self._seq, dict.fromkeys(ids, None) | seen) if len(seen) < len(ids) else (self._seq, seen)
-            return [found.get(i) for i in ids]
+            return [found.get(i) for i in ids] if found else [None] * len(ids)  # none stored: a batch of new records
 
     def _get_cached(self, ids: Sequence[str]) -> list[Record | None]:
         """Records without vectors, from rows cached until the next write (see :class:`RowCache`)."""
@@ -520,7 +520,7 @@ class SQLiteStore(SQLiteWrites, Store):
             for chunk in _chunks(list(ids)):
                 marks = ",".join("?" * len(chunk))
                 found.update(self.db.execute(f"SELECT id, text FROM records WHERE id IN ({marks})", list(chunk)).fetchall())
-            return [found.get(i) for i in ids]
+            return [found.get(i) for i in ids] if found else [None] * len(ids)  # none stored: a batch of new records
 
     def _where(self, where: Filter | None, scope: Scope | None, index: str | None) -> tuple[str, list[Any]]:
         if where is not None:

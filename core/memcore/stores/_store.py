@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Literal, Sequence
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from ..model._filters import Filter
 from ..model._record_batch import RecordBatch
 from ..model._record import Record, Scope
 
-__all__ = ["Store", "WriteBatch", "Applied", "Op", "OpKind", "LogRead", "Version", "VersionOp"]
+__all__ = ["Store", "WriteBatch", "Applied", "AddedOps", "Op", "OpKind", "LogRead", "Version", "VersionOp"]
 
 _TEXT_CHUNK = 1000
 """How many texts the generic text filter reads per call of :meth:`Store.texts`."""
@@ -93,6 +93,42 @@ class Applied:
 
     seq: int
     ops: tuple[Op, ...] = ()
+
+    @property
+    def adds(self) -> Mapping[str, Sequence[str]] | None:
+        """The ops as ``{index: ids}`` when they are only adds, each id once per index, in
+        order (what a store that knows it without building the ops says; None: read ``ops``)."""
+        return None
+
+
+class AddedOps(Applied):
+    """An :class:`Applied` whose ops are, per index, an ``add`` of each of its ids (each
+    once, in order): the :class:`Op` objects, one per record and index, are built only
+    when ``ops`` is read (a write path reading :attr:`adds` never builds them)."""
+
+    def __init__(self, seq: int, adds: Mapping[str, Sequence[str]]):
+        object.__setattr__(self, "seq", seq)
+        self.__dict__["added"] = adds
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        """The ops, built on first read (the same as :class:`Applied` holds)."""
+        made: tuple[Op, ...] | None = self.__dict__.get("made")
+        if made is None:
+            made = self.__dict__["made"] = make_ops(self.seq, ((index, rid, "add") for index, rids in self.adds.items() for rid in rids))
+        return made
+
+    @property
+    def adds(self) -> Mapping[str, Sequence[str]]:
+        """The ids added, per index, in order."""
+        adds: Mapping[str, Sequence[str]] = self.__dict__["added"]
+        return adds
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Applied) and (self.seq, self.ops) == (other.seq, other.ops)
+
+    def __hash__(self) -> int:
+        return hash((self.seq, self.ops))
 
 
 @dataclass(frozen=True)
