@@ -449,7 +449,19 @@ class ExactIndex(VectorIndex):
         rows, ids = self._rows_of(allowed)
         if not ids:
             return [[] for _ in queries]
-        return [self._hits(row, ids, k) for row in self._scores(rows, q)]
+        scores = self._scores(rows, q) if self.config.metric == "l2" else self._products(rows, q, allowed)
+        return [self._hits(row, ids, k) for row in scores]
+
+    def _products(self, rows: np.ndarray | None, queries: np.ndarray, allowed: AbstractSet[str] | None) -> np.ndarray:
+        """The ``(len(queries), len(rows))`` inner products of the prepared ``queries`` with the
+        rows (all when None): one matrix product, over the store's mapped file in place
+        (never a gathered copy of every row), as :meth:`_search` picks its rows."""
+        mapped, n = self._mapped, self._n
+        if rows is None or 4 * len(rows) > n:  # every row, or a dense set: one product over every row, then its columns
+            every: np.ndarray = queries @ self._matrix[:n].T if mapped is None else mapped.scores_many(queries, n)
+            return every if rows is None else every[:, rows]
+        picked: np.ndarray = queries @ self._matrix_of(rows, allowed).T  # a sparse set: its rows (kept gathered when cached)
+        return picked if mapped is None else mapped.rescale(picked, rows)
 
     def _allowed_rows(self, allowed: AbstractSet[str]) -> tuple[np.ndarray, Sequence[str]]:
         """The sorted rows of the held ids of ``allowed`` and a view of their ids (by position
