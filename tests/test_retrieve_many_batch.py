@@ -232,3 +232,10 @@ def test_async_memory_takes_vectors(memory: memcore.Memory) -> None:
             wrapper._pool.shutdown()
 
     same(asyncio.run(main()), alone)
+
+
+def test_a_few_queries_are_searched_one_by_one_exactly(memory: memcore.Memory) -> None:
+    """Fewer queries than a matrix product pays for (``product_pays``): the index's single
+    searches, so the scores are exactly the loop's."""
+    fill(memory)
+    assert memory.retrieve_many(vectors=QUERIES[:3], k=6) == [memory.retrieve(vector=q, k=6) for q in QUERIES[:3]]

@@ -19,6 +19,7 @@ another scope's records and a record of another scope is unknown (``NotFoundErro
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import ConfigError, NotFoundError, ValidationError
@@ -392,8 +393,8 @@ class Memory:
         where = where_from_options(where, options)
         parse_filter(where)
         Scope.coerce(options.get("scope"))
-        ahead = [t for t in texts if t is not None] if rows is None else []  # with vectors given, each query embeds what it lacks
-        with self.collection.text_filtered(where_document), self.collection.embedded_queries(ahead):
+        ahead = self.collection.embedded_queries(texts) if rows is None else nullcontext()  # type: ignore[arg-type]  # with vectors given, each query embeds what it lacks
+        with self.collection.text_filtered(where_document), ahead:
             answers = self.service.retrieve_many(texts, rows, where=where, k=k, **options)
         return answers if cut is None else [[r for r in results if float(r["score"]) >= cut] for results in answers]
 
