@@ -111,6 +111,8 @@ class _Pool:
         self._closed = False
         self.batches = 0
         """How many batches of more than one call ran (for tests and diagnostics)."""
+        self.batched = 0
+        """How many calls those batches answered."""
 
     def submit(self, loop: asyncio.AbstractEventLoop, future: "asyncio.Future[Any]", fn: Callable[[], Any], batch: Batch | None = None) -> None:
         """Queue ``fn`` (with ``batch``: it may run with others of its key); its value or exception goes to ``future`` on ``loop``."""
@@ -180,6 +182,7 @@ class _Pool:
                     self._run(call)
             return
         self.batches += 1
+        self.batched += len(calls)
         for call, value in zip(calls, values):
             self._answer(call.loop, _resolve, call.future, value)
 
