@@ -22,18 +22,22 @@ __all__ = ["search_batch"]
 Many = Callable[[Served, list[Any]], Sequence[list[dict[str, Any]]]]
 
 
-def search_batch(body: SearchBody, options: dict[str, Any]) -> tuple[Hashable, Any, Many] | None:
+def search_batch(body: SearchBody, options: dict[str, Any]) -> tuple[Callable[[], Hashable], Any, Many] | None:
     """``(shape, query, many)`` of a search that may run with others of its shape (see the
     module; ``options`` are the service options with the scope asked for), None for one
-    that runs alone. ``many(memory, queries)`` is ``memory.retrieve_many`` of the shape."""
+    that runs alone. ``shape()`` is the shape as canonical JSON (computed only when the
+    read pool looks for company; None: alone), ``many(memory, queries)`` is
+    ``memory.retrieve_many`` of the shape."""
     by_vector = body.vector is not None
     if by_vector == (body.query is not None):  # both, or neither: alone
         return None
-    try:
-        shape = json.dumps([by_vector, body.k, body.where, body.where_document, body.min_score, options], sort_keys=True, allow_nan=False)
-    except (TypeError, ValueError):  # something JSON cannot say as it came: alone
-        return None
     k, where, where_document, min_score = body.k, body.where, body.where_document, body.min_score
+
+    def shape() -> Hashable:
+        try:
+            return json.dumps([by_vector, k, where, where_document, min_score, options], sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError):  # something JSON cannot say as it came: alone
+            return None
 
     def many(m: Served, queries: list[Any]) -> Sequence[list[dict[str, Any]]]:
         if by_vector:

@@ -31,6 +31,7 @@ concurrent request.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from collections import deque
 from typing import Any, Callable, Hashable, NamedTuple, Sequence, TypeVar
@@ -55,22 +56,38 @@ class Unexpected(MemcoreError):
     """A call raised something that is not a memcore error (HTTP 500 ``InternalError``; logged)."""
 
 
-_STOP = None
-"""What :meth:`_Pool.close` queues once per worker: stop."""
+_STOP = False
+"""The token :meth:`_Pool.close` queues once per worker: stop."""
 
 BATCH_MAX = 64
 """Most calls one worker takes together as one batch."""
 
 
-class Batch(NamedTuple):
-    """How a call may run together with others of the same ``key``: its ``item`` (its query),
-    and ``many``, which runs several items in one call and returns one value per item (the
-    value the call alone would return), in order. Calls of one key must be interchangeable
-    but for their items (the same caller, scope and shape)."""
+class Batch:
+    """How a call may run together with others of the same key: its ``item`` (its query),
+    ``shape`` (a function giving its key, called only when a worker looks for calls to run
+    with another: a lone call never computes it), and ``many``, which runs several items in
+    one call and returns one value per item (the value the call alone would return), in
+    order. Calls of one key must be interchangeable but for their items (the same caller,
+    scope and shape)."""
 
-    key: Hashable
-    item: Any
-    many: Callable[[list[Any]], Sequence[Any]]
+    __slots__ = ("_shape", "_key", "item", "many")
+
+    def __init__(self, shape: Callable[[], Hashable], item: Any, many: Callable[[list[Any]], Sequence[Any]]):
+        self._shape = shape
+        self._key: Any = _UNKNOWN
+        self.item = item
+        self.many = many
+
+    @property
+    def key(self) -> Hashable:
+        """The call's key (computed once, when first asked for; None: it runs alone)."""
+        if self._key is _UNKNOWN:
+            self._key = self._shape()
+        return self._key  # type: ignore[no-any-return]
+
+
+_UNKNOWN: Any = object()
 
 
 class _Call(NamedTuple):
@@ -99,15 +116,22 @@ class _Pool:
     each answered on its asyncio future (through its loop's ``call_soon_threadsafe``); a call
     whose future is done before it starts (timed out, cancelled) is dropped. A worker takes
     the calls waiting with the same :class:`Batch` key as the first it takes, and runs them
-    as one batch (see the module)."""
+    as one batch (see the module).
+
+    The calls wait in a deque; each call also puts one token in a :class:`queue.SimpleQueue`,
+    on which idle workers block (a wake-up in C, as cheap as a plain queue's). A worker woken
+    by a token takes the next call, if any is left: a batch takes several calls for one
+    token, so some tokens find the deque empty, and there are never fewer tokens than calls.
+    """
 
     def __init__(self, threads: int, name: str):
-        self._items: deque[_Call | None] = deque()
-        self._ready = threading.Condition(threading.Lock())
+        self._tokens: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        self._items: deque[_Call] = deque()
+        self._lock = threading.Lock()
         self._max = threads
         self._name = name
         self._threads: list[threading.Thread] = []
-        self._idle = 0  # workers waiting for a call that no queued call has woken yet
+        self._idle = 0  # workers waiting on the tokens (approximate: a race at most starts one more, within the maximum)
         self._closed = False
         self.batches = 0
         """How many batches of more than one call ran (for tests and diagnostics)."""
@@ -116,30 +140,31 @@ class _Pool:
 
     def submit(self, loop: asyncio.AbstractEventLoop, future: "asyncio.Future[Any]", fn: Callable[[], Any], batch: Batch | None = None) -> None:
         """Queue ``fn`` (with ``batch``: it may run with others of its key); its value or exception goes to ``future`` on ``loop``."""
-        with self._ready:
+        with self._lock:
             self._items.append(_Call(loop, future, fn, batch))
-            if self._idle > 0:  # a waiting worker takes it (counted once: the next call wakes another)
-                self._idle -= 1
-                self._ready.notify()
-            elif len(self._threads) < self._max and not self._closed:
-                worker = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
-                self._threads.append(worker)
-                worker.start()
+        self._tokens.put(True)
+        if self._idle <= 0 and len(self._threads) < self._max:
+            with self._lock:
+                if len(self._threads) < self._max and not self._closed:
+                    worker = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+                    self._threads.append(worker)
+                    worker.start()
 
-    def _take(self) -> list[_Call] | None:
-        """The next call and the calls of its batch key waiting behind it (None: stop)."""
-        with self._ready:
-            while not self._items:
-                self._idle += 1  # the call that wakes this worker counts it out
-                self._ready.wait()
-            first = self._items.popleft()
-            if first is None:
-                return None
-            if first.batch is None or not self._items:
+    def _take(self) -> list[_Call]:
+        """The next call and the calls of its batch key waiting behind it (none: the deque is empty)."""
+        with self._lock:
+            items = self._items
+            if not items:
+                return []
+            first = items.popleft()
+            if first.batch is None or not items:
                 return [first]
-            key, taken, rest = first.batch.key, [first], deque[_Call | None]()
-            for call in self._items:
-                if call is not None and call.batch is not None and len(taken) < BATCH_MAX and call.batch.key == key:
+            key = first.batch.key
+            if key is None:
+                return [first]
+            taken, rest = [first], deque[_Call]()
+            for call in items:
+                if call.batch is not None and len(taken) < BATCH_MAX and call.batch.key == key:
                     taken.append(call)
                 else:
                     rest.append(call)
@@ -148,10 +173,14 @@ class _Pool:
             return taken
 
     def _work(self) -> None:
+        get = self._tokens.get
         while True:
-            calls = self._take()
-            if calls is None:
+            self._idle += 1
+            token = get()
+            self._idle -= 1
+            if not token:  # _STOP
                 return
+            calls = self._take()
             live = [call for call in calls if not call.future.done()]  # timed out or cancelled while queued: dropped
             if len(live) > 1:
                 self._run_batch(live)
@@ -195,15 +224,19 @@ class _Pool:
 
     def close(self) -> None:
         """Drop the calls still queued; those running finish in their threads, then every worker stops."""
-        with self._ready:
+        with self._lock:
             self._closed = True
             queued, self._items = self._items, deque()
             for call in queued:
-                if call is not None:
-                    self._answer(call.loop, _cancel, call.future, None)
+                self._answer(call.loop, _cancel, call.future, None)
             for _ in self._threads:
-                self._items.append(_STOP)
-            self._ready.notify_all()
+                self._tokens.put(_STOP)
+
+
+def _keyed(who: Caller, shape: Callable[[], Hashable]) -> Hashable:
+    """The batch key of a call: its caller's and its shape (None when it has no shape: alone)."""
+    found = shape()
+    return None if found is None else (caller_key(who), found)
 
 
 def caller_key(who: Caller) -> Hashable:
@@ -237,14 +270,15 @@ class Calls:
         fn: Callable[[Served], T],
         *,
         writes: bool = False,
-        batch: tuple[Hashable, Any, Callable[[Served, list[Any]], Sequence[T]]] | None = None,
+        batch: tuple[Callable[[], Hashable], Any, Callable[[Served, list[Any]], Sequence[T]]] | None = None,
     ) -> T:
         """``fn`` on the memory as ``who`` sees it, in a worker thread, inside ``who``'s scope
         (``writes``: in the pool of the calls that write).
 
         ``batch``: ``(shape, item, many)``: the call may run together with the reads of the
-        same caller and ``shape`` waiting beside it, as ``many(memory, items)`` (one value
-        per item, each what ``fn`` gives for that item); see the module.
+        same caller and shape waiting beside it (``shape()`` gives the shape, asked only when
+        a worker looks for company; None: alone), as ``many(memory, items)`` (one value per
+        item, each what ``fn`` gives for that item); see the module.
 
         :raises CallTimeout: it took longer than ``timeout_s`` (it may still complete).
         """
@@ -253,7 +287,7 @@ class Calls:
         together = None
         if batch is not None and not writes:
             shape, item, many = batch
-            together = Batch((caller_key(who), shape), item, lambda items: self._scoped(who, lambda m: many(m, items)))
+            together = Batch(lambda: _keyed(who, shape), item, lambda items: self._scoped(who, lambda m: many(m, items)))
         (self._writes if writes else self._reads).submit(loop, future, lambda: self._scoped(who, fn), together)
         timer = loop.call_later(self.timeout_s, self._expire, future)
         try:

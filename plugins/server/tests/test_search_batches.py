@@ -149,7 +149,7 @@ def test_searches_past_their_time_in_the_queue_never_run(memory: memcore.Memory)
     async def scenario() -> list[str]:
         held = asyncio.ensure_future(calls.run(ANONYMOUS, hold))
         await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
-        queued = [asyncio.ensure_future(calls.run(ANONYMOUS, one, batch=("shape", q, many))) for q in QUERIES[:3]]
+        queued = [asyncio.ensure_future(calls.run(ANONYMOUS, one, batch=(lambda: "shape", q, many))) for q in QUERIES[:3]]
         outcomes = []
         for call in queued:
             try:
