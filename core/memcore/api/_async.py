@@ -196,8 +196,9 @@ class AsyncMemory:
 
     async def retrieve_many(
         self,
-        queries: Sequence[str],
+        queries: Sequence[str] | None = None,
         *,
+        vectors: Any = None,
         k: int = 10,
         where: Mapping[str, Any] | None = None,
         where_document: Mapping[str, Any] | None = None,
@@ -205,7 +206,9 @@ class AsyncMemory:
         **options: Any,
     ) -> list[list[dict[str, Any]]]:
         """:meth:`memcore.Memory.retrieve_many`, awaited."""
-        call = functools.partial(self.memory.retrieve_many, queries, k=k, where=where, where_document=where_document, min_score=min_score, **options)
+        call = functools.partial(
+            self.memory.retrieve_many, queries, vectors=vectors, k=k, where=where, where_document=where_document, min_score=min_score, **options
+        )
         return await self._run(call, write=False)
 
     async def query(

@@ -19,6 +19,7 @@ another scope's records and a record of another scope is unknown (``NotFoundErro
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..errors import ConfigError, NotFoundError, ValidationError
@@ -38,10 +39,10 @@ if TYPE_CHECKING:
     from ..services._service import Service
     from ..settings import MemcoreSettings
 
-__all__ = ["Memory", "MAX_BATCH_QUERIES", "check_queries"]
+__all__ = ["Memory", "MAX_BATCH_QUERIES", "check_queries", "check_batch"]
 
 MAX_BATCH_QUERIES = 10_000
-"""Most query texts one :meth:`Memory.retrieve_many` call takes."""
+"""Most queries (texts or vectors) one :meth:`Memory.retrieve_many` call takes."""
 
 ScopeLike = Scope | Mapping[str, Any] | None
 
@@ -60,6 +61,33 @@ def check_queries(queries: Any) -> list[str]:
             raise ValidationError(f"query {position} must be a non-empty text, got {text!r}"[:200])
         Query(text=text)  # length and Unicode, as retrieve checks them
     return list(queries)
+
+
+def check_batch(queries: Any, vectors: Any) -> tuple[list[str | None], list[Any] | None]:
+    """The queries of a batch as ``(texts, vectors)``, one entry each per query: texts
+    (:func:`check_queries`; all None when only vectors are given) and vectors (None when
+    only texts are given; a list of vectors or an ``(n, dim)`` matrix, each checked by the
+    search as :meth:`Memory.retrieve`'s ``vector=``). ValidationError when neither is given,
+    for an empty or too long batch, or when both are given with different lengths."""
+    if vectors is None:
+        if queries is None:
+            raise ValidationError("retrieve_many needs queries (texts) or vectors")
+        return list(check_queries(queries)), None
+    if isinstance(vectors, (str, bytes, Mapping)) or not hasattr(vectors, "__len__") or not hasattr(vectors, "__getitem__"):
+        raise ValidationError(f"vectors must be a list of query vectors or an (n, dim) matrix, not {type(vectors).__name__}")
+    if getattr(vectors, "ndim", 2) != 2:
+        raise ValidationError(f"vectors must be a list of query vectors or an (n, dim) matrix, got {getattr(vectors, 'ndim', None)} dimension(s)")
+    rows = list(vectors)
+    if not rows:
+        raise ValidationError("vectors is empty: give at least one query vector")
+    if len(rows) > MAX_BATCH_QUERIES:
+        raise ValidationError(f"at most {MAX_BATCH_QUERIES} queries in one call, got {len(rows)}")
+    if queries is None:
+        return [None] * len(rows), rows
+    texts = check_queries(queries)
+    if len(texts) != len(rows):
+        raise ValidationError(f"{len(texts)} queries and {len(rows)} vectors: give one vector per query text")
+    return list(texts), rows
 
 
 def _single(items: Any) -> bool:
@@ -337,26 +365,37 @@ class Memory:
 
     def retrieve_many(
         self,
-        queries: Sequence[str],
+        queries: Sequence[str] | None = None,
         *,
+        vectors: Any = None,
         k: int = 10,
         where: Mapping[str, Any] | None = None,
         where_document: Mapping[str, Any] | None = None,
         min_score: float | None = None,
         **options: Any,
     ) -> list[list[dict[str, Any]]]:
-        """:meth:`retrieve` for several query texts in one call: one result list per query,
-        in the order given, the same as a loop of :meth:`retrieve`. The texts are embedded
-        in one embedder batch per space; ``queries``, ``k``, ``where``, ``where_document`` and
-        ``min_score`` are checked before anything runs (at most :data:`MAX_BATCH_QUERIES` texts)."""
-        texts = check_queries(queries)
+        """:meth:`retrieve` for several queries in one call: one result list per query, in
+        the order given, the same as a loop of :meth:`retrieve`.
+
+        The queries are texts (``queries``), vectors (``vectors``: a list of vectors or an
+        ``(n, dim)`` matrix, each the vector of :meth:`retrieve`'s ``vector=``), or both
+        (query ``i`` is ``queries[i]`` with ``vectors[i]``). Texts are embedded in one
+        embedder batch per space. With the ``default`` service, the pipeline runs once for
+        the batch (:meth:`memcore.Pipeline.run_many`): its recall searches the index for all
+        the queries at once (a vector index: one matrix product) and the hits' records are
+        read in one store read; other services answer each query in turn. ``queries``,
+        ``vectors``, ``k``, ``where``, ``where_document`` and ``min_score`` are checked before
+        anything runs (at most :data:`MAX_BATCH_QUERIES` queries); an error is the one the
+        loop of :meth:`retrieve` would raise first."""
+        texts, rows = check_batch(queries, vectors)
         validate_k(k)
         cut = validate_min_score(min_score)
         where = where_from_options(where, options)
         parse_filter(where)
         Scope.coerce(options.get("scope"))
-        with self.collection.text_filtered(where_document), self.collection.embedded_queries(texts):
-            answers = [self.service.retrieve(text, where=where, k=k, **options) for text in texts]
+        ahead = self.collection.embedded_queries(texts) if rows is None else nullcontext()  # type: ignore[arg-type]  # with vectors given, each query embeds what it lacks
+        with self.collection.text_filtered(where_document), ahead:
+            answers = self.service.retrieve_many(texts, rows, where=where, k=k, **options)
         return answers if cut is None else [[r for r in results if float(r["score"]) >= cut] for results in answers]
 
     def query(

@@ -18,6 +18,7 @@ from typing import Any, ContextManager, Mapping, Sequence
 from ..embedders._embedder import Space, query_vector
 from ..errors import NotFoundError, ValidationError
 from ..indexes._allowed import AllowedIds, AllowedRows
+from ..indexes._vector import VectorIndex
 from ..model._binding import narrow
 from ..model._checks import check_page, validate_k
 from ..model._document import DocumentFilter, document_key, parse_where_document
@@ -31,6 +32,13 @@ from ._bindings import CallBindings
 from ._input import coerce_ids, coerce_records
 
 __all__ = ["CollectionReader"]
+
+
+def _batches(index: Any) -> bool:
+    """Whether ``index`` searches a batch of queries for real (a vector index with its own
+    ``_search_batch``), rather than one after the other."""
+    own = getattr(type(index), "_search_batch", None)
+    return isinstance(index, VectorIndex) and own is not VectorIndex._search_batch
 
 
 class CollectionReader(CallBindings):
@@ -220,6 +228,65 @@ class CollectionReader(CallBindings):
             rank_hits(hits, list_name or name, name)  # each hit's rank and score here (its Contribution built on first read), its index when it names none
             return hits
 
+    def search_index_many(self, name: str, queries: Sequence[Query], k: int, *, list_name: str | None = None) -> list[list[Hit]]:
+        """:meth:`search_index` of each query, in one batch when they can share it: one
+        index :meth:`~memcore.plugin.Index.search_batch` call (a vector index scores every
+        query in one matrix product) and one resolution of the filter and scope.
+
+        The queries share it when they have the same ``where``, ``where_document`` and
+        scope, no extras (query modes) and the index batches for real (a vector index's own
+        ``_search_batch``); otherwise, and for one query, each is searched alone. Either way
+        each list is the one :meth:`search_index` gives that query (the scores of a batched
+        product may differ from a single one in the last float32 bits)."""
+        if len(queries) < 2:
+            return [self.search_index(name, q, k, list_name=list_name) for q in queries]
+        with self._lock:
+            handle = self._indexes.get(name)
+            if handle is None or handle.stale or handle.error is not None or self._state.closed:
+                handle = self._handle(name)
+            if (self._store.read_only or self._store.shared) and not handle.index.reads_store:
+                self._catch_up(handle)
+            validate_k(k)
+            checked = [self._narrowed(q) for q in queries]
+            index = handle.index
+            first = checked[0]
+            if not _batches(index) or any(
+                q.extras or q.where != first.where or q.where_document != first.where_document or q.scope != first.scope for q in checked
+            ):
+                return [self.search_index(name, q, k, list_name=list_name) for q in checked]
+            requires = index.requires
+            for query in checked:
+                if requires.text and not (query.text and query.text.strip()):
+                    raise ValidationError("this index searches text: the query text is empty")
+                for space in requires.spaces:
+                    if space not in query.vectors:
+                        self._prepared(query, space)
+                        query_vector(self._spaces, query, space)
+                index.validate_query(query)
+            if first.where is None and first.scope is None and first.where_document is None and self._state.text_filter.get() is None:
+                allowed = None
+            elif index.applies_filters and first.where_document is None and self._state.text_filter.get() is None:
+                allowed = None
+            else:
+                allowed = self._allowed(first, rows_at=handle.applied_seq if index.takes_store_rows else None)
+                if isinstance(allowed, AllowedIds) and not allowed:
+                    return [[] for _ in checked]
+            lists = index.search_batch(checked, k, allowed)
+            for hits in lists:
+                rank_hits(hits, list_name or name, name)
+            return lists
+
+    def _narrowed(self, query: Query) -> Query:
+        """``query`` checked by this reader, its scope narrowed with the bound one (as :meth:`search_index` does)."""
+        if query._checked_by is not self._state:
+            return self.request(query)
+        bound = self._scope.get()
+        if bound is not None and bound is not query.scope:
+            scope = narrow(bound, query.scope)
+            if scope != query.scope:
+                return self._rescoped(query, scope)
+        return query
+
     def build_fusion(self, fusion: str | Mapping[str, Any] | Any) -> Any:
         """A fusion strategy (a :class:`memcore.plugin.Fusion`) from a registered name or a
         config dict; anything else is taken to be a fusion already."""
@@ -402,6 +469,17 @@ class CollectionReader(CallBindings):
             hidden = set(self._invisible([h.id for h in hits]))
             hits = [h for h in hits if h.id not in hidden] if hidden else hits
         return attach_batch(hits, self._store.get_batch([h.id for h in hits]))
+
+    def attach_records_many(self, lists: Sequence[list[Hit]]) -> list[list[Hit]]:
+        """:meth:`attach_records` of each list, with one store read for the hits of all."""
+        wanted = list(dict.fromkeys(h.id for hits in lists for h in hits))
+        if self._scope.get() is not None:
+            hidden = set(self._invisible(wanted))
+            if hidden:
+                lists = [[h for h in hits if h.id not in hidden] for hits in lists]
+                wanted = [i for i in wanted if i not in hidden]
+        batch = self._store.get_batch(wanted)
+        return [attach_batch(hits, batch) for hits in lists]
 
     def vectors(self, ids: Sequence[str], space: str) -> tuple[Any, Any]:
         """Stored vectors of ``ids`` in ``space``: ``(matrix, present mask)`` (records outside

@@ -122,6 +122,20 @@ class MappedRows:
             scores *= self.scale[:n]
         return scores
 
+    def scores_many(self, queries: np.ndarray, n: int) -> np.ndarray:
+        """:meth:`scores` of each row of ``queries``, as one ``(len(queries), n)`` matrix
+        (one matrix product over the file)."""
+        file = self.file
+        if self.ident:
+            scores: np.ndarray = queries @ file[:n].T
+        elif 2 * n >= len(file):
+            scores = (queries @ file.T)[:, self.at[:n]]
+        else:
+            scores = queries @ np.take(file, self.at[:n], axis=0).T
+        if self.scale is not None:
+            scores *= self.scale[:n]
+        return scores
+
     def vectors(self, positions: np.ndarray | None, n: int) -> np.ndarray:
         """The vectors of ``positions`` (all ``n`` when None) as the index keeps them (unit
         rows for cosine): a gathered copy."""

@@ -14,7 +14,7 @@ import time
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ..errors import ConfigError, UnknownComponentError, ValidationError
+from ..errors import ConfigError, MemcoreError, UnknownComponentError, ValidationError
 from ..collection._reads import CollectionReader
 from .._util.merge import merge_layers
 from ..model._query import Hit
@@ -149,6 +149,14 @@ class Stage(ABC):
 
     def bind_llms(self, llms: "LLMs") -> None:
         """Receive the memory's declared LLMs (stages with an LLM step resolve theirs here)."""
+
+    def run_many(self, contexts: Sequence[PipelineContext]) -> None:
+        """:meth:`run` on each context (one per query of a batch: :meth:`Pipeline.run_many`);
+        a stage that can do the work of several queries at once overrides it (the builtin
+        ``recall``: one batched index search). Each context must end as :meth:`run` would
+        leave it. A subclass that overrides :meth:`run` but not ``run_many`` gets this loop."""
+        for ctx in contexts:
+            self.run(ctx)
 
     # -- shortcuts: a pipeline may skip building a context ------------------------------------
 
@@ -394,11 +402,67 @@ class Pipeline:
             return hits
         if not ctx._records:  # no stage read records: read them now, each built when first asked for
             return collection.attach_records(hits)
-        out = []
-        for hit, record in zip(hits, ctx.records([h.id for h in hits])):  # read once, shared with the stages
-            if record is not None:  # a record deleted meanwhile is dropped, as attach_records does
-                hit.record = record
-                out.append(hit)
+        return _with_records(ctx, hits)
+
+    def run_many(self, collection: "Collection", queries: Sequence[Query], *, with_records: bool = True) -> list[list[Hit]]:
+        """:meth:`run` of each query, in order, the queries run together: each stage runs
+        once for all of them (:meth:`Stage.run_many`: the builtin ``recall`` searches its
+        index once for the batch) and the hits' records are read in one store read.
+
+        Each list is the one :meth:`run` gives its query (the scores of a batched vector
+        search may differ in the last float32 bits). Queries of different scopes, a pipeline
+        class overriding how a run goes, or a single query run one by one; an error is the
+        one :meth:`run` of the queries in order would raise (a failed batch is run again one
+        by one to find it: a pipeline only reads)."""
+        checked = [collection.request(q) for q in queries]
+        cls = type(self)
+        if (
+            len(checked) < 2
+            or cls.run is not Pipeline.run
+            or cls._run is not Pipeline._run
+            or cls.run_context is not Pipeline.run_context
+            or any(q.scope != checked[0].scope for q in checked)
+        ):
+            return [self.run(collection, q, with_records=with_records) for q in checked]
+        try:
+            with collection.scoped(checked[0].scope):
+                return self._run_many(collection, checked, with_records)
+        except MemcoreError:
+            return [self.run(collection, q, with_records=with_records) for q in checked]  # the error of the first query that fails
+
+    def _run_many(self, collection: "Collection", queries: list[Query], with_records: bool) -> list[list[Hit]]:
+        """:meth:`run_many` with the queries checked and their one scope bound."""
+        for q in queries:
+            if q.text is not None and not q.text.strip() and not q.vectors and not q.extras:
+                raise ValidationError("the query is empty")
+        contexts = [PipelineContext(collection, q, with_records=with_records) for q in queries]
+        clock = time.perf_counter
+        share = 1.0 / len(contexts)
+        for stage in self.stages:
+            started = clock()
+            before = [len(ctx.current) for ctx in contexts]
+            if _trusted(type(stage), "run_many"):
+                stage.run_many(contexts)
+            else:
+                for ctx in contexts:
+                    stage.run(ctx)
+            name, seconds = stage.name, (clock() - started) * share  # each query's share of the stage's time
+            for ctx, n in zip(contexts, before):
+                entry = {"stage": name, "in": n, "out": len(ctx.current), "seconds": seconds}
+                if name in ctx.notes:
+                    entry["notes"] = dict(ctx.notes[name])
+                ctx.trace.append(entry)
+        lists = [ctx.current[: ctx.query.k] for ctx in contexts]
+        if not with_records:
+            return lists
+        unread = [i for i, ctx in enumerate(contexts) if not ctx._records]  # no stage read records: one read for all of them
+        attached = collection.reader.attach_records_many([lists[i] for i in unread]) if unread else []
+        out = list(lists)
+        for i, hits in zip(unread, attached):
+            out[i] = hits
+        for i, ctx in enumerate(contexts):
+            if ctx._records:
+                out[i] = _with_records(ctx, lists[i])
         return out
 
     def _alone(self, collection: "Collection", q: Query) -> list[Hit] | None:
@@ -418,6 +482,17 @@ class Pipeline:
             for n in keep:
                 hits = hits[:n]
         return hits
+
+
+def _with_records(ctx: PipelineContext, hits: list[Hit]) -> list[Hit]:
+    """``hits`` with the records the run's stages read (``ctx.records``: read once, shared
+    with them); a record deleted meanwhile drops its hit, as ``attach_records`` does."""
+    out = []
+    for hit, record in zip(hits, ctx.records([h.id for h in hits])):
+        if record is not None:
+            hit.record = record
+            out.append(hit)
+    return out
 
 
 _TRUSTED: dict[tuple[type, str], bool] = {}

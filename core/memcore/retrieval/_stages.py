@@ -257,14 +257,35 @@ class Recall(Stage):
         """The recall's list, without a context (see :meth:`Stage.alone`)."""
         return self.search(collection, query)
 
+    def run_many(self, contexts: Sequence[PipelineContext]) -> None:
+        """:meth:`run` on each context, the index searched once for all of their queries
+        (:meth:`memcore.plugin.CollectionReader.search_index_many`) when they share a reader and a depth."""
+        if not contexts:
+            return
+        collection = contexts[0].collection
+        depths = {self.depth(ctx.query) for ctx in contexts}
+        if len(depths) != 1 or any(ctx.collection is not collection for ctx in contexts):
+            for ctx in contexts:
+                self.run(ctx)
+            return
+        if self.index is None:
+            self.check(collection)
+        assert self.index is not None  # check() names the index or raises
+        lists = collection.search_index_many(self.index, [ctx.query for ctx in contexts], depths.pop(), list_name=self.name)
+        for ctx, hits in zip(contexts, lists):
+            ctx.add_list(self.name, hits)
+
+    def depth(self, query: Query) -> int:
+        """How deep this stage searches for ``query``: its ``k``, else the query's k times ``over_fetch``."""
+        config = self.config
+        return config.k or (query.k if config.over_fetch == 1.0 else math.ceil(query.k * config.over_fetch))
+
     def search(self, collection: CollectionReader, query: Query) -> list[Hit]:
         """The list this stage adds for ``query``: its index searched to its depth."""
         if self.index is None:
             self.check(collection)
         assert self.index is not None  # check() names the index or raises
-        config = self.config
-        depth = config.k or (query.k if config.over_fetch == 1.0 else math.ceil(query.k * config.over_fetch))
-        return collection.search_index(self.index, query, depth, list_name=self.name)
+        return collection.search_index(self.index, query, self.depth(query), list_name=self.name)
 
 
 class FuseConfig(ComponentConfig):

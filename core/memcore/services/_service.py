@@ -47,7 +47,7 @@ import functools
 import threading
 import warnings
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 from pydantic import Field
 
@@ -286,6 +286,19 @@ class Service(ABC):
 
         A caller's ``metadata=`` (the former name of ``where=``) arrives here as ``where``."""
 
+    def retrieve_many(
+        self, queries: Sequence[str | None], vectors: Sequence[Any] | None = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[list[dict[str, Any]]]:
+        """:meth:`retrieve` of each query (a text, or None) with its vector (``vectors[i]``,
+        or None), in order: what :meth:`memcore.Memory.retrieve_many` calls. ``kwargs``
+        (``scope``...) go to each retrieve.
+
+        The default is that loop; a service that can answer a batch at once overrides it
+        (the ``default`` service runs its pipeline once for the batch, :meth:`memcore.Pipeline.run_many`)
+        and must give the same lists and raise the error the loop would."""
+        rows = vectors if vectors is not None else [None] * len(queries)
+        return [self.retrieve(text, vector=vector, where=where, k=k, **kwargs) for text, vector in zip(queries, rows)]
+
     def insert_many(self, items: list[Any]) -> list[str]:
         """Remember many items (texts, dicts with ``text``, :class:`Record` objects); returns their ids.
 
@@ -500,3 +513,30 @@ class DefaultService(Service):
         self.reject_unknown("retrieve", kwargs)
         q = self.make_query(query, vector, where, k, self.config.space, scope=self.scope)
         return [hit_to_dict(h) for h in self.pipeline.run(self.collection, q)]
+
+    def retrieve_many(
+        self, queries: Sequence[str | None], vectors: Sequence[Any] | None = None, where: Mapping[str, Any] | None = None, k: int = 10, **kwargs: Any
+    ) -> list[list[dict[str, Any]]]:
+        """:meth:`retrieve` of each query, the pipeline run once for the batch
+        (:meth:`memcore.Pipeline.run_many`: one index search and one record read for all).
+        A subclass that rewrites :meth:`retrieve` but not this gets the loop of its retrieve."""
+        if _owner(type(self), "retrieve_many") is not DefaultService or _owner(type(self), "retrieve") is not DefaultService or len(queries) < 2:
+            return super().retrieve_many(queries, vectors, where, k, **kwargs)
+        if self.pipeline is None:
+            raise ConfigError("no pipeline is configured", location="pipeline")
+        scope = kwargs.pop("scope", None)
+        if "metadata" in kwargs:
+            where = where_from_options(where, kwargs)
+        self.reject_unknown("retrieve", kwargs)
+        rows = vectors if vectors is not None else [None] * len(queries)
+        with self.collection.scoped(scope):
+            try:
+                made = [self.make_query(text, vector, where, k, self.config.space, scope=self.scope) for text, vector in zip(queries, rows)]
+            except MemcoreError:  # the error of the first query that fails, as the loop raises it
+                return super().retrieve_many(queries, vectors, where, k, **kwargs)
+            return [[hit_to_dict(h) for h in hits] for hits in self.pipeline.run_many(self.collection, made)]
+
+
+def _owner(cls: type, name: str) -> type:
+    """The class of ``cls``'s MRO that defines ``name``."""
+    return next(k for k in cls.__mro__ if name in vars(k))

@@ -54,8 +54,10 @@ class StageContract:
     the filter; running twice gives the same result. A stage offering the shortcuts
     :meth:`Stage.alone` / :meth:`Stage.cut` (the pipeline then skips its ``run``) answers
     exactly what its ``run`` leaves: ``alone`` the list a first stage leaves on an empty
-    context, ``cut`` how many of the working list's first hits it keeps. Every option of
-    the stage's config model (``stage.config``) has a description.
+    context, ``cut`` how many of the working list's first hits it keeps. A stage with its
+    own :meth:`Stage.run_many` leaves each context of a batch as its ``run`` leaves it
+    (scores to float32 rounding). Every option of the stage's config model
+    (``stage.config``) has a description.
     """
 
     n_records: ClassVar[int] = 24
@@ -185,6 +187,28 @@ class StageContract:
             assert [(h.id, float(h.score), h.provenance) for h in alone] == [(h.id, float(h.score), h.provenance) for h in ctx.current], (
                 "alone() answers another list than run() leaves on an empty context"
             )
+
+    def test_run_many_leaves_what_run_leaves(self, stage: Stage, stage_collection: Collection) -> None:
+        if not _trusted(type(stage), "run_many") or next(k for k in type(stage).__mro__ if "run_many" in vars(k)) is Stage:
+            return  # the base's loop of run: nothing of its own to check
+        stage.check(stage_collection.reader)
+        texts = [" ".join(stage_collection.get(f"s{i}").text.split()[1:]) for i in (3, 5, 8)]
+        for where in (None, {"parity": "even"}):
+            queries = [Query(text=t, k=self.query_k, where=dict(where) if where else None) for t in texts]
+            alone = []
+            for query in queries:
+                ctx = self.make_context(stage_collection, query.evolve())
+                stage.run(ctx)
+                alone.append(ctx)
+            together = [self.make_context(stage_collection, query.evolve()) for query in queries]
+            stage.run_many(together)
+            for one, many in zip(alone, together):
+                self.check_context(many, stage_collection)
+                assert [(h.id, [(c.source, c.rank) for c in h.provenance]) for h in many.current] == [
+                    (h.id, [(c.source, c.rank) for c in h.provenance]) for h in one.current
+                ], "run_many() leaves another list than run() of each context"
+                assert [float(h.score) for h in many.current] == pytest.approx([float(h.score) for h in one.current], rel=1e-5, abs=1e-6)
+                assert sorted(many.lists) == sorted(one.lists)
 
     def test_cut_keeps_what_run_keeps(self, stage: Stage, stage_collection: Collection) -> None:
         if not _trusted(type(stage), "cut"):

@@ -40,6 +40,7 @@ import memcore
 from memcore import MemcoreError, Record, ValidationError
 from memcore.plugin import get_logger
 
+from .batching import search_batch
 from .calls import Calls
 from .config import ServerConfig
 from .guard import KeyGuard, request_caller
@@ -174,6 +175,7 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
     )
     app.state.memory = memory
     app.state.config = config
+    app.state.calls = calls  # the worker pools (their batch count: calls.batches)
 
     def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
         return JSONResponse(status_code=status, content=error_body(kind, message), headers=headers)
@@ -335,14 +337,15 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
             lambda m: m.retrieve(
                 body.query, vector=body.vector, where=body.where, k=body.k, where_document=body.where_document, min_score=body.min_score, **options
             ),
+            batch=search_batch(body, options),
         )
         return {"results": [_result_out(r) for r in found]}
 
     @v1.post("/retrieve_many", response_model=ResultsManyOut, response_model_exclude_unset=True, summary="Search for several queries")
     async def retrieve_many(body: RetrieveManyBody, who: Caller = Depends(caller)) -> dict[str, Any]:
-        """``Memory.retrieve_many``: one result list per query text (in order), the texts embedded in one batch;
+        """``Memory.retrieve_many``: one result list per query (texts, vectors or both; in order), the texts embedded in one batch;
         at most ``max_batch`` queries (413 above)."""
-        check_batch(len(body.queries), config, "queries")
+        check_batch(max(len(body.queries or ()), len(body.vectors or ())), config, "queries")
         check_k(body.k, config)
         check_filters(body.where, body.where_document, config)
         options = dict(body.options)
@@ -351,7 +354,9 @@ def create_app(memory: memcore.Memory, config: ServerConfig | None = None, *, ow
             options["scope"] = scope
 
         def run(m: Served) -> list[list[dict[str, Any]]]:
-            return m.retrieve_many(body.queries, k=body.k, where=body.where, where_document=body.where_document, min_score=body.min_score, **options)
+            return m.retrieve_many(
+                body.queries, vectors=body.vectors, k=body.k, where=body.where, where_document=body.where_document, min_score=body.min_score, **options
+            )
 
         return {"results": [[_result_out(r) for r in found] for found in await call(who, run)]}
 

@@ -277,13 +277,14 @@ class _Verbs:
         }
         return _Call("POST", "/v1/search", body, True, lambda reply: list(reply["results"]))
 
-    def _retrieve_many(self, queries: Any, k: int, where: Any, where_document: Any, min_score: Any, options: dict[str, Any]) -> _Call:
-        if isinstance(queries, str) or not isinstance(queries, (list, tuple)):
+    def _retrieve_many(self, queries: Any, vectors: Any, k: int, where: Any, where_document: Any, min_score: Any, options: dict[str, Any]) -> _Call:
+        if queries is not None and (isinstance(queries, str) or not isinstance(queries, (list, tuple))):
             raise ValidationError(f"queries must be a list of query texts, not {type(queries).__name__}")
         options = dict(options)
         scope = _scope(options.pop("scope", None))
         body = {
-            "queries": list(queries),
+            "queries": None if queries is None else list(queries),
+            "vectors": _plain(vectors),
             "k": k,
             "where": where,
             "where_document": where_document,
@@ -477,16 +478,17 @@ class RemoteMemory(_Verbs, _Transport):
 
     def retrieve_many(
         self,
-        queries: Sequence[str],
+        queries: Sequence[str] | None = None,
         *,
+        vectors: Any = None,
         k: int = 10,
         where: Mapping[str, Any] | None = None,
         where_document: Mapping[str, Any] | None = None,
         min_score: float | None = None,
         **options: Any,
     ) -> list[list[dict[str, Any]]]:
-        """One result list per query text, in order; see :meth:`memcore.Memory.retrieve_many`."""
-        return self._send(self._retrieve_many(queries, k, where, where_document, min_score, options))  # type: ignore[no-any-return]
+        """One result list per query (texts, vectors or both), in order; see :meth:`memcore.Memory.retrieve_many`."""
+        return self._send(self._retrieve_many(queries, vectors, k, where, where_document, min_score, options))  # type: ignore[no-any-return]
 
     def health(self) -> dict[str, Any]:
         """``{"status": "ok"}`` when the server is up."""
@@ -628,8 +630,9 @@ class AsyncRemoteMemory(_Verbs, _Transport):
 
     async def retrieve_many(
         self,
-        queries: Sequence[str],
+        queries: Sequence[str] | None = None,
         *,
+        vectors: Any = None,
         k: int = 10,
         where: Mapping[str, Any] | None = None,
         where_document: Mapping[str, Any] | None = None,
@@ -637,7 +640,7 @@ class AsyncRemoteMemory(_Verbs, _Transport):
         **options: Any,
     ) -> list[list[dict[str, Any]]]:
         """See :meth:`RemoteMemory.retrieve_many`."""
-        return await self._send(self._retrieve_many(queries, k, where, where_document, min_score, options))  # type: ignore[no-any-return]
+        return await self._send(self._retrieve_many(queries, vectors, k, where, where_document, min_score, options))  # type: ignore[no-any-return]
 
     async def health(self) -> dict[str, Any]:
         """See :meth:`RemoteMemory.health`."""

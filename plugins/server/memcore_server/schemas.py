@@ -191,10 +191,11 @@ class HistoryBody(_Body):
 
 
 class RetrieveManyBody(_Body):
-    """``Memory.retrieve_many(queries, k=, where=, where_document=, min_score=, **options)``:
-    one result list per query text, in order."""
+    """``Memory.retrieve_many(queries, vectors=, k=, where=, where_document=, min_score=, **options)``:
+    one result list per query (query texts, vectors, or both: one vector per text), in order."""
 
-    queries: list[str]
+    queries: list[str] | None = None
+    vectors: list[list[float]] | None = Field(None, description="Query vectors (of the service's space), one per query.")
     k: int = Field(10, ge=1)
     where: dict[str, Any] | None = None
     where_document: dict[str, Any] | None = Field(None, description=WHERE_DOCUMENT)

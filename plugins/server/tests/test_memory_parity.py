@@ -281,6 +281,25 @@ def test_min_score_on_retrieve_and_query(mem: Any) -> None:
             mem.query("topic", min_score=bad)
 
 
+def assert_same_results(many: list[list[dict[str, Any]]], alone: list[list[dict[str, Any]]]) -> None:
+    """The same ids, texts and metadata in the same order; the scores to float32 rounding (a
+    batch's index search is one matrix product, a loop's one matrix-vector product per query)."""
+    assert [[{**r, "score": None} for r in hits] for hits in many] == [[{**r, "score": None} for r in hits] for hits in alone]
+    assert [[r["score"] for r in hits] for hits in many] == [pytest.approx([r["score"] for r in hits], rel=1e-6) for hits in alone]
+
+
+def test_retrieve_many_of_vectors_is_a_loop_of_retrieve(mem: Any, dim: int) -> None:
+    rng = np.random.default_rng(2)
+    mem.insert([{"text": f"note {i}", "id": f"n{i}", "vectors": {"default": rng.normal(size=dim).astype(np.float32)}} for i in range(20)])
+    queries = rng.normal(size=(4, dim)).astype(np.float32)
+    assert_same_results(mem.retrieve_many(vectors=queries, k=5), [mem.retrieve(vector=q, k=5) for q in queries])
+    texts = ["note 1", "note 2", "note 3", "note 4"]
+    assert_same_results(mem.retrieve_many(texts, vectors=queries, k=3), [mem.retrieve(t, vector=q, k=3) for t, q in zip(texts, queries)])
+    for bad in ({"vectors": []}, {"vectors": queries[:, :3]}, {"queries": texts[:2], "vectors": queries}):
+        with pytest.raises(ValidationError):
+            mem.retrieve_many(**bad)
+
+
 def test_retrieve_many_is_a_loop_of_retrieve(mem: Any) -> None:
     mem.insert(
         [
@@ -292,13 +311,13 @@ def test_retrieve_many_is_a_loop_of_retrieve(mem: Any) -> None:
     queries = ["a cat on the mat", "barking dogs", "the sea"]
     answers = mem.retrieve_many(queries, k=2)
     assert isinstance(answers, list) and len(answers) == 3
-    assert answers == [mem.retrieve(q, k=2) for q in queries]
+    assert_same_results(answers, [mem.retrieve(q, k=2) for q in queries])
     assert [a[0]["id"] for a in answers] == ["cat", "dog", "fish"]
-    assert mem.retrieve_many(queries, k=3, where={"topic": "fish"}) == [mem.retrieve(q, k=3, where={"topic": "fish"}) for q in queries]
+    assert_same_results(mem.retrieve_many(queries, k=3, where={"topic": "fish"}), [mem.retrieve(q, k=3, where={"topic": "fish"}) for q in queries])
     assert [[r["id"] for r in a] for a in mem.retrieve_many(queries, scope={"user_id": "u"})] == [["dog"]] * 3
     assert [[r["id"] for r in a] for a in mem.retrieve_many(queries, where_document={"$contains": "moon"})] == [["dog"]] * 3
     cut = answers[0][0]["score"]
-    assert mem.retrieve_many(queries[:1], k=2, min_score=cut) == [[r for r in answers[0] if r["score"] >= cut]]
+    assert_same_results(mem.retrieve_many(queries[:1], k=2, min_score=cut), [[r for r in answers[0] if r["score"] >= cut]])
     for bad in ([], "one text", ["ok", "  "], ["ok", 3]):
         with pytest.raises(ValidationError):
             mem.retrieve_many(bad)
