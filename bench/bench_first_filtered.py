@@ -8,8 +8,9 @@ built once into ``--path`` (kept and reused; the three field indexes made by one
 query each). Then per round and per tree (``--trees new=.,old=/tmp/old``: checkouts whose
 ``core/`` holds ``memcore``; alternating) a fresh process opens it, runs one unfiltered
 query (the reopen, wall and CPU seconds), then for each field the first and ``--warm``
-warm filtered queries (wall and CPU ms of the first and the median warm, and their ratio),
-then the unfiltered p50. CPU figures are what to read on a loaded machine::
+warm filtered queries (wall and CPU ms of the first and the median warm, and their ratio,
+and the recall@10 of those queries against the data set's ``truth_<field>.npy``), then the
+unfiltered p50. CPU figures are what to read on a loaded machine::
 
     python bench/bench_scale.py --n 100000 --data clustered --cache /tmp/bench_scale_data --systems raw:numpy
     python bench/bench_first_filtered.py --data /tmp/bench_scale_data/clustered_100000_384_s7 --path /tmp/filtered_100k \\
@@ -66,14 +67,17 @@ search = lambda q, where=None: col.search_index(kind, Query(vectors={"dense": q}
 search(qs[0])
 out = {"reopen_s": time.perf_counter() - t0, "reopen_cpu_s": time.process_time() - c0}
 for field, level in (("u", "1%"), ("g", "10%"), ("h", "50%")):
-    walls, cpus = [], []
+    walls, cpus, found = [], [], []
     for q in qs[1 : 2 + warm]:
         t, c = time.perf_counter(), time.process_time()
-        search(q, {field: 1})
+        hits = search(q, {field: 1})
         walls.append(time.perf_counter() - t); cpus.append(time.process_time() - c)
+        found.append({int(h.id[1:]) for h in hits})
+    truth = np.load(data + f"/truth_{field}.npy")[1 : 2 + warm]
     wall, cpu = float(np.median(walls[1:])), float(np.median(cpus[1:]))
     out[level] = {"first_ms": walls[0] * 1000, "warm_ms": wall * 1000, "first_cpu_ms": cpus[0] * 1000, "warm_cpu_ms": cpu * 1000,
-                  "first_over_warm": walls[0] / wall, "first_over_warm_cpu": cpus[0] / max(cpu, 1e-9)}
+                  "first_over_warm": walls[0] / wall, "first_over_warm_cpu": cpus[0] / max(cpu, 1e-9),
+                  "recall": float(np.mean([len(f & set(t.tolist())) / len(t) for f, t in zip(found, truth)]))}
 times = []
 for q in qs[1:41]:
     t = time.perf_counter(); search(q); times.append(time.perf_counter() - t)

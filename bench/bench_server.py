@@ -8,7 +8,8 @@ operations (same vectors, same order per client) run against:
 
 - ``in_process``: ``memcore.Memory`` in this process (the threads share it);
 - ``http``: ``memcore serve`` started as its own process on 127.0.0.1, through
-  ``memcore_server.RemoteMemory`` (one client per thread);
+  ``memcore_server.RemoteMemory`` (one client per thread); with ``--http granian`` the same
+  application on granian instead of uvicorn (``bench/_serve_granian.py``, one process);
 - ``chroma_server`` (unless ``--no-chroma``): ``chroma run`` on 127.0.0.1 with the same
   vectors, through ``chromadb.HttpClient`` (its HNSW index: approximate, where memcore's
   ``exact`` is exact).
@@ -195,6 +196,13 @@ def main() -> None:
     parser.add_argument("--blas-threads", type=int, default=1, help="BLAS/OpenMP threads, server and in process alike (0: the libraries' default)")
     parser.add_argument("--server-threads", type=int, default=0, help="[server] threads of memcore serve (0: the server's default)")
     parser.add_argument("--quick", action="store_true", help="2,000 records, 20 ops per client, 100 one-client searches")
+    parser.add_argument(
+        "--http",
+        default="uvicorn",
+        choices=["uvicorn", "granian"],
+        help="the HTTP server of memcore serve: uvicorn (memcore serve itself) or granian (bench/_serve_granian.py: pip install granian)",
+    )
+    parser.add_argument("--granian-task", default="rust", choices=["rust", "asyncio"], help="with --http granian: granian's task implementation")
     parser.add_argument("--no-chroma", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -238,9 +246,11 @@ def main() -> None:
             f"[server]\nport = {port}\nblas_threads = {args.blas_threads}\n" + (f"threads = {args.server_threads}\n" if args.server_threads else ""),
             encoding="utf-8",
         )
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memcore.cli", "serve", "--config", str(config), "--path", str(Path(tmp) / "served")], stderr=subprocess.DEVNULL
-        )
+        if args.http == "granian":
+            cmd = [sys.executable, str(Path(__file__).with_name("_serve_granian.py")), str(config), str(Path(tmp) / "served"), args.granian_task]
+        else:
+            cmd = [sys.executable, "-m", "memcore.cli", "serve", "--config", str(config), "--path", str(Path(tmp) / "served")]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             from memcore_server import RemoteMemory
 

@@ -16,6 +16,10 @@ index that declares :attr:`~memcore.indexes._index.Index.takes_store_rows`) is r
 the index asks for the rows of its space in the store's vector file (one SQL statement, the
 matches as one array: no string per id) and turns them into its own positions with one
 vectorised gather; its ids are read only when something iterates it or tests membership.
+An index may also ask which of a few candidates are members (:meth:`AllowedRows.among`: one
+lookup of those ids in the store, not the whole set): a graph index searching unfiltered
+first keeps the allowed candidates when they are enough (a broad filter) and resolves the
+set only when they are not.
 
 An :class:`AllowedIds` is a ``frozenset`` of record ids (every index takes it as the
 ``allowed`` set it always took) that also carries per-index memos: an index translates the
@@ -31,7 +35,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Set as AbstractSet
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Iterator, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -149,12 +153,19 @@ class AllowedRows(AbstractSet[str]):
     while it is still at ``seq`` (None otherwise: the index then translates the ids). It
     memoizes like :class:`AllowedIds` (:meth:`memo`)."""
 
-    __slots__ = ("seq", "_resolve_ids", "_resolve_rows", "_ids", "_rows", "_memo", "_inherited", "__weakref__")
+    __slots__ = ("seq", "_resolve_ids", "_resolve_rows", "_resolve_among", "_ids", "_rows", "_memo", "_inherited", "__weakref__")
 
-    def __init__(self, seq: int, resolve_ids: Callable[[], Iterable[str]], resolve_rows: Callable[[str, int], "np.ndarray | None"]):
+    def __init__(
+        self,
+        seq: int,
+        resolve_ids: Callable[[], Iterable[str]],
+        resolve_rows: Callable[[str, int], "np.ndarray | None"],
+        resolve_among: Callable[[Sequence[str], int], "Iterable[str] | None"] | None = None,
+    ):
         self.seq = seq
         self._resolve_ids = resolve_ids
         self._resolve_rows = resolve_rows
+        self._resolve_among = resolve_among
         self._ids: AllowedIds | None = None
         self._rows: dict[str, np.ndarray | None] = {}
         self._memo: dict[tuple[int, Hashable], Memo] = {}
@@ -178,6 +189,22 @@ class AllowedRows(AbstractSet[str]):
         if space not in self._rows:
             self._rows[space] = self._resolve_rows(space, self.seq)
         return self._rows[space]
+
+    def rows_known(self, space: str) -> bool:
+        """Whether :meth:`file_rows` of ``space`` was asked for already (the set is resolved there)."""
+        return space in self._rows
+
+    def among(self, ids: Sequence[str]) -> "frozenset[str] | None":
+        """The members among ``ids`` (a few candidates), without resolving the whole set: from
+        the ids when they were read, else one lookup of just these ids in the store at
+        :attr:`seq` (the same filter, scope and text filter). None when the store cannot say
+        (it moved on, or offers no such lookup): the caller resolves the set instead."""
+        if self._ids is not None:
+            return self._ids.intersection(ids)
+        if self._resolve_among is None:
+            return None
+        found = self._resolve_among(ids, self.seq)
+        return None if found is None else frozenset(found)
 
     def memo(
         self,
@@ -203,7 +230,7 @@ class AllowedRows(AbstractSet[str]):
         """The same filter resolved afresh at store sequence ``seq`` (after a write that changed
         the records ``changed``), inheriting this set's memos with those ids (the members of the
         two sets differ at most in them)."""
-        new = AllowedRows(seq, self._resolve_ids, self._resolve_rows)
+        new = AllowedRows(seq, self._resolve_ids, self._resolve_rows, self._resolve_among)
         changed = frozenset(changed)
         if len(changed) <= INHERIT_MAX:
             for key, (memo, before) in self._inherited.items():
@@ -358,13 +385,15 @@ class AllowedCache:
         scope: "Scope | None" = None,
         where_document: DocumentFilter | None = None,
         rows: Callable[[str, int], "np.ndarray | None"] | None = None,
+        among: Callable[[Sequence[str], int], "Iterable[str] | None"] | None = None,
     ) -> "AllowedIds | AllowedRows":
         """The set for ``key`` at store sequence ``seq`` (``resolve()`` on a miss).
 
         ``where``, ``scope`` and ``where_document`` (a text filter) are what ``resolve``
         evaluates; :meth:`advance` re-checks changed records against them. With ``rows`` (the
         store's ``rows(space, seq)``: the members' file rows), a set not read as ids yet is
-        returned as an :class:`AllowedRows` (made lazily on a miss); without, always as ids."""
+        returned as an :class:`AllowedRows` (made lazily on a miss; ``among``, the store's
+        ``among(ids, seq)``, answers :meth:`AllowedRows.among`); without, always as ids."""
         if seq != self.seq:
             self._entries.clear()
             self.seq = seq
@@ -376,7 +405,7 @@ class AllowedCache:
                 return allowed.ids()
             return allowed
         self.misses += 1
-        made: AllowedIds | AllowedRows = AllowedIds(resolve()) if rows is None else AllowedRows(seq, resolve, rows)
+        made: AllowedIds | AllowedRows = AllowedIds(resolve()) if rows is None else AllowedRows(seq, resolve, rows, among)
         if len(self._entries) >= self.size:
             self._entries.pop(next(iter(self._entries)))
         self._entries[key] = (made, where, scope, where_document)

@@ -625,6 +625,37 @@ class SQLiteStore(SQLiteWrites, Store):
             return np.zeros(0, dtype=np.int64)
         return np.fromstring(text, dtype=np.int64, sep=",")
 
+    def allowed_among(
+        self,
+        ids: Sequence[str],
+        seq: int,
+        *,
+        where: Filter | None = None,
+        where_document: DocumentFilter | None = None,
+        scope: Scope | None = None,
+    ) -> list[str] | None:
+        """The ids among ``ids`` :meth:`allowed_ids` gives, at store sequence ``seq``: the
+        filter's SQL with ``id IN (...)``, which SQLite answers with one search per id in the
+        field's index (value, type, id) or the id's own; None when the store is no longer at
+        ``seq`` (read in the same snapshot)."""
+        sql, params = self._filter_sql(where, where_document, scope, None)
+        found: list[str] = []
+        with self._mutex:
+            began = not self.db.in_transaction
+            if began:
+                self.db.execute("BEGIN")
+            try:
+                row = self.db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
+                if (int(row[0]) if row else 0) != seq:
+                    return None
+                for chunk in _chunks(list(ids)):
+                    marks = ",".join("?" * len(chunk))
+                    found.extend(r[0] for r in self.db.execute(f"SELECT r.id FROM records r WHERE r.id IN ({marks}) AND {sql}", [*chunk, *params]))
+            finally:
+                if began:
+                    self.db.execute("COMMIT")
+        return found
+
     def find_count(
         self, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None, index: str | None = None
     ) -> int:

@@ -197,6 +197,21 @@ class Store(ABC):
         An index over the file's rows turns them into its positions without reading an id."""
         return None
 
+    def allowed_among(
+        self,
+        ids: Sequence[str],
+        seq: int,
+        *,
+        where: Filter | None = None,
+        where_document: DocumentFilter | None = None,
+        scope: Scope | None = None,
+    ) -> "list[str] | None":
+        """The ids among ``ids`` (a few search candidates) that :meth:`allowed_ids` would give,
+        read while the store is at sequence ``seq``, without listing every match; None when
+        it cannot say (this default, or a store that moved on): the caller resolves the whole
+        set instead."""
+        return None
+
     def find_ids(
         self,
         *,
@@ -286,7 +301,9 @@ class Store(ABC):
 
     @abstractmethod
     def prune_log(self, upto: int) -> None:
-        """Forget ops with sequence numbers ``<= upto`` (every index is saved past them)."""
+        """Forget ops with sequence numbers ``<= upto`` (every index of this process is saved
+        past them). A store shared between processes may keep them longer, for the indexes of
+        the other processes to catch up from (the postgres store's ``log_retention_s``)."""
 
     def read_log(self, seq: int, index: str) -> LogRead:
         """:meth:`log_start`, :meth:`last_seq` and :meth:`ops_since` as one consistent read.

@@ -46,9 +46,10 @@ from .container import Container
 from .grammar import parse_factory
 from .config import FaissIndexConfig, FaissQueryMode
 from .defaults import auto_ef_search
-from .gather import GatherBudget
+from .gather import BLOCK, GatherBudget, blocked_scores
 from .labels import LabelMap
 from .mapped import MappedFile, mapped_spans, populate
+from .postfilter import CANDIDATES_PER_HIT, allowed_candidates
 from .refine import ExactVectors, refine
 from .rows import UNKNOWN, StoreRows
 from .runtime import blas_counts_elements, faiss_settings
@@ -276,6 +277,11 @@ class FaissIndex(VectorIndex):
         exact = mode is not None and mode.exact
         factor = self._refine_factor(mode)
         if allowed is not None:
+            if nq == 1 and not exact and self._first_of_set(allowed):  # broad filters: unfiltered, the allowed candidates kept
+                assert isinstance(allowed, AllowedRows)
+                kept = allowed_candidates(self._approximate(x, k * CANDIDATES_PER_HIT, threshold, mode, None, None, factor)[0], allowed, k)
+                if kept is not None:
+                    return [kept]
             labels = self._allowed_labels(allowed)
             if not len(labels):
                 return [[] for _ in range(nq)]
@@ -283,7 +289,8 @@ class FaissIndex(VectorIndex):
             if exact or small:
                 flat = self._flat_storage()
                 if flat is not None and not flat.wrapped and (len(labels) <= GATHER_MAX or self._may_gather(labels, allowed)):
-                    return self._exact_rows(flat, x, k, labels, threshold, allowed)
+                    first = len(labels) > GATHER_MAX and not self._gather_budget.second_use(allowed, self)
+                    return self._exact_rows(flat, x, k, labels, threshold, None if first else allowed)  # a first use: no copy kept
                 if flat is not None:
                     return self._exact_flat(flat, x, k, labels, allowed, threshold)
                 return self._exact(x, k, labels, threshold)
@@ -291,6 +298,17 @@ class FaissIndex(VectorIndex):
         if exact:
             return self._exact(x, k, self._labels.live_labels(), threshold)
         return self._approximate(x, k, threshold, mode, None, None, factor)
+
+    def _first_of_set(self, allowed: AbstractSet[str]) -> bool:
+        """Whether ``allowed`` is a set the store has not resolved yet for this index's
+        space, searched by a graph (see :mod:`.postfilter`)."""
+        return (
+            isinstance(allowed, AllowedRows)
+            and not allowed.resolved
+            and not allowed.rows_known(self.config.space)
+            and self._pending is None
+            and self._layout.family == "hnsw"
+        )
 
     def _refine_factor(self, mode: FaissQueryMode | None) -> int:
         """Candidates per hit to re-score exactly (0: faiss' own scores): the query's
@@ -478,6 +496,9 @@ class FaissIndex(VectorIndex):
             matrix = gathered.matrix().view(np.float32)
             if len(labels) > GATHER_MAX:
                 self._gather_budget.track(allowed, matrix)
+        elif len(labels) > BLOCK:  # scored block by block: no set-sized copy
+            raw, cols = self._scoring.top(blocked_scores(stored(), labels, x, self._scoring.exact), k)
+            return self._hits(raw, labels[cols], k, threshold)
         else:
             matrix = stored()[labels].view(np.float32)
         raw, cols = self._scoring.top(self._scoring.exact(x, matrix), k)

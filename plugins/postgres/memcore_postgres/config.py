@@ -47,6 +47,16 @@ class PostgresStoreConfig(ComponentConfig):
         description="Retries of a transaction that failed for a reason that is safe to retry (serialization failure, deadlock, dropped connection before commit).",
     )
     read_only: bool = Field(False, description="Open as a reader: writes raise.")
+    log_retention_s: float = Field(
+        3600.0,
+        ge=0,
+        le=30 * 24 * 3600,
+        description=(
+            "Seconds the shared op log keeps what was written, so that another process whose in-process indexes have not"
+            " caught up for that long catches up instead of rebuilding them; a forgotten scope's ops go at the next prune"
+            " whatever this is. 0: prune as far as this process's own indexes have applied."
+        ),
+    )
 
     model_config = {**ComponentConfig.model_config, "populate_by_name": True}
 

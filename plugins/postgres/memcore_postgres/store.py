@@ -26,6 +26,7 @@ from memcore.plugin import ConfigError, CorruptError, Filter, LogRead, LogTail, 
 from .config import PostgresStoreConfig
 from .connections import EmbeddedServer, Pool
 from .filters import compile_filter
+from .log_retention import prune_log as prune_retained
 from .reads import SpaceCache, read_records, read_tail, vector_value
 from .schema import OP_NAMES, SCHEMA_VERSION, create_schema
 from .writes import PostgresWrites, SpaceTables
@@ -245,8 +246,7 @@ class PostgresStore(PostgresWrites, Store):
             return
 
         def prune(conn: Connection[Any]) -> None:
-            conn.execute("DELETE FROM oplog WHERE seq <= %s", (upto,))
-            conn.execute("UPDATE meta SET value = greatest(value, %s) WHERE key = 'log_start'", (upto,))
+            prune_retained(conn, upto, self.config.log_retention_s)
 
         with self._mutex:
             self.pool.write("pruning the op log", prune)

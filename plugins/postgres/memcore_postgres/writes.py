@@ -132,6 +132,8 @@ class PostgresWrites:
                     "INSERT INTO oplog (seq, index_name, ids, ops) VALUES ((SELECT value FROM meta WHERE key = 'seq'), %s, %s, %s)",
                     [(index, ids, "".join(codes)) for index, (ids, codes) in by_index.items()],
                 )
+            if batch.forget_scopes:  # the op log keeps no forgotten id past the next prune (log retention aside)
+                conn.execute(FORGOTTEN_THROUGH)
         row = seq_cursor.fetchone()
         assert row is not None
         seq = int(row[0])
@@ -253,6 +255,12 @@ def _maybe(conn: Connection[Any], query: str, ids: list[str]) -> Cursor[Any] | N
 def _array_literal(items: Iterable[str]) -> str:
     """A PostgreSQL ``text[]`` literal of ``items`` (each quoted, ``"`` and ``\\`` escaped)."""
     return "{" + ",".join('"' + item.replace("\\", "\\\\").replace('"', '\\"') + '"' for item in items) + "}"
+
+
+FORGOTTEN_THROUGH = (
+    "INSERT INTO meta VALUES ('forgotten_through', (SELECT value FROM meta WHERE key = 'seq')) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
+"""Note the batch's sequence number as the last one that forgot a scope (``meta``)."""
 
 
 def _check_references(p: PreparedBatch, stored: Stored, found_targets: set[str]) -> None:
