@@ -90,7 +90,7 @@ from .retrieval._pipeline import Pipeline, PipelineContext, Stage
 from .retrieval._stages import minmax, rescored, term_overlap, unique_hits
 from .services._problems import ServiceProblem
 from .services._service import Service, hit_to_dict
-from .stores._store import Applied, LogRead, Op, Store, Version, WriteBatch, involved_ids, plan_ops
+from .stores._store import TAIL_RECORDS_MAX, Applied, LogRead, LogTail, Op, Store, Version, WriteBatch, involved_ids, plan_ops
 
 __all__ = [
     # -- interfaces --
@@ -200,6 +200,8 @@ __all__ = [
     "Cond",
     "BoolNode",
     "LogRead",
+    "LogTail",
+    "TAIL_RECORDS_MAX",
     # -- data --
     "Record",
     "Query",

@@ -101,14 +101,19 @@ class CollectionBase:
         """Readers (and every process of a shared store) catch their indexes up with what
         other processes committed."""
         if self._store.read_only or self._store.shared:
-            for handle in self._indexes.values():
-                if handle.error is None and not handle.index.reads_store:
-                    self._catch_up(handle)
+            self._catch_up(*(h for h in self._indexes.values() if h.error is None and not h.index.reads_store))
 
-    def _catch_up(self, handle: IndexHandle) -> None:
-        """Apply the logged ops the index has not seen; rebuild when the log no longer has them."""
-        if handle.catch_up(self._store) is None:  # log start and ops are read in one snapshot
-            handle.rebuild(self._store, self._fill_for(handle))
+    def _catch_up(self, *handles: IndexHandle) -> None:
+        """Apply the logged ops the indexes have not seen, read for all of them at once with
+        the records they add (:meth:`Store.read_tail`); rebuild an index whose ops the log
+        no longer has."""
+        if not handles:
+            return
+        store = self._store
+        tail = store.read_tail({h.name: h.applied_seq for h in handles})  # log start and ops in one snapshot
+        for handle in handles:
+            if handle.catch_up(store, tail.logs[handle.name], tail.records) is None:
+                handle.rebuild(store, self._fill_for(handle))
 
     def _handle(self, name: str, *, usable: bool = True) -> IndexHandle:
         """The handle of index ``name``; with ``usable`` a broken one raises BrokenIndexError."""

@@ -177,7 +177,6 @@ class CollectionReader(CallBindings):
         with self._lock:
             self._check_open()
             q = self.request(query, k=k, where=where, scope=scope, where_document=where_document)
-            self._sync()
             handle = self._handle(index) if index is not None else self._only_index()
             hits = self.search_index(handle.name, q, q.k)
             return self.attach_records(hits) if with_records else hits

@@ -30,7 +30,7 @@ from .._util.log import get_logger
 from ..model._record import Record
 from ..model._record_rows import RecordRows
 from .._plugins._registry import ComponentConfig
-from ..stores._store import Op, Store
+from ..stores._store import LogRead, Op, Store
 
 __all__ = ["IndexHandle", "fold_ops"]
 
@@ -224,16 +224,21 @@ class IndexHandle:
             self.index.add(records)
         self.dirty = True
 
-    def catch_up(self, store: Store) -> int | None:
+    def catch_up(self, store: Store, read: LogRead | None = None, records: dict[str, Record] | None = None) -> int | None:
         """Apply every op logged since ``applied_seq``; returns how many ops were applied,
-        or None when the log was pruned past ``applied_seq`` (a gap: rebuild instead)."""
-        read = store.read_log(self.applied_seq, self.name)
+        or None when the log was pruned past ``applied_seq`` (a gap: rebuild instead).
+
+        ``read``: this index's log as read already (:meth:`Store.read_tail`, above
+        ``applied_seq``), else it is read now; ``records``: records read with it, by id
+        (taken before the store is asked)."""
+        if read is None:
+            read = store.read_log(self.applied_seq, self.name)
         if self.applied_seq < read.start:
             return None
         if read.last <= self.applied_seq:
             return 0
         ops = read.ops
-        self.apply(ops, store, replay=True)
+        self.apply(ops, store, records, replay=True)
         self.applied_seq = read.last
         if ops:
             log.info("index.caught_up", name=self.name, ops=len(ops))

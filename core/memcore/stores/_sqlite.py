@@ -54,11 +54,12 @@ from ..model._record_batch import RecordBatch
 from ..model._record import Link, Record, Scope
 from ..model._checks import check_finite_vectors
 from .._plugins._registry import ComponentConfig
-from ._store import LogRead, Op, Store, Version
+from ._store import LogRead, LogTail, Op, Store, Version
 from ._sqlite_fields import FieldIndexes
 from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, json_text, members as _members, open_schema, unpack_ops
 from ._sqlite_vectors import SCAN_FROM, Space, SpaceSlots, read_vectors, vector_rows
 from ._sqlite_vector_files import VECTOR_DIR, MappedSpace
+from ._sqlite_tail import TailMark, data_version, read_logs, wanted_ids
 from ._sqlite_writes import SQLiteWrites, WriterLock, rollback
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION", "FORGET_UP_TO", "RowCache", "guard_methods", "check_store_file"]
@@ -152,6 +153,9 @@ class RowCache:
         self.limit = limit
         self.rows: dict[str, Row] = {}
         self.seq: int | None = None
+        self.version: int | None = None
+        """A reader's ``data_version`` taken before the rows' sequence number was checked:
+        while it reads the same, no write happened since and the rows are current."""
         self._shared = False
 
     def valid_for(self, seq: int) -> None:
@@ -195,6 +199,7 @@ class RowCache:
         """Forget every row."""
         self.rows = {}
         self.seq = None
+        self.version = None
         self._shared = False
 
 
@@ -332,6 +337,11 @@ class SQLiteStore(SQLiteWrites, Store):
         self._row_memo: tuple[int, dict[str, tuple[list[str], np.ndarray, np.ndarray]]] | None = None
         """What the writer's last batch wrote: ``(seq, space -> (ids, rows, vectors))``."""
         """What the writer's last ``get`` found: ``(seq, id -> (rowid, member_of), None when absent)``."""
+        self._read_rows: dict[str, dict[str, int]] = {}
+        """A reader's last ``get`` with vectors: ``space -> id -> file row`` (what an index
+        adding those records asks next, :meth:`_rows_holding`)."""
+        self._tail: TailMark | None = None
+        """What a reader's last :meth:`read_tail` found (its "nothing new" answer)."""
         if self.dir.exists() and not self.dir.is_dir():
             raise ConfigError(f"{self.dir} is a file; a collection is a directory", location="path")
         if self.read_only:
@@ -407,6 +417,7 @@ class SQLiteStore(SQLiteWrites, Store):
         if not with_vectors:
             return self._get_cached(ids)
         with self._mutex, self._snapshot():  # a reader: records, links and vectors of one version
+            self._read_rows = {}
             found: dict[str, Record] = {}
             seen: dict[str, tuple[int, str] | None] = {}
             for chunk in _chunks(list(ids)):
@@ -431,11 +442,14 @@ class SQLiteStore(SQLiteWrites, Store):
                 for rid, ls in links.items():
                     found[rid].links = tuple(ls)
                 rowids = list(by_rowid)
-                for space in self._spaces.items(refresh=self.read_only):
+                committed = self._spaces.refresh() if self.read_only else None  # a reader: the map and the rows in one statement
+                for space in self._spaces.items():
                     pairs = self.db.execute(f"SELECT rid, row FROM {space.table} WHERE rid IN ({','.join('?' * len(rowids))})", rowids).fetchall()
                     if not pairs:
                         continue
-                    matrix = self._spaces.matrix(space)
+                    matrix = self._spaces.matrix(space, committed=None if committed is None else committed.get(space.slot, 0))
+                    if committed is not None:
+                        self._read_rows.setdefault(space.name, {}).update((by_rowid[rowid].id, row) for rowid, row in pairs)
                     for rowid, row in pairs:
                         record = by_rowid[rowid]
                         if not 0 <= row < len(matrix):
@@ -468,12 +482,20 @@ class SQLiteStore(SQLiteWrites, Store):
             rows = self._rows.rows
             if all(map(rows.__contains__, ids)):
                 return rows
-        with self._mutex, self._snapshot():
+        with self._mutex:
+            cache = self._rows
+            version = data_version(self.db) if self.read_only else None
+            if version is not None and version == cache.version and all(map(cache.rows.__contains__, ids)):
+                return cache.rows  # no commit since the rows were known current: no snapshot needed
+            return self._read_rows_into(cache, ids, version)
+
+    def _read_rows_into(self, cache: RowCache, ids: Sequence[str], version: int | None) -> Mapping[str, Row]:
+        with self._snapshot():
             # a reader reads the sequence number and the rows in one snapshot, so rows are
             # never cached under an older sequence number than the version they hold
-            cache = self._rows
             if self.read_only:  # rows are valid for one sequence number
                 cache.valid_for(self.last_seq())
+                cache.version = version  # taken before this snapshot: never newer than the rows
             rows = cache.rows
             if all(map(rows.__contains__, ids)):  # the usual case on a small memory: every row cached
                 return rows
@@ -783,7 +805,11 @@ class SQLiteStore(SQLiteWrites, Store):
             written, rows, matrix = memo[1][space.name]
             if written == ids:  # a list compare: the batch's ids, in order
                 return rows if np.array_equal(matrix, vectors) else None
-        found = self._vector_rows(space, ids)
+        known = self._read_rows.get(space.name) if self.read_only else None
+        if known is not None and all(map(known.__contains__, ids)):  # a reader adding the records it just read
+            found = np.fromiter((known[i] for i in ids), dtype=np.int64, count=len(ids))
+        else:
+            found = self._vector_rows(space, ids)
         if len(found) and found.min() < 0:
             return None
         stored = self._mapped_matrix(space, False)
@@ -792,7 +818,7 @@ class SQLiteStore(SQLiteWrites, Store):
         return found if np.array_equal(np.take(stored, found, axis=0), vectors) else None
 
     def _mapped_matrix(self, space: Space, populate: bool) -> np.ndarray:
-        with self._mutex, self._snapshot():
+        with self._mutex:  # one statement (the committed rows): its own snapshot
             return self._spaces.matrix(space, populate=populate)
 
     # -- log and state -------------------------------------------------------------------
@@ -837,6 +863,26 @@ class SQLiteStore(SQLiteWrites, Store):
             finally:
                 self.db.execute("COMMIT")
         return LogRead(start, last, ops)
+
+    def read_tail(self, since: Mapping[str, int]) -> LogTail:
+        """Every asked index's log from one statement (see :mod:`._sqlite_tail`), and the
+        records its adds and updates name (:meth:`get`). A reader answers "nothing new"
+        from ``PRAGMA data_version`` alone when no other connection committed since its
+        last call."""
+        if not since:
+            return LogTail({})
+        with self._mutex:
+            version = data_version(self.db) if self.read_only else None
+            mark = self._tail
+            if version is not None and mark is not None and mark.answers(version, since):
+                return LogTail(mark.logs(since))
+            logs = read_logs(self.db, since)
+            some = next(iter(logs.values()))
+            if version is not None:
+                self._tail = TailMark(version, some.start, some.last)
+            ids = wanted_ids(logs, since)
+            records = {r.id: r for r in self.get(ids) if r is not None} if ids else {}
+        return LogTail(logs, records)
 
     def log_start(self) -> int:
         with self._mutex:

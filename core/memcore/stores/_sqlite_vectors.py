@@ -92,6 +92,13 @@ class SpaceSlots:
         space = self.get(name)
         return None if space is None else space.table
 
+    def refresh(self) -> dict[int, int]:
+        """Read the map again, with each space's committed rows (one statement, in the
+        caller's snapshot): what a reader's record read needs. Returns ``slot -> rows``."""
+        found = self.db.execute("SELECT name, slot, dim, rows FROM vector_spaces").fetchall()
+        self._spaces = {str(name): Space(str(name), int(slot), int(dim)) for name, slot, dim, _ in found}
+        return {int(slot): int(rows) for _, slot, _, rows in found}
+
     def items(self, refresh: bool = False) -> list[Space]:
         """Every space (``refresh``: read the map first, as a reader does)."""
         spaces = self._load() if refresh or self._spaces is None else self._spaces
@@ -109,9 +116,10 @@ class SpaceSlots:
         row = self.db.execute("SELECT rows FROM vector_spaces WHERE slot = ?", (space.slot,)).fetchone()
         return 0 if row is None else int(row[0])
 
-    def matrix(self, space: Space, populate: bool = False) -> np.ndarray:
-        """The committed rows of ``space``, memory-mapped read-only."""
-        return self.file(space).array(self.committed(space), populate=populate)
+    def matrix(self, space: Space, populate: bool = False, committed: int | None = None) -> np.ndarray:
+        """The committed rows of ``space``, memory-mapped read-only (``committed``: their
+        number, read in the caller's snapshot already)."""
+        return self.file(space).array(self.committed(space) if committed is None else committed, populate=populate)
 
     def recover(self) -> None:
         """The writer at open: cut each file back to its committed length (rows a batch

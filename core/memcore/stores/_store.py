@@ -22,7 +22,7 @@ from ..model._filters import Filter
 from ..model._record_batch import RecordBatch
 from ..model._record import Record, Scope
 
-__all__ = ["Store", "WriteBatch", "Applied", "AddedOps", "Op", "OpKind", "LogRead", "Version", "VersionOp"]
+__all__ = ["Store", "WriteBatch", "Applied", "AddedOps", "Op", "OpKind", "LogRead", "LogTail", "Version", "VersionOp"]
 
 _TEXT_CHUNK = 1000
 """How many texts the generic text filter reads per call of :meth:`Store.texts`."""
@@ -139,6 +139,24 @@ class LogRead:
     start: int
     last: int
     ops: list[Op]
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """What :meth:`Store.read_tail` read for several indexes at once: each index's
+    :class:`LogRead`, and the records their ``add`` and ``update`` ops name."""
+
+    logs: dict[str, LogRead]
+    records: dict[str, Record] = field(default_factory=dict)
+    """Records (with their vectors) the ops add or update, read with the logs or after them
+    (never an older version): what the index handles apply without reading them again. A
+    record named by an op but absent here is read by the handle (:meth:`Store.get`); an op
+    later than the version read here is applied at the next catch-up."""
+
+
+TAIL_RECORDS_MAX = 1000
+"""Most records :meth:`Store.read_tail` reads along with the log (a catch-up after small
+writes); a longer tail reads none, and each index handle reads its own."""
 
 
 class Store(ABC):
@@ -330,6 +348,18 @@ class Store(ABC):
         pruning the log between the reads would otherwise make a reader skip ops forever.
         """
         return LogRead(self.log_start(), self.last_seq(), self.ops_since(seq, index))
+
+    def read_tail(self, since: Mapping[str, int]) -> LogTail:
+        """The ops logged for each index of ``since`` above its sequence number (a
+        :class:`LogRead` each, as :meth:`read_log` gives it), with the records they add or
+        update: the catch-up of a process whose indexes follow other processes' writes,
+        before each of its searches.
+
+        This default reads each index's log (:meth:`read_log`) and no records. Stores shared
+        between processes override it with fewer statements: one read of the log for every
+        index, the records in the same round trip, and a cheap answer when nothing changed
+        since their last call (what every search of such a process asks first)."""
+        return LogTail({name: self.read_log(seq, name) for name, seq in since.items()})
 
     @abstractmethod
     def log_start(self) -> int:

@@ -16,17 +16,18 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from psycopg import Connection, sql
 
-from memcore.plugin import ConfigError, CorruptError, Filter, Link, LogRead, Op, Record, Scope, Store, get_logger
+from memcore.plugin import ConfigError, CorruptError, Filter, LogRead, LogTail, Op, Record, Scope, Store, get_logger
 
 from .config import PostgresStoreConfig
 from .connections import EmbeddedServer, Pool
 from .filters import compile_filter
 from .log_retention import prune_log as prune_retained
+from .reads import SpaceCache, read_records, read_tail, vector_value
 from .schema import OP_NAMES, SCHEMA_VERSION, create_schema
 from .writes import PostgresWrites, SpaceTables
 
@@ -65,6 +66,7 @@ class PostgresStore(PostgresWrites, Store):
             self.close()
             raise
         self._spaces = SpaceTables(self.schema)
+        self._space_cache = SpaceCache()
 
     def _open_schema(self, conn: Connection[Any]) -> int:
         if self.read_only:
@@ -78,38 +80,13 @@ class PostgresStore(PostgresWrites, Store):
     # -- reads ---------------------------------------------------------------------------
 
     def get(self, ids: Sequence[str], *, with_vectors: bool = True) -> list[Record | None]:
+        """Records with their links (and vectors) from one statement (:mod:`.reads`)."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return [None] * len(ids)
 
-        def read(conn: Connection[Any]) -> dict[str, Record]:
-            found: dict[str, Record] = {}
-            by_n: dict[int, Record] = {}
-            rows = conn.execute(
-                "SELECT id, text, metadata, user_id, agent_id, run_id, created_at, updated_at, n FROM records WHERE id = ANY(%s)", (wanted,)
-            ).fetchall()
-            for rid, text, metadata, user_id, agent_id, run_id, created, updated, n in rows:
-                scope = None if user_id is None and agent_id is None and run_id is None else Scope(user_id, agent_id, run_id)
-                record = Record(rid, text, metadata, {}, (), scope, created, updated)
-                found[rid] = by_n[n] = record
-            if not found:
-                return found
-            links: dict[str, list[Link]] = {}
-            for src, tgt, rel, w in conn.execute(
-                "SELECT source, target, relation, weight FROM links WHERE source = ANY(%s) ORDER BY source, target, relation", (list(found),)
-            ):
-                links.setdefault(src, []).append(Link(tgt, rel, w))
-            for rid, ls in links.items():
-                found[rid].links = tuple(ls)
-            if with_vectors:
-                numbers = list(by_n)
-                for space, table in self._spaces.items(conn):
-                    for n, vector in conn.execute(sql.SQL("SELECT n, v FROM {} WHERE n = ANY(%s)").format(table), (numbers,)):
-                        by_n[n].vectors[space] = _vector(vector)
-            return found
-
         with self._mutex:
-            found = self.pool.read_snapshot("reading records", read) if with_vectors else self.pool.read("reading records", read)
+            found = self.pool.read("reading records", lambda conn: read_records(conn, wanted, self._space_cache, with_vectors))
         # one Record per occurrence: repeated ids get copies
         out: list[Record | None] = []
         seen: set[str] = set()
@@ -186,7 +163,7 @@ class PostgresStore(PostgresWrites, Store):
             if table is None or not wanted:
                 return {}
             query = sql.SQL("SELECT r.id, v.v FROM records r JOIN {} v ON v.n = r.n WHERE r.id = ANY(%s)").format(table)
-            return {rid: _vector(vector) for rid, vector in conn.execute(query, (wanted,))}
+            return {rid: vector_value(vector) for rid, vector in conn.execute(query, (wanted,))}
 
         with self._mutex:
             found = self.pool.read("reading vectors", read)
@@ -235,6 +212,15 @@ class PostgresStore(PostgresWrites, Store):
         with self._mutex:
             ops: list[Op] = self.pool.read("reading the op log", lambda conn: _ops(conn, seq, index))
         return ops
+
+    def read_tail(self, since: Mapping[str, int]) -> LogTail:
+        """The log of every asked index from one statement, and the records its ops add or
+        update from one more (:func:`.reads.read_tail`)."""
+        if not since:
+            return LogTail({})
+        with self._mutex:
+            tail: LogTail = self.pool.read("reading the op log", lambda conn: read_tail(conn, since, self._space_cache))
+        return tail
 
     def read_log(self, seq: int, index: str) -> LogRead:
         """Log start, last sequence number and ops from one snapshot: a concurrent prune
@@ -304,13 +290,6 @@ class PostgresStore(PostgresWrites, Store):
         embedded, self._embedded = getattr(self, "_embedded", None), None
         if embedded is not None:
             embedded.close()
-
-
-def _vector(value: Any) -> np.ndarray:
-    """A stored pgvector value as a float32 array of its own (writable)."""
-    if hasattr(value, "to_numpy"):
-        value = value.to_numpy()
-    return np.array(value, dtype=np.float32)
 
 
 def _meta(key: str) -> Callable[[Connection[Any]], int]:
