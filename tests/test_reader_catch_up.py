@@ -9,27 +9,15 @@ nothing new reads no snapshot: ``PRAGMA data_version`` only.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
 import pytest
 
-from memcore import Collection, Query
+from memcore import Collection
 from memcore._plugins._host import get_registry
 from memcore.embedders._embedder import Space
 from memcore.stores._sqlite import SQLiteStore, SQLiteStoreConfig
-
-DIM = 8
-SPACE = "dense"
-
-
-def unit(seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
-def record(i: int, **extra: Any) -> dict[str, Any]:
-    return {"id": f"r{i}", "text": f"record {i}", "vectors": {SPACE: unit(i)}, "metadata": {"i": i}, **extra}
+from memcore.testing.catch_up import CATCH_UP_STEPS, DIM, SPACE, check_step_seen, record, unit, view
 
 
 def open_writer(path: Path, kind: str) -> Collection:
@@ -41,11 +29,6 @@ def open_writer(path: Path, kind: str) -> Collection:
 
 def open_reader(path: Path) -> Collection:
     return Collection(SQLiteStore(path, SQLiteStoreConfig(read_only=True)), {SPACE: Space(SPACE, DIM)}, get_registry(), path)
-
-
-def view(col: Collection, q: np.ndarray, k: int = 5) -> list[tuple[str, float, str, dict[str, Any], list[str], Any]]:
-    hits = col.retrieve(Query(vectors={SPACE: q}, k=k), index="vec")
-    return [(h.id, round(h.score, 5), h.record.text, h.record.metadata, [l.target for l in h.record.links], h.record.scope) for h in hits]
 
 
 @pytest.fixture(params=["exact", "hnsw"])
@@ -62,35 +45,10 @@ def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
     writer.close()
 
 
-STEPS: list[tuple[str, Callable[[Collection], Any], np.ndarray]] = [
-    ("insert", lambda w: w.insert([record(50)]), unit(50)),
-    ("vector update", lambda w: w.update("r3", vectors={SPACE: unit(999)}), unit(999)),
-    ("old vector gone", lambda w: None, unit(3)),
-    ("metadata update", lambda w: w.update("r4", metadata={"i": 4, "changed": True}), unit(4)),
-    ("text update", lambda w: w.update("r5", text="rewritten", vectors={SPACE: unit(5)}), unit(5)),
-    ("link", lambda w: w.link("r6", "r7"), unit(6)),
-    ("delete", lambda w: w.delete("r8"), unit(8)),
-    ("forget a scope", lambda w: w.forget({"user_id": "bob"}), unit(102)),
-    ("several batches", lambda w: [w.insert([record(60 + j)]) for j in range(3)], unit(61)),
-    ("prune past the reader", lambda w: (w.insert([record(70)]), w.flush()), unit(70)),
-]
-
-
-@pytest.mark.parametrize("step", range(len(STEPS)), ids=[s[0] for s in STEPS])
+@pytest.mark.parametrize("step", range(len(CATCH_UP_STEPS)), ids=[s[0] for s in CATCH_UP_STEPS])
 def test_a_reader_sees_each_write_at_its_next_search(pair: Any, step: int) -> None:
     path, writer, reader = pair
-    for _, write, q in STEPS[:step]:  # the steps before, each seen once by the reader
-        view(reader, q)
-        write(writer)
-    name, write, q = STEPS[step]
-    assert view(reader, q) == view(writer, q)  # primed: "nothing new" is answered from the mark
-    write(writer)
-    seen = view(reader, q)
-    fresh = open_reader(path)
-    try:
-        assert seen == view(fresh, q) == view(writer, q), name
-    finally:
-        fresh.close()
+    check_step_seen(writer, reader, lambda: open_reader(path), step)  # "nothing new" primed, then the write
 
 
 def test_a_search_with_nothing_new_reads_no_snapshot(pair: Any) -> None:

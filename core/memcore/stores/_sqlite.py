@@ -598,6 +598,20 @@ class SQLiteStore(SQLiteWrites, Store):
         with self._mutex:
             return [row[0] for row in self.db.execute(f"SELECT r.id FROM records r WHERE {sql}", params)]
 
+    @contextlib.contextmanager
+    def _snapshot_at(self, seq: int) -> Iterator[bool]:
+        """One read snapshot (a transaction, unless one is open already) for the ``with`` block;
+        yields whether the store is at sequence ``seq`` in it. Called under ``_mutex``."""
+        began = not self.db.in_transaction
+        if began:
+            self.db.execute("BEGIN")
+        try:
+            row = self.db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
+            yield (int(row[0]) if row else 0) == seq
+        finally:
+            if began:
+                self.db.execute("COMMIT")
+
     def allowed_rows(
         self, space: str, seq: int, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None
     ) -> np.ndarray | None:
@@ -610,17 +624,10 @@ class SQLiteStore(SQLiteWrites, Store):
             found = self._spaces.get(space)
             if found is None:
                 return None
-            began = not self.db.in_transaction
-            if began:
-                self.db.execute("BEGIN")
-            try:
-                row = self.db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
-                if (int(row[0]) if row else 0) != seq:
+            with self._snapshot_at(seq) as current:
+                if not current:
                     return None
                 text = self.db.execute(f"SELECT group_concat(v.row) FROM records r JOIN {found.table} v ON v.rid = r.rowid WHERE {sql}", params).fetchone()[0]
-            finally:
-                if began:
-                    self.db.execute("COMMIT")
         if not text:
             return np.zeros(0, dtype=np.int64)
         return np.fromstring(text, dtype=np.int64, sep=",")
@@ -641,19 +648,12 @@ class SQLiteStore(SQLiteWrites, Store):
         sql, params = self._filter_sql(where, where_document, scope, None)
         found: list[str] = []
         with self._mutex:
-            began = not self.db.in_transaction
-            if began:
-                self.db.execute("BEGIN")
-            try:
-                row = self.db.execute("SELECT value FROM meta WHERE key='seq'").fetchone()
-                if (int(row[0]) if row else 0) != seq:
+            with self._snapshot_at(seq) as current:
+                if not current:
                     return None
                 for chunk in _chunks(list(ids)):
                     marks = ",".join("?" * len(chunk))
                     found.extend(r[0] for r in self.db.execute(f"SELECT r.id FROM records r WHERE r.id IN ({marks}) AND {sql}", [*chunk, *params]))
-            finally:
-                if began:
-                    self.db.execute("COMMIT")
         return found
 
     def find_count(

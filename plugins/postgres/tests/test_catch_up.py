@@ -16,32 +16,16 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pytest
 
-from memcore import Collection, Query
+from memcore import Collection
 from memcore.plugin import Record, WriteBatch
 from memcore._plugins._host import get_registry
 from memcore.embedders._embedder import Space
+from memcore.testing.catch_up import CATCH_UP_STEPS, DIM, SPACE, check_step_seen, record, unit, view
 from memcore_postgres import PostgresStore, PostgresStoreConfig
-
-DIM = 8
-SPACE = "dense"
-
-
-def unit(seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
-    return v / np.linalg.norm(v)
-
-
-def record(i: int, **extra: Any) -> dict[str, Any]:
-    return {"id": f"r{i}", "text": f"record {i}", "vectors": {SPACE: unit(i)}, "metadata": {"i": i}, **extra}
 
 
 def collection(url: str, schema: str, path: Path) -> Collection:
     return Collection(PostgresStore(PostgresStoreConfig(url=url, schema=schema)), {SPACE: Space(SPACE, DIM)}, get_registry(), path)
-
-
-def view(col: Collection, q: np.ndarray, k: int = 5) -> list[tuple[str, float, str, dict[str, Any], list[str], Any]]:
-    hits = col.retrieve(Query(vectors={SPACE: q}, k=k), index="vec")
-    return [(h.id, round(h.score, 5), h.record.text, h.record.metadata, [l.target for l in h.record.links], h.record.scope) for h in hits]
 
 
 @pytest.fixture(params=["exact", "hnsw"])
@@ -60,36 +44,11 @@ def pair(request: pytest.FixtureRequest, pg_url: str, schema: str, pg_dir: Path)
     a.close()
 
 
-STEPS: list[tuple[str, Callable[[Collection], Any], np.ndarray]] = [
-    ("insert", lambda w: w.insert([record(50)]), unit(50)),
-    ("vector update", lambda w: w.update("r3", vectors={SPACE: unit(999)}), unit(999)),
-    ("old vector gone", lambda w: None, unit(3)),
-    ("metadata update", lambda w: w.update("r4", metadata={"i": 4, "changed": True}), unit(4)),
-    ("text update", lambda w: w.update("r5", text="rewritten", vectors={SPACE: unit(5)}), unit(5)),
-    ("link", lambda w: w.link("r6", "r7"), unit(6)),
-    ("delete", lambda w: w.delete("r8"), unit(8)),
-    ("forget a scope", lambda w: w.forget({"user_id": "bob"}), unit(102)),
-    ("several batches", lambda w: [w.insert([record(60 + j)]) for j in range(3)], unit(61)),
-    ("prune past the other", lambda w: (w.insert([record(70)]), w.flush()), unit(70)),
-]
-
-
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("step", range(len(STEPS)), ids=[s[0] for s in STEPS])
+@pytest.mark.parametrize("step", range(len(CATCH_UP_STEPS)), ids=[s[0] for s in CATCH_UP_STEPS])
 def test_each_write_of_one_process_is_seen_at_the_others_next_search(pair: Any, step: int) -> None:
     fresh_collection, a, b = pair
-    for _, write, q in STEPS[:step]:
-        view(b, q)
-        write(a)
-    name, write, q = STEPS[step]
-    assert view(b, q) == view(a, q)
-    write(a)
-    seen = view(b, q)
-    fresh = fresh_collection()
-    try:
-        assert seen == view(fresh, q) == view(a, q), name
-    finally:
-        fresh.close()
+    check_step_seen(a, b, fresh_collection, step)
 
 
 def test_records_read_after_another_process_made_a_space_carry_its_vectors(pg_url: str, schema: str) -> None:
