@@ -16,13 +16,13 @@ def test_an_index_that_reads_the_store_is_not_caught_up_from_the_log(tmp_path: A
         c.insert([{"id": f"r{i}", "text": f"note {i}"} for i in range(5)])
         store = c._store  # noqa: SLF001 - the test watches the store's log reads
         reads: list[str] = []
-        read_log = store.read_log
+        read_tail = store.read_tail
 
-        def spy(seq: int, index: str) -> Any:
-            reads.append(index)
-            return read_log(seq, index)
+        def spy(since: Any) -> Any:  # the catch-up's read of the log (every index it asks for)
+            reads.extend(since)
+            return read_tail(since)
 
-        store.read_log = spy  # type: ignore[method-assign]
+        store.read_tail = spy  # type: ignore[method-assign]
         store.shared = True  # as a store shared between processes declares itself
         c.retrieve("note", k=3)
         assert "vec" in reads  # an ordinary index catches up before the search
