@@ -269,7 +269,7 @@ class FaissIndex(VectorIndex):
 
     def _search_prepared(self, x: np.ndarray, k: int, allowed: AbstractSet[str] | None, mode: FaissQueryMode | None) -> list[list[Hit]]:
         nq = x.shape[0]
-        if not self._labels.label_of:
+        if not len(self._labels):
             return [[] for _ in range(nq)]
         threshold = self.config.score_threshold
         if mode is not None and mode.score_threshold is not None:
@@ -328,7 +328,7 @@ class FaissIndex(VectorIndex):
         if self._rows.from_save:
             self._backfill_rows()
         rows, space = self._rows.row_of, self._store_space()
-        raw, picked = refine(self._scoring, self._exact_store, x, labels, k, rows, space, self._labels.id_of.get, self._labels.dead)
+        raw, picked = refine(self._scoring, self._exact_store, x, labels, k, rows, space, self._labels.id_or_none, self._labels.dead)
         return self._hits(raw, picked, k, threshold)
 
     def effective_ef(self, k: int) -> int | None:
@@ -392,7 +392,7 @@ class FaissIndex(VectorIndex):
             rows.from_save = False
             return False
         started = time.perf_counter()
-        done = rows.backfill(labels, list(map(self._labels.id_of.__getitem__, labels.tolist())), space)
+        done = rows.backfill(labels, self._labels.ids_for(labels), space)
         log.info("faiss.rows_looked_up", name=self.name, labels=len(labels), usable=done, seconds=round(time.perf_counter() - started, 3))
         return done
 
@@ -408,11 +408,11 @@ class FaissIndex(VectorIndex):
         assigned, dropped = since
         if len(assigned) + len(dropped) + len(changed) > max(64, len(old) // 4):
             return None
-        id_of, label_of, first_new = labels.id_of, labels.label_of, marker[1]
-        add = [label for label in assigned if id_of.get(label, None) in allowed]
+        id_of, first_new = labels.id_or_none, marker[1]
+        add = [label for label in assigned if id_of(label) in allowed]
         remove = list(dropped)
         for rid in changed:
-            label = label_of.get(rid)
+            label = labels.label_of.get(rid)
             if label is None or label >= first_new:  # not live, or assigned since (checked above)
                 continue
             (add if rid in allowed else remove).append(label)
@@ -622,7 +622,7 @@ class FaissIndex(VectorIndex):
         This is the per-query Python cost of the index, so the common case (no ``keep``
         filter, no clipping needed) is one list comprehension per row.
         """
-        get = self._labels.id_of.get
+        get = self._labels.id_or_none
         sign, clip = self._scoring.sign, self._scoring.clip
         source = self.name
         out: list[list[Hit]] = []

@@ -9,6 +9,11 @@ Saved as arrays (:meth:`LabelMap.to_arrays`, written to ``idmap.npz`` by :mod:`.
 the labels, the ids as one UTF-8 text with their offsets, the tombstones. Reading 100k ids
 back this way takes a few tens of milliseconds, where the JSON lists of earlier saves
 (still read: :meth:`LabelMap.from_json`) took ~0.3 s of parsing and per-item checks.
+
+A loaded map keeps the saved arrays as they are (:class:`SavedIds`) until something needs
+the dicts: searches turn labels into ids by position (:meth:`LabelMap.id_or_none`), and
+the two dicts are built at the first change or id lookup (at 1M ids ~0.85 s of CPU that a
+reopen no longer pays; the check that no id is saved twice runs then too).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 
 from memcore.plugin import CorruptError
 
-__all__ = ["LabelMap"]
+__all__ = ["LabelMap", "SavedIds"]
 
 DROPPED_MAX = 65_536
 """Most dropped labels :attr:`LabelMap.dropped` keeps before it starts a new epoch."""
@@ -31,8 +36,10 @@ class LabelMap:
     """The two-way map of live ids and labels, the label counter and the tombstones."""
 
     def __init__(self) -> None:
-        self.label_of: dict[str, int] = {}
-        self.id_of: dict[int, str] = {}
+        self._label_of: dict[str, int] = {}
+        self._id_of: dict[int, str] = {}
+        #: the ids of a save not yet turned into the two dicts (see :meth:`_materialize`)
+        self._saved: SavedIds | None = None
         self.next_label = 0
         self.dead: set[int] = set()
         #: bumped whenever ``dead`` changes (cached tombstone selectors compare it)
@@ -45,7 +52,47 @@ class LabelMap:
         self.dropped: list[int] = []
 
     def __len__(self) -> int:
-        return len(self.label_of)
+        return len(self._saved) if self._saved is not None else len(self._label_of)
+
+    @property
+    def label_of(self) -> dict[str, int]:
+        """Live id -> label (built from a save's arrays at first use)."""
+        if self._saved is not None:
+            self._materialize()
+        return self._label_of
+
+    @property
+    def id_of(self) -> dict[int, str]:
+        """Live label -> id (built from a save's arrays at first use)."""
+        if self._saved is not None:
+            self._materialize()
+        return self._id_of
+
+    def id_or_none(self, label: int) -> str | None:
+        """The live id of ``label``, None for -1, a tombstone or an unknown label; reads a
+        save's arrays in place when the dicts are not built (a search needs no more)."""
+        saved = self._saved
+        if saved is not None:
+            return saved.get(label)
+        return self._id_of.get(label)
+
+    def ids_for(self, labels: np.ndarray) -> list[str]:
+        """The ids of live ``labels`` (KeyError for a label that is not live)."""
+        saved = self._saved
+        if saved is not None:
+            return [saved[int(label)] for label in labels.tolist()]
+        return list(map(self._id_of.__getitem__, labels.tolist()))
+
+    def _materialize(self) -> None:
+        """Build the two dicts from the save's arrays; CorruptError when an id is saved twice."""
+        saved = self._saved
+        assert saved is not None
+        ids = saved.ids()
+        labels = saved.labels.tolist()
+        label_of = dict(zip(ids, labels))
+        if len(label_of) != len(ids):
+            raise CorruptError(f"{saved.where}: inconsistent id map (duplicate ids or labels, labels past the counter)")
+        self._label_of, self._id_of, self._saved = label_of, dict(zip(labels, ids)), None
 
     def assign(self, ids: Sequence[str]) -> np.ndarray:
         """New labels for ``ids`` (which must not be live), as an int64 array."""
@@ -109,8 +156,8 @@ class LabelMap:
         ids = [id_of[int(label)] for label in order]
         if len(ids) != len(id_of):
             raise ValueError("relabel needs every live label exactly once")
-        self.id_of = dict(enumerate(ids))
-        self.label_of = {rid: i for i, rid in enumerate(ids)}
+        self._id_of = dict(enumerate(ids))
+        self._label_of = {rid: i for i, rid in enumerate(ids)}
         self.next_label = len(ids)
         self.clear_dead()
 
@@ -125,7 +172,9 @@ class LabelMap:
 
     def live_labels(self) -> np.ndarray:
         """Every live label, sorted."""
-        return np.asarray(sorted(self.id_of), dtype=np.int64)
+        if self._saved is not None:
+            return self._saved.labels.copy()
+        return np.asarray(sorted(self._id_of), dtype=np.int64)
 
     # -- persistence -------------------------------------------------------------------
 
@@ -144,7 +193,9 @@ class LabelMap:
         """The id map as arrays (no pickle): ``labels`` (int64, ascending), ``text`` (the ids
         in label order, concatenated, UTF-8 as uint8), ``offsets`` (int64, n + 1: id ``i`` is
         ``text[offsets[i]:offsets[i + 1]]`` counted in characters) and ``tombstones`` (int64, sorted)."""
-        order = sorted(self.id_of)  # already ascending (labels only ever grow): a linear pass
+        if self._saved is not None:  # unchanged since it was read: the same arrays
+            return {**self._saved.arrays(), "tombstones": np.asarray(sorted(self.dead), dtype=np.int64)}
+        order = sorted(self._id_of)  # already ascending (labels only ever grow): a linear pass
         ids = list(map(self.id_of.__getitem__, order))
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(np.fromiter(map(len, ids), dtype=np.int64, count=len(ids)), out=offsets[1:])
@@ -186,14 +237,8 @@ class LabelMap:
             or (n and len(dead) and np.isin(dead, labels, assume_unique=True).any())
         ):
             raise CorruptError(f"{where}: inconsistent id map (duplicate ids or labels, labels past the counter)")
-        bounds = offsets.tolist()
-        ids = list(map(decoded.__getitem__, map(slice, bounds[:-1], bounds[1:])))
-        label_list = labels.tolist()
         out = cls()
-        out.label_of = dict(zip(ids, label_list))
-        if len(out.label_of) != n:
-            raise CorruptError(f"{where}: inconsistent id map (duplicate ids or labels, labels past the counter)")
-        out.id_of = dict(zip(label_list, ids))
+        out._saved = SavedIds(decoded, text, offsets, labels, where)
         out.next_label = next_label
         out.dead = set(dead.tolist())
         return out
@@ -209,18 +254,67 @@ class LabelMap:
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptError(f"{where}: malformed id map ({exc!r})") from None
         out = cls()
-        out.label_of = dict(zip(ids, labels))
-        out.id_of = dict(zip(labels, ids))
+        out._label_of = dict(zip(ids, labels))
+        out._id_of = dict(zip(labels, ids))
         out.next_label = next_label
         out.dead = dead
         if (
             len(ids) != len(labels)
-            or len(out.label_of) != len(ids)
-            or len(out.id_of) != len(ids)
+            or len(out._label_of) != len(ids)
+            or len(out._id_of) != len(ids)
             or not all(isinstance(i, str) for i in ids)
             or any(not 0 <= x < next_label for x in labels)
             or any(not 0 <= x < next_label for x in dead)
-            or dead & out.id_of.keys()
+            or dead & out._id_of.keys()
         ):
             raise CorruptError(f"{where}: inconsistent id map (duplicate ids or labels, labels past the counter)")
         return out
+
+
+class SavedIds:
+    """The ids of a save as read (checked, not yet in dicts): label -> id by position.
+
+    ``labels`` ascend (checked at read), so a label's position is found by binary search,
+    or is the label itself when the labels are ``0..n-1`` (a save with no removals since
+    its last compaction). Tombstones are not among ``labels``.
+    """
+
+    __slots__ = ("text", "raw", "offsets", "labels", "where", "_dense")
+
+    def __init__(self, text: str, raw: np.ndarray, offsets: np.ndarray, labels: np.ndarray, where: str) -> None:
+        self.text, self.raw, self.offsets, self.labels, self.where = text, raw, offsets, labels, where
+        n = len(labels)
+        self._dense = n == 0 or (int(labels[0]) == 0 and int(labels[-1]) == n - 1)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def _position(self, label: int) -> int:
+        """Where ``label`` is in ``labels``, -1 when it is not there."""
+        n = len(self.labels)
+        if self._dense:
+            return label if 0 <= label < n else -1
+        pos = int(np.searchsorted(self.labels, label))
+        return pos if pos < n and int(self.labels[pos]) == label else -1
+
+    def get(self, label: int) -> str | None:
+        """The id of ``label``, None when it is not a live label of the save."""
+        pos = self._position(label)
+        if pos < 0:
+            return None
+        return self.text[int(self.offsets[pos]) : int(self.offsets[pos + 1])]
+
+    def __getitem__(self, label: int) -> str:
+        found = self.get(label)
+        if found is None:
+            raise KeyError(label)
+        return found
+
+    def ids(self) -> list[str]:
+        """Every id, in label order."""
+        bounds = self.offsets.tolist()
+        return list(map(self.text.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``labels``, ``offsets`` and ``text`` as :meth:`LabelMap.to_arrays` writes them."""
+        return {"labels": self.labels, "offsets": self.offsets, "text": self.raw}

@@ -66,7 +66,7 @@ def write_tombstones(main: Container, labels: LabelMap, dim: int, path: Path) ->
 
 def _read_live(reader: VectorReader, labels: LabelMap, live: np.ndarray, space: str, scoring: Scoring) -> tuple[np.ndarray, np.ndarray]:
     """The store's vectors of the live labels (sorted), raw, and which ones the store still has."""
-    ids = list(map(labels.id_of.__getitem__, live.tolist()))
+    ids = labels.ids_for(live)
     return reader.read(ids, space, scoring.dim)
 
 
@@ -97,7 +97,7 @@ def load_hnsw(faiss: Any, path: Path, labels: LabelMap, reader: VectorReader, sp
     stored = faiss.rev_swig_ptr(flat.get_xb(), ntotal * dim).reshape(ntotal, dim)
     m = len(live)
     # the store writes the live vectors straight into faiss' storage, packed at the front ...
-    present = reader.read_into(list(map(labels.id_of.__getitem__, live.tolist())), space, stored[:m])
+    present = reader.read_into(labels.ids_for(live), space, stored[:m])
     # ... then, with tombstones, each moves to its label, from the last down: a destination
     # (live[i] >= i) is never a row still to be moved
     for stop in range(m, 0, -_CHUNK) if m < ntotal else ():
