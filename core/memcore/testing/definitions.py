@@ -59,11 +59,14 @@ def check_drop_seen(writer: Collection, other: Collection) -> None:
 
 
 def check_new_index_seen(writer: Collection, other: Collection, open_fresh: Callable[[], Collection]) -> None:
-    """The writer creates (and fills) index ``extra``: ``other`` searches it as the writer
-    and a fresh collection do, and lists it."""
+    """The writer creates (and fills) index ``extra``: ``other`` searches it (through its
+    reader, as a pipeline's stages do, and through ``retrieve``) as the writer and a fresh
+    collection do, and lists it."""
     indexed(other, "vec", 1)
     writer.create_index("extra", "exact", space=SPACE, metric="ip", populate=True)
+    staged = other.reader.search_index("extra", Query(vectors={SPACE: unit(2)}, k=5), 5)  # the path a pipeline's stages take
     seen = indexed(other, "extra", 2)
+    assert [h.id for h in staged] == [shown[0] for shown in seen]
     fresh = open_fresh()
     try:
         assert seen == indexed(writer, "extra", 2) == indexed(fresh, "extra", 2)
