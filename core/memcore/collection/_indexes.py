@@ -312,7 +312,10 @@ class IndexLifecycle(CollectionBase):
     def _add_handle(self, handle: IndexHandle) -> None:
         handle.set_aside()  # files the store does not know of are kept, never deleted
         handle.generation = new_generation()  # a process holding an older index of this name follows the change
-        applied = self._store.apply(WriteBatch(state={(INDEX_DEFINITIONS, handle.name): handle.stored_definition()}))
+        batch = WriteBatch(state={(INDEX_DEFINITIONS, handle.name): handle.stored_definition()})
+        if self._store.shared:  # a process that had not seen the name dropped may have written members into it
+            batch.drop_indexes.append(handle.name)
+        applied = self._store.apply(batch)
         handle.applied_seq = applied.seq
         self._indexes[handle.name] = handle
         log.info("index.created", name=handle.name, kind=handle.kind)

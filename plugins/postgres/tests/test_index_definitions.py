@@ -81,3 +81,20 @@ def test_a_payload_saved_for_an_earlier_generation_of_the_index_is_refused(pair:
             assert indexed(c, "vec", seed) == indexed(a, "vec", seed), seed
     finally:
         c.close()
+
+
+def test_a_write_into_an_index_dropped_meanwhile_leaves_no_member_in_its_next_generation(pair: Any) -> None:
+    fresh, a, b = pair
+    indexed(b, "vec", 1)
+    a.drop_index("vec")
+    b.insert([record(60)])  # b has not seen the drop: its write names the old index
+    assert [entry["name"] for entry in b.list_indexes()] == []
+    a.create_index("vec", "exact", space=SPACE)  # empty: nothing of the old generation
+    a.insert([record(61)])
+    c = fresh()
+    try:
+        assert a.store.ids(index="vec") == ["r61"]
+        for seed in (60, 61):
+            assert indexed(b, "vec", seed) == indexed(a, "vec", seed) == indexed(c, "vec", seed), seed
+    finally:
+        c.close()
