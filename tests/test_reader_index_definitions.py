@@ -69,3 +69,40 @@ def test_a_payload_saved_for_an_earlier_generation_of_the_index_is_refused(pair:
             assert indexed(fresh, "vec", seed) == indexed(writer, "vec", seed)
     finally:
         fresh.close()
+
+
+def test_a_memory_made_before_generations_opens_as_it_was_and_is_followed(tmp_path: Path) -> None:
+    """No migration: a definition and an ``index.json`` without a generation, and no
+    ``definitions_seq`` row in ``meta`` (what older versions wrote), load as they are; the
+    next drop and re-creation are followed by a reader."""
+    import json
+    import sqlite3
+
+    path = tmp_path / "memory"
+    writer = Collection(SQLiteStore(path), {SPACE: Space(SPACE, DIM)}, get_registry(), path)
+    writer.create_index("vec", "exact", space=SPACE)
+    writer.insert([record(i) for i in range(20)])
+    writer.close()
+    db = sqlite3.connect(path / "store.sqlite3")
+    (value,) = db.execute("SELECT value FROM state WHERE namespace='indexes' AND key='vec'").fetchone()
+    db.execute(
+        "UPDATE state SET value=? WHERE namespace='indexes' AND key='vec'", (json.dumps({k: v for k, v in json.loads(value).items() if k != "generation"}),)
+    )
+    db.execute("DELETE FROM meta WHERE key='definitions_seq'")
+    db.commit()
+    db.close()
+    manifest = path / "indexes" / "vec" / "index.json"
+    manifest.write_text(json.dumps({k: v for k, v in json.loads(manifest.read_text()).items() if k != "generation"}))
+
+    writer = Collection(SQLiteStore(path), {SPACE: Space(SPACE, DIM)}, get_registry(), path)
+    reader = open_reader(path)
+    try:
+        assert writer._indexes["vec"].loaded_from_disk and writer._indexes["vec"].generation is None
+        assert reader._indexes["vec"].loaded_from_disk
+        assert indexed(reader, "vec", 3) == indexed(writer, "vec", 3)
+        recreate(writer, "exact", metric="l2")
+        for seed in (1, 50, 51):
+            assert indexed(reader, "vec", seed) == indexed(writer, "vec", seed), seed
+    finally:
+        reader.close()
+        writer.close()
