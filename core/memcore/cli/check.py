@@ -15,7 +15,7 @@ from typing import Any
 
 from ..indexes._broken import describe_failure
 from ..indexes._index import IndexContext, SpaceInfo
-from ..indexes._handle import IndexHandle
+from ..indexes._handle import IndexHandle, generation_of
 from ..indexes._vector_reader import VectorReader
 
 __all__ = ["check_collection"]
@@ -32,7 +32,16 @@ def _index_status(store: Any, path: Path, name: str, definition: dict[str, Any],
         def make() -> Any:
             return reg.build(config, context)
 
-        handle = IndexHandle(name, definition["kind"], config, make(), make, directory=path / "indexes" / name, full_check=True)
+        handle = IndexHandle(
+            name,
+            definition["kind"],
+            config,
+            make(),
+            make,
+            directory=path / "indexes" / name,
+            full_check=True,
+            generation=generation_of(definition),
+        )
     except Exception as exc:  # noqa: BLE001 - reported, like the open reports it
         return {"status": "broken", "error": describe_failure(exc)}
     try:

@@ -20,7 +20,7 @@ from ..embedders._embedder import Space, fill_vectors
 from ..errors import BrokenIndexError, NotFoundError, ValidationError
 from ..indexes._allowed import AllowedCache
 from ..indexes._broken import StoredConfig, UnavailableIndex, describe_failure, saved_seq
-from ..indexes._handle import IndexHandle
+from ..indexes._handle import IndexHandle, generation_of
 from ..indexes._index import Index
 from ..model._binding import ScopeBinding
 from ..model._document import DocumentFilter
@@ -58,6 +58,9 @@ class CollectionState:
         "index_kinds",
         "text_filter",
         "query_vectors",
+        "definitions",
+        "following",
+        "follow_definitions",
     )
 
     def __init__(self, store: Store, spaces: Mapping[str, Space], registry: Registry, path: Path | None, llms: "LLMs | None") -> None:
@@ -78,6 +81,16 @@ class CollectionState:
         """The text filter bound for the current call (``CollectionReader.text_filtered``), AND-ed into every filtered read."""
         self.query_vectors: ContextVar[dict[tuple[str, str], Any] | None] = ContextVar(f"memcore_query_vectors_{id(self)}", default=None)
         """Query vectors embedded ahead in one batch for the current call (``CollectionReader.embedded_queries``): ``(space, text) -> vector``."""
+        self.definitions: int | None = None
+        """The store's number of the last index definition change this collection followed
+        (:attr:`memcore.plugin.LogTail.definitions`; a reader or a process of a shared store)."""
+        self.following = False
+        """True while the handles are being made those of the stored definitions (the open, or
+        :meth:`IndexLifecycle._follow_definitions`): the catch-ups it runs do not follow them again."""
+        self.follow_definitions: Callable[[], None] | None = None
+        """Makes the handles those of the stored definitions (the collection's
+        ``_follow_definitions``, set when it is built): every part, the reader stages get
+        included, calls it through here."""
 
 
 class CollectionBase:
@@ -97,20 +110,37 @@ class CollectionBase:
         if self._state.closed:
             raise ValidationError("this collection is closed")
 
+    def _follows_others(self) -> bool:
+        """Whether other processes may change this collection's store while it is open (it is
+        read-only, or shared): its indexes then follow their writes and index definitions."""
+        return self._store.read_only or self._store.shared
+
     def _sync(self) -> None:
         """Readers (and every process of a shared store) catch their indexes up with what
-        other processes committed."""
-        if self._store.read_only or self._store.shared:
-            self._catch_up(*(h for h in self._indexes.values() if h.error is None and not h.index.reads_store))
+        other processes committed, index definitions included."""
+        if self._follows_others():
+            self._catch_up(*(h for h in self._indexes.values() if h.error is None and not h.index.reads_store), definitions=True)
 
-    def _catch_up(self, *handles: IndexHandle) -> None:
+    def _catch_up(self, *handles: IndexHandle, definitions: bool = False) -> None:
         """Apply the logged ops the indexes have not seen, read for all of them at once with
         the records they add (:meth:`Store.read_tail`); rebuild an index whose ops the log
-        no longer has."""
-        if not handles:
+        no longer has.
+
+        A reader or a process of a shared store first follows the index definitions when the
+        read says another process changed them (:meth:`IndexLifecycle._follow_definitions`:
+        a dropped index is let go, a new or re-created one opened from the store); the log
+        read for a handle that was replaced is not applied. ``definitions``: read even with
+        no handle to catch up (the check alone)."""
+        state = self._state
+        follow = not state.following and self._follows_others()
+        if not handles and not (definitions and follow):
             return
         store = self._store
         tail = store.read_tail({h.name: h.applied_seq for h in handles})  # log start and ops in one snapshot
+        if follow and state.follow_definitions is not None and (tail.definitions is None or tail.definitions != state.definitions):
+            state.follow_definitions()
+            state.definitions = tail.definitions  # once followed: a failure is tried again at the next catch-up
+            handles = tuple(h for h in handles if self._indexes.get(h.name) is h)
         for handle in handles:
             if handle.catch_up(store, tail.logs[handle.name], tail.records) is None:
                 handle.rebuild(store, self._fill_for(handle))
@@ -118,15 +148,17 @@ class CollectionBase:
     def _handle(self, name: str, *, usable: bool = True) -> IndexHandle:
         """The handle of index ``name``; with ``usable`` a broken one raises BrokenIndexError."""
         self._check_open()
-        try:
-            handle = self._indexes[name]
-        except KeyError:
-            raise NotFoundError(f"no index named {name!r}; indexes: {sorted(self._indexes) or '(none)'}") from None
+        handle = self._indexes.get(name)
+        if handle is None and self._follows_others():
+            self._sync()  # another process may have created it
+            handle = self._indexes.get(name)
+        if handle is None:
+            raise NotFoundError(f"no index named {name!r}; indexes: {sorted(self._indexes) or '(none)'}")
         if handle.stale and handle.error is None:
             try:
                 handle.rebuild(self._store, self._fill_for(handle, persist=not self._store.read_only))
             except Exception as exc:  # noqa: BLE001 - reported as a broken index, never a raw failure
-                handle = self._indexes[name] = self._broken(name, handle.definition(), exc)
+                handle = self._indexes[name] = self._broken(name, handle.stored_definition(), exc)
         if usable and handle.error is not None:
             raise BrokenIndexError(name, handle.error)
         return handle
@@ -164,7 +196,7 @@ class CollectionBase:
         try:
             return len(handle.index)
         except Exception as exc:  # noqa: BLE001 - a library's own error: the index is broken, the memory stays usable
-            self._indexes[name] = self._broken(name, handle.definition(), exc)
+            self._indexes[name] = self._broken(name, handle.stored_definition(), exc)
             handle.close_index()
             return 0
 
@@ -179,7 +211,17 @@ class CollectionBase:
         def make() -> Index:
             raise BrokenIndexError(name, reason)
 
-        handle = IndexHandle(name, kind, config, UnavailableIndex(name, reason), make, directory=directory, error=reason)
+        generation = generation_of(definition)
+        handle = IndexHandle(
+            name,
+            kind,
+            config,
+            UnavailableIndex(name, reason),
+            make,
+            directory=directory,
+            error=reason,
+            generation=generation,
+        )
         handle.applied_seq = saved_seq(directory, self._store.last_seq())
         log.error("index.broken", name=name, kind=kind, error=reason)
         return handle

@@ -55,6 +55,7 @@ class Collection(IndexLifecycle, Writes, CollectionReader):
         super().__init__(state)
         self.reader = CollectionReader(state)
         """The read path of this collection, built once: what its pipeline's stages read through."""
+        state.follow_definitions = self._follow_definitions
         self._pin_spaces()
         self._open_declared(declared or {})
 
@@ -121,6 +122,8 @@ class Collection(IndexLifecycle, Writes, CollectionReader):
         with self._lock:
             if self._state.closed or self._store.read_only:
                 return
+            if self._store.shared:
+                self._sync()  # an index another process dropped or re-created is not saved over its folder
             for handle in self._indexes.values():
                 handle.save()
             if self._state.path is not None and self._indexes:

@@ -17,12 +17,12 @@ from .._util.log import get_logger
 from .._util.progress import progress_for
 from ..errors import BrokenIndexError, ConfigError, ValidationError
 from ..indexes._broken import describe_failure
-from ..indexes._handle import IndexHandle
+from ..indexes._handle import IndexHandle, generation_of, new_generation
 from ..indexes._index import Index, IndexContext
 from ..indexes._options import changed_options, check_change
 from ..indexes._vector_reader import VectorReader
 from ..model._record import Record
-from ..stores._store import WriteBatch
+from ..stores._store import INDEX_DEFINITIONS, WriteBatch
 from ._base import CollectionBase
 
 __all__ = ["IndexLifecycle", "INDEX_NAME", "IndexOptions"]
@@ -59,14 +59,52 @@ class IndexLifecycle(CollectionBase):
 
     def _open_declared(self, declared: Mapping[str, tuple[str, IndexOptions]]) -> None:
         """Open every stored index; one that is declared too is opened once, with the declared
-        config when it changes no build-time option (its search-time options then apply)."""
-        for name, recorded in self._store.state_items("indexes").items():
-            stored = self._state.registry.canonical_kinds(recorded)  # recorded before a kind was renamed: its current name
-            config, changed = self._declared_config(name, stored, declared.get(name))
-            wanted = {"kind": stored["kind"], "config": config.model_dump(mode="json")} if changed and config is not None else stored
-            handle = self._indexes[name] = self._open_stored(name, wanted, config)
-            if changed and handle.error is None:
-                self._record_reconfigured(handle, changed)
+        config when it changes no build-time option (its search-time options then apply).
+
+        A reader or a process of a shared store first notes the store's number of the last
+        definition change (:attr:`memcore.plugin.LogTail.definitions`), before reading the
+        definitions: a change after it is followed at the next catch-up."""
+        state = self._state
+        if self._follows_others():
+            state.definitions = self._store.read_tail({}).definitions
+        state.following = True
+        try:
+            for name, recorded in self._store.state_items(INDEX_DEFINITIONS).items():
+                stored = state.registry.canonical_kinds(recorded)  # recorded before a kind was renamed: its current name
+                config, changed = self._declared_config(name, stored, declared.get(name))
+                wanted = {**stored, "config": config.model_dump(mode="json")} if changed and config is not None else stored
+                handle = self._indexes[name] = self._open_stored(name, wanted, config)
+                if changed and handle.error is None:
+                    self._record_reconfigured(handle, changed)
+        finally:
+            state.following = False
+
+    def _follow_definitions(self) -> None:
+        """Make this collection's indexes those the store defines now: another process
+        dropped, created, or dropped and created again an index (a new generation, maybe of
+        another kind or options). A dropped index is let go (its files are the dropping
+        process's to delete: searching it raises NotFoundError, as there); a new or
+        re-created one is opened from the store as at open (its saved payload when it is of
+        this generation, else rebuilt from the store's members). Indexes of an unchanged
+        generation stay as they are (a search-time option another process changed included:
+        this process keeps its own)."""
+        state = self._state
+        stored = {name: state.registry.canonical_kinds(recorded) for name, recorded in self._store.state_items(INDEX_DEFINITIONS).items()}
+        state.following = True
+        try:
+            for name, handle in list(self._indexes.items()):
+                definition = stored.get(name)
+                if definition is not None and generation_of(definition) == handle.generation:
+                    continue
+                del self._indexes[name]
+                handle.close_index()
+                log.info("index.followed", name=name, change="dropped" if definition is None else "re-created")
+            for name, definition in stored.items():
+                if name not in self._indexes:
+                    self._indexes[name] = self._open_stored(name, definition)
+                    log.info("index.followed", name=name, change="opened", kind=self._indexes[name].kind)
+        finally:
+            state.following = False
 
     def _config(self, name: str, kind: str, options: IndexOptions) -> ComponentConfig:
         """The one parse of an index definition: the name checked, the options validated by
@@ -80,8 +118,9 @@ class IndexLifecycle(CollectionBase):
         # a deprecated spelling of the kind warns here and parses to the current name (config.kind)
         return self._state.registry.get("indexes", kind, location=f"indexes.{name}.kind").parse_config(options, f"indexes.{name}")
 
-    def _new_handle(self, name: str, kind: str, options: IndexOptions) -> IndexHandle:
-        """Build index ``name`` (its factory called once) with the spaces it requires checked."""
+    def _new_handle(self, name: str, kind: str, options: IndexOptions, generation: str | None = None) -> IndexHandle:
+        """Build index ``name`` (its factory called once) with the spaces it requires checked;
+        ``generation``: the stored one (an index opened or reloaded), None for a new index."""
         config = self._config(name, kind, options)
         kind = config.kind  # a deprecated spelling: the current one (the key of the index's query modes)
         reg = self._state.index_kinds.get(kind) or self._state.registry.get("indexes", kind, location=f"indexes.{name}.kind")  # the factory
@@ -105,7 +144,7 @@ class IndexLifecycle(CollectionBase):
         index = make()
         for space in index.requires.spaces:
             context.space(space)  # raises ConfigError for an undeclared space
-        return IndexHandle(name, kind, config, index, make, directory=directory, canonical_kinds=self._state.registry.canonical_kinds)
+        return IndexHandle(name, kind, config, index, make, directory=directory, canonical_kinds=self._state.registry.canonical_kinds, generation=generation)
 
     def _declared_config(self, name: str, stored: Mapping[str, Any], declared: tuple[str, IndexOptions] | None) -> tuple[ComponentConfig | None, list[str]]:
         """The declared config to open a stored index with (None: open the stored one), and
@@ -130,7 +169,7 @@ class IndexLifecycle(CollectionBase):
     def _record_reconfigured(self, handle: IndexHandle, changed: list[str]) -> None:
         """Store the new search-time values of ``handle`` (its manifest follows on the next save)."""
         if not self._store.read_only:
-            self._store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+            self._store.apply(WriteBatch(state={(INDEX_DEFINITIONS, handle.name): handle.stored_definition()}))
         handle.dirty = True
         log.info("index.reconfigured", name=handle.name, options=changed)
 
@@ -138,7 +177,7 @@ class IndexLifecycle(CollectionBase):
         """Build (with ``config`` when given, else the stored one), load and catch up a stored
         index; a failure gives a broken handle, never a failed open."""
         try:
-            handle = self._new_handle(name, definition["kind"], config if config is not None else definition["config"])
+            handle = self._new_handle(name, definition["kind"], config if config is not None else definition["config"], generation_of(definition))
             self._open_handle(handle)
             return handle
         except Exception as exc:  # noqa: BLE001 - any plugin failure: the memory still opens
@@ -256,7 +295,7 @@ class IndexLifecycle(CollectionBase):
                     try:
                         self.populate_index(handle.name)
                     except Exception as exc:  # noqa: BLE001 - a failed fill is a broken index, never a failed open
-                        self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
+                        self._indexes[handle.name] = self._broken(handle.name, handle.stored_definition(), exc)
                         handle.close_index()
             return [h.name for h in new]
 
@@ -264,7 +303,7 @@ class IndexLifecycle(CollectionBase):
         """Reload ``existing`` with new search-time options over its saved files (no rebuild)."""
         if existing.error is None and not existing.stale:
             existing.save()
-        handle = self._new_handle(existing.name, kind, config)
+        handle = self._new_handle(existing.name, kind, config, existing.generation)  # the same index, other search-time options
         self._open_handle(handle)
         self._indexes[handle.name] = handle
         existing.close_index()
@@ -272,7 +311,11 @@ class IndexLifecycle(CollectionBase):
 
     def _add_handle(self, handle: IndexHandle) -> None:
         handle.set_aside()  # files the store does not know of are kept, never deleted
-        applied = self._store.apply(WriteBatch(state={("indexes", handle.name): handle.definition()}))
+        handle.generation = new_generation()  # a process holding an older index of this name follows the change
+        batch = WriteBatch(state={(INDEX_DEFINITIONS, handle.name): handle.stored_definition()})
+        if self._store.shared:  # a process that had not seen the name dropped may have written members into it
+            batch.drop_indexes.append(handle.name)
+        applied = self._store.apply(batch)
         handle.applied_seq = applied.seq
         self._indexes[handle.name] = handle
         log.info("index.created", name=handle.name, kind=handle.kind)
@@ -285,7 +328,7 @@ class IndexLifecycle(CollectionBase):
         """Remove an index, its membership and its files (records stay)."""
         with self._lock:
             handle = self._handle(name, usable=False)
-            self._store.apply(WriteBatch(drop_indexes=[name], state={("indexes", name): None}))
+            self._store.apply(WriteBatch(drop_indexes=[name], state={(INDEX_DEFINITIONS, name): None}))
             del self._indexes[name]
             handle.remove_files()
             handle.close_index()  # after the files: nothing saved names its data any more
@@ -310,7 +353,8 @@ class IndexLifecycle(CollectionBase):
             if options:
                 new = self._new_handle(name, handle.kind, options)
                 if new.definition() != handle.definition():
-                    store.apply(WriteBatch(state={("indexes", name): new.definition()}))
+                    new.generation = new_generation()  # another index: other processes build theirs again
+                    store.apply(WriteBatch(state={(INDEX_DEFINITIONS, name): new.stored_definition()}))
                     handle.remove_files()
                     handle.close_index()
                     self._indexes[name] = new
@@ -331,9 +375,9 @@ class IndexLifecycle(CollectionBase):
         handle = self._handle(name, usable=False)
         if handle.error is None:
             return handle
-        definition = handle.definition()
+        definition = handle.stored_definition()
         try:
-            return self._new_handle(name, definition["kind"], definition["config"])
+            return self._new_handle(name, definition["kind"], definition["config"], handle.generation)
         except Exception as exc:  # noqa: BLE001 - any plugin failure stays a reported, typed state
             self._indexes[name] = self._broken(name, definition, exc)
             raise BrokenIndexError(name, describe_failure(exc)) from None
@@ -343,7 +387,7 @@ class IndexLifecycle(CollectionBase):
         try:
             count = handle.rebuild(self._store, fill, progress)
         except Exception as exc:  # noqa: BLE001
-            self._indexes[handle.name] = self._broken(handle.name, handle.definition(), exc)
+            self._indexes[handle.name] = self._broken(handle.name, handle.stored_definition(), exc)
             raise BrokenIndexError(handle.name, describe_failure(exc)) from None
         if self._indexes.get(handle.name) is not handle:
             self._indexes[handle.name] = handle

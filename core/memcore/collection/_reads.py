@@ -194,6 +194,8 @@ class CollectionReader(CallBindings):
                 handle = self._handle(name)  # closed, unknown, stale or broken: the full lookup says so
             if (self._store.read_only or self._store.shared) and not handle.index.reads_store:  # pipelines search through here: readers catch up first
                 self._catch_up(handle)
+                if self._indexes.get(name) is not handle:  # another process dropped or re-created it
+                    handle = self._handle(name)
             if type(k) is not int or k <= 0:  # the depth a stage asks for: the common case without a call
                 validate_k(k)
             if query._checked_by is not self._state:
@@ -245,6 +247,8 @@ class CollectionReader(CallBindings):
                 handle = self._handle(name)
             if (self._store.read_only or self._store.shared) and not handle.index.reads_store:
                 self._catch_up(handle)
+                if self._indexes.get(name) is not handle:  # another process dropped or re-created it
+                    handle = self._handle(name)
             validate_k(k)
             checked = [self._narrowed(q) for q in queries]
             index = handle.index

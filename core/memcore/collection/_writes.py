@@ -428,9 +428,9 @@ class Writes(CollectionBase):
         changed.update(zip(map(_id_of, batch.upserts), batch.upserts))  # deletes run first: an id in both ends upserted
         self._allowed_sets.advance(applied.seq - 1, applied.seq, changed)
         failures = []
-        for handle in self._indexes.values():
-            if handle.error is not None:
-                continue  # broken: the store keeps its membership, a rebuild applies it
+        for handle in list(self._indexes.values()):  # a catch-up below may follow another process's index definitions
+            if handle.error is not None or self._indexes.get(handle.name) is not handle:
+                continue  # broken: the store keeps its membership, a rebuild applies it; replaced: opened after this write
             try:
                 if not self._store.shared or handle.applied_seq == applied.seq - 1 or handle.index.reads_store:  # no other process wrote in between
                     handle.apply(() if added is not None else applied.ops, self._store, cache, rows=rows, added=added)

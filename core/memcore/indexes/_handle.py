@@ -1,15 +1,17 @@
 """One live index of a collection: its definition, persistence, catch-up and rebuild.
 
 On disk an index owns ``<collection>/indexes/<name>/``: the files its ``save`` writes
-plus ``index.json`` (kind, config, format version, the store sequence number it was saved
-at, a SHA-256 per file), written last. On open, an index whose ``index.json`` is missing,
-unreadable, mismatched or behind the pruned log is rebuilt from the store; otherwise it is
-loaded and caught up from the store's operation log.
+plus ``index.json`` (kind, config, generation, format version, the store sequence number
+it was saved at, a SHA-256 per file), written last. On open, an index whose ``index.json``
+is missing, unreadable, mismatched (another kind, build-time option or generation: an
+index of that name dropped and created again) or behind the pruned log is rebuilt from
+the store; otherwise it is loaded and caught up from the store's operation log.
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 import zlib
 import json
 import os
@@ -32,7 +34,7 @@ from ..model._record_rows import RecordRows
 from .._plugins._registry import ComponentConfig
 from ..stores._store import LogRead, Op, Store
 
-__all__ = ["IndexHandle", "fold_ops"]
+__all__ = ["IndexHandle", "fold_ops", "new_generation", "generation_of"]
 
 log = get_logger("memcore.index")
 MANIFEST = "index.json"
@@ -73,6 +75,18 @@ def fold_ops(ops: Iterable[Op], durable: bool = False) -> tuple[list[str], list[
     removes = [rid for rid, o in first.items() if o != "add" or (durable and last[rid] == "remove")]
     adds = [rid for rid, o in last.items() if o != "remove"]
     return removes, adds
+
+
+def new_generation() -> str:
+    """A fresh :attr:`IndexHandle.generation`: what an index gets when it is created or
+    redefined (never the same twice)."""
+    return secrets.token_hex(8)
+
+
+def generation_of(definition: Any) -> str | None:
+    """The generation a stored index definition names (None: none, or not a definition)."""
+    generation = definition.get("generation") if isinstance(definition, Mapping) else None
+    return generation if isinstance(generation, str) else None
 
 
 def _sha256(path: Path) -> str:
@@ -167,14 +181,27 @@ class IndexHandle:
     """Why the saved files could not be loaded (they are rebuilt from the store); None otherwise."""
     full_check: bool = False
     """Check every block of every payload file at load, however large (``memcore info --check``)."""
+    generation: str | None = None
+    """Which creation of index ``name`` this is: a random token written with its definition
+    when it is created or redefined (kept when only search-time options change; None for an
+    index created before generations were kept). Another process compares it to follow a
+    drop and re-creation under the same name; a saved payload carries it and is loaded only
+    by a handle of the same generation."""
     canonical_kinds: Callable[[Any], Any] = field(default=lambda value: value, repr=False)
     """Rewrites deprecated kind spellings in a saved ``index.json`` to the current names
     (:meth:`memcore.registry.Registry.canonical_kinds`), so an index saved before its kind
     was renamed loads instead of being rebuilt."""
 
     def definition(self) -> dict[str, Any]:
-        """What the store keeps about this index."""
+        """The index's kind and config (what two definitions are compared by)."""
         return {"kind": self.kind, "config": self.config.model_dump(mode="json")}
+
+    def stored_definition(self) -> dict[str, Any]:
+        """What the store keeps about this index: :meth:`definition` and its :attr:`generation`."""
+        definition = self.definition()
+        if self.generation is not None:
+            definition["generation"] = self.generation
+        return definition
 
     # -- applying changes ----------------------------------------------------------------
 
@@ -290,6 +317,8 @@ class IndexHandle:
             # past the old number would force a needless rebuild on the next open.
             try:
                 meta = json.loads(manifest.read_text())
+                if meta.get("generation") != self.generation:
+                    raise ValueError("the folder holds another generation's save")  # rewritten whole, below
                 if meta.get("seq") != self.applied_seq:
                     atomic_write_json(manifest, {**meta, "seq": self.applied_seq})
                 self._drop_previous()  # a save cut short after its manifest left it: it may hold deleted content
@@ -306,7 +335,7 @@ class IndexHandle:
         atomic_write_json(
             manifest,
             {
-                **self.definition(),
+                **self.stored_definition(),
                 "format_version": self.index.format_version,
                 "seq": self.applied_seq,
                 "files": files,
@@ -379,6 +408,9 @@ class IndexHandle:
                 != build_time_part(with_defaults(self.definition()["config"], self.config), self.config)
             ):
                 raise CorruptError("saved kind/config differ from the collection's definition")
+            if meta.get("generation") != self.generation:
+                # saved by a process still holding an index of this name that was dropped since
+                raise CorruptError("saved for another generation of the index (dropped and created again since)")
             saved_version = meta.get("format_version")
             if saved_version != self.index.format_version and saved_version not in self.index.readable_versions:
                 readable = sorted({self.index.format_version, *self.index.readable_versions})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from pydantic import Field
@@ -15,7 +15,7 @@ from ..model._document import DocumentFilter, document_matches
 from ..model._filters import Filter, matches
 from ..model._record import Record, Scope
 from .._plugins._registry import ComponentConfig
-from ._store import Applied, Op, Store, Version, VersionOp, WriteBatch, involved_ids, plan_ops
+from ._store import Applied, LogTail, Op, Store, Version, VersionOp, WriteBatch, involved_ids, plan_ops
 
 __all__ = ["MemoryStore", "MemoryStoreConfig"]
 
@@ -42,6 +42,8 @@ class MemoryStore(Store):
         self._state: dict[str, dict[str, Any]] = {}
         self._seq = 0
         self._log_start = 0
+        self._definitions = 0
+        """The sequence number of the last batch that changed an index definition (:attr:`LogTail.definitions`)."""
         self._mutex = threading.RLock()
 
     def apply(self, batch: WriteBatch) -> Applied:
@@ -96,8 +98,15 @@ class MemoryStore(Store):
                     self._state.setdefault(namespace, {})[key] = copy.deepcopy(value)
             new_ops = tuple(Op(seq, i, r, o) for i, r, o in ops)
             self._log.extend(new_ops)
+            if batch.changes_definitions():
+                self._definitions = seq
             self._seq = seq
             return Applied(seq, new_ops)
+
+    def read_tail(self, since: Mapping[str, int]) -> LogTail:
+        """Each index's log (:meth:`read_log`) and the last change of an index definition, under one lock."""
+        with self._mutex:
+            return LogTail({name: self.read_log(seq, name) for name, seq in since.items()}, definitions=self._definitions)
 
     def _log_versions(self, batch: WriteBatch, seq: int) -> None:
         """The versions a batch makes (before it changes the records), then its forgotten scopes' erased."""

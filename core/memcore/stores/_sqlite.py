@@ -865,24 +865,22 @@ class SQLiteStore(SQLiteWrites, Store):
         return LogRead(start, last, ops)
 
     def read_tail(self, since: Mapping[str, int]) -> LogTail:
-        """Every asked index's log from one statement (see :mod:`._sqlite_tail`), and the
-        records its adds and updates name (:meth:`get`). A reader answers "nothing new"
+        """Every asked index's log and the last change of an index definition from one
+        statement (see :mod:`._sqlite_tail`), and the records its adds and updates name
+        (:meth:`get`). A reader answers "nothing new"
         from ``PRAGMA data_version`` alone when no other connection committed since its
         last call."""
-        if not since:
-            return LogTail({})
         with self._mutex:
             version = data_version(self.db) if self.read_only else None
             mark = self._tail
             if version is not None and mark is not None and mark.answers(version, since):
-                return LogTail(mark.logs(since))
-            logs = read_logs(self.db, since)
-            some = next(iter(logs.values()))
+                return LogTail(mark.logs(since), definitions=mark.definitions)
+            logs, start, last, definitions = read_logs(self.db, since)
             if version is not None:
-                self._tail = TailMark(version, some.start, some.last)
-            ids = wanted_ids(logs, since)
+                self._tail = TailMark(version, start, last, definitions)
+            ids = wanted_ids(logs, since) if logs else []
             records = {r.id: r for r in self.get(ids) if r is not None} if ids else {}
-        return LogTail(logs, records)
+        return LogTail(logs, records, definitions)
 
     def log_start(self) -> int:
         with self._mutex:

@@ -23,7 +23,8 @@ memory-map them; version 4 writes no ``history`` row for an insert (``records.hs
   (``{"ids": [...], "ops": "aru"}``: add / remove / update). ``Store.ops_since`` returns
   exactly what version 1 returned (one op per record and index, in the order logged);
 - ``links``, ``state`` and ``meta`` (schema version, last sequence number, log start) as
-  in version 1;
+  in version 1; ``meta`` also holds ``definitions_seq`` once a batch changed an index
+  definition (the number a reader's catch-up compares; absent: 0, no migration);
 - ``vectors`` is a read-only view (``record_id, space, dim, row``) for people and tools
   reading the file with ``sqlite3``: row ``row`` of ``vectors/<slot>.f32`` holds the values.
 

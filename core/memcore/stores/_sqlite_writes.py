@@ -397,6 +397,8 @@ class SQLiteWrites:
                 covered = " AND ".join(f"{key} = ?" for key in fields)
                 cur.execute(f"DELETE FROM history WHERE {covered}", list(fields.values()))
                 cur.execute(f"UPDATE records SET hseq = NULL WHERE hseq IS NOT NULL AND {covered}", list(fields.values()))
+        if batch.changes_definitions():  # what a reader's catch-up compares (LogTail.definitions)
+            cur.execute("INSERT OR REPLACE INTO meta VALUES ('definitions_seq', ?)", (str(seq),))
         cur.execute("UPDATE meta SET value=? WHERE key='seq'", (str(seq),))
 
     def _insert_new(self, cur: sqlite3.Cursor, batch: WriteBatch, seq: int) -> Applied | None:

@@ -22,12 +22,17 @@ from ..model._filters import Filter
 from ..model._record_batch import RecordBatch
 from ..model._record import Record, Scope
 
-__all__ = ["Store", "WriteBatch", "Applied", "AddedOps", "Op", "OpKind", "LogRead", "LogTail", "Version", "VersionOp"]
+__all__ = ["Store", "WriteBatch", "Applied", "AddedOps", "Op", "OpKind", "LogRead", "LogTail", "Version", "VersionOp", "INDEX_DEFINITIONS"]
 
 _TEXT_CHUNK = 1000
 """How many texts the generic text filter reads per call of :meth:`Store.texts`."""
 
 OpKind = Literal["add", "remove", "update"]
+
+INDEX_DEFINITIONS = "indexes"
+"""The state namespace of the index definitions (key: the index name, value: its kind,
+config and generation). A write of one of its keys, or a dropped index, changes what
+:attr:`LogTail.definitions` reports."""
 VersionOp = Literal["insert", "update", "delete"]
 
 
@@ -81,6 +86,12 @@ class WriteBatch:
     state: dict[tuple[str, str], Any] = field(default_factory=dict)
     drop_indexes: list[str] = field(default_factory=list)
     forget_scopes: list[Scope] = field(default_factory=list)
+
+    def changes_definitions(self) -> bool:
+        """True when the batch writes or deletes an index definition (a key of the state
+        namespace :data:`INDEX_DEFINITIONS`) or drops an index: a store reporting
+        :attr:`LogTail.definitions` notes the batch's sequence number as the last such one."""
+        return bool(self.drop_indexes) or any(namespace == INDEX_DEFINITIONS for namespace, _ in self.state)
 
     def is_empty(self) -> bool:
         """True when the batch changes nothing."""
@@ -152,6 +163,15 @@ class LogTail:
     (never an older version): what the index handles apply without reading them again. A
     record named by an op but absent here is read by the handle (:meth:`Store.get`); an op
     later than the version read here is applied at the next catch-up."""
+    definitions: int | None = None
+    """The sequence number of the last batch that changed an index definition
+    (:meth:`WriteBatch.changes_definitions`: an index created, dropped, re-created or
+    redefined), read in the same snapshot as the logs (0: none yet); None when the store does
+    not say. A process that finds a number other than the one it last saw reloads the
+    definitions (:meth:`state_items` of :data:`INDEX_DEFINITIONS`) before applying the logs:
+    an index another process dropped, created or re-created under the same name is followed,
+    never caught up from the log of another index. For a store that says None, it reads the
+    definitions at every catch-up."""
 
 
 TAIL_RECORDS_MAX = 1000
@@ -355,10 +375,14 @@ class Store(ABC):
         update: the catch-up of a process whose indexes follow other processes' writes,
         before each of its searches.
 
-        This default reads each index's log (:meth:`read_log`) and no records. Stores shared
-        between processes override it with fewer statements: one read of the log for every
-        index, the records in the same round trip, and a cheap answer when nothing changed
-        since their last call (what every search of such a process asks first)."""
+        With an empty ``since`` it answers :attr:`LogTail.definitions` alone (how a process
+        checks the index definitions before naming an index it does not know).
+
+        This default reads each index's log (:meth:`read_log`) and no records, and reports
+        no :attr:`~LogTail.definitions` (None). Stores shared between processes override it
+        with fewer statements: one read of the log for every index, the number of the last
+        definition change and the records in the same round trip, and a cheap answer when
+        nothing changed since their last call (what every search of such a process asks first)."""
         return LogTail({name: self.read_log(seq, name) for name, seq in since.items()})
 
     @abstractmethod

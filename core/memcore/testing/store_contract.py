@@ -647,6 +647,29 @@ class StoreContract:
         assert applied.ops == ()
         assert store.ids(index="ix") == []
 
+    def test_read_tail_reports_the_last_change_of_an_index_definition(self, store: Store) -> None:
+        """:attr:`LogTail.definitions`: None (the store does not say), or the sequence number
+        of the last batch that wrote an index definition or dropped an index, read with the
+        logs (an empty ``since`` reads it alone)."""
+        first = store.read_tail({}).definitions
+        if first is None:
+            return  # the store does not say: the collection reads the definitions at each catch-up
+        assert first == 0
+        self.apply_checked(store, WriteBatch(upserts=[_rec("a")], add_membership={"ix": ["a"]}, state={("service", "k"): 1}))
+        assert store.read_tail({"ix": 0}).definitions == 0  # records, membership and other state are no definition change
+        created = self.apply_checked(store, WriteBatch(state={("indexes", "ix"): {"kind": "exact", "config": {}, "generation": "g1"}}))
+        assert store.read_tail({"ix": 0}).definitions == store.read_tail({}).definitions == created.seq
+        self.apply_checked(store, WriteBatch(upserts=[_rec("b")], add_membership={"ix": ["b"]}))
+        tail = store.read_tail({"ix": created.seq})
+        assert tail.definitions == created.seq and [op.record_id for op in tail.logs["ix"].ops] == ["b"]
+        dropped = self.apply_checked(store, WriteBatch(drop_indexes=["ix"], state={("indexes", "ix"): None}))
+        assert store.read_tail({"ix": created.seq}).definitions == dropped.seq
+        recreated = self.apply_checked(store, WriteBatch(state={("indexes", "ix"): {"kind": "exact", "config": {}, "generation": "g2"}}))
+        assert store.read_tail({}).definitions == recreated.seq
+        alone = self.apply_checked(store, WriteBatch(drop_indexes=["iy"]))  # a drop without a definition counts too
+        assert store.read_tail({"ix": 0}).definitions == alone.seq
+        assert WriteBatch(state={("indexes", "x"): None}).changes_definitions() and not WriteBatch(state={("x", "y"): 1}).changes_definitions()
+
     def test_close_is_idempotent(self, store: Store) -> None:
         self.apply_checked(store, WriteBatch(upserts=[_rec("a")]))
         store.close()

@@ -35,9 +35,9 @@ _LINKS = (
     "FROM links k WHERE k.source = r.id) l ON TRUE"
 )
 _LOG = (
-    "SELECT m.log_start, m.seq, o.index_name, o.seq, o.ids, o.ops FROM (SELECT (SELECT value FROM meta WHERE key = 'log_start') AS log_start, "
-    "(SELECT value FROM meta WHERE key = 'seq') AS seq) m LEFT JOIN LATERAL (SELECT n, index_name, seq, ids, ops FROM oplog "
-    "WHERE index_name = ANY(%s::text[]) AND seq > %s) o ON TRUE ORDER BY o.n"
+    "SELECT m.log_start, m.seq, m.definitions, o.index_name, o.seq, o.ids, o.ops FROM (SELECT (SELECT value FROM meta WHERE key = 'log_start') AS log_start, "
+    "(SELECT value FROM meta WHERE key = 'seq') AS seq, (SELECT value FROM meta WHERE key = 'definitions_seq') AS definitions) m "
+    "LEFT JOIN LATERAL (SELECT n, index_name, seq, ids, ops FROM oplog WHERE index_name = ANY(%s::text[]) AND seq > %s) o ON TRUE ORDER BY o.n"
 )
 
 
@@ -94,16 +94,18 @@ def read_records(conn: Connection[Any], ids: Sequence[str], cache: SpaceCache, w
 
 
 def read_tail(conn: Connection[Any], since: Mapping[str, int], cache: SpaceCache) -> LogTail:
-    """The log of every index of ``since`` above its sequence number, the log start and the
-    last sequence number from one statement (one snapshot); then, when the ops add or
+    """The log of every index of ``since`` above its sequence number, the log start, the
+    last sequence number and that of the last change of an index definition
+    (:attr:`memcore.plugin.LogTail.definitions`; ``meta`` key ``definitions_seq``) from one
+    statement (one snapshot); then, when the ops add or
     update records (at most ``TAIL_RECORDS_MAX``, and no index must be rebuilt), those
     records from one more (:func:`read_records`)."""
     names = list(since)
-    rows = conn.execute(_LOG, (names, min(since.values()))).fetchall()
-    start, last = int(rows[0][0] or 0), int(rows[0][1] or 0)
+    rows = conn.execute(_LOG, (names, min(since.values(), default=0))).fetchall()
+    start, last, definitions = int(rows[0][0] or 0), int(rows[0][1] or 0), int(rows[0][2] or 0)
     ops: dict[str, list[Op]] = {name: [] for name in names}
     wanted: dict[str, None] = {}
-    for _, _, index, seq, ids, codes in rows:
+    for _, _, _, index, seq, ids, codes in rows:
         if index is None or seq <= since[index]:
             continue
         if len(ids) != len(codes):
@@ -115,7 +117,7 @@ def read_tail(conn: Connection[Any], since: Mapping[str, int], cache: SpaceCache
     records: dict[str, Record] = {}
     if wanted and len(wanted) <= TAIL_RECORDS_MAX and all(since[name] >= start for name in names):
         records = read_records(conn, list(wanted), cache)
-    return LogTail({name: LogRead(start, last, ops[name]) for name in names}, records)
+    return LogTail({name: LogRead(start, last, ops[name]) for name in names}, records, definitions)
 
 
 def vector_value(value: Any) -> np.ndarray:

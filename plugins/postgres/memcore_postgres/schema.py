@@ -2,7 +2,9 @@
 
 - ``meta``: ``seq`` (the last batch's sequence number: each batch takes its row lock as
   its last step and holds it to its commit, so sequence numbers are dense and follow commit
-  order; see :mod:`.writes`), ``log_start``, ``schema_version``;
+  order; see :mod:`.writes`), ``log_start``, ``schema_version``, and once written
+  ``forgotten_through`` and ``definitions_seq`` (the last batch that changed an index
+  definition: what other processes' catch-up compares; absent until then, read as 0);
 - ``records``: one row per record; ``n`` (an identity) is the insertion order, ``metadata``
   is ``jsonb`` (filters compile to SQL over it), ``member_of`` the names of the indexes the
   record belongs to (``text[]``);

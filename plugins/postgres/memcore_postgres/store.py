@@ -214,10 +214,8 @@ class PostgresStore(PostgresWrites, Store):
         return ops
 
     def read_tail(self, since: Mapping[str, int]) -> LogTail:
-        """The log of every asked index from one statement, and the records its ops add or
-        update from one more (:func:`.reads.read_tail`)."""
-        if not since:
-            return LogTail({})
+        """The log of every asked index and the last change of an index definition from one
+        statement, and the records its ops add or update from one more (:func:`.reads.read_tail`)."""
         with self._mutex:
             tail: LogTail = self.pool.read("reading the op log", lambda conn: read_tail(conn, since, self._space_cache))
         return tail

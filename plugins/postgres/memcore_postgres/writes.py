@@ -134,6 +134,8 @@ class PostgresWrites:
                 )
             if batch.forget_scopes:  # the op log keeps no forgotten id past the next prune (log retention aside)
                 conn.execute(FORGOTTEN_THROUGH)
+            if batch.changes_definitions():  # what the other processes' catch-up compares (LogTail.definitions)
+                conn.execute(DEFINITIONS_CHANGED)
         row = seq_cursor.fetchone()
         assert row is not None
         seq = int(row[0])
@@ -261,6 +263,12 @@ FORGOTTEN_THROUGH = (
     "INSERT INTO meta VALUES ('forgotten_through', (SELECT value FROM meta WHERE key = 'seq')) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
 )
 """Note the batch's sequence number as the last one that forgot a scope (``meta``)."""
+
+DEFINITIONS_CHANGED = (
+    "INSERT INTO meta VALUES ('definitions_seq', (SELECT value FROM meta WHERE key = 'seq')) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
+"""Note the batch's sequence number as the last one that changed an index definition
+(``meta``; absent until one did: read as 0)."""
 
 
 def _check_references(p: PreparedBatch, stored: Stored, found_targets: set[str]) -> None:
