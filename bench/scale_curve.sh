@@ -3,7 +3,7 @@
 #   sh bench/scale_curve.sh [OUT_DIR]
 # One bench_scale.py run per size (clustered data, made once under $DATA and reused, exact truths
 # included), the IVF-PQ comparison at 100k, then plot_scale.py over the runs. Heavy: 1M x 384
-# takes ~40 minutes on a shared 2-core machine; set SIZES="10000 100000" to leave it out.
+# takes ~20 minutes of a quiet core (two HNSW builds of ~6-7 minutes each); set SIZES="10000 100000" to leave it out.
 # Runs niced; report `uptime` with the figures (each JSON records the load at its start and end).
 set -eu
 OUT=${1:-/tmp/scale_curve}
@@ -16,7 +16,7 @@ for n in $SIZES; do
     case $n in
         10000) name=10k; systems=memcore:exact,memcore:faiss,raw:numpy,raw:faiss,chroma,lancedb; extra="--reopens 2 --queries 30" ;;
         100000) name=100k; systems=memcore:exact,memcore:faiss,raw:numpy,raw:faiss,chroma,lancedb; extra="--reopens 2 --queries 30 --build-budget 1800" ;;
-        1000000) name=1m; systems=memcore:exact,raw:numpy,lancedb; extra="--reopens 1 --queries 20 --build-budget 2400" ;;
+        1000000) name=1m; systems=memcore:exact,memcore:faiss,raw:numpy,raw:faiss,lancedb; extra="--reopens 3 --queries 20 --build-budget 2700" ;;
         *) echo "sizes: 10000 100000 1000000" >&2; exit 2 ;;
     esac
     nice -n 5 "$PY" bench/bench_scale.py --n "$n" --data clustered --systems "$systems" $extra \
