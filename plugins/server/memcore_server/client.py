@@ -48,9 +48,19 @@ ScopeLike = Scope | Mapping[str, Any] | None
 RETRY_STATUSES = frozenset({502, 503, 504})
 """HTTP statuses an idempotent call is retried on."""
 
+_JSON_LEAVES = (str, int, float, type(None))
+"""The values JSON has besides objects and arrays (``bool`` is an ``int``)."""
+_LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+"""The exact types of :data:`_JSON_LEAVES` (checked by ``type``: a set look-up, not an ``isinstance`` call)."""
+
 
 def _plain(value: Any) -> Any:
     """``value`` made JSON-ready (numpy arrays and numbers to lists and floats)."""
+    kind = type(value)
+    if kind in _LEAF_TYPES:  # the common cases first, by exact type (cheap)
+        return value
+    if kind is dict:
+        return {str(k): _plain(v) for k, v in value.items()}
     if hasattr(value, "tolist"):
         return value.tolist()
     if isinstance(value, Mapping):
@@ -58,10 +68,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-_JSON_LEAVES = (str, int, float, type(None))
-"""The values JSON has besides objects and arrays (``bool`` is an ``int``)."""
 
 
 def _json_ready(value: Any) -> None:
@@ -75,6 +81,8 @@ def _json_ready(value: Any) -> None:
                 raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
             _json_ready(v)
     elif isinstance(value, (list, tuple)):
+        if _LEAF_TYPES.issuperset(map(type, value)):  # a vector: every item a leaf, checked in C
+            return
         for v in value:
             if not isinstance(v, _JSON_LEAVES):
                 _json_ready(v)
