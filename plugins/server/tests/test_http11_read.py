@@ -17,7 +17,7 @@ import pytest
 import memcore
 from memcore import ValidationError
 from memcore_server import RemoteMemory
-from memcore_server.http11 import ConnectError, ConnectionPool, TransportError
+from memcore_server.http11 import ConnectError, ConnectionPool, Reply, TransportError
 from memcore_server.http11_read import MAX_HEAD, Incoming, read_reply
 
 Script = Callable[[int], Sequence[bytes | float | None]]
@@ -356,3 +356,12 @@ def test_keep_alive_with_real_uvicorn(memory: memcore.Memory, served: Any) -> No
         with pytest.raises(memcore.NotFoundError):
             remote.get("no-such-id")
         assert remote._http._idle[0].sock is sock and len(remote._http._idle) == 1
+
+
+def test_a_reply_body_reads_as_json_loads_reads_it() -> None:
+    """What pydantic-core refuses and ``json`` reads (a byte-order mark, a lone surrogate) is read; what neither reads is a ValueError."""
+    assert Reply(200, b'{"a": [1, 2.5, -0.0, 123456789012345678901234567890]}').json() == {"a": [1, 2.5, -0.0, 123456789012345678901234567890]}
+    assert Reply(200, '\ufeff{"a": 1}'.encode()).json() == {"a": 1}
+    assert Reply(200, b'"\\ud800"').json() == "\ud800"
+    with pytest.raises(ValueError):
+        Reply(502, b"<html>Bad Gateway</html>").json()
