@@ -3,8 +3,9 @@
 
 One ``memcore serve`` (its own process on 127.0.0.1) serves ``--n`` records with caller-given
 vectors (``--dim``, an ``exact`` index); one client thread runs ``--ops`` searches (k=10, by
-vector) and the CPU this thread spent (``time.thread_time``) is divided by the requests: what
-the client costs per request, which on a busy machine is taken from the server's cores.
+vector) and the CPU this thread spent (``time.thread_time``; user and system apart from
+``getrusage``) is divided by the requests: what the client costs per request, which on a
+busy machine is taken from the server's cores.
 
 With ``--baseline DIR`` (the ``memcore_server`` package of another tree, e.g.
 ``/tmp/old/plugins/server/memcore_server``) the same searches also run through that
@@ -15,6 +16,7 @@ one extra round of the current client runs under cProfile (CPU clock) and its to
 are printed on stderr.
 
     python bench/bench_client_cpu.py --baseline /tmp/old/plugins/server/memcore_server
+    python bench/bench_client_cpu.py --quick --profile
 
 Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
 """
@@ -27,6 +29,7 @@ import importlib.util
 import io
 import os
 import pstats
+import resource
 import socket
 import subprocess
 import sys
@@ -72,8 +75,9 @@ def load_client_class(package: Path) -> Any:
 
 
 def one_round(remote: RemoteMemory, queries: np.ndarray, ops: int, server_pid: int) -> dict[str, float]:
-    """``ops`` searches: client CPU and server CPU per request (us), wall p50 (ms)."""
+    """``ops`` searches: client CPU (and its user / system split) and server CPU per request (us), wall p50 (ms)."""
     lat = []
+    u0 = resource.getrusage(resource.RUSAGE_THREAD)
     s0, c0 = process_cpu_s(server_pid), time.thread_time()
     for i in range(ops):
         t0 = time.perf_counter()
@@ -81,7 +85,13 @@ def one_round(remote: RemoteMemory, queries: np.ndarray, ops: int, server_pid: i
         lat.append((time.perf_counter() - t0) * 1000)
     cpu = time.thread_time() - c0
     s1 = process_cpu_s(server_pid)
-    out = {"client_cpu_us": cpu * 1e6 / ops, "p50_ms": pct(lat, 50)}
+    u1 = resource.getrusage(resource.RUSAGE_THREAD)
+    out = {
+        "client_cpu_us": cpu * 1e6 / ops,
+        "client_user_us": (u1.ru_utime - u0.ru_utime) * 1e6 / ops,
+        "client_system_us": (u1.ru_stime - u0.ru_stime) * 1e6 / ops,
+    }
+    out["p50_ms"] = pct(lat, 50)
     if s0 is not None and s1 is not None:
         out["server_cpu_us"] = (s1 - s0) * 1e6 / ops
     return out
@@ -102,8 +112,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per variant (alternated with --baseline)")
     parser.add_argument("--baseline", type=Path, default=None, help="another tree's memcore_server package directory to compare with (its RemoteMemory)")
     parser.add_argument("--profile", action="store_true", help="one more round of the current client under cProfile (CPU clock), top functions on stderr")
+    parser.add_argument("--quick", action="store_true", help="1,000 records, 300 searches per round, 2 rounds")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.quick:
+        args.n, args.ops, args.rounds = min(args.n, 1000), min(args.ops, 300), min(args.rounds, 2)
 
     result = header("client_cpu", args)
     rng = np.random.default_rng(0)
