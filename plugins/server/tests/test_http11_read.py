@@ -365,3 +365,57 @@ def test_a_reply_body_reads_as_json_loads_reads_it() -> None:
     assert Reply(200, b'"\\ud800"').json() == "\ud800"
     with pytest.raises(ValueError):
         Reply(502, b"<html>Bad Gateway</html>").json()
+
+
+def test_tls_with_real_uvicorn(memory: memcore.Memory, tmp_path: Any) -> None:
+    """Over TLS (uvicorn with a self-signed certificate): an untrusted certificate is a
+    ConnectError; trusted, a large body arrives whole and the connection is kept."""
+    import shutil
+    import ssl
+    import subprocess
+
+    import uvicorn
+
+    from memcore_server.app import create_app
+    from memcore_server.config import load_server_config
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1"]
+        + ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = uvicorn.Config(
+        create_app(memory, load_server_config({})), host="127.0.0.1", port=port, log_level="warning", ssl_certfile=str(cert), ssl_keyfile=str(key)
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.01)
+        pool = ConnectionPool(f"https://127.0.0.1:{port}", 5.0, {"content-type": "application/json"})
+        with pytest.raises(ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            pool.request("POST", "/v1/count", b"{}")
+        pool._context = ssl.create_default_context(cafile=str(cert))
+        text = "x" * 300_000
+        reply = pool.request("POST", "/v1/insert", b'{"text": "%s"}' % text.encode())
+        got = pool.request("GET", "/v1/records/" + reply.json()["id"])
+        assert got.json()["text"] == text
+        sock = pool._idle[0].sock
+        assert isinstance(sock, ssl.SSLSocket)
+        for _ in range(5):
+            assert pool.request("POST", "/v1/count", b"{}").json()["count"] == 1
+        assert pool._idle[0].sock is sock and len(pool._idle) == 1
+        pool.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
