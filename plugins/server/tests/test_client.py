@@ -156,3 +156,41 @@ def test_the_client_imports_neither_fastapi_nor_uvicorn() -> None:
     code = "import sys, memcore_server, memcore_server.client; print(sorted(m for m in ('fastapi', 'uvicorn', 'starlette') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_request_body_is_the_json_json_dumps_would_send() -> None:
+    """numpy arrays and numbers become lists and numbers, tuples lists, keys strings, NaN its
+    constant; what ``json.dumps`` refuses (a datetime, a set, bytes, a complex) is a
+    ValidationError before anything is sent."""
+    import datetime
+    import json
+    import math
+
+    import numpy as np
+
+    from memcore_server.client import _json
+
+    body = {
+        "v": np.array([0.5, -1.25], dtype=np.float32),
+        "rows": [np.array([1, 2], dtype=np.int64), (3, 4.5)],
+        "i": np.int64(3),
+        "b": np.bool_(True),
+        "flags": np.array([True, False]),
+        "objects": np.array([1.5, "x", None], dtype=object),
+        "m": {1: "a", "é": [None, True]},
+        "nan": float("nan"),
+    }
+    sent = json.loads(_json(body))
+    assert math.isnan(sent.pop("nan"))
+    assert sent == {
+        "v": [0.5, -1.25],
+        "rows": [[1, 2], [3, 4.5]],
+        "i": 3,
+        "b": True,
+        "flags": [True, False],
+        "objects": [1.5, "x", None],
+        "m": {"1": "a", "é": [None, True]},
+    }
+    for bad in (datetime.datetime(2026, 1, 1), {1, 2}, b"bytes", 1j, np.array([1j]), np.array([datetime.date(2026, 1, 1)], dtype=object), [[object()]]):
+        with pytest.raises(memcore.ValidationError, match="cannot send this value"):
+            _json({"x": bad})
