@@ -289,7 +289,7 @@ class FaissIndex(VectorIndex):
             if exact or small:
                 flat = self._flat_storage()
                 if flat is not None and not flat.wrapped and (len(labels) <= GATHER_MAX or self._may_gather(labels, allowed)):
-                    first = len(labels) > GATHER_MAX and not self._gather_budget.second_use(allowed, self)
+                    first = isinstance(allowed, _MEMOIZED) and not self._gather_budget.second_use(allowed, self)
                     return self._exact_rows(flat, x, k, labels, threshold, None if first else allowed)  # a first use: no copy kept
                 if flat is not None:
                     return self._exact_flat(flat, x, k, labels, allowed, threshold)
