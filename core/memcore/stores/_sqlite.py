@@ -626,7 +626,9 @@ class SQLiteStore(SQLiteWrites, Store):
         """The rows in ``space``'s vector file of the records :meth:`allowed_ids` gives, at store
         sequence ``seq``: one ``SELECT`` joining the row map, its matches concatenated by
         SQLite into one string parsed by numpy (no Python object per match). None when the store
-        is no longer at ``seq`` (read in the same snapshot) or has no such space."""
+        is no longer at ``seq`` (read in the same snapshot) or has no such space. The rows of a
+        filter resolved at this very state before, by this process or by the writer before its
+        last close, are answered without the statement (see :mod:`._sqlite_row_sets`)."""
         key = row_set_key(space, where, where_document, scope)
         with self._mutex:
             found = self._spaces.get(space)
@@ -645,6 +647,21 @@ class SQLiteStore(SQLiteWrites, Store):
             rows.setflags(write=False)  # remembered: read, never changed in place
             self._row_sets.put(key, seq, rows)
         return rows
+
+    def saved_rows(
+        self, space: str, seq: int, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None
+    ) -> np.ndarray | None:
+        """The rows :meth:`allowed_rows` gives when this filter was resolved at this very state
+        before (by this process, or by the writer before its last close: see
+        :mod:`._sqlite_row_sets`), without the statement; None otherwise."""
+        with self._mutex:
+            if self._spaces.get(space) is None:
+                return None
+            rows = self._row_sets.get(row_set_key(space, where, where_document, scope), seq)
+            if rows is None:
+                return None
+            with self._snapshot_at(seq) as current:
+                return rows if current else None
 
     def allowed_among(
         self,

@@ -301,13 +301,13 @@ class FaissIndex(VectorIndex):
 
     def _first_of_set(self, allowed: AbstractSet[str]) -> bool:
         """Whether ``allowed`` is a set the store has not resolved yet for this index's
-        space, searched by a graph (see :mod:`.postfilter`)."""
+        space (nor kept its rows at hand: saved at this state), searched by a graph (see :mod:`.postfilter`)."""
         return (
             isinstance(allowed, AllowedRows)
             and not allowed.resolved
-            and not allowed.rows_known(self.config.space)
             and self._pending is None
             and self._layout.family == "hnsw"
+            and not allowed.rows_at_hand(self.config.space)
         )
 
     def _refine_factor(self, mode: FaissQueryMode | None) -> int:
