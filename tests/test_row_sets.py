@@ -189,16 +189,18 @@ def test_a_scope_is_never_served_another_scopes_rows(path):
         lambda b: b"garbage" * 20,
         lambda b: b[:16] + (2**62).to_bytes(8, "little") + b[24:],  # another state
         lambda b: b[: len(b) - 8] + (-5).to_bytes(8, "little", signed=True),  # a negative row
+        lambda b: b[: len(b) - 8] + (3).to_bytes(8, "little"),  # another record's row
+        lambda b: b[: len(b) - 100] + bytes([b[len(b) - 100] ^ 1]) + b[len(b) - 99 :],  # a flipped bit
         lambda b: b"",
     ],
-    ids=["header", "rows", "garbage", "seq", "negative", "empty"],
+    ids=["header", "rows", "garbage", "seq", "negative", "another-row", "bit", "empty"],
 )
 def test_a_damaged_file_is_ignored_and_replaced(path, damage):
     file = path / ROW_SETS_FILE
     file.write_bytes(damage(file.read_bytes()))
     col = _open(path)
     try:
-        _every(col, seed=900)
+        _every(col, seed=900, k=1000)
     finally:
         col.close()
     col = _open(path)  # the writer saved what it resolved anew

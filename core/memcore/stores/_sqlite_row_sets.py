@@ -16,8 +16,10 @@ included (the scope is part of its key): it is the answer the SQL gave at that v
 
 The file (replaced atomically: written beside, fsynced, renamed over) holds a magic line,
 the sequence number, the schema version, a table of the sets (per set a 16-byte BLAKE2b
-digest of its key, where its rows start and how many: no filter value or scope is written
-in clear) and the rows as little-endian int64, read through a read-only memory map. A missing, damaged or stale file
+digest of its key, where its rows start, how many, and the CRC-32 of their bytes: no filter
+value or scope is written in clear) with its own CRC-32, and the rows as little-endian
+int64, read through a read-only memory map. A set's checksum is checked when it is first
+used (a flipped bit must not hand an index rows of other records: ~4 µs for 1,000 rows). A missing, damaged or stale file
 is ignored (and replaced or removed at the writer's next close); it holds at most
 :data:`SETS_MAX` sets and :data:`ROWS_MAX` rows.
 """
@@ -28,6 +30,7 @@ import hashlib
 import mmap
 import os
 import struct
+import zlib
 from pathlib import Path
 import numpy as np
 
@@ -51,8 +54,9 @@ ROWS_MAX = 1 << 22
 """Most rows remembered and saved, over every set (32 MiB)."""
 
 _MAGIC = b"memcore-rowsets\n"
-_HEAD = struct.Struct("<QQQ")
-"""After the magic: the sequence number, the schema version, the number of sets."""
+_HEAD = struct.Struct("<QQQQ")
+"""After the magic: the sequence number, the schema version, the number of sets, and the
+CRC-32 of those three and the table of sets."""
 
 
 def row_set_key(space: str, where: Filter | None, where_document: DocumentFilter | None, scope: Scope | None) -> bytes:
@@ -73,9 +77,8 @@ class RowSets:
         self._seq: int | None = None
         self._sets: dict[bytes, np.ndarray] = {}
         self._rows = 0
-        self._saved: tuple[int, dict[bytes, np.ndarray]] | None = None
+        self._saved: tuple[int, dict[bytes, tuple[np.ndarray, int]]] | None = None
         self._read = False
-        self._checked: set[bytes] = set()
 
     def get(self, key: bytes, seq: int) -> np.ndarray | None:
         """The rows of ``key`` resolved at sequence ``seq`` (remembered, or saved at exactly
@@ -88,14 +91,15 @@ class RowSets:
         saved = self._saved_sets()
         if saved is None or saved[0] != seq:
             return None
-        rows = saved[1].get(key)
-        if rows is not None and key not in self._checked:
-            if len(rows) and int(rows.min()) < 0:  # damaged: the file is not used again
-                log.warning("store.row_sets_unreadable", path=str(self.path), error="a negative row")
-                self._saved = None
-                return None
-            self._checked.add(key)
-            self.put(key, seq, rows)  # kept for the next save even when the file is found damaged later
+        entry = saved[1].get(key)
+        if entry is None:
+            return None
+        rows, crc = entry
+        if zlib.crc32(rows.data) != crc:  # damaged: the file is not used again
+            log.warning("store.row_sets_unreadable", path=str(self.path), error="a set does not match its checksum")
+            self._saved = None
+            return None
+        self.put(key, seq, rows)  # remembered (checked once), also for the next save
         return rows
 
     def put(self, key: bytes, seq: int, rows: np.ndarray) -> None:
@@ -114,12 +118,13 @@ class RowSets:
         nothing new to replace it is removed. Errors are logged, never raised (a cache)."""
         try:
             saved = self._saved_sets()
-            kept = dict(saved[1]) if saved is not None and saved[0] == seq else {}
-            fresh = {k: v for k, v in self._sets.items() if k not in kept} if self._seq == seq else {}
+            listed = saved[1] if saved is not None and saved[0] == seq else {}
+            fresh = {k: v for k, v in self._sets.items() if k not in listed} if self._seq == seq else {}
             if not fresh:
                 if saved is not None and saved[0] != seq:
                     self.path.unlink(missing_ok=True)
                 return
+            kept = {k: rows for k, (rows, crc) in listed.items() if zlib.crc32(rows.data) == crc}
             sets = {**kept, **fresh}
             total = 0
             chosen: dict[bytes, np.ndarray] = {}
@@ -132,7 +137,7 @@ class RowSets:
         except (OSError, ValueError) as exc:
             log.warning("store.row_sets_not_saved", path=str(self.path), error=str(exc))
 
-    def _saved_sets(self) -> tuple[int, dict[bytes, np.ndarray]] | None:
+    def _saved_sets(self) -> tuple[int, dict[bytes, tuple[np.ndarray, int]]] | None:
         """The file's sequence number and sets (read once; None when absent or unreadable)."""
         if not self._read:
             self._read = True
@@ -140,26 +145,30 @@ class RowSets:
         return self._saved
 
 
-_ENTRY = np.dtype([("key", "u1", (16,)), ("start", "<u8"), ("count", "<u8")])
-"""One set in the file's table: its key, its first row's index among the rows, its row count."""
+_ENTRY = np.dtype([("key", "u1", (16,)), ("start", "<u8"), ("count", "<u8"), ("crc", "<u8")])
+"""One set in the file's table: its key, its first row's index among the rows, its row
+count, the CRC-32 of its rows' bytes (checked when the set is first used)."""
 
 
 def _write(path: Path, seq: int, schema: int, sets: dict[bytes, np.ndarray]) -> None:
     """The file: magic, sequence number, schema version, set count, the table of sets, the rows."""
     table = np.zeros(len(sets), dtype=_ENTRY)
+    blobs = [np.ascontiguousarray(rows, dtype="<i8").tobytes() for rows in sets.values()]
     start = 0
-    for i, (key, rows) in enumerate(sets.items()):
-        table[i] = (np.frombuffer(key, dtype=np.uint8), start, len(rows))
-        start += len(rows)
+    for i, (key, blob) in enumerate(zip(sets, blobs)):
+        table[i] = (np.frombuffer(key, dtype=np.uint8), start, len(blob) // 8, zlib.crc32(blob))
+        start += len(blob) // 8
+    listed = struct.pack("<QQQ", seq, schema, len(sets)) + table.tobytes()
     with open(path, "wb") as fh:
-        fh.write(_MAGIC + _HEAD.pack(seq, schema, len(sets)) + table.tobytes())
-        for rows in sets.values():
-            fh.write(np.ascontiguousarray(rows, dtype="<i8").tobytes())
+        fh.write(_MAGIC + _HEAD.pack(seq, schema, len(sets), zlib.crc32(listed)) + table.tobytes())
+        for blob in blobs:
+            fh.write(blob)
 
 
-def _read(path: Path, schema: int) -> tuple[int, dict[bytes, np.ndarray]] | None:
-    """The saved sets, as read-only views of the mapped file; None (logged when damaged)
-    when the file is absent, of another schema version, or not what :func:`_write` wrote."""
+def _read(path: Path, schema: int) -> tuple[int, dict[bytes, tuple[np.ndarray, int]]] | None:
+    """The saved sets (each as a read-only view of the mapped file and the CRC-32 its bytes
+    must have); None (logged when damaged) when the file is absent, of another schema
+    version, or not what :func:`_write` wrote."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -174,19 +183,22 @@ def _read(path: Path, schema: int) -> tuple[int, dict[bytes, np.ndarray]] | None
         data = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         if data[: len(_MAGIC)] != _MAGIC:
             raise ValueError("not a row sets file")
-        seq, stamp, count = _HEAD.unpack_from(data, len(_MAGIC))
-        if stamp != schema:
-            return None
+        seq, stamp, count, crc = _HEAD.unpack_from(data, len(_MAGIC))
         begin = len(_MAGIC) + _HEAD.size
         end = begin + count * _ENTRY.itemsize
         if end > size or (size - end) % 8:
             raise ValueError("truncated")
-        table = np.frombuffer(data, dtype=_ENTRY, count=count, offset=begin)
+        if zlib.crc32(struct.pack("<QQQ", seq, stamp, count) + data[begin:end]) != crc:
+            raise ValueError("the table of sets does not match its checksum")
+        if stamp != schema:
+            return None
         rows = np.frombuffer(data, dtype="<i8", offset=end)
-        if count and int((table["start"] + table["count"]).max()) > len(rows):
-            raise ValueError("a set past the end of the file")
-        # each set's rows are checked when first used (RowSets.get)
-        return int(seq), {bytes(key): rows[int(first) : int(first) + int(n)] for key, first, n in table.tolist()}
+        sets: dict[bytes, tuple[np.ndarray, int]] = {}
+        for key, first, n, check in np.frombuffer(data, dtype=_ENTRY, count=count, offset=begin).tolist():  # Python ints: no ufunc
+            if first + n > len(rows):
+                raise ValueError("a set past the end of the file")
+            sets[bytes(key)] = (rows[first : first + n], check)  # its rows checked when first used (RowSets.get)
+        return int(seq), sets
     except (OSError, ValueError, struct.error) as exc:
         log.warning("store.row_sets_unreadable", path=str(path), error=str(exc))
         return None
