@@ -137,6 +137,11 @@ class RowSets:
         except (OSError, ValueError) as exc:
             log.warning("store.row_sets_not_saved", path=str(self.path), error=str(exc))
 
+    def load(self) -> None:
+        """Read the file's table of sets and map its rows (once; at the store's open, as an
+        index's payload is: a filter's first query reads nothing more). Never raises."""
+        self._saved_sets()
+
     def _saved_sets(self) -> tuple[int, dict[bytes, tuple[np.ndarray, int]]] | None:
         """The file's sequence number and sets (read once; None when absent or unreadable)."""
         if not self._read:
