@@ -153,7 +153,7 @@ class AllowedRows(AbstractSet[str]):
     while it is still at ``seq`` (None otherwise: the index then translates the ids). It
     memoizes like :class:`AllowedIds` (:meth:`memo`)."""
 
-    __slots__ = ("seq", "_resolve_ids", "_resolve_rows", "_resolve_among", "_resolve_saved", "_ids", "_rows", "_memo", "_inherited", "__weakref__")
+    __slots__ = ("seq", "_resolve_ids", "_resolve_rows", "_resolve_among", "_resolve_saved", "_ids", "_rows", "_saved", "_memo", "_inherited", "__weakref__")
 
     def __init__(
         self,
@@ -170,6 +170,7 @@ class AllowedRows(AbstractSet[str]):
         self._resolve_saved = resolve_saved
         self._ids: AllowedIds | None = None
         self._rows: dict[str, np.ndarray | None] = {}
+        self._saved: dict[str, np.ndarray | None] = {}
         self._memo: dict[tuple[int, Hashable], Memo] = {}
         self._inherited: dict[tuple[int, Hashable], tuple[Memo, frozenset[str]]] = {}
 
@@ -189,26 +190,24 @@ class AllowedRows(AbstractSet[str]):
         """The rows of the members' vectors in ``space``'s file of the store (int64, unsorted),
         at :attr:`seq`; None when the store cannot say (it moved on, or keeps no such file)."""
         if space not in self._rows:
-            self._rows[space] = self._resolve_rows(space, self.seq)
+            saved = self._saved.get(space)
+            self._rows[space] = saved if saved is not None else self._resolve_rows(space, self.seq)
         return self._rows[space]
 
     def rows_known(self, space: str) -> bool:
         """Whether :meth:`file_rows` of ``space`` was asked for already (the set is resolved there)."""
         return space in self._rows
 
-    def rows_at_hand(self, space: str) -> bool:
-        """Whether :meth:`file_rows` of ``space`` is known or costs no resolving: the store kept
-        the rows of this very filter at :attr:`seq` (the SQLite store's saved row sets). When
-        it did, they are taken (:meth:`rows_known` is then true)."""
+    def rows_at_hand(self, space: str) -> "np.ndarray | None":
+        """What :meth:`file_rows` of ``space`` gives when that costs no resolving: asked for
+        already, or kept by the store for this very filter at :attr:`seq` (the SQLite store's
+        saved row sets); None otherwise. Asking does not count as resolving
+        (:meth:`rows_known` stays as it was until :meth:`file_rows` is called)."""
         if space in self._rows:
-            return True
-        if self._resolve_saved is None:
-            return False
-        rows = self._resolve_saved(space, self.seq)
-        if rows is None:
-            return False
-        self._rows[space] = rows
-        return True
+            return self._rows[space]
+        if space not in self._saved:
+            self._saved[space] = None if self._resolve_saved is None else self._resolve_saved(space, self.seq)
+        return self._saved[space]
 
     def among(self, ids: Sequence[str]) -> "frozenset[str] | None":
         """The members among ``ids`` (a few candidates), without resolving the whole set: from
@@ -241,6 +240,7 @@ class AllowedRows(AbstractSet[str]):
         self.seq = seq
         if not rows_kept:
             self._rows.clear()
+            self._saved.clear()
 
     def renewed(self, seq: int, changed: Iterable[str]) -> "AllowedRows":
         """The same filter resolved afresh at store sequence ``seq`` (after a write that changed

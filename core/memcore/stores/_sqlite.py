@@ -958,7 +958,7 @@ class SQLiteStore(SQLiteWrites, Store):
         return problems
 
     def size_bytes(self) -> int:
-        files = [*self.dir.glob(self.config.filename + "*"), *(self.dir / VECTOR_DIR).glob("*.f32")]
+        files = [*self.dir.glob(self.config.filename + "*"), *(self.dir / VECTOR_DIR).glob("*.f32"), self.dir / ROW_SETS_FILE]
         return sum(p.stat().st_size for p in files if p.is_file())
 
     def close(self) -> None:

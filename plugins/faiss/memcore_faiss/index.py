@@ -301,14 +301,21 @@ class FaissIndex(VectorIndex):
 
     def _first_of_set(self, allowed: AbstractSet[str]) -> bool:
         """Whether ``allowed`` is a set the store has not resolved yet for this index's
-        space (nor kept its rows at hand: saved at this state), searched by a graph (see :mod:`.postfilter`)."""
-        return (
+        space, searched by a graph (see :mod:`.postfilter`), and not a selective one whose
+        rows the store kept at hand (saved at this state): those are searched as resolved
+        at once, where the attempt would most likely fail (fewer than one allowed record in
+        :data:`.postfilter.CANDIDATES_PER_HIT` candidates)."""
+        space = self.config.space
+        if not (
             isinstance(allowed, AllowedRows)
             and not allowed.resolved
+            and not allowed.rows_known(space)
             and self._pending is None
             and self._layout.family == "hnsw"
-            and not allowed.rows_at_hand(self.config.space)
-        )
+        ):
+            return False
+        rows = allowed.rows_at_hand(space)
+        return rows is None or CANDIDATES_PER_HIT * len(rows) >= len(self._labels)
 
     def _refine_factor(self, mode: FaissQueryMode | None) -> int:
         """Candidates per hit to re-score exactly (0: faiss' own scores): the query's

@@ -188,3 +188,23 @@ def test_a_selective_filter_saved_at_the_last_close_skips_the_attempt(path, monk
         assert len(asked) == 1
     finally:
         col.close()
+
+
+def test_a_broad_filter_saved_at_the_last_close_is_still_answered_from_candidates(path, monkeypatch):
+    col = _open(path)
+    query = Query(vectors={"default": _vectors(1, 11)[0]}, k=10, where={"half": 1})
+    assert len(col._allowed(query, "vec", rows_at=col.store.last_seq()).file_rows("default")) == N // 2  # resolved: saved at close
+    col.close()
+    col = _open(path)
+    try:
+        calls = _Calls(col.store, monkeypatch)
+        asked = []
+        among = col.store.allowed_among
+        monkeypatch.setattr(col.store, "allowed_among", lambda *a, **kw: asked.append(a) or among(*a, **kw))
+        queries = _vectors(4, 12)
+        for q in queries:
+            hits = col.search_index("vec", Query(vectors={"default": q}, k=10, where={"half": 1}), 10)
+            assert [h.id for h in hits] == _truth(col, q, 10, {"half": 1})
+        assert len(asked) == len(queries) and calls.rows == 0  # every query answered from its candidates, as without the file
+    finally:
+        col.close()
