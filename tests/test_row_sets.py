@@ -211,3 +211,39 @@ def test_a_damaged_file_is_ignored_and_replaced(path, damage):
     finally:
         col.close()
     assert not [p.name for p in path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_store_restored_from_a_backup_never_uses_the_later_file(tmp_path):
+    # a backup of an earlier state, restored beside the file saved later: the next writes reach the
+    # file's sequence number with other records, and must never be answered from it
+    import shutil
+
+    path = tmp_path / "m"
+    col = _open(path)
+    col.create_index("vec", "exact", metric="cosine")
+    col.insert(_records(np.random.default_rng(0), 0, 200))
+    col.close()
+    backup = tmp_path / "backup"
+    shutil.copytree(path, backup)
+    col = _open(path)
+    for i in range(3):
+        col.insert(_records(np.random.default_rng(10 + i), 200 + 10 * i, 10))
+    _every(col, k=1000)
+    col.close()
+    assert (path / ROW_SETS_FILE).is_file()
+    for item in backup.iterdir():  # everything restored but the saved row sets
+        target = path / item.name
+        if target.is_dir():
+            shutil.rmtree(target)
+        shutil.copytree(item, target) if item.is_dir() else shutil.copy2(item, target)
+    col = _open(path)
+    try:
+        for i in range(3):  # the same number of writes, other records at the same rows of the file
+            other = _records(np.random.default_rng(20 + i), 500 + 10 * i, 10)
+            for r in other:
+                r["metadata"] = {"u": 4, "n": 999, "tag": "a"}
+                r["scope"] = {"user_id": "bob", "run_id": "r0"}
+            col.insert(other)
+        _every(col, seed=1000, k=1000)
+    finally:
+        col.close()

@@ -374,7 +374,7 @@ class SQLiteStore(SQLiteWrites, Store):
             if not self.read_only:
                 self._spaces.recover()
             self._fields = FieldIndexes(self.db, self.config.filter_indexes, writable=not self.read_only)
-            self._row_sets.load()
+            self._row_sets.load(self.last_seq())
         except sqlite3.DatabaseError as exc:
             self.close()
             raise CorruptError(f"{self.file} is not a readable memcore store: {exc}") from None

@@ -121,7 +121,7 @@ class RowSets:
             listed = saved[1] if saved is not None and saved[0] == seq else {}
             fresh = {k: v for k, v in self._sets.items() if k not in listed} if self._seq == seq else {}
             if not fresh:
-                if saved is not None and saved[0] != seq:
+                if saved is None or saved[0] != seq:  # stale, damaged, of another schema, or absent
                     self.path.unlink(missing_ok=True)
                 return
             kept = {k: rows for k, (rows, crc) in listed.items() if zlib.crc32(rows.data) == crc}
@@ -137,10 +137,16 @@ class RowSets:
         except (OSError, ValueError) as exc:
             log.warning("store.row_sets_not_saved", path=str(self.path), error=str(exc))
 
-    def load(self) -> None:
+    def load(self, seq: int) -> None:
         """Read the file's table of sets and map its rows (once; at the store's open, as an
-        index's payload is: a filter's first query reads nothing more). Never raises."""
-        self._saved_sets()
+        index's payload is: a filter's first query reads nothing more), the store being at
+        sequence ``seq``. A file saved at another state is dropped at once: it could only
+        serve while the store is at its very state, and a store that is not at it when
+        opened is past it, or restored from a backup of another history that may reach that
+        number with other records. Never raises."""
+        saved = self._saved_sets()
+        if saved is not None and saved[0] != seq:
+            self._saved = None
 
     def _saved_sets(self) -> tuple[int, dict[bytes, tuple[np.ndarray, int]]] | None:
         """The file's sequence number and sets (read once; None when absent or unreadable)."""
