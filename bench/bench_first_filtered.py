@@ -10,7 +10,10 @@ query each). Then per round and per tree (``--trees new=.,old=/tmp/old``: checko
 query (the reopen, wall and CPU seconds), then for each field the first and ``--warm``
 warm filtered queries (wall and CPU ms of the first and the median warm, and their ratio,
 and the recall@10 of those queries against the data set's ``truth_<field>.npy``), then the
-unfiltered p50. CPU figures are what to read on a loaded machine::
+unfiltered p50. The build's filtered queries leave the store's saved row sets (the rows of
+each filter at the store's last state, ``row_sets.bin``) for the probes; ``--cold-filters``
+removes them before each probe (a filter the store never resolved at this state). CPU
+figures are what to read on a loaded machine::
 
     python bench/bench_scale.py --n 100000 --data clustered --cache /tmp/bench_scale_data --systems raw:numpy
     python bench/bench_first_filtered.py --data /tmp/bench_scale_data/clustered_100000_384_s7 --path /tmp/filtered_100k \\
@@ -106,6 +109,11 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--kind", choices=("exact", "faiss"), default="exact", help="the vector index built (named after its kind)")
     p.add_argument("--factory", default="HNSW32", help="faiss factory of --kind faiss")
+    p.add_argument(
+        "--cold-filters",
+        action="store_true",
+        help="remove the store's saved row sets (row_sets.bin) before each probe: every filter's first query resolves it in SQL",
+    )
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     result = header("bench_first_filtered", args)
@@ -121,6 +129,8 @@ def main() -> None:
     for i in range(args.rounds):
         for name, tree in trees.items() if i % 2 == 0 else reversed(list(trees.items())):
             log(f"round {i + 1}/{args.rounds} {name}")
+            if args.cold_filters:
+                (args.path / "row_sets.bin").unlink(missing_ok=True)
             runs[name].append(run(PROBE, tree, str(args.data), str(args.path), str(args.warm), args.kind))
     result["runs"] = runs
     result["median"] = {

@@ -238,3 +238,29 @@ def test_a_member_written_anew_is_found_at_its_new_row(path):
         assert _got(col, query, 5) == _plain(col, query, 5)
     finally:
         col.close()
+
+
+def test_a_sets_first_query_keeps_no_gathered_copy_and_its_second_does(path):
+    # a filter queried once never pays a set-sized copy's page faults; the answers are the same either way
+    col = _open(path)
+    try:
+        index = col._indexes["vec"].index
+        rng = np.random.default_rng(9)
+        query = Query(vectors={"default": rng.standard_normal(DIM).astype(np.float32)}, k=5, where={"u": 4})
+        allowed = col._allowed(query, rows_at=col.store.last_seq())
+        assert 0 < len(col.ids(where={"u": 4})) <= len(index._ids) // 4  # a sparse set: gathered, not the product over every row
+        first = _got(col, query, 5)
+        assert first == _plain(col, query, 5)
+        assert (id(index), "gathered") not in allowed._memo
+        for seed in (10, 11):
+            again = Query(vectors={"default": np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)}, k=5, where={"u": 4})
+            assert _got(col, again, 5) == _plain(col, again, 5)
+            assert col._allowed(again, rows_at=col.store.last_seq()) is allowed
+            assert (id(index), "gathered") in allowed._memo
+        col.insert(_records(rng, 1000, 10))  # a write: the derived set continues the count (its copy extended)
+        after = col._allowed(query, rows_at=col.store.last_seq())
+        assert after is not allowed
+        assert _got(col, query, 5) == _plain(col, query, 5)
+        assert (id(index), "gathered") in after._memo
+    finally:
+        col.close()

@@ -322,7 +322,8 @@ class CollectionReader(CallBindings):
         seq = store.last_seq()  # once: the set's state, and the index's when rows are handed over
         resolve_rows = (lambda space, at: store.allowed_rows(space, at, where=where, where_document=document, scope=scope)) if rows_at == seq else None
         among = (lambda ids, at: store.allowed_among(ids, at, where=where, where_document=document, scope=scope)) if rows_at == seq else None
-        return self._allowed_sets.get(seq, key, lambda: self._resolve_allowed(where, scope, document), where, scope, document, resolve_rows, among)
+        saved = (lambda space, at: store.saved_rows(space, at, where=where, where_document=document, scope=scope)) if rows_at == seq else None
+        return self._allowed_sets.get(seq, key, lambda: self._resolve_allowed(where, scope, document), where, scope, document, resolve_rows, among, saved)
 
     def _resolve_allowed(self, where: Filter | None, scope: Scope | None, document: DocumentFilter | None = None) -> list[str]:
         # Ids the index does not hold are harmless in ``allowed`` (an index returns only ids it

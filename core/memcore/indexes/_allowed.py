@@ -153,7 +153,7 @@ class AllowedRows(AbstractSet[str]):
     while it is still at ``seq`` (None otherwise: the index then translates the ids). It
     memoizes like :class:`AllowedIds` (:meth:`memo`)."""
 
-    __slots__ = ("seq", "_resolve_ids", "_resolve_rows", "_resolve_among", "_ids", "_rows", "_memo", "_inherited", "__weakref__")
+    __slots__ = ("seq", "_resolve_ids", "_resolve_rows", "_resolve_among", "_resolve_saved", "_ids", "_rows", "_saved", "_memo", "_inherited", "__weakref__")
 
     def __init__(
         self,
@@ -161,13 +161,16 @@ class AllowedRows(AbstractSet[str]):
         resolve_ids: Callable[[], Iterable[str]],
         resolve_rows: Callable[[str, int], "np.ndarray | None"],
         resolve_among: Callable[[Sequence[str], int], "Iterable[str] | None"] | None = None,
+        resolve_saved: Callable[[str, int], "np.ndarray | None"] | None = None,
     ):
         self.seq = seq
         self._resolve_ids = resolve_ids
         self._resolve_rows = resolve_rows
         self._resolve_among = resolve_among
+        self._resolve_saved = resolve_saved
         self._ids: AllowedIds | None = None
         self._rows: dict[str, np.ndarray | None] = {}
+        self._saved: dict[str, np.ndarray | None] = {}
         self._memo: dict[tuple[int, Hashable], Memo] = {}
         self._inherited: dict[tuple[int, Hashable], tuple[Memo, frozenset[str]]] = {}
 
@@ -187,12 +190,24 @@ class AllowedRows(AbstractSet[str]):
         """The rows of the members' vectors in ``space``'s file of the store (int64, unsorted),
         at :attr:`seq`; None when the store cannot say (it moved on, or keeps no such file)."""
         if space not in self._rows:
-            self._rows[space] = self._resolve_rows(space, self.seq)
+            saved = self._saved.get(space)
+            self._rows[space] = saved if saved is not None else self._resolve_rows(space, self.seq)
         return self._rows[space]
 
     def rows_known(self, space: str) -> bool:
         """Whether :meth:`file_rows` of ``space`` was asked for already (the set is resolved there)."""
         return space in self._rows
+
+    def rows_at_hand(self, space: str) -> "np.ndarray | None":
+        """What :meth:`file_rows` of ``space`` gives when that costs no resolving: asked for
+        already, or kept by the store for this very filter at :attr:`seq` (the SQLite store's
+        saved row sets); None otherwise. Asking does not count as resolving
+        (:meth:`rows_known` stays as it was until :meth:`file_rows` is called)."""
+        if space in self._rows:
+            return self._rows[space]
+        if space not in self._saved:
+            self._saved[space] = None if self._resolve_saved is None else self._resolve_saved(space, self.seq)
+        return self._saved[space]
 
     def among(self, ids: Sequence[str]) -> "frozenset[str] | None":
         """The members among ``ids`` (a few candidates), without resolving the whole set: from
@@ -225,12 +240,13 @@ class AllowedRows(AbstractSet[str]):
         self.seq = seq
         if not rows_kept:
             self._rows.clear()
+            self._saved.clear()
 
     def renewed(self, seq: int, changed: Iterable[str]) -> "AllowedRows":
         """The same filter resolved afresh at store sequence ``seq`` (after a write that changed
         the records ``changed``), inheriting this set's memos with those ids (the members of the
         two sets differ at most in them)."""
-        new = AllowedRows(seq, self._resolve_ids, self._resolve_rows, self._resolve_among)
+        new = AllowedRows(seq, self._resolve_ids, self._resolve_rows, self._resolve_among, self._resolve_saved)
         changed = frozenset(changed)
         if len(changed) <= INHERIT_MAX:
             for key, (memo, before) in self._inherited.items():
@@ -386,6 +402,7 @@ class AllowedCache:
         where_document: DocumentFilter | None = None,
         rows: Callable[[str, int], "np.ndarray | None"] | None = None,
         among: Callable[[Sequence[str], int], "Iterable[str] | None"] | None = None,
+        saved: Callable[[str, int], "np.ndarray | None"] | None = None,
     ) -> "AllowedIds | AllowedRows":
         """The set for ``key`` at store sequence ``seq`` (``resolve()`` on a miss).
 
@@ -393,7 +410,8 @@ class AllowedCache:
         evaluates; :meth:`advance` re-checks changed records against them. With ``rows`` (the
         store's ``rows(space, seq)``: the members' file rows), a set not read as ids yet is
         returned as an :class:`AllowedRows` (made lazily on a miss; ``among``, the store's
-        ``among(ids, seq)``, answers :meth:`AllowedRows.among`); without, always as ids."""
+        ``among(ids, seq)``, answers :meth:`AllowedRows.among`; ``saved``, the rows the store
+        kept without resolving, :meth:`AllowedRows.rows_at_hand`); without, always as ids."""
         if seq != self.seq:
             self._entries.clear()
             self.seq = seq
@@ -405,7 +423,7 @@ class AllowedCache:
                 return allowed.ids()
             return allowed
         self.misses += 1
-        made: AllowedIds | AllowedRows = AllowedIds(resolve()) if rows is None else AllowedRows(seq, resolve, rows, among)
+        made: AllowedIds | AllowedRows = AllowedIds(resolve()) if rows is None else AllowedRows(seq, resolve, rows, among, saved)
         if len(self._entries) >= self.size:
             self._entries.pop(next(iter(self._entries)))
         self._entries[key] = (made, where, scope, where_document)

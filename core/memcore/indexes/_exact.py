@@ -90,8 +90,10 @@ def top_columns(scores: np.ndarray, ids: Sequence[str], k: int) -> tuple[list[st
     return [ids[i] for i in best], [values_of[i] for i in best]
 
 
-GATHER_BLOCK = 1024
-"""Rows gathered at a time by :func:`gathered_dot` (1.5 MiB at 384 float32: in the CPU cache)."""
+GATHER_BLOCK = 128
+"""Rows gathered at a time by :func:`gathered_dot` (192 KiB at 384 float32: in the CPU cache,
+and below the allocator's fresh-mapping threshold: a 1024-row buffer cost ~380 page faults,
+~0.9 ms, the first time a process scored a set)."""
 
 
 def gathered_dot(stored: np.ndarray, picks: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -381,9 +383,10 @@ class ExactIndex(VectorIndex):
                 # them before the product reads them again; one product over every row reads each
                 # row once (2x faster at half of 100k x 384, measured), then its rows' scores are picked
                 scores = (self._matrix[: self._n].dot(q) if mapped is None else mapped.scores(q, self._n))[rows]
-            elif rows is not None and len(rows) > GATHER_MAX:
-                # too many rows to keep a gathered copy: the rows gathered and scored block by block in one small
-                # buffer (it stays in the CPU cache, and no set-sized array is allocated and faulted in)
+            elif rows is not None and (len(rows) > GATHER_MAX or self._first_use(allowed)):
+                # too many rows to keep a gathered copy, or a set's first query (a filter queried once never earns
+                # the copy's page faults back): the rows gathered and scored block by block in one small buffer
+                # (it stays in the CPU cache, and no set-sized array is allocated and faulted in)
                 stored, picks = (self._matrix, rows) if mapped is None else (mapped.raw(), mapped.file_rows(rows))
                 scores = gathered_dot(stored, picks, q)
                 if mapped is not None:
@@ -395,6 +398,18 @@ class ExactIndex(VectorIndex):
                 matrix = self._matrix[: self._n] if rows is None else self._matrix_of(rows, allowed)
                 scores = matrix.dot(q)  # the method: cheaper than the @ operator for a matrix-vector product
         return self._hits(scores, ids, k)
+
+    def _first_use(self, allowed: AbstractSet[str] | None) -> bool:
+        """Whether ``allowed`` is a cached set this index scores for the first time: its rows
+        are then scored block by block, and :meth:`_matrix_of` keeps a gathered copy from its
+        second query on (writing a fresh copy of 1,000 rows of 384 floats costs ~380 page
+        faults, more than the query that reads it, which a filter queried once never earns
+        back). A set derived from one after a write continues its count."""
+        if not isinstance(allowed, _MEMOIZED):
+            return False
+        uses: list[int] = allowed.memo(self, "uses", 0, lambda: [0], lambda old, _version, _changed: old)
+        uses[0] += 1
+        return uses[0] == 1
 
     def _matrix_of(self, rows: np.ndarray | None, allowed: AbstractSet[str] | None) -> np.ndarray:
         """The vectors of ``rows`` (all when None); a cached allowed set of up to

@@ -60,6 +60,7 @@ from ._sqlite_schema import SCHEMA_VERSION, chunks as _chunks, json_text, member
 from ._sqlite_vectors import SCAN_FROM, Space, SpaceSlots, read_vectors, vector_rows
 from ._sqlite_vector_files import VECTOR_DIR, MappedSpace
 from ._sqlite_tail import TailMark, data_version, read_logs, wanted_ids
+from ._sqlite_row_sets import ROW_SETS_FILE, RowSets, row_set_key
 from ._sqlite_writes import SQLiteWrites, WriterLock, rollback
 
 __all__ = ["SQLiteStore", "SQLiteStoreConfig", "SCHEMA_VERSION", "FORGET_UP_TO", "RowCache", "guard_methods", "check_store_file"]
@@ -340,6 +341,8 @@ class SQLiteStore(SQLiteWrites, Store):
         self._read_rows: dict[str, dict[str, int]] = {}
         """A reader's last ``get`` with vectors: ``space -> id -> file row`` (what an index
         adding those records asks next, :meth:`_rows_holding`)."""
+        self._row_sets = RowSets(self.dir / ROW_SETS_FILE, SCHEMA_VERSION)
+        """The row sets resolved at the present state, and those saved at the last close."""
         self._tail: TailMark | None = None
         """What a reader's last :meth:`read_tail` found (its "nothing new" answer)."""
         if self.dir.exists() and not self.dir.is_dir():
@@ -371,6 +374,7 @@ class SQLiteStore(SQLiteWrites, Store):
             if not self.read_only:
                 self._spaces.recover()
             self._fields = FieldIndexes(self.db, self.config.filter_indexes, writable=not self.read_only)
+            self._row_sets.load(self.last_seq())
         except sqlite3.DatabaseError as exc:
             self.close()
             raise CorruptError(f"{self.file} is not a readable memcore store: {exc}") from None
@@ -601,7 +605,12 @@ class SQLiteStore(SQLiteWrites, Store):
     @contextlib.contextmanager
     def _snapshot_at(self, seq: int) -> Iterator[bool]:
         """One read snapshot (a transaction, unless one is open already) for the ``with`` block;
-        yields whether the store is at sequence ``seq`` in it. Called under ``_mutex``."""
+        yields whether the store is at sequence ``seq`` in it. Called under ``_mutex``. The
+        writer needs none while it knows its sequence number (only it writes, and not while
+        the block runs: the mutex): no statement at all."""
+        if not self.read_only and self._seq is not None:
+            yield self._seq == seq
+            return
         began = not self.db.in_transaction
         if began:
             self.db.execute("BEGIN")
@@ -618,19 +627,42 @@ class SQLiteStore(SQLiteWrites, Store):
         """The rows in ``space``'s vector file of the records :meth:`allowed_ids` gives, at store
         sequence ``seq``: one ``SELECT`` joining the row map, its matches concatenated by
         SQLite into one string parsed by numpy (no Python object per match). None when the store
-        is no longer at ``seq`` (read in the same snapshot) or has no such space."""
-        sql, params = self._filter_sql(where, where_document, scope, None)
+        is no longer at ``seq`` (read in the same snapshot) or has no such space. The rows of a
+        filter resolved at this very state before, by this process or by the writer before its
+        last close, are answered without the statement (see :mod:`._sqlite_row_sets`)."""
+        key = row_set_key(space, where, where_document, scope)
         with self._mutex:
             found = self._spaces.get(space)
             if found is None:
                 return None
+            rows = self._row_sets.get(key, seq)  # resolved at this very state before (see _sqlite_row_sets)
+            if rows is None:
+                sql, params = self._filter_sql(where, where_document, scope, None)
             with self._snapshot_at(seq) as current:
-                if not current:
+                if not current:  # the store moved on: neither the remembered rows nor the SQL's
                     return None
+                if rows is not None:
+                    return rows
                 text = self.db.execute(f"SELECT group_concat(v.row) FROM records r JOIN {found.table} v ON v.rid = r.rowid WHERE {sql}", params).fetchone()[0]
-        if not text:
-            return np.zeros(0, dtype=np.int64)
-        return np.fromstring(text, dtype=np.int64, sep=",")
+            rows = np.fromstring(text, dtype=np.int64, sep=",") if text else np.zeros(0, dtype=np.int64)
+            rows.setflags(write=False)  # remembered: read, never changed in place
+            self._row_sets.put(key, seq, rows)
+        return rows
+
+    def saved_rows(
+        self, space: str, seq: int, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None
+    ) -> np.ndarray | None:
+        """The rows :meth:`allowed_rows` gives when this filter was resolved at this very state
+        before (by this process, or by the writer before its last close: see
+        :mod:`._sqlite_row_sets`), without the statement; None otherwise."""
+        with self._mutex:
+            if self._spaces.get(space) is None:
+                return None
+            rows = self._row_sets.get(row_set_key(space, where, where_document, scope), seq)
+            if rows is None:
+                return None
+            with self._snapshot_at(seq) as current:
+                return rows if current else None
 
     def allowed_among(
         self,
@@ -924,7 +956,7 @@ class SQLiteStore(SQLiteWrites, Store):
         return problems
 
     def size_bytes(self) -> int:
-        files = [*self.dir.glob(self.config.filename + "*"), *(self.dir / VECTOR_DIR).glob("*.f32")]
+        files = [*self.dir.glob(self.config.filename + "*"), *(self.dir / VECTOR_DIR).glob("*.f32"), self.dir / ROW_SETS_FILE]
         return sum(p.stat().st_size for p in files if p.is_file())
 
     def close(self) -> None:
@@ -938,6 +970,7 @@ class SQLiteStore(SQLiteWrites, Store):
             db = getattr(self, "db", None)
             if db is not None:
                 if not self.read_only:
+                    self._save_row_sets()
                     self._checkpoint(db)
                 db.close()
                 spaces = getattr(self, "_spaces", None)
@@ -948,6 +981,19 @@ class SQLiteStore(SQLiteWrites, Store):
             if lock is not None:
                 lock.release()
                 self._lock = None
+
+    def _save_row_sets(self) -> None:
+        """Save the row sets resolved at the store's last state for the next open (see
+        :mod:`._sqlite_row_sets`; a failure is logged, the store closes all the same)."""
+        row_sets = getattr(self, "_row_sets", None)
+        if row_sets is None:
+            return
+        try:
+            seq = self.last_seq()
+        except sqlite3.Error as exc:
+            log.warning("store.row_sets_not_saved", path=str(self.file), error=str(exc))
+            return
+        row_sets.save(seq)
 
     def _checkpoint(self, db: sqlite3.Connection) -> None:
         """``PRAGMA wal_checkpoint(TRUNCATE)``; a failure (a reader holding an old snapshot,

@@ -253,6 +253,14 @@ class Store(ABC):
         An index over the file's rows turns them into its positions without reading an id."""
         return None
 
+    def saved_rows(
+        self, space: str, seq: int, *, where: Filter | None = None, where_document: DocumentFilter | None = None, scope: Scope | None = None
+    ) -> "np.ndarray | None":
+        """What :meth:`allowed_rows` gives, only when the store has it at hand without
+        resolving the filter (rows it kept for this very filter at sequence ``seq``); None
+        otherwise (this default). An index deciding how to answer a filter's first query asks it."""
+        return None
+
     def allowed_among(
         self,
         ids: Sequence[str],

@@ -289,7 +289,7 @@ class FaissIndex(VectorIndex):
             if exact or small:
                 flat = self._flat_storage()
                 if flat is not None and not flat.wrapped and (len(labels) <= GATHER_MAX or self._may_gather(labels, allowed)):
-                    first = len(labels) > GATHER_MAX and not self._gather_budget.second_use(allowed, self)
+                    first = isinstance(allowed, _MEMOIZED) and not self._gather_budget.second_use(allowed, self)
                     return self._exact_rows(flat, x, k, labels, threshold, None if first else allowed)  # a first use: no copy kept
                 if flat is not None:
                     return self._exact_flat(flat, x, k, labels, allowed, threshold)
@@ -301,14 +301,21 @@ class FaissIndex(VectorIndex):
 
     def _first_of_set(self, allowed: AbstractSet[str]) -> bool:
         """Whether ``allowed`` is a set the store has not resolved yet for this index's
-        space, searched by a graph (see :mod:`.postfilter`)."""
-        return (
+        space, searched by a graph (see :mod:`.postfilter`), and not a selective one whose
+        rows the store kept at hand (saved at this state): those are searched as resolved
+        at once, where the attempt would most likely fail (fewer than one allowed record in
+        :data:`.postfilter.CANDIDATES_PER_HIT` candidates)."""
+        space = self.config.space
+        if not (
             isinstance(allowed, AllowedRows)
             and not allowed.resolved
-            and not allowed.rows_known(self.config.space)
+            and not allowed.rows_known(space)
             and self._pending is None
             and self._layout.family == "hnsw"
-        )
+        ):
+            return False
+        rows = allowed.rows_at_hand(space)
+        return rows is None or CANDIDATES_PER_HIT * len(rows) >= len(self._labels)
 
     def _refine_factor(self, mode: FaissQueryMode | None) -> int:
         """Candidates per hit to re-score exactly (0: faiss' own scores): the query's

@@ -67,3 +67,17 @@ def test_gathered_copy_follows_inserts_through_a_collection(tmp_path, small_gath
         assert len(allowed) > 40 and [h.id for h in hits] == [h.id for h in index.search(Query(vectors={"v": v}), 5, frozenset(allowed))]
     assert index._gather_budget.used > 0
     col.close()
+
+
+def test_a_small_sets_first_query_keeps_no_copy_and_its_second_does(make, kit):
+    # a filter queried once never pays a set-sized copy's page faults; the answers are the same either way
+    index = make(DIM, factory="HNSW32")
+    index.add(kit.records(kit.clustered(600, DIM)))
+    allowed = AllowedIds(f"r{i}" for i in range(0, 600, 7))  # 86 ids: scored exactly, below GATHER_MAX
+    assert len(allowed) <= index_module.GATHER_MAX
+    queries = kit.clustered(3, DIM, seed=5)
+    assert _hits(index, queries[0], allowed) == _hits(index, queries[0], frozenset(allowed))
+    assert (id(index), "gathered") not in allowed._memo
+    for q in queries[1:]:
+        assert _hits(index, q, allowed) == _hits(index, q, frozenset(allowed))
+        assert (id(index), "gathered") in allowed._memo

@@ -157,3 +157,54 @@ def test_a_large_set_is_gathered_at_its_second_query(path, monkeypatch):
             assert (budget.used > 0) == (i > 0)  # no copy at the first query, one from the second on
     finally:
         col.close()
+
+
+def test_a_selective_filter_saved_at_the_last_close_skips_the_attempt(path, monkeypatch):
+    # the writer resolved it before closing: the next process takes the saved rows at once
+    col = _open(path)
+    q = _vectors(1, 9)[0]
+    col.search_index("vec", Query(vectors={"default": q}, k=10, where={"rare": 1}, scope=Scope(user_id="alice")), 10)
+    col.close()
+    col = _open(path)
+    try:
+        asked = []
+        among = col.store.allowed_among
+        monkeypatch.setattr(col.store, "allowed_among", lambda *a, **kw: asked.append(a) or among(*a, **kw))
+        for p in _vectors(3, 10):
+            for scope in (Scope(user_id="alice"), Scope(user_id="bob")):  # bob's set was never saved: the attempt, as before
+                hits = col.search_index("vec", Query(vectors={"default": p}, k=10, where={"rare": 1}, scope=scope), 10)
+                assert [h.id for h in hits] == _truth(col, p, 10, {"rare": 1}, scope)
+        assert len(asked) == 1  # only bob's first query tried the unfiltered candidates
+    finally:
+        col.close()
+    col = _open(path)  # a write since the save: the saved rows are stale, the attempt is made again
+    try:
+        col.delete(["r50"])
+        asked = []
+        among = col.store.allowed_among
+        monkeypatch.setattr(col.store, "allowed_among", lambda *a, **kw: asked.append(a) or among(*a, **kw))
+        hits = col.search_index("vec", Query(vectors={"default": q}, k=10, where={"rare": 1}, scope=Scope(user_id="alice")), 10)
+        assert [h.id for h in hits] == _truth(col, q, 10, {"rare": 1}, Scope(user_id="alice")) and "r50" not in {h.id for h in hits}
+        assert len(asked) == 1
+    finally:
+        col.close()
+
+
+def test_a_broad_filter_saved_at_the_last_close_is_still_answered_from_candidates(path, monkeypatch):
+    col = _open(path)
+    query = Query(vectors={"default": _vectors(1, 11)[0]}, k=10, where={"half": 1})
+    assert len(col._allowed(query, "vec", rows_at=col.store.last_seq()).file_rows("default")) == N // 2  # resolved: saved at close
+    col.close()
+    col = _open(path)
+    try:
+        calls = _Calls(col.store, monkeypatch)
+        asked = []
+        among = col.store.allowed_among
+        monkeypatch.setattr(col.store, "allowed_among", lambda *a, **kw: asked.append(a) or among(*a, **kw))
+        queries = _vectors(4, 12)
+        for q in queries:
+            hits = col.search_index("vec", Query(vectors={"default": q}, k=10, where={"half": 1}), 10)
+            assert [h.id for h in hits] == _truth(col, q, 10, {"half": 1})
+        assert len(asked) == len(queries) and calls.rows == 0  # every query answered from its candidates, as without the file
+    finally:
+        col.close()
