@@ -137,6 +137,25 @@ def test_writes_since_the_save_are_honoured(path, write):
         col.close()
 
 
+@pytest.mark.parametrize("write", ["forget", "delete", "insert"])
+def test_the_writers_first_write_removes_the_file_before_it_commits(path, write):
+    """Every saved set is stale from the first write on: the file goes with that write, not
+    at close, so a forgotten scope's keys and rows are not left on disk meanwhile."""
+    col = _open(path)
+    try:
+        _every(col, seed=700)  # served from the file
+        assert (path / ROW_SETS_FILE).is_file()
+        {
+            "forget": lambda: col.forget(Scope(user_id="alice")),
+            "delete": lambda: col.delete(["r1"]),
+            "insert": lambda: col.insert(_records(np.random.default_rng(9), 500, 3)),
+        }[write]()
+        assert not (path / ROW_SETS_FILE).exists()
+        _every(col, seed=800, k=1000)  # resolved again, as before
+    finally:
+        col.close()
+
+
 def test_a_write_between_two_processes_makes_the_file_stale(path):
     col = _open(path)
     col.insert(_records(np.random.default_rng(6), 300, 30))  # nothing resolved after it: the stale file goes

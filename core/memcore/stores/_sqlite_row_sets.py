@@ -20,7 +20,9 @@ digest of its key, where its rows start, how many, and the CRC-32 of their bytes
 value or scope is written in clear) with its own CRC-32, and the rows as little-endian
 int64, read through a read-only memory map. A set's checksum is checked when it is first
 used (a flipped bit must not hand an index rows of other records: ~4 µs for 1,000 rows). A missing, damaged or stale file
-is ignored (and replaced or removed at the writer's next close); it holds at most
+is ignored (and replaced or removed at the writer's next close). The writer removes the
+file at its first write (:meth:`RowSets.drop_file`), before that write commits: every set
+is stale from then on, and a forgotten scope's keys and rows must not stay on disk. It holds at most
 :data:`SETS_MAX` sets and :data:`ROWS_MAX` rows.
 """
 
@@ -79,6 +81,7 @@ class RowSets:
         self._rows = 0
         self._saved: tuple[int, dict[bytes, tuple[np.ndarray, int]]] | None = None
         self._read = False
+        self._file_kept = True  # until the writer's first write removes it (see drop_file)
 
     def get(self, key: bytes, seq: int) -> np.ndarray | None:
         """The rows of ``key`` resolved at sequence ``seq`` (remembered, or saved at exactly
@@ -136,6 +139,19 @@ class RowSets:
             atomic_write_with(self.path, lambda tmp: _write(Path(tmp), seq, self.schema, chosen))
         except (OSError, ValueError) as exc:
             log.warning("store.row_sets_not_saved", path=str(self.path), error=str(exc))
+
+    def drop_file(self) -> None:
+        """The writer is about to change the store, which makes every saved set stale:
+        remove the file now, not at close, so that a write that forgets a scope or deletes
+        records leaves none of their keys or rows on disk once it commits. Once per process
+        (the writer's close saves a fresh file); a failure is logged, never raised."""
+        if not self._file_kept:
+            return
+        self._file_kept, self._saved, self._read = False, None, True
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("store.row_sets_not_removed", path=str(self.path), error=str(exc))
 
     def load(self, seq: int) -> None:
         """Read the file's table of sets and map its rows (once; at the store's open, as an

@@ -29,6 +29,7 @@ from ..model._record import Record, Scope
 from ..model._record_rows import RecordRows, metadata_texts, stacked
 from ._sqlite_schema import chunks as _chunks, json_text as _json_text, member_text as _member_text, member_text_of, members as _members, pack_adds, pack_ops
 from ._sqlite_vectors import Space, SpaceSlots, check_dim
+from ._sqlite_row_sets import RowSets
 from ._store import AddedOps, Applied, WriteBatch, involved_ids, make_ops, plan_ops
 
 log = get_logger("memcore.store")
@@ -236,6 +237,7 @@ class SQLiteWrites:
     _sync_files: bool
     _pending: _Pending
     _row_memo: tuple[int, dict[str, tuple[list[str], np.ndarray, np.ndarray]]] | None
+    _row_sets: RowSets
 
     def last_seq(self) -> int:
         """The store's last sequence number (the store answers it)."""
@@ -250,6 +252,7 @@ class SQLiteWrites:
         with self._mutex:
             cur = self.db.cursor()
             cur.execute("BEGIN IMMEDIATE")
+            self._row_sets.drop_file()  # stale from this write on (and a forget leaves none of its sets)
             probe, self._probe = self._probe, None
             pending = self._pending = _Pending()
             self._row_memo = None
