@@ -62,6 +62,23 @@ THREAD_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREAD
 _T0 = time.perf_counter()
 
 
+def wait_for_serve(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 120.0) -> None:
+    """Return once ``memcore serve`` at ``url`` answers its health check; RuntimeError when
+    its process ``proc`` exits first or ``deadline_s`` passes."""
+    import memcore
+    from memcore_server import RemoteMemory
+
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            RemoteMemory(url, retries=0).health()
+            return
+        except memcore.MemcoreError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("memcore serve did not start") from None
+            time.sleep(0.2)
+
+
 def use_checkout(*plugins: str) -> None:
     """Make ``memcore`` and the named plugins (folder names under ``plugins/``, e.g.
     ``"fifo-kv"``) importable from this checkout when they are not installed."""

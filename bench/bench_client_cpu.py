@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from _common import emit, finish_environment, header, loadavg, log, pct, use_checkout
+from _common import emit, finish_environment, header, loadavg, log, pct, use_checkout, wait_for_serve
 
 use_checkout("server")
 
@@ -137,15 +137,7 @@ def main() -> None:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    RemoteMemory(url, retries=0).health()
-                    break
-                except memcore.MemcoreError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("memcore serve did not start") from None
-                    time.sleep(0.2)
+            wait_for_serve(url, proc)
             current = RemoteMemory(url, retries=0)
             variants = {"current": current}
             if args.baseline is not None:

@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from _common import emit, finish_environment, header, loadavg, log, pct, use_checkout
+from _common import emit, finish_environment, header, loadavg, log, pct, use_checkout, wait_for_serve
 
 use_checkout("server")
 
@@ -255,15 +255,7 @@ def main() -> None:
             from memcore_server import RemoteMemory
 
             url = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    RemoteMemory(url, retries=0).health()
-                    break
-                except memcore.MemcoreError:
-                    if proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError("memcore serve did not start") from None
-                    time.sleep(0.2)
+            wait_for_serve(url, proc)
             result["http"] = run(work, lambda: RemoteMemory(url, retries=0, timeout=120), m_search, m_insert, server_pid=proc.pid)
             with RemoteMemory(url, retries=0, timeout=120) as remote:
                 result["http"]["one_client_search_ms"] = single(args.single_ops, args.queries, lambda row: m_search(remote, row))
