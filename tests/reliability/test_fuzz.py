@@ -225,5 +225,7 @@ def test_fuzz_cli(shared, args):
     result = CliRunner().invoke(main, args, catch_exceptions=True)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         assert isinstance(result.exception, MemcoreError), (args, repr(result.exception))
-    assert "Traceback" not in result.output
+    # no traceback printed (`plugins --json` reports a broken plugin's traceback inside a JSON
+    # string, its newlines escaped: the installed test fixtures include broken plugins)
+    assert not any(line.startswith("Traceback (most recent call last)") for line in result.output.splitlines())
     assert snapshot(memory) == before
