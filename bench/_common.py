@@ -62,6 +62,24 @@ THREAD_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREAD
 _T0 = time.perf_counter()
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) a process has used so far (Linux /proc; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def wait_for_serve(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 120.0) -> None:
     """Return once ``memcore serve`` at ``url`` answers its health check; RuntimeError when
     its process ``proc`` exits first or ``deadline_s`` passes."""

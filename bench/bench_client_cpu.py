@@ -27,10 +27,8 @@ import argparse
 import cProfile
 import importlib.util
 import io
-import os
 import pstats
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,27 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from _common import emit, finish_environment, header, loadavg, log, pct, use_checkout, wait_for_serve
+from _common import emit, finish_environment, free_port, header, loadavg, log, pct, process_cpu_s, use_checkout, wait_for_serve
 
 use_checkout("server")
 
 import memcore  # noqa: E402
 from memcore_server import RemoteMemory  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) a process has used so far (Linux /proc; None elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def load_client_class(package: Path) -> Any:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -39,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import emit, finish_environment, header, loadavg, log, pct
+from _common import emit, finish_environment, free_port, header, loadavg, log, pct, process_cpu_s
 
 SERVERS = {
     "uvicorn": textwrap.dedent(
@@ -104,19 +103,6 @@ SERVERS = {
         """
     ),
 }
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_listening(port: int, deadline_s: float = 30.0) -> None:
@@ -189,7 +175,7 @@ def run(port: int, pid: int, args: argparse.Namespace, request: bytes) -> dict[s
     t0, c0, s0 = time.perf_counter(), time.process_time(), process_cpu_s(pid)
     for t in threads:
         t.join()
-    seconds, cpu, server_cpu = time.perf_counter() - t0, time.process_time() - c0, process_cpu_s(pid) - s0
+    seconds, cpu, server_cpu = time.perf_counter() - t0, time.process_time() - c0, (process_cpu_s(pid) or 0.0) - (s0 or 0.0)
     return {
         "ops_per_s": round(len(lat) / seconds, 1),
         "p50_ms": round(pct(lat, 50), 2),

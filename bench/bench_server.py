@@ -36,9 +36,7 @@ Prints ONE JSON object on stdout (progress on stderr). Never run as a test.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -50,7 +48,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from _common import emit, finish_environment, header, loadavg, log, pct, use_checkout, wait_for_serve
+from _common import emit, finish_environment, free_port, header, loadavg, log, pct, process_cpu_s, use_checkout, wait_for_serve
 
 use_checkout("server")
 
@@ -79,15 +77,6 @@ def plan(args: argparse.Namespace) -> list[list[tuple[str, int]]]:
                 ops.append(("search", int(rng.integers(0, args.queries))))
         work.append(ops)
     return work
-
-
-def process_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) a process has used so far (Linux /proc; None elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def run(
@@ -175,12 +164,6 @@ def blas_limit(threads: int) -> Any:
 def goal(value: float, target: float, at_most: bool, unit: str) -> dict[str, Any]:
     """One goal of the issue: its value, its target and whether it is met."""
     return {"value": value, "target": f"{'<=' if at_most else '>='} {target}{unit}", "met": bool(value <= target if at_most else value >= target)}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main() -> None:
