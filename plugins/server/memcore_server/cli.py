@@ -61,6 +61,7 @@ def serve(config_path: str | None, path: str | None, host: str | None, port: int
 
     from .app import create_app
     from .config import load_server_config
+    from .protocol import HotRoutesProtocol
     from .threads import limit_compute_threads
     from .workers import check_shared, serve_workers
 
@@ -86,7 +87,7 @@ def serve(config_path: str | None, path: str | None, host: str | None, port: int
         )
         # access lines only where uvicorn would print them (info, debug): below, skip their formatting
         access_log = uvicorn_log in ("info", "debug")
-        uvicorn.run(app, host=config.host, port=config.port, log_level=uvicorn_log, access_log=access_log, timeout_graceful_shutdown=5)
+        uvicorn.run(app, host=config.host, port=config.port, log_level=uvicorn_log, access_log=access_log, timeout_graceful_shutdown=5, http=HotRoutesProtocol)
     finally:
         memory.close()
 

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from memcore import AuthenticationError
 from memcore.plugin import ApiKeyRing
 
-from .tenancy import Caller, authenticate
+from .tenancy import Caller, authenticate, known_caller
 from .wire import error_body
 
 __all__ = ["KeyGuard", "caller_of", "request_caller", "route_path", "CALLER"]
@@ -80,6 +80,13 @@ class KeyGuard:
                 break
         if await self.admit(scope, header, send):
             await self.app(scope, receive, send)
+
+    def known(self, authorization: bytes | None) -> Caller | None:
+        """The caller of a request's ``Authorization`` header (its first one, or None) when
+        its key is known, else None (nothing sent, nothing logged: :meth:`admit` answers the
+        401). For the hot routes' protocol (:mod:`.protocol`), which hands a request it cannot
+        admit at once to the stack."""
+        return known_caller(self.ring, None if authorization is None else authorization.decode("latin-1"))
 
     def protects(self, path: str) -> bool:
         """Whether a request to ``path`` needs a key."""

@@ -97,30 +97,40 @@ class HotRoutes:
             return
         if not await self.limit.admit(length, send):
             return
-        model, handler = self.routes[path]
         try:
+            who = caller_of(scope)
             body = await self.limit.read(receive)
         except Exception as exc:  # over the body limit (TooLarge)
             await self._error(send, exc, path)
             return
         if body is None:  # the client went away
             return
+        status, payload, headers = await self.answer(path, who, media, body)
+        await _reply(send, status, payload, headers)
+
+    async def answer(self, path: str, who: Caller, media: bytes | None, body: bytes) -> tuple[int, bytes, Mapping[str, str] | None]:
+        """The reply to a request to the hot route ``path`` by ``who`` (authenticated, its body
+        within the limit) with ``body`` of the ``Content-Type`` ``media`` (None: not declared):
+        its status, its JSON body and its extra headers (or None). Steps 3 and 4 of the module;
+        a failure is the reply the FastAPI routes would give."""
         if media is not None and not _json_media(media):
-            await _reply(send, 400, _NOT_JSON)
-            return
+            return 400, _NOT_JSON, None
+        model, handler = self.routes[path]
         try:
             parsed = model.model_validate_json(body)
         except PydanticValidationError as exc:
-            await _reply(send, 400, to_json(error_body("ValidationError", validation_message(exc.errors(), ("body",)))))
-            return
+            return 400, to_json(error_body("ValidationError", validation_message(exc.errors(), ("body",)))), None
         try:
-            payload = to_json(await handler(parsed, caller_of(scope)), inf_nan_mode="null")
+            return 200, to_json(await handler(parsed, who), inf_nan_mode="null"), None
         except Exception as exc:
-            await self._error(send, exc, path)
-            return
-        await _reply(send, 200, payload)
+            return self.failed(exc, path)
 
     @staticmethod
-    async def _error(send: Send, exc: Exception, path: str) -> None:
+    def failed(exc: BaseException, path: str) -> tuple[int, bytes, Mapping[str, str] | None]:
+        """The reply to a request to ``path`` that ended with ``exc`` (:func:`.replies.error_reply`, its body as JSON)."""
         status, body, headers = error_reply(exc, path)
-        await _reply(send, status, to_json(body), headers)
+        return status, to_json(body), headers
+
+    @classmethod
+    async def _error(cls, send: Send, exc: Exception, path: str) -> None:
+        await _reply(send, *cls.failed(exc, path))

@@ -26,7 +26,7 @@ from memcore.plugin import ApiKey, ApiKeyRing, get_logger
 
 from .idspace import TenantMemory
 
-__all__ = ["Caller", "authenticate", "imposed", "Served"]
+__all__ = ["Caller", "authenticate", "known_caller", "imposed", "Served"]
 
 log = get_logger("memcore.server")
 
@@ -53,13 +53,20 @@ def authenticate(ring: ApiKeyRing, authorization: str | None) -> Caller:
 
     :raises AuthenticationError: keys are declared and the header carries none of them.
     """
+    who = known_caller(ring, authorization)
+    if who is None:
+        log.info("server.auth_refused", presented=bool(authorization))
+        raise AuthenticationError("missing or unknown API key: send Authorization: Bearer <key>")
+    return who
+
+
+def known_caller(ring: ApiKeyRing, authorization: str | None) -> Caller | None:
+    """The caller an ``Authorization`` header names, or None when keys are declared and the
+    header carries none of them (nothing logged: :func:`authenticate` refuses and logs)."""
     if not ring:
         return ANONYMOUS
     key: ApiKey | None = ring.authenticate(authorization)
-    if key is None:
-        log.info("server.auth_refused", presented=bool(authorization))
-        raise AuthenticationError("missing or unknown API key: send Authorization: Bearer <key>")
-    return Caller(name=key.name, scope=key.scope, admin=key.admin)
+    return None if key is None else Caller(name=key.name, scope=key.scope, admin=key.admin)
 
 
 Served = Union[memcore.Memory, TenantMemory]

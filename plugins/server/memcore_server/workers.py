@@ -52,6 +52,8 @@ def serve_workers(config_path: str | None, path: str | None, config: ServerConfi
     """Run ``config.workers`` worker processes serving the memory at ``path`` (uvicorn's supervisor; returns when they stop)."""
     import uvicorn
 
+    from .protocol import HotRoutesProtocol
+
     os.environ[WORKER_ENV] = json.dumps({"config": config_path, "path": path, "host": config.host, "port": config.port, "workers": config.workers})
     uvicorn.run(
         f"{__name__}:worker_app",
@@ -62,6 +64,7 @@ def serve_workers(config_path: str | None, path: str | None, config: ServerConfi
         log_level=log_level,
         access_log=log_level in ("info", "debug"),
         timeout_graceful_shutdown=5,
+        http=HotRoutesProtocol,
     )
 
 

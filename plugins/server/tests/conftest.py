@@ -23,6 +23,7 @@ from memcore.plugin import hash_api_key
 from memcore_server.app import create_app
 from memcore_server.config import load_server_config
 from memcore_server.idspace import id_prefix
+from memcore_server.protocol import HotRoutesProtocol
 
 if TYPE_CHECKING:
     import httpx
@@ -33,6 +34,10 @@ KEY_SETTINGS = {
     "bob": {"sha256": hash_api_key(KEYS["bob"]), "scope": {"user_id": "bob"}},
     "ops": {"sha256": hash_api_key(KEYS["ops"]), "admin": True},
 }
+
+SERVE_OPTIONS: dict[str, Any] = {"http": HotRoutesProtocol, "access_log": False}
+"""uvicorn's options as ``memcore serve`` sets them: its protocol, no access lines (the
+protocol answers the hot routes itself only then)."""
 
 
 def free_port() -> int:
@@ -48,7 +53,7 @@ class Served:
     def __init__(self, app: Any):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"))
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", **SERVE_OPTIONS))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def start(self) -> "Served":
