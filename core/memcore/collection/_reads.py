@@ -139,6 +139,22 @@ class CollectionReader(CallBindings):
         per scope (see :mod:`memcore.model._binding`). ``None`` binds nothing new."""
         return self._binding.bind(scope)
 
+    def _embedded_ahead(self, query: Query, name: str) -> None:
+        """Embed ``query``'s text in the spaces index ``name`` searches that it has no vector
+        for yet, outside the lock (an embedder may take milliseconds per text; called by
+        several threads at once, as :meth:`embedded_queries` does). Only a hint: an index
+        not open yet, or one replaced meanwhile, is left to the search, which embeds under
+        the lock whatever is still missing (and raises what it raised before)."""
+        handle = self._indexes.get(name)  # read without the lock: a dict lookup, the handle may be stale
+        if handle is None or handle.error is not None or self._state.closed:
+            return
+        spaces = self._spaces
+        for space in handle.index.requires.spaces:
+            if space not in query.vectors and space in spaces:
+                self._prepared(query, space)
+                if space not in query.vectors and query.text and query.text.strip():
+                    query_vector(spaces, query, space)
+
     def _prepared(self, query: Query, space: str) -> None:
         """Give ``query`` its vector of ``space`` from :meth:`embedded_queries` when one was embedded ahead."""
         ahead = self._state.query_vectors.get()
@@ -187,7 +203,13 @@ class CollectionReader(CallBindings):
         ``query`` is trusted when this reader checked it (:meth:`request`), else checked
         here. Each hit's provenance is its rank and score in this list (named ``list_name``,
         default the index name).
+
+        The query's text is embedded for the index's spaces before the collection's lock is
+        taken (:meth:`_embedded_ahead`), so that one search's embedding does not hold up the
+        others' searches and writes.
         """
+        if query.text and query._checked_by is self._state:  # a checked query: its errors were raised by request()
+            self._embedded_ahead(query, name)
         with self._lock:
             handle = self._indexes.get(name)  # the usual case without a call: open, known, fresh, usable
             if handle is None or handle.stale or handle.error is not None or self._state.closed:
