@@ -71,10 +71,33 @@ class Writes(CollectionBase):
         commit (every id must be a member, else :class:`NotFoundError` and nothing is
         written): e.g. a summary record inserted while the records it summarises leave a
         tier, so that a crash never leaves both or neither.
+
+        The texts of new records that need a vector are embedded outside the collection's
+        lock (:meth:`_to_embed`), so that the embedding does not hold up searches; the
+        records are then checked and committed under the lock as before.
         """
         with self._lock:
             self._check_open()
-            return self._insert(self._coerce(items, scope), indexes, state, remove_from)
+            records = self._coerce(items, scope)
+            todo = self._to_embed(records, indexes)
+            if not todo:  # nothing to embed (vectors given, or no index needs one): one pass
+                return self._insert(records, indexes, state, remove_from)
+        for space, pending in todo.items():  # outside the lock; what changed meanwhile is checked again below
+            fill_vectors(self._spaces, pending, [space])
+        with self._lock:
+            self._check_open()
+            return self._insert(records, indexes, state, remove_from)
+
+    def _to_embed(self, records: list[Record], indexes: str | Iterable[str] | None) -> dict[str, list[Record]]:
+        """The records of an insert to embed, by space: those not stored yet (a record stored
+        already is not embedded again) that lack a vector of a space the target indexes
+        search. Under the lock; an unknown index raises here, as the insert would."""
+        spaces = [space for space in self._spaces_of(self._targets(indexes)) if space in self._spaces]
+        if not spaces or all(space in r.vectors for r in records for space in spaces):
+            return {}
+        stored = self._existing(records)
+        todo = {space: [r for r in records if space not in r.vectors and r.id not in stored] for space in spaces}
+        return {space: pending for space, pending in todo.items() if pending}
 
     def insert_columns(
         self,
