@@ -10,8 +10,9 @@ answers as before.
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pytest
@@ -61,41 +62,51 @@ def gated(tmp_path: Path) -> Iterator[tuple[Collection, GatedEmbedder]]:
         col.close()
 
 
-def test_a_search_embedding_its_query_holds_up_no_other_search_or_write(gated: tuple[Collection, GatedEmbedder]) -> None:
-    col, embedder = gated
-    found: list[list[str]] = []
-    failed: list[BaseException] = []
+def completes(fn: Callable[[], Any], what: str) -> Any:
+    """``fn()`` run in another thread, which must finish within 10 s (else it waited for the blocked call)."""
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.append(fn()))
+    worker.start()
+    worker.join(10)
+    assert out, what
+    return out[0]
 
-    def blocked() -> None:
+
+@contextmanager
+def blocked_in_embedder(embedder: GatedEmbedder, call: Callable[[], Any]) -> Iterator[list[Any]]:
+    """Run ``call`` in a thread until it is blocked inside the embedder; yield, then let it go
+    on; the list holds its value (or its exception) once it has finished."""
+    outcome: list[Any] = []
+
+    def run() -> None:
         try:
-            q = col.request(Query(text="wait for record number 3", k=3))
-            found.append([h.id for h in col.search_index("vec", q, 3)])
-        except BaseException as exc:  # reported by the test below
-            failed.append(exc)
+            outcome.append(call())
+        except BaseException as exc:  # checked by the test
+            outcome.append(exc)
 
-    thread = threading.Thread(target=blocked)
+    thread = threading.Thread(target=run)
     thread.start()
     try:
         assert embedder.entered.wait(10)
-        # the blocked search is inside its embedder: the lock is free for the others
-        vector = embedder.inner.embed_queries(["record number 5"])[0]
-        done = threading.Event()
-        others: list[object] = []
-
-        def other() -> None:
-            others.append([h.id for h in col.search_index("vec", col.request(Query(vectors={"default": vector}, k=1)), 1)])
-            others.append(col.insert({"id": "new", "text": "a record written meanwhile"}))
-            done.set()
-
-        worker = threading.Thread(target=other)
-        worker.start()
-        assert done.wait(10), "a search by vector and an insert waited for another search's embedding"
-        worker.join(10)
-        assert others == [["r5"], ["new"]]
+        yield outcome
     finally:
         embedder.gate.set()
         thread.join(30)
-    assert not failed and found and found[0][0] == "r3"
+
+
+def by_vector(col: Collection, embedder: GatedEmbedder, text: str) -> list[str]:
+    """The ids of the best hit of a search by ``text``'s vector (nothing to embed)."""
+    vector = embedder.inner.embed_queries([text])[0]
+    return [h.id for h in col.search_index("vec", col.request(Query(vectors={"default": vector}, k=1)), 1)]
+
+
+def test_a_search_embedding_its_query_holds_up_no_other_search_or_write(gated: tuple[Collection, GatedEmbedder]) -> None:
+    col, embedder = gated
+    search = lambda: [h.id for h in col.search_index("vec", col.request(Query(text="wait for record number 3", k=3)), 3)]  # noqa: E731
+    with blocked_in_embedder(embedder, search) as outcome:
+        assert completes(lambda: by_vector(col, embedder, "record number 5"), "a search by vector waited for another search's embedding") == ["r5"]
+        assert completes(lambda: col.insert({"id": "new", "text": "a record written meanwhile"}), "an insert waited for a search's embedding") == ["new"]
+    assert outcome and outcome[0][0] == "r3"
 
 
 def test_a_query_embedded_ahead_answers_as_one_embedded_under_the_lock(gated: tuple[Collection, GatedEmbedder]) -> None:
@@ -111,37 +122,11 @@ def test_a_query_embedded_ahead_answers_as_one_embedded_under_the_lock(gated: tu
 
 def test_an_insert_embedding_its_records_holds_up_no_search(gated: tuple[Collection, GatedEmbedder]) -> None:
     col, embedder = gated
-    failed: list[BaseException] = []
-
-    def blocked() -> None:
-        try:
-            col.insert({"id": "slow", "text": "wait for me, a new record"})
-        except BaseException as exc:  # reported below
-            failed.append(exc)
-
-    thread = threading.Thread(target=blocked)
-    thread.start()
-    try:
-        assert embedder.entered.wait(10)
-        vector = embedder.inner.embed_queries(["record number 5"])[0]
-        done = threading.Event()
-        hits: list[list[str]] = []
-
-        def search() -> None:
-            hits.append([h.id for h in col.search_index("vec", col.request(Query(vectors={"default": vector}, k=1)), 1)])
-            done.set()
-
-        worker = threading.Thread(target=search)
-        worker.start()
-        assert done.wait(10), "a search waited for an insert's embedding"
-        worker.join(10)
-        assert hits == [["r5"]] and col.count() == 20  # the insert is not committed yet
-    finally:
-        embedder.gate.set()
-        thread.join(30)
-    assert not failed and col.count() == 21
-    stored = col.get("slow")
-    assert np.allclose(stored.vectors["default"], embedder.inner.embed_documents(["wait for me, a new record"])[0])
+    with blocked_in_embedder(embedder, lambda: col.insert({"id": "slow", "text": "wait for me, a new record"})) as outcome:
+        assert completes(lambda: by_vector(col, embedder, "record number 5"), "a search waited for an insert's embedding") == ["r5"]
+        assert col.count() == 20  # the insert is not committed yet
+    assert outcome == [["slow"]] and col.count() == 21
+    assert np.allclose(col.get("slow").vectors["default"], embedder.inner.embed_documents(["wait for me, a new record"])[0])
 
 
 def test_an_insert_embeds_only_what_is_new_and_reports_its_errors_as_before(gated: tuple[Collection, GatedEmbedder]) -> None:

@@ -39,7 +39,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 from .front import FrontedFastAPI
-from .hotpath import HotRoutes
+from .hotpath import HotRoutes, read_headers
 from .tenancy import Caller
 
 __all__ = ["HotRoutesProtocol", "hot_routes_of"]
@@ -120,17 +120,8 @@ class HotRoutesProtocol(HttpToolsProtocol):
             return None
         if path not in hot.routes:
             return None
-        authorization = length = media = None
-        for name, value in self.headers:  # as HotRoutes reads them: the first Authorization and Content-Type, the last Content-Length
-            if name == b"authorization":
-                authorization = value if authorization is None else authorization
-            elif name == b"content-length":
-                length = value
-            elif name == b"content-type":
-                media = value if media is None else media
-            elif name == b"transfer-encoding":
-                return None
-        if length is None or not length.isdigit() or int(length) > hot.limit.max_bytes:
+        authorization, length, media, coded = read_headers(self.headers)  # as HotRoutes reads them
+        if coded or length is None or not length.isdigit() or int(length) > hot.limit.max_bytes:
             return None
         who = hot.guard.known(authorization) if hot.guard.protects(path) else None
         if who is None:

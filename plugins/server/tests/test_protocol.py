@@ -85,6 +85,21 @@ def through_asgi(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
+@pytest.fixture
+def slow_search(memory: memcore.Memory, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Searches take half a second; the event is set when one has started."""
+    started = threading.Event()
+    retrieve = memory.retrieve
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        time.sleep(0.5)
+        return retrieve(*args, **kwargs)
+
+    monkeypatch.setattr(memory, "retrieve", slow)
+    return started
+
+
 def test_the_hot_routes_are_answered_below_asgi_in_one_reply(server: Any, connect: Any, through_asgi: list[str], memory: memcore.Memory) -> None:
     """insert, get and search on one keep-alive connection: answered by the protocol (the ASGI
     application never sees them), each reply with uvicorn's default headers, its type and length."""
@@ -180,22 +195,11 @@ def test_connection_close_is_honoured(server: Any, connect: Any) -> None:
     assert sock.recv(1) == b""
 
 
-def test_a_client_leaving_before_its_reply_leaves_the_server_serving(
-    server: Any, connect: Any, memory: memcore.Memory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_client_leaving_before_its_reply_leaves_the_server_serving(server: Any, connect: Any, slow_search: threading.Event) -> None:
     """The client closes while its search runs: nothing is written to it, and the server goes on."""
-    started = threading.Event()
-    retrieve = memory.retrieve
-
-    def slow(*args: Any, **kwargs: Any) -> Any:
-        started.set()
-        time.sleep(0.3)
-        return retrieve(*args, **kwargs)
-
-    monkeypatch.setattr(memory, "retrieve", slow)
     sock, _ = connect()
     sock.sendall(request("/v1/search", {"query": "anything", "k": 1}))
-    assert started.wait(10)
+    assert slow_search.wait(10)
     sock.close()
     time.sleep(0.5)
     sock, incoming = connect()
@@ -203,22 +207,13 @@ def test_a_client_leaving_before_its_reply_leaves_the_server_serving(
     assert Reply(incoming).json() == {"id": "s"}
 
 
-def test_a_reply_pending_at_shutdown_is_written_and_ends_the_connection(server: Any, memory: memcore.Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_reply_pending_at_shutdown_is_written_and_ends_the_connection(server: Any, slow_search: threading.Event) -> None:
     """The server is told to stop while a search runs: the search's reply still goes out, with
     ``connection: close``, and the connection ends."""
-    started = threading.Event()
-    retrieve = memory.retrieve
-
-    def slow(*args: Any, **kwargs: Any) -> Any:
-        started.set()
-        time.sleep(0.5)
-        return retrieve(*args, **kwargs)
-
-    monkeypatch.setattr(memory, "retrieve", slow)
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         incoming = Incoming(sock)
         sock.sendall(request("/v1/search", {"query": "anything", "k": 1}))
-        assert started.wait(10)
+        assert slow_search.wait(10)
         server.server.should_exit = True
         reply = Reply(incoming)
         assert reply.status == 200 and reply.json() == {"results": []} and reply.field("connection") == "close"
