@@ -161,11 +161,11 @@ class HotRoutesProtocol(HttpToolsProtocol):
             raise
         except Exception as exc:  # a safety net: answer() already answers a handler's failure
             status, payload, headers = hot.failed(exc, request.path)
-        if request.disconnected:
+        if self.flow.write_paused and not request.disconnected:
+            await self.flow.drain()
+        if request.disconnected:  # the client went away while the call ran (or while the buffer drained)
             request.response_complete = True
             return
-        if self.flow.write_paused:
-            await self.flow.drain()
         self.transport.write(self._reply(request, status, payload, headers))
         request.response_complete = True
         if not request.keep_alive:
